@@ -1,0 +1,197 @@
+/*
+ * occl: a deadlock-free collective communication runtime.
+ *
+ * Collectives are *registered* once under a user-chosen 64-bit collId and then *submitted* any
+ * number of times, in any order on any rank, each submission with a callback. A daemon (worker
+ * threads on the host backend, a persistent kernel on the CUDA backend) runs them, preempting a
+ * collective that waits on a peer for too long, so no submission order can deadlock.
+ *
+ * Conventions follow NCCL where they exist: counts are in elements, `count` of AllGather is the
+ * per-rank send count, of ReduceScatter the per-rank receive count, of AllToAll the count sent to
+ * each peer. In-place means sendbuf == recvbuf (AllGather: sendbuf == recvbuf + rank*count;
+ * ReduceScatter: recvbuf == sendbuf + rank*count).
+ *
+ * Every function returns an occlResult_t. On failure, occlGetLastError(comm) returns a message
+ * naming the argument and what was expected. Nothing here blocks forever: waits are bounded by
+ * the timeouts of the config.
+ */
+#ifndef OCCL_OCCL_H_
+#define OCCL_OCCL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OCCL_MAJOR 0
+#define OCCL_MINOR 1
+#define OCCL_PATCH 0
+#define OCCL_VERSION_CODE (OCCL_MAJOR * 10000 + OCCL_MINOR * 100 + OCCL_PATCH)
+
+typedef enum {
+  occlSuccess = 0,
+  occlUnhandledCudaError = 1, /* a CUDA call failed */
+  occlSystemError = 2,        /* an OS call failed (socket, shm, thread) */
+  occlInternalError = 3,      /* a bug in occl */
+  occlInvalidArgument = 4,    /* an argument is out of range or NULL */
+  occlInvalidUsage = 5,       /* a valid call at the wrong time, or ranks disagree */
+  occlRemoteError = 6,        /* a peer failed or reported an error */
+  occlInProgress = 7,         /* an operation has not finished yet */
+  occlTimeout = 8,            /* a collective or an init exceeded its timeout */
+  occlAborted = 9,            /* the communicator was aborted */
+  occlNumResults = 10
+} occlResult_t;
+
+/* Numbering as NCCL's, so code ported from NCCL keeps its constants. */
+typedef enum {
+  occlInt8 = 0,
+  occlUint8 = 1,
+  occlInt32 = 2,
+  occlUint32 = 3,
+  occlInt64 = 4,
+  occlUint64 = 5,
+  occlFloat16 = 6,
+  occlFloat32 = 7,
+  occlFloat64 = 8,
+  occlBfloat16 = 9,
+  occlNumTypes = 10
+} occlDataType_t;
+
+typedef enum { occlSum = 0, occlProd = 1, occlMax = 2, occlMin = 3, occlAvg = 4, occlNumOps = 5 } occlRedOp_t;
+
+typedef enum {
+  occlCollAllReduce = 0,
+  occlCollAllGather = 1,
+  occlCollReduceScatter = 2,
+  occlCollReduce = 3,
+  occlCollBroadcast = 4,
+  occlCollAllToAll = 5,
+  occlCollSend = 6, /* point-to-point: `root` names the peer */
+  occlCollRecv = 7,
+  occlNumCollTypes = 8
+} occlCollType_t;
+
+typedef enum { occlBackendAuto = 0, occlBackendHost = 1, occlBackendCuda = 2 } occlBackend_t;
+
+typedef enum { occlOrderFifo = 0, occlOrderPriority = 1 } occlOrderPolicy_t;
+
+typedef enum {
+  occlSpinPolicyStickiness = 0, /* paper §3.2: threshold falls with queue position, rises on progress */
+  occlSpinPolicyFixed = 1       /* every collective gets spinThresholdMax; no adjustment */
+} occlSpinPolicy_t;
+
+/*
+ * Runtime configuration. Fill it with occlConfigInit(), which applies the documented OCCL_*
+ * environment variables (docs/configuration.md) over the built-in defaults, then change fields.
+ * The scheduling knobs (order and spin policies, thresholds, connector geometry) must be
+ * identical on all ranks; connector geometry is checked, a mismatch fails the collective.
+ */
+typedef struct {
+  size_t structSize;        /* sizeof(occlConfig_t), set by occlConfigInit */
+  int backend;              /* occlBackend_t */
+  int daemonBlocks;         /* daemon blocks (threads / CUDA blocks) per rank, 1..64 */
+  int threadsPerBlock;      /* CUDA backend: threads of a daemon block */
+  int sqDepth;              /* submission queue entries, power of two */
+  int cqDepth;              /* completion queue slots, power of two */
+  int taskQueueDepth;       /* collectives one daemon block juggles at once */
+  int maxInflightPerColl;   /* submissions of one collId in flight at once */
+  int connectorSlots;       /* FIFO slots of a connector, >= 2 */
+  size_t connectorSlotBytes; /* bytes of one FIFO slot (one tile), multiple of 64 */
+  int orderPolicy;          /* occlOrderPolicy_t */
+  int spinPolicy;           /* occlSpinPolicy_t */
+  uint32_t spinThresholdMax; /* spin rounds for the front of the task queue */
+  uint32_t spinThresholdMin; /* floor for collectives further back */
+  uint32_t spinThresholdStep; /* decrement per queue position */
+  uint32_t spinThresholdBoost; /* added after a primitive of the collective succeeds */
+  uint32_t priorityPollInterval; /* priority order: SQ polled every this many task tries */
+  int idleQuitUs;           /* a daemon block with no progress and no SQE for this long quits (parks) */
+  int64_t collTimeoutMs;    /* a submission not complete after this fails with occlTimeout; 0 = never */
+  int64_t initTimeoutMs;    /* bootstrap and connection set-up bound */
+  int forcePreempt;         /* test knob: preempt at every wait (threshold 1) */
+  int disablePreemption;    /* test knob: never preempt (shows the deadlock occl removes) */
+} occlConfig_t;
+
+occlResult_t occlConfigInit(occlConfig_t* config);
+
+#define OCCL_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[OCCL_UNIQUE_ID_BYTES];
+} occlUniqueId;
+
+typedef struct occlComm* occlComm_t;
+
+/* Describes one collective at registration. Initialise with occlCollDescInit(). */
+typedef struct {
+  int type;              /* occlCollType_t */
+  size_t count;          /* elements, with NCCL's per-collective meaning (see top of file) */
+  int datatype;          /* occlDataType_t */
+  int op;                /* occlRedOp_t, for reducing collectives */
+  int root;              /* Reduce/Broadcast root; Send/Recv peer */
+  int priority;          /* higher runs first under occlOrderPriority */
+  const char* algorithm; /* NULL or "ring": built-in; else an MSCCL-IR file path or loaded name */
+  int nBlocks;           /* daemon blocks (channels) to use; 0 = the algorithm's default */
+} occlCollDesc_t;
+
+occlResult_t occlCollDescInit(occlCollDesc_t* desc);
+
+typedef void (*occlCallback_t)(uint64_t collId, occlResult_t status, void* arg);
+
+typedef struct {
+  uint64_t submissions;
+  uint64_t completions;
+  uint64_t preemptions;     /* tries that ended because a wait passed its threshold */
+  uint64_t contextLoads;
+  uint64_t contextSaves;    /* lazy: only when the context changed */
+  uint64_t queueWaitNs;     /* summed over submissions: SQE published to first execution */
+  uint64_t executionNs;     /* summed over submissions: first execution to completion */
+} occlCollStats_t;
+
+const char* occlGetErrorString(occlResult_t result);
+/* The last error message of `comm`, or of the calling thread when comm is NULL. Never NULL. */
+const char* occlGetLastError(occlComm_t comm);
+occlResult_t occlGetVersion(int* version);
+
+/* Bootstrap: rank 0 calls occlGetUniqueId and ships the id to the others (any channel). */
+occlResult_t occlGetUniqueId(occlUniqueId* uniqueId);
+occlResult_t occlCommInitRank(occlComm_t* comm, int nranks, occlUniqueId commId, int rank,
+                              const occlConfig_t* config);
+/* Rank, size and rendezvous address from the launcher's environment: OMPI_COMM_WORLD_RANK/SIZE
+ * (mpirun) or RANK/WORLD_SIZE (torchrun), address from MASTER_ADDR/MASTER_PORT or OCCL_COMM_ID. */
+occlResult_t occlCommInitFromEnv(occlComm_t* comm, const occlConfig_t* config);
+/* `ndev` ranks in this process (ranks as threads). devlist: CUDA devices, duplicates allowed;
+ * NULL for host ranks. */
+occlResult_t occlCommInitAll(occlComm_t* comms, int ndev, const int* devlist, const occlConfig_t* config);
+
+/* Waits (bounded by collTimeoutMs) for every submitted collective to complete, then stops. */
+occlResult_t occlCommFinalize(occlComm_t comm);
+occlResult_t occlCommDestroy(occlComm_t comm);
+/* Fails every pending submission with occlAborted and stops without waiting for peers. */
+occlResult_t occlCommAbort(occlComm_t comm);
+occlResult_t occlCommGetAsyncError(occlComm_t comm, occlResult_t* asyncError);
+occlResult_t occlCommCount(occlComm_t comm, int* count);
+occlResult_t occlCommUserRank(occlComm_t comm, int* rank);
+
+occlResult_t occlCollRegister(occlComm_t comm, uint64_t collId, const occlCollDesc_t* desc);
+occlResult_t occlCollDeregister(occlComm_t comm, uint64_t collId);
+/* Loads an MSCCL-IR file under `name`, usable as occlCollDesc_t.algorithm. */
+occlResult_t occlAlgorithmLoad(occlComm_t comm, const char* name, const char* path);
+
+/*
+ * Submits one run of collId. The callback fires exactly once, on the poller thread, with the
+ * completion status; it may submit again but must not block. Buffers must stay valid until
+ * then. Submissions of one collId run in submission order.
+ */
+occlResult_t occlSubmit(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf,
+                        occlCallback_t callback, void* arg);
+/* Waits until every callback of this communicator submitted so far has fired. */
+occlResult_t occlCommWaitAll(occlComm_t comm, int64_t timeoutMs);
+
+occlResult_t occlCollGetStats(occlComm_t comm, uint64_t collId, occlCollStats_t* stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OCCL_OCCL_H_ */

@@ -1,0 +1,135 @@
+// C++ wrapper over occl.h: RAII communicators, exceptions carrying the C API's message, and
+// submissions that take a std::function or return a std::future. Header-only; it adds no ABI.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "occl/occl.h"
+
+namespace occl {
+
+class Error : public std::runtime_error {
+ public:
+  Error(occlResult_t code, const std::string& message)
+      : std::runtime_error(std::string(occlGetErrorString(code)) + ": " + message), code_(code) {}
+  occlResult_t code() const { return code_; }
+
+ private:
+  occlResult_t code_;
+};
+
+inline void check(occlResult_t r, occlComm_t comm = nullptr) {
+  if (r != occlSuccess) throw Error(r, occlGetLastError(comm));
+}
+
+inline occlConfig_t defaultConfig() {
+  occlConfig_t c;
+  check(occlConfigInit(&c));
+  return c;
+}
+
+class Comm {
+ public:
+  using Callback = std::function<void(uint64_t collId, occlResult_t status)>;
+
+  Comm(int nranks, const occlUniqueId& id, int rank, const occlConfig_t* config = nullptr) {
+    check(occlCommInitRank(&comm_, nranks, id, rank, config));
+  }
+  static Comm fromEnv(const occlConfig_t* config = nullptr) {
+    occlComm_t c = nullptr;
+    check(occlCommInitFromEnv(&c, config));
+    return Comm(c);
+  }
+  // `n` ranks in this process (ranks as threads); devices as for occlCommInitAll.
+  static std::vector<Comm> all(int n, const occlConfig_t* config = nullptr, const int* devlist = nullptr) {
+    std::vector<occlComm_t> raw(static_cast<size_t>(n));
+    check(occlCommInitAll(raw.data(), n, devlist, config));
+    std::vector<Comm> out;
+    for (occlComm_t c : raw) out.push_back(Comm(c));
+    return out;
+  }
+
+  Comm(Comm&& o) noexcept : comm_(std::exchange(o.comm_, nullptr)) {}
+  Comm& operator=(Comm&& o) noexcept {
+    if (this != &o) {
+      reset();
+      comm_ = std::exchange(o.comm_, nullptr);
+    }
+    return *this;
+  }
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+  // Finalizes (waits for outstanding submissions) and destroys; never throws.
+  ~Comm() { reset(); }
+
+  occlComm_t get() const { return comm_; }
+  int rank() const {
+    int r = 0;
+    check(occlCommUserRank(comm_, &r), comm_);
+    return r;
+  }
+  int size() const {
+    int n = 0;
+    check(occlCommCount(comm_, &n), comm_);
+    return n;
+  }
+
+  void registerCollective(uint64_t collId, const occlCollDesc_t& desc) {
+    check(occlCollRegister(comm_, collId, &desc), comm_);
+  }
+  void deregisterCollective(uint64_t collId) { check(occlCollDeregister(comm_, collId), comm_); }
+
+  // `callback` runs on the poller thread; it must not block.
+  void submit(uint64_t collId, const void* sendbuf, void* recvbuf, Callback callback) {
+    auto* heap = new Callback(std::move(callback));
+    occlResult_t r = occlSubmit(comm_, collId, sendbuf, recvbuf, &Comm::trampoline, heap);
+    if (r != occlSuccess) {
+      delete heap;
+      check(r, comm_);
+    }
+  }
+  // The future holds the completion status (it does not throw on a failed collective).
+  std::future<occlResult_t> submit(uint64_t collId, const void* sendbuf, void* recvbuf) {
+    auto promise = std::make_shared<std::promise<occlResult_t>>();
+    std::future<occlResult_t> f = promise->get_future();
+    submit(collId, sendbuf, recvbuf, [promise](uint64_t, occlResult_t s) { promise->set_value(s); });
+    return f;
+  }
+
+  void waitAll(int64_t timeoutMs = -1) { check(occlCommWaitAll(comm_, timeoutMs), comm_); }
+  occlCollStats_t stats(uint64_t collId) const {
+    occlCollStats_t s{};
+    check(occlCollGetStats(comm_, collId, &s), comm_);
+    return s;
+  }
+  occlResult_t asyncError() const {
+    occlResult_t e = occlSuccess;
+    check(occlCommGetAsyncError(comm_, &e), comm_);
+    return e;
+  }
+  void abort() { occlCommAbort(std::exchange(comm_, nullptr)); }
+
+ private:
+  explicit Comm(occlComm_t c) : comm_(c) {}
+  static void trampoline(uint64_t collId, occlResult_t status, void* arg) {
+    std::unique_ptr<Callback> cb(static_cast<Callback*>(arg));
+    (*cb)(collId, status);
+  }
+  void reset() {
+    if (comm_ == nullptr) return;
+    occlCommFinalize(comm_);
+    occlCommDestroy(comm_);
+    comm_ = nullptr;
+  }
+
+  occlComm_t comm_ = nullptr;
+};
+
+}  // namespace occl

@@ -1,0 +1,122 @@
+// Device-visible description of a registered collective: its static context (program, buffers
+// layout, connectors), the shared per-collective state its blocks update, and the per-block
+// dynamic context the daemon saves on preemption. The host builds these at registration
+// (src/host/collective.cpp); the daemon only reads the static parts.
+#pragma once
+
+#include <cstdint>
+
+#include "queues/detail/compat.hpp"
+#include "queues/fifo.hpp"
+
+namespace occl {
+
+inline constexpr int kMaxDaemonBlocks = 64;
+inline constexpr uint32_t kMaxStepsPerBlock = 4096;  // step fits 12 bits of a progress word
+inline constexpr uint32_t kMaxTiles = 1u << 20;      // tile fits 20 bits of a progress word
+inline constexpr uint32_t kMaxInflightPerColl = 64;  // submissions of one collective in flight
+
+enum class StepOp : uint8_t { Nop, Send, Recv, RecvCopySend, RecvReduceSend, RecvReduceCopy, RecvReduceCopySend, Copy, Reduce };
+enum class BufKind : uint8_t { Input, Output, Scratch };
+
+enum StepFlags : uint8_t {
+  kStepHasDep = 1u << 0,  // other blocks wait on this step
+  kStepPostOp = 1u << 1,  // this step stores a final reduced value: apply avg's division
+};
+
+struct DeviceStep {
+  StepOp op;
+  BufKind srcBuf;
+  BufKind dstBuf;
+  uint8_t flags;     // StepFlags
+  int32_t srcOff;    // chunks
+  int32_t dstOff;    // chunks
+  int32_t count;     // chunks
+  int32_t depBlock;  // -1 = none
+  int32_t depStep;
+};
+static_assert(sizeof(DeviceStep) == 24, "DeviceStep layout is shared by host and device");
+
+struct BlockPlan {
+  const DeviceStep* steps;
+  uint32_t nSteps;
+  uint32_t pad;
+  FifoHandle send;  // at most one send and one receive connector per block (MSCCL's threadblock)
+  FifoHandle recv;
+};
+static_assert(sizeof(BlockPlan) == 80, "BlockPlan layout is shared by host and device");
+
+// Dynamic context of one (collective, block): where the block stands in the current submission.
+// Saved only when it changed since it was loaded (lazy save).
+struct alignas(16) BlockContext {
+  uint64_t seq;   // submission this context belongs to
+  uint32_t tile;
+  uint32_t step;
+  uint32_t sub;   // chunk within a multi-chunk step
+  uint32_t started;  // 1 once the submission has executed anything (for statistics)
+  uint64_t startNs;  // first execution of this submission on this block
+};
+static_assert(sizeof(BlockContext) == 32, "BlockContext layout is shared by host and device");
+
+// Counters one block keeps for one collective; the host sums them over blocks.
+struct alignas(64) BlockStats {
+  uint64_t completions;
+  uint64_t preemptions;
+  uint64_t contextLoads;
+  uint64_t contextSaves;
+  uint64_t queueWaitNs;
+  uint64_t executionNs;
+  uint64_t pad[2];
+};
+static_assert(sizeof(BlockStats) == 64, "BlockStats layout is shared by host and device");
+
+// Written by the daemon blocks of this rank while the collective runs.
+struct alignas(64) CollShared {
+  uint64_t progress[kMaxDaemonBlocks];  // dependency words: seq<<32 | tile<<12 | steps done
+  uint32_t failStatus;                  // sticky occlResult_t once a submission failed
+  uint32_t pad;
+  uint32_t finished[kMaxInflightPerColl];  // blocks done with submission seq, at seq % window
+};
+
+// Static context: immutable while the collective is registered.
+struct CollDesc {
+  uint64_t collId;
+  uint64_t signature;    // hash of the registration; peers must agree
+  uint32_t collIndex;
+  uint8_t dtype;
+  uint8_t redOp;
+  uint8_t collType;
+  uint8_t ragged;        // chunk c spans [c*total/nChunks, (c+1)*total/nChunks)
+  uint32_t nBlocks;      // blocks that run a part of this collective
+  uint32_t nRanks;       // avg divides by this
+  uint64_t totalElems;   // count * multiplier: what the chunks divide
+  uint64_t chunkElems;   // uniform chunk size (or the largest, when ragged)
+  uint32_t nChunks;      // chunks per loop
+  uint32_t nTiles;       // tiles per chunk
+  uint64_t tileElems;    // elements per connector slot
+  uint64_t elemBytes;
+  uint64_t timeoutNs;    // 0 = none
+  char* scratch;
+  const BlockPlan* blocks;  // [nBlocks]
+  CollShared* shared;
+  BlockContext* contexts;   // [nBlocks]
+  BlockStats* stats;        // [nBlocks]
+  uint32_t inflightWindow;  // submissions in flight at most, <= kMaxInflightPerColl
+  int32_t priority;
+};
+
+// Two-level table of registered collectives: pages are allocated on demand and never move, so
+// the daemon can read an entry while the host registers another one.
+struct CollTable {
+  static constexpr uint32_t kPageBits = 10;
+  static constexpr uint32_t kPageSize = 1u << kPageBits;
+  static constexpr uint32_t kMaxPages = 1024;  // 1M collectives
+  CollDesc** pages;  // [kMaxPages], each nullptr or [kPageSize] entries
+
+  OCCL_HD const CollDesc* get(uint32_t index) const {
+    CollDesc* page = atomics::loadAcquire(&pages[index >> kPageBits]);
+    return page == nullptr ? nullptr : &page[index & (kPageSize - 1)];
+  }
+};
+
+}  // namespace occl

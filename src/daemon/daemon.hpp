@@ -1,0 +1,197 @@
+// The daemon: each block drains the SQ into its task queue, tries the tasks in queue order with
+// the spin thresholds of the stickiness policy, saves the context of a preempted task (lazily),
+// and publishes a CQE when the last block of a collective finishes a submission. One pass at a
+// time: the host thread (src/host/host_daemon.cpp) or the CUDA kernel (daemon_kernel.cu) loops
+// over passes and decides when to park or quit.
+#pragma once
+
+#include <cstdint>
+
+#include "daemon/coll_desc.hpp"
+#include "daemon/executor.hpp"
+#include "daemon/task_queue.hpp"
+#include "occl/occl.h"
+#include "queues/cq.hpp"
+#include "queues/detail/compat.hpp"
+#include "queues/sq.hpp"
+
+namespace occl {
+
+struct SchedPolicy {
+  uint32_t order;  // occlOrderPolicy_t
+  uint32_t spin;   // occlSpinPolicy_t
+  uint32_t thresholdMax;
+  uint32_t thresholdMin;
+  uint32_t thresholdStep;
+  uint32_t thresholdBoost;
+  uint32_t priorityPollInterval;
+  uint32_t forcePreempt;
+  uint32_t disablePreemption;
+  uint32_t pad;
+};
+
+// Everything a daemon block needs; plain data the host builds once per communicator.
+struct DaemonEnv {
+  SubmissionQueue sq;
+  CompletionQueue cq;
+  CollTable colls;
+  BlockState* blocks;  // [nBlocks]
+  uint32_t nBlocks;
+  uint32_t pad;
+  SchedPolicy policy;
+  uint32_t* abortFlag;     // set by occlCommAbort
+  uint64_t* cqPublished;   // CQEs written, so the host can wake its poller and count outstanding work
+};
+
+struct PassResult {
+  bool progressed;  // a primitive ran, a task completed, or an SQE arrived
+  bool pending;     // the task queue is not empty
+  bool exit;        // an exit SQE was read and nothing is pending
+};
+
+// Statistics have one writer (the block's leader) and are read by the host at any time.
+OCCL_HD inline void bump(uint64_t& counter, uint64_t by) {
+  atomics::storeRelaxed(&counter, atomics::loadRelaxed(&counter) + by);
+}
+
+OCCL_HD inline SpinBudget spinBudgetFor(const SchedPolicy& p, uint32_t position) {
+  if (p.disablePreemption) return {0, 0, true};
+  if (p.forcePreempt) return {1, 0, false};
+  if (p.spin == occlSpinPolicyFixed) return {p.thresholdMax, 0, false};
+  uint64_t drop = static_cast<uint64_t>(position) * p.thresholdStep;
+  uint32_t t = drop + p.thresholdMin >= p.thresholdMax ? p.thresholdMin : p.thresholdMax - static_cast<uint32_t>(drop);
+  return {t, p.thresholdBoost, false};
+}
+
+// Publishes the CQE once the last participating block is done with submission `seq`.
+OCCL_HD inline void finishTask(const DaemonEnv& env, BlockState& bs, const CollDesc& d, int block,
+                               const TaskEntry& task, uint32_t status) {
+  if (!exec::isLeader()) return;
+  uint32_t* counter = &d.shared->finished[task.seq % d.inflightWindow];
+  if (atomics::fetchAdd(counter, 1u) + 1 != d.nBlocks) return;
+  atomics::storeRelaxed(counter, 0u);
+  uint32_t sticky = atomics::loadAcquire(&d.shared->failStatus);
+  uint64_t word = cqe::pack(d.collIndex, status != 0 ? status : sticky, task.seq);
+  while (!env.cq.tryPush(word, bs.cqHint)) exec::spinPause();  // the poller frees slots
+  atomics::fetchAdd(env.cqPublished, uint64_t{1});
+  bump(d.stats[block].completions, 1);
+}
+
+// Records a failure so every block of this rank and every peer reached by a connector fails the
+// collective too (Gloo's fail-fast), instead of waiting for its own timeout.
+OCCL_HD inline void failCollective(const CollDesc& d, int block, uint32_t code) {
+  if (!exec::isLeader()) return;
+  uint32_t expected = 0;
+  atomics::compareExchange(&d.shared->failStatus, expected, code);
+  uint32_t remote = (code == occlInvalidUsage) ? code : static_cast<uint32_t>(occlRemoteError);
+  const BlockPlan& plan = d.blocks[block];
+  if (plan.send.valid()) plan.send.poisonWith(remote);
+  if (plan.recv.valid()) plan.recv.poisonWith(remote);
+}
+
+// One try of task `position`; returns true when the task left the queue. Every lane runs the
+// executor on its own copy of the context; decisions inside it are made uniform by the leader.
+OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uint32_t position, bool& progressed) {
+  const TaskEntry task = bs.tasks[position];
+  const CollDesc& d = *env.colls.get(task.collIndex);
+  BlockContext* saved = &d.contexts[block];
+  if (saved->seq != task.seq) return false;  // an earlier submission of this collective runs first
+
+  const BlockContext loaded = *saved;
+  BlockContext ctx = loaded;
+  BlockStats& stats = d.stats[block];
+  uint64_t now = exec::nowNs();
+  if (!ctx.started) {
+    ctx.started = 1;
+    ctx.startNs = now;
+  }
+  TaskBuffers bufs{reinterpret_cast<char*>(task.sendbuf), reinterpret_cast<char*>(task.recvbuf), d.scratch};
+  uint64_t deadline = d.timeoutNs != 0 ? task.popNs + d.timeoutNs : 0;
+  BlockExecutor ex(d, block, ctx, bufs, spinBudgetFor(env.policy, position), env.abortFlag, deadline);
+  TryOutcome out = ex.run();
+  progressed = progressed || out.progressed;
+
+  if (out.status == TryStatus::Preempted) {
+    // Lazy save: "dirty" (the context moved) is not "progressed" (a primitive ran): a try that
+    // only passed a dependency wait moves nothing, and a first try marks the start time.
+    bool dirty = ctx.tile != loaded.tile || ctx.step != loaded.step || ctx.sub != loaded.sub ||
+                 ctx.started != loaded.started;
+    leaderUpdate([&] {
+      bump(stats.contextLoads, 1);
+      bump(stats.preemptions, 1);
+      if (!loaded.started) bump(stats.queueWaitNs, now - task.popNs);
+      if (dirty) {
+        *saved = ctx;
+        bump(stats.contextSaves, 1);
+      }
+    });
+    return false;
+  }
+  if (out.status == TryStatus::Failed) failCollective(d, block, out.failCode);
+  leaderUpdate([&] {
+    bump(stats.contextLoads, 1);
+    if (!loaded.started) bump(stats.queueWaitNs, now - task.popNs);
+    if (out.status == TryStatus::Done) bump(stats.executionNs, exec::nowNs() - ctx.startNs);
+    *saved = BlockContext{task.seq + 1, 0, 0, 0, 0, 0};
+  });
+  finishTask(env, bs, d, block, task, out.status == TryStatus::Failed ? out.failCode : 0);
+  progressed = true;
+  return true;
+}
+
+// Moves published SQEs into the task queue while it has room. Returns true if any arrived.
+OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int block) {
+  bool any = false;
+  const bool byPriority = env.policy.order == occlOrderPriority;
+  while (bs.nTasks < bs.capacity && !bs.exitSeen) {
+    bool got = exec::broadcastFromLeader([&] {
+      if (!env.sq.tryPop(bs.sqCursor, bs.incoming)) return false;
+      bs.sqCursor += 1;
+      return true;
+    });
+    if (!got) break;
+    any = true;
+    const SqeView e = bs.incoming;
+    exec::blockSync();  // every lane has its copy before the leader may overwrite `incoming`
+    if (e.flags & kSqeExit) {
+      leaderUpdate([&] { bs.exitSeen = 1; });
+      break;
+    }
+    const CollDesc* d = env.colls.get(e.collIndex);
+    if (d == nullptr || static_cast<uint32_t>(block) >= d->nBlocks) continue;
+    TaskEntry t{e.collIndex, byPriority ? d->priority : 0, e.seq, e.sendbuf, e.recvbuf, exec::nowNs()};
+    insertTask(bs, t, byPriority);
+  }
+  return any;
+}
+
+OCCL_HD inline bool shouldPollSq(const DaemonEnv& env, const BlockState& bs) {
+  if (bs.nTasks == 0 || bs.lastPassIdle) return true;
+  if (env.policy.order == occlOrderPriority)
+    return env.policy.priorityPollInterval == 0 || bs.tries % env.policy.priorityPollInterval == 0;
+  return bs.passesSincePoll >= 64;  // FIFO: new work must not starve behind a slow collective
+}
+
+OCCL_HD inline PassResult daemonPass(const DaemonEnv& env, int block) {
+  BlockState& bs = env.blocks[block];
+  bool progressed = false;
+  if (shouldPollSq(env, bs)) {
+    progressed = pollSubmissions(env, bs, block);
+    leaderUpdate([&] { bs.passesSincePoll = 0; });
+  } else {
+    leaderUpdate([&] { bs.passesSincePoll += 1; });
+  }
+  for (uint32_t i = 0; i < bs.nTasks;) {
+    leaderUpdate([&] { bs.tries += 1; });
+    if (tryTask(env, bs, block, i, progressed)) removeTask(bs, i);
+    else ++i;
+    if (env.policy.order == occlOrderPriority && shouldPollSq(env, bs) && pollSubmissions(env, bs, block)) {
+      progressed = true;
+      i = 0;  // a higher-priority arrival may now be at the front
+    }
+  }
+  leaderUpdate([&] { bs.lastPassIdle = progressed ? 0 : 1; });
+  return {progressed, bs.nTasks != 0, bs.exitSeen != 0 && bs.nTasks == 0};
+}
+
+}  // namespace occl

@@ -1,0 +1,143 @@
+// Runs one block's part of one submission from its saved context until it completes, fails, or
+// a wait passes the spin threshold (preemption). Shared by the host and the CUDA daemon.
+#pragma once
+
+#include <cstdint>
+
+#include "daemon/coll_desc.hpp"
+#include "occl/occl.h"
+#include "primitives/primitives.hpp"
+#include "queues/detail/compat.hpp"
+
+namespace occl {
+
+enum class TryStatus : uint8_t { Done, Preempted, Failed };
+
+struct TryOutcome {
+  TryStatus status;
+  bool progressed;  // at least one primitive or dependency completed on this try
+  uint32_t failCode;  // occlResult_t when Failed
+};
+
+struct SpinBudget {
+  uint32_t threshold;  // spin rounds a wait may take before the collective is preempted
+  uint32_t boost;      // added to the threshold after each primitive that succeeds (stickiness)
+  bool unlimited;      // preemption disabled: spin until ready, abort or timeout
+};
+
+// Dependency words order (submission, tile, steps done) so one comparison answers "has block b
+// finished step s of tile t of submission q".
+OCCL_HD inline uint64_t progressWord(uint64_t seq, uint32_t tile, uint32_t stepsDone) {
+  return (seq << 32) | (static_cast<uint64_t>(tile) << 12) | stepsDone;
+}
+OCCL_HD inline bool progressReached(uint64_t word, uint64_t target) {
+  auto seqDelta = static_cast<int32_t>(static_cast<uint32_t>(word >> 32) - static_cast<uint32_t>(target >> 32));
+  if (seqDelta != 0) return seqDelta > 0;
+  return (word & 0xffffffffu) >= (target & 0xffffffffu);
+}
+
+class BlockExecutor {
+ public:
+  OCCL_HD BlockExecutor(const CollDesc& desc, int block, BlockContext& ctx, const TaskBuffers& bufs,
+                        SpinBudget budget, const uint32_t* abortFlag, uint64_t deadlineNs)
+      : d_(desc), plan_(desc.blocks[block]), block_(block), ctx_(ctx), bufs_(bufs), budget_(budget),
+        abortFlag_(abortFlag), deadlineNs_(deadlineNs) {}
+
+  OCCL_HD TryOutcome run() {
+    for (; ctx_.tile < d_.nTiles; ++ctx_.tile, ctx_.step = 0) {
+      for (; ctx_.step < plan_.nSteps; ++ctx_.step, ctx_.sub = 0) {
+        const DeviceStep& step = plan_.steps[ctx_.step];
+        if (ctx_.sub == 0 && step.depBlock >= 0) {
+          uint64_t target = progressWord(ctx_.seq, ctx_.tile, static_cast<uint32_t>(step.depStep) + 1);
+          uint64_t* word = &d_.shared->progress[step.depBlock];
+          WaitResult w = waitFor([&] { return progressReached(atomics::loadAcquire(word), target); });
+          if (w != WaitResult::Ready) return stop(w);
+        }
+        for (; ctx_.sub < static_cast<uint32_t>(step.count); ++ctx_.sub) {
+          WaitResult w = runPrimitive(step);
+          if (w != WaitResult::Ready) return stop(w);
+        }
+        if (step.flags & kStepHasDep) publishProgress(ctx_.step + 1);
+      }
+    }
+    publishProgress(0);  // tile == nTiles: every step of this submission is done
+    return {TryStatus::Done, progressed_, 0};
+  }
+
+ private:
+  enum class WaitResult : uint8_t { Ready, Stuck, Failed };
+
+  OCCL_HD WaitResult runPrimitive(const DeviceStep& step) {
+    uint64_t chunk = static_cast<uint64_t>(stepReadsSrc(step.op) ? step.srcOff : step.dstOff) + ctx_.sub;
+    uint64_t n = step.op == StepOp::Nop ? 0 : tileLength(d_, chunk, ctx_.tile);
+    if (n == 0) return WaitResult::Ready;
+    const bool recv = stepReceives(step.op), send = stepSends(step.op);
+    if (recv || send) {
+      WaitResult w = waitFor([&] { return (!recv || plan_.recv.canRecv()) && (!send || plan_.send.canSend()); });
+      if (w != WaitResult::Ready) return w;
+    }
+    applyStep(d_, plan_, step, bufs_, ctx_.sub, ctx_.tile, n);
+    if (exec::isLeader()) {
+      if (recv) plan_.recv.commitRecv();
+      if (send) plan_.send.commitSend();
+    }
+    markProgress();
+    return WaitResult::Ready;
+  }
+
+  OCCL_HD void markProgress() {
+    progressed_ = true;
+    budget_.threshold += budget_.threshold < 0x40000000u ? budget_.boost : 0;
+  }
+
+  OCCL_HD void publishProgress(uint32_t stepsDone) {
+    if (exec::isLeader()) atomics::storeRelease(&d_.shared->progress[block_], progressWord(ctx_.seq, ctx_.tile, stepsDone));
+  }
+
+  // Spins until `ready` holds, the threshold passes, or the collective must fail (abort, timeout,
+  // a poisoned connector, another block's failure recorded in failStatus).
+  template <typename Ready>
+  OCCL_HD WaitResult waitFor(Ready&& ready) {
+    for (uint32_t spins = 0;; ++spins) {
+      if (exec::broadcastFromLeader(ready)) return WaitResult::Ready;
+      if ((spins & 63u) == 63u && exec::broadcastFromLeader([&] { return failureCode() != 0; }))
+        return WaitResult::Failed;
+      if (!budget_.unlimited && spins >= budget_.threshold) return WaitResult::Stuck;
+      exec::spinPause();
+    }
+  }
+
+  OCCL_HD uint32_t failureCode() const {
+    if (abortFlag_ != nullptr) {
+      if (uint32_t a = atomics::loadAcquire(abortFlag_)) return a;  // occlAborted or occlRemoteError
+    }
+    if (uint32_t s = atomics::loadAcquire(&d_.shared->failStatus)) return s;
+    if (deadlineNs_ != 0 && exec::nowNs() > deadlineNs_) return occlTimeout;
+    if (plan_.send.valid()) {
+      if (uint32_t p = plan_.send.poisonStatus()) return p;
+      if (plan_.send.peerSignatureDiffers(d_.signature, /*peerIsReceiver=*/true)) return occlInvalidUsage;
+    }
+    if (plan_.recv.valid()) {
+      if (uint32_t p = plan_.recv.poisonStatus()) return p;
+      if (plan_.recv.peerSignatureDiffers(d_.signature, /*peerIsReceiver=*/false)) return occlInvalidUsage;
+    }
+    return 0;
+  }
+
+  OCCL_HD TryOutcome stop(WaitResult w) {
+    if (w == WaitResult::Failed) return {TryStatus::Failed, progressed_, failureCode()};
+    return {TryStatus::Preempted, progressed_, 0};
+  }
+
+  const CollDesc& d_;
+  const BlockPlan& plan_;
+  int block_;
+  BlockContext& ctx_;
+  TaskBuffers bufs_;
+  SpinBudget budget_;
+  const uint32_t* abortFlag_;
+  uint64_t deadlineNs_;
+  bool progressed_ = false;
+};
+
+}  // namespace occl

@@ -1,0 +1,67 @@
+// A daemon block's task queue: the submissions it has taken from the SQ and not finished, in
+// the order the order policy gives (FIFO: arrival; priority: higher first, FIFO among equals).
+// The queue position sets the spin threshold (stickiness), so every rank that applies the same
+// policy to the same submissions tends to wait on the same collective at the same time.
+//
+// Block state is mutated by the leader lane only, then the block synchronises (on the host a
+// block is one thread and both are no-ops).
+#pragma once
+
+#include <cstdint>
+
+#include "queues/detail/compat.hpp"
+#include "queues/sq.hpp"
+
+namespace occl {
+
+struct TaskEntry {
+  uint32_t collIndex;
+  int32_t priority;
+  uint64_t seq;
+  uint64_t sendbuf;
+  uint64_t recvbuf;
+  uint64_t popNs;  // when this block took it from the SQ (its own clock)
+};
+static_assert(sizeof(TaskEntry) == 40, "TaskEntry layout is shared by host and device");
+
+struct alignas(64) BlockState {
+  uint64_t sqCursor;       // next SQ ticket this block reads
+  uint64_t tries;          // task tries so far (priority polling cadence)
+  TaskEntry* tasks;        // [capacity]
+  uint32_t capacity;
+  uint32_t nTasks;
+  uint32_t exitSeen;
+  uint32_t cqHint;         // where this block's next CQE CAS starts
+  uint32_t lastPassIdle;
+  uint32_t passesSincePoll;
+  SqeView incoming;        // the SQE the leader just read, for the whole block
+};
+
+template <typename F>
+OCCL_HD inline void leaderUpdate(F&& f) {
+  if (exec::isLeader()) f();
+  exec::blockSync();
+}
+
+OCCL_HD inline void insertTask(BlockState& bs, const TaskEntry& t, bool byPriority) {
+  leaderUpdate([&] {
+    uint32_t pos = bs.nTasks;
+    if (byPriority) {
+      while (pos > 0 && bs.tasks[pos - 1].priority < t.priority) {
+        bs.tasks[pos] = bs.tasks[pos - 1];
+        --pos;
+      }
+    }
+    bs.tasks[pos] = t;
+    bs.nTasks += 1;
+  });
+}
+
+OCCL_HD inline void removeTask(BlockState& bs, uint32_t position) {
+  leaderUpdate([&] {
+    for (uint32_t i = position + 1; i < bs.nTasks; ++i) bs.tasks[i - 1] = bs.tasks[i];
+    bs.nTasks -= 1;
+  });
+}
+
+}  // namespace occl

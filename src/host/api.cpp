@@ -1,0 +1,285 @@
+// The C API: argument checks, error recording, and the translation to host::Comm.
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "host/bootstrap.hpp"
+#include "host/comm.hpp"
+#include "host/config.hpp"
+#include "host/launcher_env.hpp"
+#include "occl/occl.h"
+
+struct occlComm {
+  std::unique_ptr<occl::host::Comm> impl;
+};
+
+namespace {
+
+using occl::host::Comm;
+using occl::host::Result;
+using occl::host::Status;
+
+thread_local std::string tlsLastError;
+
+occlResult_t fail(occlComm_t comm, const Status& s) {
+  if (s.ok()) return occlSuccess;
+  if (comm != nullptr && comm->impl) return comm->impl->record(s);
+  tlsLastError = s.message;
+  return s.code;
+}
+
+occlResult_t invalid(const char* what) { return fail(nullptr, Status::error(occlInvalidArgument, what)); }
+
+Result<occlConfig_t> resolveConfig(const occlConfig_t* config) {
+  occlConfig_t c{};
+  if (config != nullptr) {
+    c = *config;
+  } else if (Status s = occl::host::initConfig(c); !s.ok()) {
+    return s;
+  }
+  if (Status s = occl::host::validateConfig(c); !s.ok()) return s;
+  return c;
+}
+
+occlResult_t makeComm(occlComm_t* out, occl::host::CommOptions options) {
+  Result<std::unique_ptr<Comm>> comm = Comm::create(std::move(options));
+  if (!comm.ok()) return fail(nullptr, comm.status());
+  *out = new occlComm{std::move(comm.value())};
+  return occlSuccess;
+}
+
+std::unique_ptr<occl::host::Backend> hostBackendFor(const occlConfig_t& c, Status& error) {
+  if (c.backend == occlBackendCuda) {
+    error = Status::error(occlInvalidArgument,
+                          "config.backend = cuda needs device ranks: use occlCommInitAll with a device list");
+    return nullptr;
+  }
+  return occl::host::makeHostBackend(c);
+}
+
+occlResult_t checkComm(occlComm_t comm) {
+  return comm == nullptr || !comm->impl ? invalid("comm is NULL") : occlSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* occlGetErrorString(occlResult_t result) {
+  switch (result) {
+    case occlSuccess: return "no error";
+    case occlUnhandledCudaError: return "unhandled CUDA error";
+    case occlSystemError: return "system error";
+    case occlInternalError: return "internal error";
+    case occlInvalidArgument: return "invalid argument";
+    case occlInvalidUsage: return "invalid usage";
+    case occlRemoteError: return "remote process error";
+    case occlInProgress: return "operation in progress";
+    case occlTimeout: return "timeout";
+    case occlAborted: return "aborted";
+    default: return "unknown result code";
+  }
+}
+
+const char* occlGetLastError(occlComm_t comm) {
+  thread_local std::string copy;
+  copy = (comm != nullptr && comm->impl) ? comm->impl->lastError() : tlsLastError;
+  return copy.c_str();
+}
+
+occlResult_t occlGetVersion(int* version) {
+  if (version == nullptr) return invalid("version is NULL");
+  *version = OCCL_VERSION_CODE;
+  return occlSuccess;
+}
+
+occlResult_t occlConfigInit(occlConfig_t* config) {
+  if (config == nullptr) return invalid("config is NULL");
+  return fail(nullptr, occl::host::initConfig(*config));
+}
+
+occlResult_t occlCollDescInit(occlCollDesc_t* desc) {
+  if (desc == nullptr) return invalid("desc is NULL");
+  *desc = occlCollDesc_t{occlCollAllReduce, 0, occlFloat32, occlSum, 0, 0, nullptr, 0};
+  return occlSuccess;
+}
+
+occlResult_t occlGetUniqueId(occlUniqueId* uniqueId) {
+  if (uniqueId == nullptr) return invalid("uniqueId is NULL");
+  Result<occl::host::UniqueIdData> id = occl::host::createUniqueId();
+  if (!id.ok()) return fail(nullptr, id.status());
+  occl::host::packUniqueId(id.value(), uniqueId);
+  return occlSuccess;
+}
+
+static occlResult_t initRankFrom(occlComm_t* comm, int nranks, const occl::host::UniqueIdData& id, int rank,
+                                 const occlConfig_t* config) {
+  Result<occlConfig_t> cfg = resolveConfig(config);
+  if (!cfg.ok()) return fail(nullptr, cfg.status());
+  if (nranks < 1) return invalid("nranks must be >= 1");
+  if (rank < 0 || rank >= nranks)
+    return fail(nullptr, Status::error(occlInvalidArgument,
+                                       absl::StrFormat("rank = %d: expected 0..%d (nranks = %d)", rank, nranks - 1, nranks)));
+  auto boot = occl::host::Bootstrap::connect(id, rank, nranks, cfg.value().initTimeoutMs);
+  if (!boot.ok()) return fail(nullptr, boot.status());
+  // Every rank must be on this host: the network transport is not there yet.
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::vector<char> hosts(static_cast<size_t>(nranks) * sizeof(host));
+  std::memcpy(hosts.data() + static_cast<size_t>(rank) * sizeof(host), host, sizeof(host));
+  if (Status s = boot.value()->allGather(hosts.data(), sizeof(host)); !s.ok()) return fail(nullptr, s);
+  for (int r = 0; r < nranks; ++r) {
+    const char* other = hosts.data() + static_cast<size_t>(r) * sizeof(host);
+    if (std::strncmp(other, host, sizeof(host)) != 0)
+      return fail(nullptr, Status::error(occlInvalidUsage,
+                                         absl::StrFormat("rank %d runs on host \"%s\" and rank %d on \"%s\": ranks on "
+                                                         "several hosts need the network transport, which this "
+                                                         "build does not have yet",
+                                                         rank, host, r, other)));
+  }
+  Status backendError;
+  occl::host::CommOptions options;
+  options.rank = rank;
+  options.nRanks = nranks;
+  options.config = cfg.value();
+  options.backend = hostBackendFor(cfg.value(), backendError);
+  if (!options.backend) return fail(nullptr, backendError);
+  options.connectors = occl::transport::makeShmFactory(boot.value()->nonce(), cfg.value().initTimeoutMs);
+  occl::host::Bootstrap* bootstrap = boot.value().get();
+  options.bootstrap = std::move(boot.value());
+  occlResult_t r = makeComm(comm, std::move(options));
+  if (r != occlSuccess) return r;
+  occlComm_t created = *comm;
+  bootstrap->setFailureCallback([created](int failedRank, const std::string& why) {
+    created->impl->record(Status::error(occlRemoteError, absl::StrFormat("rank %d failed: %s", failedRank, why)));
+    created->impl->abort(occlRemoteError);
+  });
+  return occlSuccess;
+}
+
+occlResult_t occlCommInitRank(occlComm_t* comm, int nranks, occlUniqueId commId, int rank, const occlConfig_t* config) {
+  if (comm == nullptr) return invalid("comm is NULL");
+  *comm = nullptr;
+  Result<occl::host::UniqueIdData> id = occl::host::unpackUniqueId(commId);
+  if (!id.ok()) return fail(nullptr, id.status());
+  return initRankFrom(comm, nranks, id.value(), rank, config);
+}
+
+occlResult_t occlCommInitFromEnv(occlComm_t* comm, const occlConfig_t* config) {
+  if (comm == nullptr) return invalid("comm is NULL");
+  *comm = nullptr;
+  Result<occl::host::LauncherEnv> env = occl::host::detectLauncherEnv();
+  if (!env.ok()) return fail(nullptr, env.status());
+  Result<occl::host::UniqueIdData> id = occl::host::uniqueIdFromAddress(env.value().addr, env.value().port, 0);
+  if (!id.ok()) return fail(nullptr, id.status());
+  return initRankFrom(comm, env.value().size, id.value(), env.value().rank, config);
+}
+
+occlResult_t occlCommInitAll(occlComm_t* comms, int ndev, const int* devlist, const occlConfig_t* config) {
+  if (comms == nullptr) return invalid("comms is NULL");
+  if (ndev < 1) return fail(nullptr, Status::error(occlInvalidArgument, absl::StrFormat("ndev = %d: expected >= 1", ndev)));
+  Result<occlConfig_t> cfg = resolveConfig(config);
+  if (!cfg.ok()) return fail(nullptr, cfg.status());
+  if (devlist != nullptr)
+    return fail(nullptr, Status::error(occlInvalidArgument,
+                                       "devlist given but this build has no CUDA backend: pass NULL for host ranks"));
+  auto world = occl::transport::makeInProcessWorld();
+  for (int r = 0; r < ndev; ++r) comms[r] = nullptr;
+  for (int r = 0; r < ndev; ++r) {
+    Status backendError;
+    occl::host::CommOptions options;
+    options.rank = r;
+    options.nRanks = ndev;
+    options.config = cfg.value();
+    options.backend = hostBackendFor(cfg.value(), backendError);
+    if (!options.backend) return fail(nullptr, backendError);
+    options.connectors = occl::transport::makeInProcessFactory(world);
+    if (occlResult_t res = makeComm(&comms[r], std::move(options)); res != occlSuccess) {
+      for (int k = 0; k < r; ++k) occlCommDestroy(comms[k]);
+      return res;
+    }
+  }
+  return occlSuccess;
+}
+
+occlResult_t occlCommFinalize(occlComm_t comm) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  return fail(comm, comm->impl->finalize());
+}
+
+occlResult_t occlCommDestroy(occlComm_t comm) {
+  if (comm == nullptr) return invalid("comm is NULL");
+  delete comm;
+  return occlSuccess;
+}
+
+occlResult_t occlCommAbort(occlComm_t comm) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  comm->impl->abort(occlAborted);
+  delete comm;
+  return occlSuccess;
+}
+
+occlResult_t occlCommGetAsyncError(occlComm_t comm, occlResult_t* asyncError) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  if (asyncError == nullptr) return fail(comm, Status::error(occlInvalidArgument, "asyncError is NULL"));
+  *asyncError = comm->impl->asyncError();
+  return occlSuccess;
+}
+
+occlResult_t occlCommCount(occlComm_t comm, int* count) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  if (count == nullptr) return fail(comm, Status::error(occlInvalidArgument, "count is NULL"));
+  *count = comm->impl->size();
+  return occlSuccess;
+}
+
+occlResult_t occlCommUserRank(occlComm_t comm, int* rank) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  if (rank == nullptr) return fail(comm, Status::error(occlInvalidArgument, "rank is NULL"));
+  *rank = comm->impl->rank();
+  return occlSuccess;
+}
+
+occlResult_t occlCollRegister(occlComm_t comm, uint64_t collId, const occlCollDesc_t* desc) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  if (desc == nullptr) return fail(comm, Status::error(occlInvalidArgument, "desc is NULL"));
+  return fail(comm, comm->impl->registerCollective(collId, *desc));
+}
+
+occlResult_t occlCollDeregister(occlComm_t comm, uint64_t collId) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  return fail(comm, comm->impl->deregisterCollective(collId));
+}
+
+occlResult_t occlAlgorithmLoad(occlComm_t comm, const char* name, const char* path) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  if (name == nullptr || path == nullptr) return fail(comm, Status::error(occlInvalidArgument, "name or path is NULL"));
+  return fail(comm, Status::error(occlInvalidUsage, "MSCCL-IR algorithms are not available in this build yet"));
+}
+
+occlResult_t occlSubmit(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback,
+                        void* arg) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  return fail(comm, comm->impl->submit(collId, sendbuf, recvbuf, callback, arg));
+}
+
+occlResult_t occlCommWaitAll(occlComm_t comm, int64_t timeoutMs) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  return fail(comm, comm->impl->waitAll(timeoutMs));
+}
+
+occlResult_t occlCollGetStats(occlComm_t comm, uint64_t collId, occlCollStats_t* stats) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  if (stats == nullptr) return fail(comm, Status::error(occlInvalidArgument, "stats is NULL"));
+  Result<occlCollStats_t> s = comm->impl->collectiveStats(collId);
+  if (!s.ok()) return fail(comm, s.status());
+  *stats = s.value();
+  return occlSuccess;
+}
+
+}  // extern "C"

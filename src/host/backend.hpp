@@ -1,0 +1,47 @@
+// A backend decides where the daemon's memory lives and how the daemon runs: threads of this
+// process (host backend) or a persistent CUDA kernel (cuda backend). The communicator builds the
+// same DaemonEnv for both.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "daemon/daemon.hpp"
+#include "host/status.hpp"
+#include "occl/occl.h"
+
+namespace occl::host {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // Zeroed memory that both the host and the daemon read and write (SQ, CQ, block states,
+  // collective table): host memory, or pinned host-mapped memory on the GPU.
+  virtual Result<void*> allocShared(size_t bytes) = 0;
+  // Zeroed memory the daemon owns (programs, contexts, scratch); device memory on the GPU.
+  virtual Result<void*> allocDaemon(size_t bytes) = 0;
+  virtual Status copyToDaemon(void* dst, const void* src, size_t bytes) = 0;
+  virtual Status copyFromDaemon(void* dst, const void* src, size_t bytes) = 0;
+  virtual void freeShared(void* p) = 0;
+  virtual void freeDaemon(void* p) = 0;
+
+  // Starts the daemon over `env` (which lives in shared memory and outlives the daemon).
+  virtual Status start(DaemonEnv* env) = 0;
+  // A new SQE was published: wake a parked daemon (host) or relaunch a quit one (cuda).
+  virtual void notifySubmission() = 0;
+  // The poller found nothing: parks it until the daemon has published more than `consumed` CQEs
+  // or `timeoutUs` passes.
+  virtual void waitForCompletion(uint64_t consumed, int64_t timeoutUs) = 0;
+  // Joins the daemon after the exit SQE (or the abort flag) has been published.
+  virtual Status stop() = 0;
+
+  virtual const char* name() const = 0;
+};
+
+std::unique_ptr<Backend> makeHostBackend(const occlConfig_t& config);
+#if OCCL_HAVE_CUDA
+Result<std::unique_ptr<Backend>> makeCudaBackend(const occlConfig_t& config, int device);
+#endif
+
+}  // namespace occl::host

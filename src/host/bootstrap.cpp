@@ -1,0 +1,653 @@
+#include "host/bootstrap.hpp"
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <random>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace occl::host {
+
+// The op of a collective is also the frame type of its contribution, so that the root can
+// tell "rank 2 called barrier() while I called allGather()" from a size mismatch.
+enum class Bootstrap::Op : uint32_t { kAllGather = 1, kBarrier = 2 };
+
+namespace {
+
+enum FrameType : uint32_t { kResult = 3, kError = 4, kGoodbye = 5, kPeerFailed = 6 };
+
+// The rendezvous messages, before the connection switches to frames.
+struct Hello {
+  uint32_t magicVersion;
+  int32_t rank;
+  int32_t nranks;
+  uint32_t reserved;
+  uint64_t nonce;
+};
+struct Welcome {
+  uint32_t magicVersion;
+  int32_t code;  // occlResult_t; not occlSuccess: `messageBytes` of explanation follow
+  int32_t nranks;
+  uint32_t messageBytes;
+  uint64_t nonce;  // the communicator's nonce
+};
+
+// A connection that never says hello (a port scanner, a rank that died) must not hold up the
+// others for the whole init timeout.
+constexpr int64_t kHelloWaitMs = 2000;
+// Goodbyes and failure notices are best effort: a peer that cannot take them is gone anyway.
+constexpr int64_t kNoticeWaitMs = 1000;
+constexpr uint32_t kMaxWelcomeMessage = 64 * 1024;
+
+const char* opName(uint32_t op) { return op == 2 ? "barrier" : "allGather"; }
+
+// Processes that fork after createUniqueId share the table, which is intended: the id names
+// the listener, not the process.
+class ListenerTable {
+ public:
+  static ListenerTable& instance() {
+    static auto* table = new ListenerTable;  // leaked: must outlive other static destructors
+    return *table;
+  }
+  void put(uint64_t nonce, Socket listener) {
+    std::lock_guard lk(mu_);
+    listeners_[nonce] = std::move(listener);
+  }
+  std::optional<Socket> take(uint64_t nonce) {
+    std::lock_guard lk(mu_);
+    auto it = listeners_.find(nonce);
+    if (it == listeners_.end()) return std::nullopt;
+    Socket s = std::move(it->second);
+    listeners_.erase(it);
+    return s;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<uint64_t, Socket> listeners_;
+};
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+uint64_t randomNonce() {
+  std::random_device rd;
+  uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  v ^= splitmix64(static_cast<uint64_t>(SteadyClock::now().time_since_epoch().count()) ^
+                  (static_cast<uint64_t>(::getpid()) << 40));
+  return v == 0 ? 1 : v;
+}
+
+occlResult_t resultFromWire(int32_t code) {
+  return code > 0 && code < occlNumResults ? static_cast<occlResult_t>(code) : occlRemoteError;
+}
+
+// {int32 value, text}: the payload of kError (value = code) and kPeerFailed (value = rank).
+std::vector<char> encodeNote(int32_t value, const std::string& text) {
+  std::vector<char> out(sizeof(value) + text.size());
+  std::memcpy(out.data(), &value, sizeof(value));
+  std::memcpy(out.data() + sizeof(value), text.data(), text.size());
+  return out;
+}
+
+std::pair<int32_t, std::string> decodeNote(const std::vector<char>& payload) {
+  int32_t value = -1;
+  if (payload.size() < sizeof(value)) return {value, "(malformed notice)"};
+  std::memcpy(&value, payload.data(), sizeof(value));
+  return {value, std::string(payload.begin() + sizeof(value), payload.end())};
+}
+
+Result<Socket> takeOrBindListener(const UniqueIdData& id) {
+  if (auto listener = ListenerTable::instance().take(id.nonce)) return std::move(*listener);
+  SockAddr addr = id.rootAddress();
+  if (id.flags & UniqueIdData::kBindAny) addr = SockAddr::any(addr.family(), addr.port());
+  auto listener = Socket::listen(addr);
+  if (!listener.ok()) {
+    return listener.status().withContext(
+        "rank 0 cannot listen for the other ranks (rank 0 must run in the process that created the "
+        "unique id, and a launcher-given port must be free)");
+  }
+  return listener;
+}
+
+Status checkHello(const Hello& h, uint64_t idNonce, int nranks, const std::string& from) {
+  if (h.magicVersion != kBootstrapMagicVersion) {
+    return Status::error(occlInvalidUsage,
+                         absl::StrFormat("connection from %s sent bad magic/version 0x%08x (expected 0x%08x): "
+                                         "another occl version, or not an occl rank",
+                                         from, h.magicVersion, kBootstrapMagicVersion));
+  }
+  if (h.nonce != idNonce) {
+    return Status::error(occlInvalidUsage,
+                         absl::StrFormat("rank %d (%s) uses another unique id (nonce %016x, expected %016x): a "
+                                         "stale id, or two jobs on one address",
+                                         h.rank, from, h.nonce, idNonce));
+  }
+  if (h.nranks != nranks) {
+    return Status::error(occlInvalidUsage,
+                         absl::StrFormat("nranks mismatch: rank %d (%s) was started with nranks=%d, rank 0 "
+                                         "with nranks=%d",
+                                         h.rank, from, h.nranks, nranks));
+  }
+  if (h.rank < 1 || h.rank >= nranks) {
+    return Status::error(occlInvalidUsage,
+                         absl::StrFormat("%s claims rank %d; expected 1..%d (rank 0 is the root)", from, h.rank,
+                                         nranks - 1));
+  }
+  return Status::success();
+}
+
+void sendWelcomeError(const Socket& socket, int nranks, const Status& why) {
+  auto text = why.message.substr(0, kMaxWelcomeMessage);
+  Welcome w{kBootstrapMagicVersion, static_cast<int32_t>(why.code), nranks, static_cast<uint32_t>(text.size()), 0};
+  Deadline d = deadlineAfterMs(kNoticeWaitMs);
+  if (socket.sendAll(&w, sizeof(w), d).ok()) (void)socket.sendAll(text.data(), text.size(), d);
+}
+
+Status checkPiece(const Frame& f, uint32_t op, uint32_t seq, size_t bytes, int peer) {
+  if (f.type != 1 && f.type != 2) {
+    return Status::error(occlInternalError, absl::StrFormat("unexpected frame type %d from rank %d", f.type, peer));
+  }
+  if (f.seq != seq) {
+    return Status::error(occlInvalidUsage,
+                         absl::StrFormat("rank %d is at bootstrap collective #%d, rank 0 at #%d: the ranks "
+                                         "called allGather/barrier a different number of times",
+                                         peer, f.seq, seq));
+  }
+  if (f.type != op) {
+    return Status::error(occlInvalidUsage, absl::StrFormat("rank %d called %s while rank 0 called %s", peer,
+                                                           opName(f.type), opName(op)));
+  }
+  if (f.payload.size() != bytes) {
+    return Status::error(occlInvalidUsage,
+                         absl::StrFormat("rank %d contributes %d bytes per rank, rank 0 %d bytes", peer,
+                                         f.payload.size(), bytes));
+  }
+  return Status::success();
+}
+
+}  // namespace
+
+// ---- unique ids ----
+
+SockAddr UniqueIdData::rootAddress() const {
+  if (family == AF_INET6) {
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_port = htons(port);
+    a.sin6_scope_id = scopeId;
+    std::memcpy(&a.sin6_addr, addr, sizeof(a.sin6_addr));
+    return SockAddr(reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  }
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  std::memcpy(&a.sin_addr, addr, sizeof(a.sin_addr));
+  return SockAddr(reinterpret_cast<sockaddr*>(&a), sizeof(a));
+}
+
+void UniqueIdData::setRootAddress(const SockAddr& address) {
+  family = static_cast<uint16_t>(address.family());
+  port = static_cast<uint16_t>(address.port());
+  std::memset(addr, 0, sizeof(addr));
+  if (family == AF_INET6) {
+    auto* in6 = reinterpret_cast<const sockaddr_in6*>(address.get());
+    std::memcpy(addr, &in6->sin6_addr, sizeof(in6->sin6_addr));
+    scopeId = in6->sin6_scope_id;
+  } else {
+    std::memcpy(addr, &reinterpret_cast<const sockaddr_in*>(address.get())->sin_addr, 4);
+    scopeId = 0;
+  }
+}
+
+void packUniqueId(const UniqueIdData& data, occlUniqueId* id) {
+  std::memset(id->internal, 0, sizeof(id->internal));
+  std::memcpy(id->internal, &data, sizeof(data));
+}
+
+Result<UniqueIdData> unpackUniqueId(const occlUniqueId& id) {
+  UniqueIdData data;
+  std::memcpy(&data, id.internal, sizeof(data));
+  if (data.magicVersion != kBootstrapMagicVersion) {
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("unique id has magic/version 0x%08x, expected 0x%08x: not made by "
+                                         "occlGetUniqueId of this occl version, or corrupted in transit",
+                                         data.magicVersion, kBootstrapMagicVersion));
+  }
+  return data;
+}
+
+Result<UniqueIdData> createUniqueId() {
+  auto candidates = listenAddressCandidates();
+  if (!candidates.ok()) return candidates.status();
+  Status lastError = Status::error(occlSystemError, "no candidate address");
+  for (SockAddr addr : *candidates) {
+    addr.setPort(0);
+    auto listener = Socket::listen(addr);
+    auto bound = listener.ok() ? listener->localAddress() : Result<SockAddr>(listener.status());
+    if (!bound.ok()) {
+      lastError = bound.status();
+      continue;
+    }
+    UniqueIdData id;
+    id.magicVersion = kBootstrapMagicVersion;
+    id.nonce = randomNonce();
+    id.setRootAddress(*bound);
+    ListenerTable::instance().put(id.nonce, std::move(*listener));
+    return id;
+  }
+  return lastError.withContext("createUniqueId: cannot listen on any address of this host");
+}
+
+Result<UniqueIdData> uniqueIdFromAddress(const std::string& host, int port, uint64_t nonceSeed) {
+  if (port < 1 || port > 65535) {
+    return Status::error(occlInvalidArgument, absl::StrFormat("port %d is outside 1..65535", port));
+  }
+  auto addr = SockAddr::resolve(host, port);
+  if (!addr.ok()) return addr.status();
+  UniqueIdData id;
+  id.magicVersion = kBootstrapMagicVersion;
+  id.flags = UniqueIdData::kBindAny;
+  id.nonce = splitmix64(nonceSeed ^ (static_cast<uint64_t>(port) << 48));
+  id.setRootAddress(*addr);
+  return id;
+}
+
+// ---- rendezvous ----
+
+struct Bootstrap::Link {
+  int peer = -1;
+  Socket socket;
+  std::string name;         // "rank 2 (10.0.0.2:41234)", for messages
+  std::mutex sendMu;        // frames must not interleave: user thread and monitor both send
+  FrameReader reader;       // monitor thread only
+  bool polled = true;       // monitor thread only
+  std::deque<Frame> inbox;  // guarded by Bootstrap::mu_
+  bool closed = false;      // guarded by mu_: EOF or error seen
+  bool saidGoodbye = false; // guarded by mu_
+
+  Status send(uint32_t type, uint32_t seq, const void* data, size_t bytes, Deadline deadline) {
+    std::lock_guard lk(sendMu);
+    return sendFrame(socket, type, seq, data, bytes, deadline).withContext("sending to " + name);
+  }
+};
+
+Bootstrap::Bootstrap(int rank, int nranks, int64_t timeoutMs)
+    : rank_(rank), nranks_(nranks), timeoutMs_(timeoutMs), wakeFd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+
+Bootstrap::~Bootstrap() {
+  (void)close();
+  if (monitor_.joinable()) monitor_.join();  // close() ran on the monitor thread, from the callback
+  if (wakeFd_ >= 0) ::close(wakeFd_);
+}
+
+Result<std::unique_ptr<Bootstrap>> Bootstrap::connect(const UniqueIdData& id, int rank, int nranks,
+                                                      int64_t timeoutMs) {
+  if (nranks < 1 || rank < 0 || rank >= nranks) {
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("bootstrap: rank %d is not in [0, nranks=%d)", rank, nranks));
+  }
+  if (timeoutMs <= 0) {
+    return Status::error(occlInvalidArgument, absl::StrFormat("bootstrap: timeout %d ms must be > 0", timeoutMs));
+  }
+  if (id.magicVersion != kBootstrapMagicVersion) {
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("bootstrap: unique id has magic/version 0x%08x, expected 0x%08x",
+                                         id.magicVersion, kBootstrapMagicVersion));
+  }
+  std::unique_ptr<Bootstrap> bs(new Bootstrap(rank, nranks, timeoutMs));
+  if (bs->wakeFd_ < 0) return Status::systemError("bootstrap: eventfd", errno);
+  Deadline deadline = deadlineAfterMs(timeoutMs);
+  Status st = rank == 0 ? bs->rendezvousAsRoot(id, deadline) : bs->rendezvousAsLeaf(id, deadline);
+  if (!st.ok()) return st.withContext(absl::StrFormat("bootstrap rank %d of %d", rank, nranks));
+  if (nranks > 1) bs->monitor_ = std::thread([raw = bs.get()] { raw->monitorLoop(); });
+  return bs;
+}
+
+Bootstrap::Link* Bootstrap::addLink(int peer, Socket socket, const std::string& address) {
+  auto link = std::make_unique<Link>();
+  link->peer = peer;
+  link->socket = std::move(socket);
+  link->name = absl::StrFormat("rank %d (%s)", peer, address);
+  links_.push_back(std::move(link));
+  return links_.back().get();
+}
+
+Status Bootstrap::rendezvousAsRoot(const UniqueIdData& id, Deadline deadline) {
+  auto listener = takeOrBindListener(id);
+  if (!listener.ok()) return listener.status();
+  nonce_ = (id.flags & UniqueIdData::kBindAny) ? randomNonce() : id.nonce;
+  if (auto addr = listener->localAddress(); addr.ok()) localAddress_ = *addr;
+  std::vector<Link*> byRank(nranks_, nullptr);
+  if (auto st = acceptRanks(*listener, id.nonce, byRank, deadline); !st.ok()) {
+    for (auto& link : links_) sendWelcomeError(link->socket, nranks_, st);
+    return st;
+  }
+  std::sort(links_.begin(), links_.end(), [](auto& a, auto& b) { return a->peer < b->peer; });
+  Welcome w{kBootstrapMagicVersion, occlSuccess, nranks_, 0, nonce_};
+  for (auto& link : links_) {
+    if (auto st = link->socket.sendAll(&w, sizeof(w), deadline); !st.ok()) {
+      return st.withContext("completing the rendezvous with " + link->name);
+    }
+  }
+  return Status::success();
+}
+
+Status Bootstrap::acceptRanks(Socket& listener, uint64_t idNonce, std::vector<Link*>& byRank, Deadline deadline) {
+  for (int joined = 1; joined < nranks_;) {
+    auto conn = listener.accept(deadline);
+    if (!conn.ok() && conn.status().code != occlTimeout) return conn.status().withContext("accepting ranks");
+    if (!conn.ok()) {
+      std::vector<int> missing;
+      for (int r = 1; r < nranks_ && missing.size() < 16; ++r) {
+        if (byRank[r] == nullptr) missing.push_back(r);
+      }
+      return Status::error(occlTimeout,
+                           absl::StrFormat("timed out after %d ms waiting for ranks [%s%s] to connect to %s "
+                                           "(%d of %d ranks joined)",
+                                           timeoutMs_, absl::StrJoin(missing, ", "),
+                                           nranks_ - joined > 16 ? ", ..." : "", localAddress_.toString(), joined,
+                                           nranks_));
+    }
+    Hello hello{};
+    Deadline helloDeadline = std::min(deadline, deadlineAfterMs(kHelloWaitMs));
+    if (!conn->recvAll(&hello, sizeof(hello), helloDeadline).ok()) continue;  // not a rank, or one that died
+    auto peer = conn->peerAddress();
+    std::string from = peer.ok() ? peer->toString() : "an unknown address";
+    Status st = checkHello(hello, idNonce, nranks_, from);
+    if (st.ok() && byRank[hello.rank] != nullptr) {
+      st = Status::error(occlInvalidUsage, absl::StrFormat("duplicate rank %d: claimed by %s and by %s", hello.rank,
+                                                           byRank[hello.rank]->name, from));
+    }
+    if (!st.ok()) {
+      sendWelcomeError(*conn, nranks_, st);
+      return st;
+    }
+    byRank[hello.rank] = addLink(hello.rank, std::move(*conn), from);
+    ++joined;
+  }
+  return Status::success();
+}
+
+Status Bootstrap::rendezvousAsLeaf(const UniqueIdData& id, Deadline deadline) {
+  SockAddr rootAddr = id.rootAddress();
+  std::string root = "the root (rank 0) at " + rootAddr.toString();
+  auto conn = Socket::connect(rootAddr, deadline);
+  if (!conn.ok()) return conn.status().withContext("cannot reach " + root);
+  Hello hello{kBootstrapMagicVersion, rank_, nranks_, 0, id.nonce};
+  if (auto st = conn->sendAll(&hello, sizeof(hello), deadline); !st.ok()) return st.withContext("greeting " + root);
+  Welcome w{};
+  if (auto st = conn->recvAll(&w, sizeof(w), deadline); !st.ok()) {
+    if (st.code == occlTimeout) {
+      return Status::error(occlTimeout, absl::StrFormat("connected to %s, but the rendezvous did not complete "
+                                                        "within %d ms (are all ranks started?)",
+                                                        root, timeoutMs_));
+    }
+    return st.withContext("waiting for " + root + " to complete the rendezvous (it failed or rejected us)");
+  }
+  if (w.magicVersion != kBootstrapMagicVersion) {
+    return Status::error(occlInvalidUsage, absl::StrFormat("%s answered with magic/version 0x%08x, expected 0x%08x",
+                                                           root, w.magicVersion, kBootstrapMagicVersion));
+  }
+  if (w.code != occlSuccess) {
+    std::string why(std::min(w.messageBytes, kMaxWelcomeMessage), '\0');
+    (void)conn->recvAll(why.data(), why.size(), deadlineAfterMs(kNoticeWaitMs));
+    return Status::error(resultFromWire(w.code), "the root rejected the rendezvous: " + why);
+  }
+  nonce_ = w.nonce;
+  if (auto addr = conn->localAddress(); addr.ok()) localAddress_ = *addr;
+  addLink(0, std::move(*conn), rootAddr.toString());
+  return Status::success();
+}
+
+// ---- collectives ----
+
+Status Bootstrap::allGather(void* data, size_t bytesPerRank) {
+  if (data == nullptr && bytesPerRank > 0) {
+    return Status::error(occlInvalidArgument, "bootstrap allGather: data is NULL");
+  }
+  return collective(Op::kAllGather, data, bytesPerRank);
+}
+
+Status Bootstrap::barrier() { return collective(Op::kBarrier, nullptr, 0); }
+
+Status Bootstrap::collective(Op op, void* data, size_t bytesPerRank) {
+  std::lock_guard opLock(opMu_);
+  if (opError_) return *opError_;
+  {
+    std::lock_guard lk(mu_);
+    if (closing_) return Status::error(occlInvalidUsage, absl::StrFormat("bootstrap of rank %d is closed", rank_));
+    if (failure_) return *failure_;
+  }
+  if (bytesPerRank > kMaxFrameBytes / static_cast<size_t>(nranks_)) {
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("bootstrap allGather of %d bytes per rank exceeds the %d-byte limit",
+                                         bytesPerRank, kMaxFrameBytes / nranks_));
+  }
+  uint32_t seq = ++opSeq_;
+  if (nranks_ == 1) return Status::success();
+  Deadline deadline = deadlineAfterMs(timeoutMs_);
+  auto* bytes = static_cast<char*>(data);
+  Status st = rank_ == 0 ? rootCollective(op, seq, bytes, bytesPerRank, deadline)
+                         : leafCollective(op, seq, bytes, bytesPerRank, deadline);
+  if (st.ok()) return st;
+  {
+    // A send that broke because a peer died reads better as the peer's death.
+    std::lock_guard lk(mu_);
+    if (failure_) st = *failure_;
+  }
+  opError_ = st.withContext(absl::StrFormat("rank %d: bootstrap %s #%d", rank_, opName(uint32_t(op)), seq));
+  return *opError_;
+}
+
+Status Bootstrap::rootCollective(Op op, uint32_t seq, char* data, size_t bytes, Deadline deadline) {
+  for (auto& link : links_) {
+    auto frame = waitFrame(*link, deadline);
+    Status st = frame.ok() ? checkPiece(*frame, uint32_t(op), seq, bytes, link->peer) : frame.status();
+    if (!st.ok()) {
+      broadcastError(st);
+      return st;
+    }
+    if (bytes > 0) std::memcpy(data + link->peer * bytes, frame->payload.data(), bytes);
+  }
+  for (auto& link : links_) {
+    if (auto st = link->send(kResult, seq, data, bytes * nranks_, deadline); !st.ok()) return st;
+  }
+  return Status::success();
+}
+
+Status Bootstrap::leafCollective(Op op, uint32_t seq, char* data, size_t bytes, Deadline deadline) {
+  Link& root = *links_[0];
+  char* mine = bytes > 0 ? data + rank_ * bytes : nullptr;
+  if (auto st = root.send(uint32_t(op), seq, mine, bytes, deadline); !st.ok()) return st;
+  auto frame = waitFrame(root, deadline);
+  if (!frame.ok()) return frame.status();
+  if (frame->type == kError) {
+    auto [code, why] = decodeNote(frame->payload);
+    return Status::error(resultFromWire(code), "rank 0 reports: " + why);
+  }
+  if (frame->type != kResult || frame->seq != seq || frame->payload.size() != bytes * nranks_) {
+    return Status::error(occlInternalError,
+                         absl::StrFormat("unexpected reply from rank 0 (type %d, #%d, %d bytes; expected #%d, %d bytes)",
+                                         frame->type, frame->seq, frame->payload.size(), seq, bytes * nranks_));
+  }
+  if (bytes > 0) std::memcpy(data, frame->payload.data(), frame->payload.size());
+  return Status::success();
+}
+
+Result<Frame> Bootstrap::waitFrame(Link& link, Deadline deadline) {
+  std::unique_lock lk(mu_);
+  cv_.wait_until(lk, deadline, [&] {
+    return failure_ || closing_ || !link.inbox.empty() || link.closed || link.saidGoodbye;
+  });
+  if (failure_) return *failure_;
+  if (closing_) return Status::error(occlInvalidUsage, "the bootstrap was closed during the collective");
+  if (!link.inbox.empty()) {
+    Frame f = std::move(link.inbox.front());
+    link.inbox.pop_front();
+    return f;
+  }
+  if (link.closed || link.saidGoodbye) {
+    return Status::error(occlRemoteError, absl::StrFormat("%s has closed its bootstrap", link.name));
+  }
+  return Status::error(occlTimeout, absl::StrFormat("timed out after %d ms waiting for %s", timeoutMs_, link.name));
+}
+
+void Bootstrap::broadcastError(const Status& status) {
+  auto note = encodeNote(status.code, status.message);
+  for (auto& link : links_) {
+    (void)link->send(kError, 0, note.data(), note.size(), deadlineAfterMs(kNoticeWaitMs));
+  }
+}
+
+// ---- failure detection ----
+
+void Bootstrap::monitorLoop() {
+  std::vector<pollfd> fds;
+  std::vector<Link*> polled;
+  while (!stopping_.load()) {
+    fds.assign(1, pollfd{wakeFd_, POLLIN, 0});
+    polled.clear();
+    for (auto& link : links_) {
+      if (!link->polled) continue;
+      fds.push_back(pollfd{link->socket.fd(), POLLIN, 0});
+      polled.push_back(link.get());
+    }
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      reportFailure(-1, absl::StrFormat("bootstrap monitor of rank %d: poll: %s", rank_, std::strerror(errno)));
+      return;
+    }
+    if (fds[0].revents != 0) {
+      uint64_t drained;
+      (void)!::read(wakeFd_, &drained, sizeof(drained));
+    }
+    for (size_t i = 0; i < polled.size() && !stopping_.load(); ++i) {
+      if (fds[i + 1].revents != 0) serviceLink(*polled[i]);
+    }
+  }
+}
+
+void Bootstrap::serviceLink(Link& link) {
+  std::vector<Frame> frames;
+  auto open = link.reader.pump(link.socket, frames);
+  for (auto& f : frames) dispatch(link, std::move(f));
+  if (!open.ok()) {
+    onLinkClosed(link, open.status().message);
+  } else if (!*open) {
+    onLinkClosed(link, "connection closed");
+  }
+}
+
+void Bootstrap::dispatch(Link& link, Frame frame) {
+  if (frame.type == kPeerFailed) {
+    auto [rank, why] = decodeNote(frame.payload);
+    reportFailure(rank, why);
+    return;
+  }
+  std::lock_guard lk(mu_);
+  if (frame.type == kGoodbye) {
+    link.saidGoodbye = true;
+  } else {
+    link.inbox.push_back(std::move(frame));
+  }
+  cv_.notify_all();
+}
+
+void Bootstrap::onLinkClosed(Link& link, const std::string& why) {
+  link.polled = false;
+  {
+    std::lock_guard lk(mu_);
+    link.closed = true;
+    cv_.notify_all();
+    if (link.saidGoodbye || closing_) return;
+  }
+  std::string msg = absl::StrFormat("rank %d lost %s: %s without an orderly close (process died?)", rank_,
+                                    link.name, why);
+  reportFailure(link.peer, msg);
+  if (rank_ == 0) propagateFailure(link.peer, msg);
+}
+
+void Bootstrap::reportFailure(int rank, const std::string& why) {
+  FailureCallback callback;
+  {
+    std::lock_guard lk(mu_);
+    if (failure_ || closing_) return;
+    failure_ = Status::error(occlRemoteError, why);
+    failedRank_ = rank;
+    cv_.notify_all();
+    if (callback_ && !callbackFired_) {
+      callbackFired_ = true;
+      callback = callback_;
+    }
+  }
+  if (callback) callback(rank, why);
+}
+
+// The root is the only one connected to everybody: it forwards the news, then half-closes every
+// connection so that a rank that misses the notice still sees its root go away.
+void Bootstrap::propagateFailure(int rank, const std::string& why) {
+  auto note = encodeNote(rank, why);
+  for (auto& link : links_) {
+    if (link->peer == rank) continue;
+    (void)link->send(kPeerFailed, 0, note.data(), note.size(), deadlineAfterMs(kNoticeWaitMs));
+    link->socket.shutdownWrite();
+  }
+}
+
+void Bootstrap::setFailureCallback(FailureCallback callback) {
+  FailureCallback now;
+  int rank = -1;
+  std::string why;
+  {
+    std::lock_guard lk(mu_);
+    callback_ = std::move(callback);
+    if (failure_ && callback_ && !callbackFired_) {
+      callbackFired_ = true;
+      now = callback_;
+      rank = failedRank_;
+      why = failure_->message;
+    }
+  }
+  if (now) now(rank, why);
+}
+
+// ---- shutdown ----
+
+void Bootstrap::sendGoodbyes() {
+  for (auto& link : links_) {
+    (void)link->send(kGoodbye, 0, nullptr, 0, deadlineAfterMs(kNoticeWaitMs));
+    link->socket.shutdownWrite();
+  }
+}
+
+Status Bootstrap::close() {
+  if (closed_.exchange(true)) return Status::success();
+  {
+    std::lock_guard lk(mu_);
+    closing_ = true;
+    cv_.notify_all();
+  }
+  // Only an established bootstrap says goodbye: after a failed rendezvous the peers already
+  // have their answer. Sockets stay open until destruction, so no reset can overtake the goodbye.
+  if (monitor_.joinable()) sendGoodbyes();
+  stopping_.store(true);
+  uint64_t one = 1;
+  (void)!::write(wakeFd_, &one, sizeof(one));
+  if (monitor_.joinable() && monitor_.get_id() != std::this_thread::get_id()) monitor_.join();
+  return Status::success();
+}
+
+}  // namespace occl::host

@@ -1,0 +1,205 @@
+#include "host/collective.hpp"
+
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_format.h"
+#include "host/algorithms.hpp"
+#include "primitives/dtypes.hpp"
+
+namespace occl::host {
+namespace {
+
+DeviceStep flatten(const ir::Step& s) {
+  DeviceStep d{};
+  d.op = static_cast<StepOp>(s.op);
+  d.srcBuf = static_cast<BufKind>(s.srcBuf);
+  d.dstBuf = static_cast<BufKind>(s.dstBuf);
+  d.flags = static_cast<uint8_t>((s.hasDep ? kStepHasDep : 0) | (s.postOp ? kStepPostOp : 0));
+  d.srcOff = s.srcOff;
+  d.dstOff = s.dstOff;
+  d.count = s.count;
+  d.depBlock = s.depBlock;
+  d.depStep = s.depStep;
+  return d;
+}
+
+// Elements of the user's send and receive buffers, NCCL's definitions.
+std::pair<uint64_t, uint64_t> bufferElems(int type, uint64_t count, int nRanks) {
+  uint64_t n = static_cast<uint64_t>(nRanks);
+  switch (type) {
+    case occlCollAllGather: return {count, count * n};
+    case occlCollReduceScatter: return {count * n, count};
+    case occlCollAllToAll: return {count * n, count * n};
+    case occlCollSend: return {count, 0};
+    case occlCollRecv: return {0, count};
+    default: return {count, count};
+  }
+}
+
+FifoHandle handleOf(const transport::ConnectorMemory& m, uint32_t nSlots, uint64_t slotBytes) {
+  return FifoHandle{m.header(), m.data(), nSlots, 0, slotBytes};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Collective>> Collective::create(const CollectiveSetup& setup, uint64_t collId, uint32_t index,
+                                                       const occlCollDesc_t& desc) {
+  std::unique_ptr<Collective> c(new Collective());
+  c->desc_.collId = collId;
+  c->desc_.collIndex = index;
+  c->backend_ = setup.backend;
+  if (Status s = c->build(setup, desc); !s.ok()) return s;
+  return c;
+}
+
+Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& desc) {
+  user_ = desc;
+  user_.algorithm = nullptr;  // the caller's string need not outlive registration
+  const occlConfig_t& cfg = *setup.config;
+  Result<AlgorithmChoice> choice = selectAlgorithm(desc, setup.rank, setup.nRanks, cfg.daemonBlocks);
+  if (!choice.ok()) return choice.status();
+  const ir::Program& program = choice.value().program;
+  const ir::RankProgram& mine = program.ranks.at(setup.rank);
+  const uint32_t nBlocks = static_cast<uint32_t>(mine.blocks.size());
+
+  // Geometry: overflow-checked sizes, chunks and tiles.
+  const uint64_t elemBytes = dtypeSize(desc.datatype);
+  const uint64_t mult = ir::chunkMultiplier(program.coll, setup.nRanks);
+  if (desc.count > std::numeric_limits<uint64_t>::max() / 8 / mult / elemBytes)
+    return Status::error(occlInvalidArgument, absl::StrFormat("desc.count = %d overflows the buffer size", desc.count));
+  const uint64_t total = desc.count * mult;
+  const uint64_t nChunks = static_cast<uint64_t>(program.nChunksPerLoop);
+  if (!program.raggedChunksAllowed && total % nChunks != 0)
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("desc.count = %d: algorithm %s needs count*%d divisible by %d", desc.count,
+                                         program.name, mult, nChunks));
+  const uint64_t chunkElems = (total + nChunks - 1) / nChunks;
+  const uint64_t tileElems = cfg.connectorSlotBytes / elemBytes;
+  const uint64_t nTiles = chunkElems == 0 ? 0 : (chunkElems + tileElems - 1) / tileElems;
+  if (nTiles >= kMaxTiles)
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("desc.count = %d needs %d tiles of %d bytes; at most %d: raise "
+                                         "config.connectorSlotBytes",
+                                         desc.count, nTiles, cfg.connectorSlotBytes, kMaxTiles - 1));
+  std::tie(sendElems_, recvElems_) = bufferElems(desc.type, desc.count, setup.nRanks);
+
+  desc_.signature = registrationSignature(desc, setup.rank, setup.nRanks, program.name, static_cast<int>(nBlocks),
+                                          static_cast<uint32_t>(cfg.connectorSlots), cfg.connectorSlotBytes);
+  desc_.dtype = static_cast<uint8_t>(desc.datatype);
+  desc_.redOp = static_cast<uint8_t>(desc.op);
+  desc_.collType = static_cast<uint8_t>(desc.type);
+  desc_.ragged = program.raggedChunksAllowed && total % nChunks != 0;
+  desc_.nBlocks = nBlocks;
+  desc_.nRanks = static_cast<uint32_t>(setup.nRanks);
+  desc_.totalElems = total;
+  desc_.chunkElems = chunkElems;
+  desc_.nChunks = static_cast<uint32_t>(nChunks);
+  desc_.nTiles = static_cast<uint32_t>(nTiles);
+  desc_.tileElems = tileElems;
+  desc_.elemBytes = elemBytes;
+  desc_.timeoutNs = static_cast<uint64_t>(cfg.collTimeoutMs) * 1000000ull;
+  desc_.inflightWindow = static_cast<uint32_t>(cfg.maxInflightPerColl);
+  desc_.priority = desc.priority;
+
+  auto allocDaemon = [&](size_t bytes) -> Result<void*> {
+    Result<void*> p = backend_->allocDaemon(bytes);
+    if (p.ok()) daemonAllocations_.push_back(p.value());
+    return p;
+  };
+
+  // Steps of every block, back to back, then the block plans pointing into them.
+  std::vector<DeviceStep> steps;
+  std::vector<BlockPlan> plans(nBlocks);
+  std::vector<size_t> firstStep(nBlocks);
+  for (uint32_t b = 0; b < nBlocks; ++b) {
+    if (mine.blocks[b].steps.size() > kMaxStepsPerBlock)
+      return Status::error(occlInvalidArgument, absl::StrFormat("algorithm %s: block %d has %d steps, at most %d",
+                                                                program.name, b, mine.blocks[b].steps.size(), kMaxStepsPerBlock));
+    firstStep[b] = steps.size();
+    for (const ir::Step& s : mine.blocks[b].steps) steps.push_back(flatten(s));
+  }
+  Result<void*> stepMem = allocDaemon(std::max<size_t>(steps.size(), 1) * sizeof(DeviceStep));
+  if (!stepMem.ok()) return stepMem.status();
+  if (Status s = backend_->copyToDaemon(stepMem.value(), steps.data(), steps.size() * sizeof(DeviceStep)); !s.ok()) return s;
+  auto* deviceSteps = static_cast<DeviceStep*>(stepMem.value());
+
+  const auto slots = static_cast<uint32_t>(cfg.connectorSlots);
+  for (uint32_t b = 0; b < nBlocks; ++b) {
+    const ir::BlockProgram& bp = mine.blocks[b];
+    plans[b].steps = deviceSteps + firstStep[b];
+    plans[b].nSteps = static_cast<uint32_t>(bp.steps.size());
+    if (bp.sendPeer >= 0) {
+      transport::ConnectorKey key{desc_.collId, setup.rank, bp.sendPeer, bp.channel};
+      auto mem = setup.connectors->attach(key, slots, cfg.connectorSlotBytes);
+      if (!mem.ok()) return mem.status();
+      connectors_.push_back(mem.value());
+      plans[b].send = handleOf(*mem.value(), slots, cfg.connectorSlotBytes);
+      atomics::storeRelease(&plans[b].send.header->senderSig, desc_.signature);
+      if (plans[b].send.peerSignatureDiffers(desc_.signature, true))
+        return Status::error(occlInvalidUsage,
+                             absl::StrFormat("collId 0x%x: rank %d registered it differently (type, count, datatype, op, "
+                                             "root, algorithm and blocks must match on every rank)",
+                                             desc_.collId, bp.sendPeer));
+    }
+    if (bp.recvPeer >= 0) {
+      transport::ConnectorKey key{desc_.collId, bp.recvPeer, setup.rank, bp.channel};
+      auto mem = setup.connectors->attach(key, slots, cfg.connectorSlotBytes);
+      if (!mem.ok()) return mem.status();
+      connectors_.push_back(mem.value());
+      plans[b].recv = handleOf(*mem.value(), slots, cfg.connectorSlotBytes);
+      atomics::storeRelease(&plans[b].recv.header->receiverSig, desc_.signature);
+      if (plans[b].recv.peerSignatureDiffers(desc_.signature, false))
+        return Status::error(occlInvalidUsage,
+                             absl::StrFormat("collId 0x%x: rank %d registered it differently (type, count, datatype, op, "
+                                             "root, algorithm and blocks must match on every rank)",
+                                             desc_.collId, bp.recvPeer));
+    }
+  }
+  Result<void*> planMem = allocDaemon(nBlocks * sizeof(BlockPlan));
+  if (!planMem.ok()) return planMem.status();
+  if (Status s = backend_->copyToDaemon(planMem.value(), plans.data(), nBlocks * sizeof(BlockPlan)); !s.ok()) return s;
+  desc_.blocks = static_cast<const BlockPlan*>(planMem.value());
+
+  Result<void*> shared = allocDaemon(sizeof(CollShared));
+  Result<void*> contexts = allocDaemon(nBlocks * sizeof(BlockContext));
+  Result<void*> stats = backend_->allocShared(nBlocks * sizeof(BlockStats));
+  for (const Result<void*>* r : {&shared, &contexts, &stats})
+    if (!r->ok()) return r->status();
+  statsMemory_ = stats.value();
+  desc_.shared = static_cast<CollShared*>(shared.value());
+  desc_.contexts = static_cast<BlockContext*>(contexts.value());
+  desc_.stats = static_cast<BlockStats*>(stats.value());
+
+  const uint64_t scratchBytes = static_cast<uint64_t>(mine.scratchChunks) * chunkElems * elemBytes;
+  if (scratchBytes > 0) {
+    Result<void*> scratch = allocDaemon(scratchBytes);
+    if (!scratch.ok()) return scratch.status();
+    desc_.scratch = static_cast<char*>(scratch.value());
+  }
+  return Status::success();
+}
+
+Collective::~Collective() {
+  for (void* p : daemonAllocations_) backend_->freeDaemon(p);
+  if (statsMemory_ != nullptr) backend_->freeShared(statsMemory_);
+}
+
+void Collective::publish(CollDesc* tableEntry) { std::memcpy(tableEntry, &desc_, sizeof(CollDesc)); }
+
+occlCollStats_t Collective::stats(Backend&) const {
+  occlCollStats_t out{};
+  out.submissions = submissions_.load(std::memory_order_relaxed);
+  for (uint32_t b = 0; b < desc_.nBlocks; ++b) {
+    const BlockStats& s = desc_.stats[b];
+    out.completions += atomics::loadRelaxed(const_cast<uint64_t*>(&s.completions));
+    out.preemptions += atomics::loadRelaxed(const_cast<uint64_t*>(&s.preemptions));
+    out.contextLoads += atomics::loadRelaxed(const_cast<uint64_t*>(&s.contextLoads));
+    out.contextSaves += atomics::loadRelaxed(const_cast<uint64_t*>(&s.contextSaves));
+    out.queueWaitNs += atomics::loadRelaxed(const_cast<uint64_t*>(&s.queueWaitNs)) / desc_.nBlocks;
+    out.executionNs += atomics::loadRelaxed(const_cast<uint64_t*>(&s.executionNs)) / desc_.nBlocks;
+  }
+  return out;
+}
+
+}  // namespace occl::host

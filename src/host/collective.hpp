@@ -1,0 +1,93 @@
+// The host's record of one registered collective: its daemon-side static context (program,
+// connectors, scratch, per-block contexts) and the host-side submission bookkeeping (callbacks
+// waiting for their CQE, in submission order).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "daemon/coll_desc.hpp"
+#include "host/backend.hpp"
+#include "host/status.hpp"
+#include "occl/occl.h"
+#include "transport/connector.hpp"
+
+namespace occl::host {
+
+struct CallbackSlot {
+  occlCallback_t fn = nullptr;
+  void* arg = nullptr;
+  uint32_t status = 0;
+  bool done = false;  // CQE seen, callback not fired yet (an earlier seq is still running)
+};
+
+struct CollectiveSetup {
+  int rank;
+  int nRanks;
+  const occlConfig_t* config;
+  Backend* backend;
+  transport::ConnectorFactory* connectors;
+};
+
+class Collective {
+ public:
+  // Builds everything the daemon needs; nothing is visible to the daemon until publish().
+  static Result<std::unique_ptr<Collective>> create(const CollectiveSetup& setup, uint64_t collId, uint32_t index,
+                                                    const occlCollDesc_t& desc);
+  ~Collective();
+  Collective(const Collective&) = delete;
+  Collective& operator=(const Collective&) = delete;
+
+  // Copies the static context into the communicator's table entry.
+  void publish(CollDesc* tableEntry);
+
+  uint64_t collId() const { return desc_.collId; }
+  uint32_t index() const { return desc_.collIndex; }
+  const occlCollDesc_t& userDesc() const { return user_; }
+  uint32_t window() const { return desc_.inflightWindow; }
+  // Elements of the user's send and receive buffers, for validation.
+  uint64_t sendElems() const { return sendElems_; }
+  uint64_t recvElems() const { return recvElems_; }
+
+  // Submission side (under the communicator's submit lock).
+  uint64_t nextSeq() const { return nextSeq_.load(std::memory_order_acquire); }
+  CallbackSlot& slotFor(uint64_t seq) { return callbacks_[seq % window()]; }
+  // Counted before the SQE is published, so its CQE always falls inside the in-flight window.
+  void noteSubmitted() {
+    nextSeq_.fetch_add(1, std::memory_order_acq_rel);
+    submissions_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void undoSubmitted() {
+    nextSeq_.fetch_sub(1, std::memory_order_acq_rel);
+    submissions_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  uint64_t inFlight() const { return nextSeq() - completedSeq_.load(std::memory_order_acquire); }
+
+  // Poller side.
+  uint64_t completedSeq() const { return completedSeq_.load(std::memory_order_acquire); }
+  void advanceCompleted() { completedSeq_.fetch_add(1, std::memory_order_acq_rel); }
+
+  occlCollStats_t stats(Backend& backend) const;
+
+ private:
+  Collective() = default;
+  Status build(const CollectiveSetup& setup, const occlCollDesc_t& desc);
+
+  occlCollDesc_t user_{};
+  CollDesc desc_{};
+  Backend* backend_ = nullptr;
+  std::vector<void*> daemonAllocations_;
+  void* statsMemory_ = nullptr;  // shared memory: the host reads the daemon's counters
+  std::vector<std::shared_ptr<transport::ConnectorMemory>> connectors_;
+  uint64_t sendElems_ = 0;
+  uint64_t recvElems_ = 0;
+  std::atomic<uint64_t> nextSeq_{0};
+  std::atomic<uint64_t> completedSeq_{0};
+  std::atomic<uint64_t> submissions_{0};
+  std::array<CallbackSlot, kMaxInflightPerColl> callbacks_{};
+};
+
+}  // namespace occl::host

@@ -1,0 +1,336 @@
+#include "host/comm.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "host/bootstrap.hpp"
+#include "primitives/dtypes.hpp"
+
+namespace occl::host {
+namespace {
+
+// Spin, then yield, then sleep: the SQ is full only while the daemon catches up.
+void backoff(int attempt) {
+  if (attempt < 64) return;
+  if (attempt < 256) {
+    std::this_thread::yield();
+    return;
+  }
+  std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
+}  // namespace
+
+Comm::Comm(CommOptions& o)
+    : rank_(o.rank),
+      nRanks_(o.nRanks),
+      config_(o.config),
+      backend_(std::move(o.backend)),
+      connectors_(std::move(o.connectors)),
+      bootstrap_(std::move(o.bootstrap)) {}
+
+Result<std::unique_ptr<Comm>> Comm::create(CommOptions options) {
+  if (options.nRanks < 1)
+    return Status::error(occlInvalidArgument, absl::StrFormat("nranks = %d: expected >= 1", options.nRanks));
+  if (options.rank < 0 || options.rank >= options.nRanks)
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("rank = %d: expected 0..%d (nranks = %d)", options.rank, options.nRanks - 1, options.nRanks));
+  std::unique_ptr<Comm> comm(new Comm(options));
+  if (Status s = comm->allocateDaemonState(); !s.ok()) return s;
+  if (Status s = comm->start(); !s.ok()) return s;
+  return comm;
+}
+
+Status Comm::allocateDaemonState() {
+  auto shared = [&](size_t bytes) -> Result<void*> {
+    Result<void*> p = backend_->allocShared(bytes);
+    if (p.ok()) allocations_.emplace_back(p.value(), true);
+    return p;
+  };
+  auto daemon = [&](size_t bytes) -> Result<void*> {
+    Result<void*> p = backend_->allocDaemon(bytes);
+    if (p.ok()) allocations_.emplace_back(p.value(), false);
+    return p;
+  };
+  const auto nBlocks = static_cast<uint32_t>(config_.daemonBlocks);
+  Result<void*> env = shared(sizeof(DaemonEnv));
+  Result<void*> sq = shared(sizeof(Sqe) * config_.sqDepth);
+  Result<void*> cq = shared(sizeof(uint64_t) * config_.cqDepth);
+  Result<void*> counters = shared(3 * 64);  // published, cqPublished, abort flag: one line each
+  Result<void*> pages = shared(sizeof(CollDesc*) * CollTable::kMaxPages);
+  Result<void*> blocks = shared(sizeof(BlockState) * nBlocks);
+  Result<void*> tasks = daemon(sizeof(TaskEntry) * config_.taskQueueDepth * nBlocks);
+  for (const Result<void*>* r : {&env, &sq, &cq, &counters, &pages, &blocks, &tasks})
+    if (!r->ok()) return r->status();
+
+  DaemonEnv e{};
+  auto* counterBase = static_cast<char*>(counters.value());
+  e.sq = SubmissionQueue{static_cast<Sqe*>(sq.value()), static_cast<uint32_t>(config_.sqDepth), nBlocks,
+                         reinterpret_cast<uint64_t*>(counterBase)};
+  e.cq = CompletionQueue{static_cast<uint64_t*>(cq.value()), static_cast<uint32_t>(config_.cqDepth)};
+  e.colls = CollTable{static_cast<CollDesc**>(pages.value())};
+  e.blocks = static_cast<BlockState*>(blocks.value());
+  e.nBlocks = nBlocks;
+  e.policy = SchedPolicy{static_cast<uint32_t>(config_.orderPolicy), static_cast<uint32_t>(config_.spinPolicy),
+                         config_.spinThresholdMax, config_.spinThresholdMin, config_.spinThresholdStep,
+                         config_.spinThresholdBoost, config_.priorityPollInterval,
+                         static_cast<uint32_t>(config_.forcePreempt != 0),
+                         static_cast<uint32_t>(config_.disablePreemption != 0), 0};
+  e.cqPublished = reinterpret_cast<uint64_t*>(counterBase + 64);
+  e.abortFlag = reinterpret_cast<uint32_t*>(counterBase + 128);
+  for (uint32_t b = 0; b < nBlocks; ++b) {
+    BlockState& bs = e.blocks[b];
+    bs.tasks = static_cast<TaskEntry*>(tasks.value()) + static_cast<size_t>(b) * config_.taskQueueDepth;
+    bs.capacity = static_cast<uint32_t>(config_.taskQueueDepth);
+    bs.cqHint = b * (static_cast<uint32_t>(config_.cqDepth) / nBlocks);
+  }
+  env_ = static_cast<DaemonEnv*>(env.value());
+  *env_ = e;
+  return Status::success();
+}
+
+Status Comm::start() {
+  if (Status s = backend_->start(env_); !s.ok()) return s;
+  started_ = true;
+  poller_ = std::thread([this] { pollerLoop(); });
+  return Status::success();
+}
+
+Comm::~Comm() {
+  if (started_ && !stopped_) abort(occlAborted);
+  shutdown();
+  byId_.clear();
+  for (auto& page : hostPages_) page.reset();
+  if (env_ != nullptr) {
+    for (uint32_t p = 0; p < CollTable::kMaxPages; ++p)
+      if (env_->colls.pages[p] != nullptr) backend_->freeShared(env_->colls.pages[p]);
+  }
+  for (auto [p, isShared] : allocations_) isShared ? backend_->freeShared(p) : backend_->freeDaemon(p);
+}
+
+void Comm::shutdown() {
+  if (!started_ || stopped_) return;
+  stopped_ = true;
+  {
+    std::lock_guard<std::mutex> lock(submitMu_);
+    Status s = pushSqe(SqeView{kSqeExit, 0, 0, 0, 0});
+    if (!s.ok()) atomics::storeRelease(env_->abortFlag, static_cast<uint32_t>(occlAborted));
+  }
+  backend_->notifySubmission();
+  backend_->stop();
+  stopPoller_.store(true, std::memory_order_release);
+  poller_.join();
+  if (bootstrap_) bootstrap_->close();
+}
+
+Status Comm::finalize() {
+  if (stopped_) return Status::error(occlInvalidUsage, "the communicator is already finalized or aborted");
+  int64_t timeout = config_.collTimeoutMs > 0 ? config_.collTimeoutMs : -1;
+  Status waited = waitAll(timeout);
+  if (!waited.ok()) {
+    abort(occlTimeout);
+    return waited;
+  }
+  shutdown();
+  return Status::success();
+}
+
+Status Comm::abort(occlResult_t reason) {
+  setAsyncError(reason, reason == occlAborted ? "the communicator was aborted" : "a peer failed");
+  atomics::storeRelease(env_->abortFlag, static_cast<uint32_t>(reason));
+  shutdown();
+  return Status::success();
+}
+
+void Comm::setAsyncError(occlResult_t code, const std::string& why) {
+  occlResult_t expected = occlSuccess;
+  if (asyncError_.compare_exchange_strong(expected, code)) record(Status::error(code, why));
+}
+
+occlResult_t Comm::record(const Status& s) {
+  if (!s.ok()) {
+    std::lock_guard<std::mutex> lock(errorMu_);
+    lastError_ = s.message;
+  }
+  return s.code;
+}
+
+std::string Comm::lastError() const {
+  std::lock_guard<std::mutex> lock(errorMu_);
+  return lastError_;
+}
+
+CollDesc* Comm::tableEntry(uint32_t index) {
+  CollDesc*& page = env_->colls.pages[index >> CollTable::kPageBits];
+  if (page == nullptr) {
+    Result<void*> mem = backend_->allocShared(sizeof(CollDesc) * CollTable::kPageSize);
+    if (!mem.ok()) return nullptr;
+    atomics::storeRelease(&page, static_cast<CollDesc*>(mem.value()));
+  }
+  return &page[index & (CollTable::kPageSize - 1)];
+}
+
+Collective* Comm::byIndex(uint32_t index) const {
+  const auto& page = hostPages_[index >> CollTable::kPageBits];
+  return page ? (*page)[index & (CollTable::kPageSize - 1)] : nullptr;
+}
+
+void Comm::setByIndex(uint32_t index, Collective* c) {
+  auto& page = hostPages_[index >> CollTable::kPageBits];
+  if (!page) page = std::make_unique<std::array<Collective*, CollTable::kPageSize>>();
+  (*page)[index & (CollTable::kPageSize - 1)] = c;
+}
+
+// An index freed by deregistration is reused only once every daemon block has read past the
+// SQEs that may still name it; otherwise a lagging block would run a stale submission.
+Result<uint32_t> Comm::allocateIndex() {
+  uint64_t slowest = UINT64_MAX;
+  for (uint32_t b = 0; b < env_->nBlocks; ++b)
+    slowest = std::min(slowest, atomics::loadAcquire(&env_->blocks[b].sqCursor));
+  for (size_t i = 0; i < quarantine_.size(); ++i) {
+    if (quarantine_[i].second <= slowest) {
+      uint32_t index = quarantine_[i].first;
+      quarantine_.erase(quarantine_.begin() + static_cast<long>(i));
+      return index;
+    }
+  }
+  if (nextFreshIndex_ >= CollTable::kPageSize * CollTable::kMaxPages)
+    return Status::error(occlInvalidUsage, absl::StrFormat("more than %d collectives registered at once",
+                                                           CollTable::kPageSize * CollTable::kMaxPages));
+  return nextFreshIndex_++;
+}
+
+Status Comm::registerCollective(uint64_t collId, const occlCollDesc_t& desc) {
+  if (stopped_) return Status::error(occlInvalidUsage, "the communicator is finalized or aborted");
+  std::lock_guard<std::mutex> lock(submitMu_);
+  if (byId_.contains(collId))
+    return Status::error(occlInvalidUsage, absl::StrFormat("collId 0x%x is already registered on rank %d", collId, rank_));
+  Result<uint32_t> index = allocateIndex();
+  if (!index.ok()) return index.status();
+  CollectiveSetup setup{rank_, nRanks_, &config_, backend_.get(), connectors_.get()};
+  Result<std::unique_ptr<Collective>> coll = Collective::create(setup, collId, index.value(), desc);
+  CollDesc* entry = coll.ok() ? tableEntry(index.value()) : nullptr;
+  if (!coll.ok() || entry == nullptr) {
+    quarantine_.emplace_back(index.value(), 0);
+    if (!coll.ok()) return coll.status();
+    return Status::error(occlSystemError, "allocating a page of the collective table failed");
+  }
+  coll.value()->publish(entry);
+  std::lock_guard<std::mutex> registry(registryMu_);
+  setByIndex(index.value(), coll.value().get());
+  byId_.emplace(collId, std::move(coll.value()));
+  return Status::success();
+}
+
+Status Comm::deregisterCollective(uint64_t collId) {
+  std::lock_guard<std::mutex> lock(submitMu_);
+  auto it = byId_.find(collId);
+  if (it == byId_.end())
+    return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));
+  if (uint64_t n = it->second->inFlight(); n != 0)
+    return Status::error(occlInvalidUsage,
+                         absl::StrFormat("collId 0x%x has %d submissions in flight; wait for their callbacks", collId, n));
+  std::lock_guard<std::mutex> registry(registryMu_);
+  uint32_t index = it->second->index();
+  setByIndex(index, nullptr);
+  quarantine_.emplace_back(index, sqTicket_);
+  byId_.erase(it);
+  return Status::success();
+}
+
+Status Comm::pushSqe(const SqeView& e) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.initTimeoutMs);
+  for (int attempt = 0; !env_->sq.tryPush(sqTicket_, e); ++attempt) {
+    if (atomics::loadAcquire(env_->abortFlag) != 0 && !(e.flags & kSqeExit))
+      return Status::error(occlAborted, "the communicator was aborted");
+    if (std::chrono::steady_clock::now() > deadline)
+      return Status::error(occlTimeout, "the submission queue stayed full: is the daemon running?");
+    backend_->notifySubmission();
+    backoff(attempt);
+  }
+  sqTicket_ += 1;
+  return Status::success();
+}
+
+Status Comm::validateBuffers(const Collective& c, const void* sendbuf, const void* recvbuf) const {
+  const occlCollDesc_t& d = c.userDesc();
+  if (c.sendElems() > 0 && sendbuf == nullptr)
+    return Status::error(occlInvalidArgument, absl::StrFormat("sendbuf is NULL for collId 0x%x", c.collId()));
+  if (c.recvElems() > 0 && recvbuf == nullptr)
+    return Status::error(occlInvalidArgument, absl::StrFormat("recvbuf is NULL for collId 0x%x", c.collId()));
+  if (sendbuf == nullptr || recvbuf == nullptr) return Status::success();
+  const uint64_t eb = dtypeSize(d.datatype);
+  auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
+  uint64_t sBytes = c.sendElems() * eb, rBytes = c.recvElems() * eb;
+  if (s + sBytes <= r || r + rBytes <= s) return Status::success();  // disjoint
+  // Overlap is allowed only at NCCL's in-place position.
+  uint64_t rankOffset = static_cast<uint64_t>(rank_) * d.count * eb;
+  bool inPlace = false;
+  switch (d.type) {
+    case occlCollAllGather: inPlace = s == r + rankOffset; break;
+    case occlCollReduceScatter: inPlace = r == s + rankOffset; break;
+    case occlCollAllToAll: inPlace = false; break;
+    default: inPlace = s == r; break;
+  }
+  if (inPlace) return Status::success();
+  return Status::error(occlInvalidArgument,
+                       absl::StrFormat("sendbuf and recvbuf of collId 0x%x overlap but are not in place (%s in-place "
+                                       "means %s)",
+                                       c.collId(), d.type == occlCollAllGather ? "allgather" : "this collective",
+                                       d.type == occlCollAllGather       ? "sendbuf == recvbuf + rank*count"
+                                       : d.type == occlCollReduceScatter ? "recvbuf == sendbuf + rank*count"
+                                       : d.type == occlCollAllToAll      ? "nothing: buffers must not overlap"
+                                                                         : "sendbuf == recvbuf"));
+}
+
+Status Comm::submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg) {
+  if (stopped_ || atomics::loadAcquire(env_->abortFlag) != 0)
+    return Status::error(occlInvalidUsage, "the communicator is finalized or aborted");
+  std::unique_lock<std::mutex> lock(submitMu_);
+  auto it = byId_.find(collId);
+  if (it == byId_.end())
+    return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));
+  Collective& c = *it->second;
+  if (Status s = validateBuffers(c, sendbuf, recvbuf); !s.ok()) return s;
+  if (c.inFlight() >= c.window())
+    return Status::error(occlInProgress,
+                         absl::StrFormat("collId 0x%x already has %d submissions in flight (config.maxInflightPerColl); "
+                                         "submit again after a callback",
+                                         collId, c.window()));
+  uint64_t outstanding = submittedTotal_.load() - firedTotal_.load();
+  if (outstanding >= static_cast<uint64_t>(config_.taskQueueDepth))
+    return Status::error(occlInProgress,
+                         absl::StrFormat("%d submissions are outstanding (config.taskQueueDepth); submit again after a "
+                                         "callback",
+                                         outstanding));
+  const uint64_t seq = c.nextSeq();
+  {
+    // The callback is in place before the SQE exists, so a fast completion always finds it.
+    std::lock_guard<std::mutex> registry(registryMu_);
+    c.slotFor(seq) = CallbackSlot{callback, arg, 0, false};
+  }
+  SqeView e{kSqeSubmit, c.index(), seq, reinterpret_cast<uint64_t>(sendbuf), reinterpret_cast<uint64_t>(recvbuf)};
+  c.noteSubmitted();
+  submittedTotal_.fetch_add(1, std::memory_order_acq_rel);
+  if (Status s = pushSqe(e); !s.ok()) {
+    c.undoSubmitted();
+    submittedTotal_.fetch_sub(1, std::memory_order_acq_rel);
+    return s;
+  }
+  lock.unlock();
+  backend_->notifySubmission();
+  return Status::success();
+}
+
+Result<occlCollStats_t> Comm::collectiveStats(uint64_t collId) {
+  std::lock_guard<std::mutex> lock(submitMu_);
+  auto it = byId_.find(collId);
+  if (it == byId_.end())
+    return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));
+  return it->second->stats(*backend_);
+}
+
+}  // namespace occl::host

@@ -1,0 +1,114 @@
+// A communicator: one rank's daemon (through its Backend), SQ and CQ, registered collectives,
+// and the poller thread that turns CQEs into callbacks.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "daemon/daemon.hpp"
+#include "host/backend.hpp"
+#include "host/collective.hpp"
+#include "host/status.hpp"
+#include "occl/occl.h"
+#include "transport/connector.hpp"
+
+namespace occl::host {
+
+class Bootstrap;
+
+struct CommOptions {
+  int rank = 0;
+  int nRanks = 1;
+  occlConfig_t config{};
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<transport::ConnectorFactory> connectors;
+  std::unique_ptr<Bootstrap> bootstrap;  // multi-process communicators keep it for failure detection
+};
+
+class Comm {
+ public:
+  static Result<std::unique_ptr<Comm>> create(CommOptions options);
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return nRanks_; }
+  const occlConfig_t& config() const { return config_; }
+
+  Status registerCollective(uint64_t collId, const occlCollDesc_t& desc);
+  Status deregisterCollective(uint64_t collId);
+  Status submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg);
+  Status waitAll(int64_t timeoutMs);
+  Result<occlCollStats_t> collectiveStats(uint64_t collId);
+  Status finalize();
+  // Fails every pending submission with `reason` and stops the daemon without waiting for peers.
+  Status abort(occlResult_t reason);
+  occlResult_t asyncError() const { return asyncError_.load(std::memory_order_acquire); }
+
+  // Records `s` as this communicator's last error and returns its code.
+  occlResult_t record(const Status& s);
+  std::string lastError() const;
+
+ private:
+  explicit Comm(CommOptions& options);
+  Status allocateDaemonState();
+  Status start();
+  void shutdown();
+  Status pushSqe(const SqeView& e);
+  Status validateBuffers(const Collective& c, const void* sendbuf, const void* recvbuf) const;
+  Result<uint32_t> allocateIndex();
+  CollDesc* tableEntry(uint32_t index);
+  Collective* byIndex(uint32_t index) const;
+  void setByIndex(uint32_t index, Collective* c);
+
+  void pollerLoop();
+  void processCqe(uint64_t word);
+  void fireInOrder(uint32_t index);
+  void setAsyncError(occlResult_t code, const std::string& why);
+
+  const int rank_;
+  const int nRanks_;
+  const occlConfig_t config_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<transport::ConnectorFactory> connectors_;
+  std::unique_ptr<Bootstrap> bootstrap_;
+
+  // Daemon-visible state (Backend::allocShared / allocDaemon).
+  DaemonEnv* env_ = nullptr;
+  std::vector<std::pair<void*, bool>> allocations_;  // (pointer, shared?)
+
+  // Registration: collId -> collective, and index -> collective for the poller.
+  std::mutex submitMu_;    // the SQ producer lock; also guards byId_ and index allocation
+  std::mutex registryMu_;  // guards what the poller touches: collectives and their slots
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Collective>> byId_;
+  std::array<std::unique_ptr<std::array<Collective*, CollTable::kPageSize>>, CollTable::kMaxPages> hostPages_{};
+  uint32_t nextFreshIndex_ = 0;
+  std::vector<std::pair<uint32_t, uint64_t>> quarantine_;  // (index, SQ ticket when it was retired)
+  uint64_t sqTicket_ = 0;
+
+  std::atomic<uint64_t> submittedTotal_{0};
+  std::atomic<uint64_t> firedTotal_{0};
+  std::mutex waitMu_;
+  std::condition_variable waitCv_;
+  std::atomic<int> waiters_{0};
+
+  std::thread poller_;
+  std::atomic<bool> stopPoller_{false};
+  bool started_ = false;
+  bool stopped_ = false;
+
+  std::atomic<occlResult_t> asyncError_{occlSuccess};
+  mutable std::mutex errorMu_;
+  std::string lastError_;
+};
+
+}  // namespace occl::host

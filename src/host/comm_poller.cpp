@@ -1,0 +1,100 @@
+// The poller: takes CQEs from the completion queue and fires the callbacks of each collective
+// in submission order, exactly once each. A CQE whose sequence bits do not fit the window of
+// submissions in flight means a lost or duplicated completion: reported, never ignored.
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "host/comm.hpp"
+#include "queues/cq.hpp"
+
+namespace occl::host {
+
+void Comm::pollerLoop() {
+  uint64_t consumed = 0;
+  uint32_t cursor = 0;
+  for (;;) {
+    bool any = false;
+    for (uint32_t i = 0; i < env_->cq.depth; ++i) {
+      uint64_t word = 0;
+      if (!env_->cq.tryTake(cursor + i, word)) continue;
+      processCqe(word);
+      consumed += 1;
+      cursor = cursor + i + 1;
+      any = true;
+      break;
+    }
+    if (any) continue;
+    // The daemon is joined before stopPoller_ is set, so nothing can arrive after this check.
+    if (stopPoller_.load(std::memory_order_acquire) && consumed == atomics::loadAcquire(env_->cqPublished)) return;
+    backend_->waitForCompletion(consumed, 1000);
+  }
+}
+
+void Comm::processCqe(uint64_t word) {
+  const Cqe cqe = cqe::unpack(word);
+  std::unique_lock<std::mutex> lock(registryMu_);
+  Collective* c = byIndex(cqe.collIndex);
+  if (c == nullptr) {
+    lock.unlock();
+    setAsyncError(occlInternalError, absl::StrFormat("completion for unregistered collective index %d", cqe.collIndex));
+    return;
+  }
+  const uint64_t base = c->completedSeq();
+  const uint64_t delta = (cqe.seqLow - base) & cqe::kSeqMask;
+  const uint64_t seq = base + delta;
+  if (delta >= c->inFlight() || c->slotFor(seq).done) {
+    uint64_t collId = c->collId();
+    lock.unlock();
+    setAsyncError(occlInternalError,
+                  absl::StrFormat("collId 0x%x: completion of submission %d is lost or duplicated (next expected %d, "
+                                  "%d in flight)",
+                                  collId, seq, base, delta));
+    return;
+  }
+  CallbackSlot& slot = c->slotFor(seq);
+  slot.done = true;
+  slot.status = cqe.status;
+  lock.unlock();
+  fireInOrder(cqe.collIndex);
+}
+
+void Comm::fireInOrder(uint32_t index) {
+  for (;;) {
+    std::unique_lock<std::mutex> lock(registryMu_);
+    Collective* c = byIndex(index);
+    if (c == nullptr) return;
+    CallbackSlot& slot = c->slotFor(c->completedSeq());
+    if (c->inFlight() == 0 || !slot.done) return;
+    const CallbackSlot fired = slot;
+    const uint64_t collId = c->collId();
+    slot = CallbackSlot{};
+    c->advanceCompleted();  // before the callback, so it may submit again
+    lock.unlock();
+    if (fired.fn != nullptr) fired.fn(collId, static_cast<occlResult_t>(fired.status), fired.arg);
+    firedTotal_.fetch_add(1, std::memory_order_acq_rel);
+    if (waiters_.load(std::memory_order_acquire) > 0) {
+      std::lock_guard<std::mutex> wake(waitMu_);
+      waitCv_.notify_all();
+    }
+  }
+}
+
+Status Comm::waitAll(int64_t timeoutMs) {
+  const uint64_t target = submittedTotal_.load(std::memory_order_acquire);
+  auto done = [&] { return firedTotal_.load(std::memory_order_acquire) >= target; };
+  if (done()) return Status::success();
+  waiters_.fetch_add(1);
+  std::unique_lock<std::mutex> lock(waitMu_);
+  bool ok = true;
+  if (timeoutMs < 0) {
+    waitCv_.wait(lock, done);
+  } else {
+    ok = waitCv_.wait_for(lock, std::chrono::milliseconds(timeoutMs), done);
+  }
+  waiters_.fetch_sub(1);
+  if (ok) return Status::success();
+  return Status::error(occlTimeout, absl::StrFormat("rank %d: %d of %d submissions still pending after %d ms", rank_,
+                                                    target - firedTotal_.load(), target, timeoutMs));
+}
+
+}  // namespace occl::host

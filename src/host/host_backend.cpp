@@ -1,0 +1,122 @@
+// The host backend: each daemon block is a thread of this process running the shared daemon
+// passes. A block that makes no progress backs off (yield, then short timed parks) so that many
+// ranks share few cores; a block with nothing queued for idleQuitUs quits, i.e. parks on the
+// submission doorbell until the next SQE.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "host/backend.hpp"
+#include "host/doorbell.hpp"
+
+namespace occl::host {
+namespace {
+
+class HostBackend : public Backend {
+ public:
+  explicit HostBackend(const occlConfig_t& config) : idleQuitUs_(config.idleQuitUs) {}
+  ~HostBackend() override { stop(); }
+
+  Result<void*> allocShared(size_t bytes) override { return allocZeroed(bytes); }
+  Result<void*> allocDaemon(size_t bytes) override { return allocZeroed(bytes); }
+  Status copyToDaemon(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return Status::success();
+  }
+  Status copyFromDaemon(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return Status::success();
+  }
+  void freeShared(void* p) override { std::free(p); }
+  void freeDaemon(void* p) override { std::free(p); }
+
+  Status start(DaemonEnv* env) override {
+    env_ = env;
+    try {
+      for (uint32_t b = 0; b < env->nBlocks; ++b) threads_.emplace_back([this, b] { blockLoop(static_cast<int>(b)); });
+    } catch (const std::system_error& e) {
+      return Status::error(occlSystemError, absl::StrFormat("starting daemon thread failed: %s", e.what()));
+    }
+    return Status::success();
+  }
+
+  void notifySubmission() override { submissions_.ring(); }
+
+  void waitForCompletion(uint64_t consumed, int64_t timeoutUs) override {
+    completions_.park(timeoutUs, [&] { return atomics::loadAcquire(env_->cqPublished) > consumed; });
+  }
+
+  Status stop() override {
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+    threads_.clear();
+    return Status::success();
+  }
+
+  const char* name() const override { return "host"; }
+
+ private:
+  static Result<void*> allocZeroed(size_t bytes) {
+    size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (p == nullptr)
+      return Status::error(occlSystemError, absl::StrFormat("allocating %d bytes of daemon memory failed", bytes));
+    std::memset(p, 0, rounded);
+    return p;
+  }
+
+  bool sqHasWork(int block) const {
+    return atomics::loadAcquire(env_->sq.published) > env_->blocks[block].sqCursor;
+  }
+
+  void blockLoop(int block) {
+    using Clock = std::chrono::steady_clock;
+    auto lastActivity = Clock::now();
+    int64_t backoffUs = 0;
+    uint64_t cqSeen = 0;
+    for (;;) {
+      PassResult r = daemonPass(*env_, block);
+      uint64_t cq = atomics::loadAcquire(env_->cqPublished);
+      if (cq != cqSeen) {
+        cqSeen = cq;
+        completions_.ring();
+      }
+      if (r.exit) return;
+      if (r.progressed) {
+        lastActivity = Clock::now();
+        backoffUs = 0;
+        continue;
+      }
+      auto idleUs = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - lastActivity).count();
+      if (!r.pending && idleUs >= idleQuitUs_) {
+        // Voluntary quit: nothing queued, nothing arriving. Only a submission restarts us.
+        submissions_.park(1000000, [&] { return sqHasWork(block); });
+        continue;
+      }
+      if (idleUs < 50) {
+        std::this_thread::yield();
+        continue;
+      }
+      // Stuck waiting for peers: sleep briefly, longer the longer nothing moves (capped so a
+      // late peer costs at most ~1 ms of extra latency).
+      backoffUs = std::min<int64_t>(backoffUs == 0 ? 20 : backoffUs * 2, 1000);
+      submissions_.park(backoffUs, [&] { return sqHasWork(block); });
+    }
+  }
+
+  int64_t idleQuitUs_;
+  DaemonEnv* env_ = nullptr;
+  std::vector<std::thread> threads_;
+  Doorbell submissions_;
+  Doorbell completions_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> makeHostBackend(const occlConfig_t& config) { return std::make_unique<HostBackend>(config); }
+
+}  // namespace occl::host

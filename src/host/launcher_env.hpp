@@ -1,0 +1,38 @@
+// Rank, size and rendezvous address from the environment a launcher sets, for
+// occlCommInitFromEnv. Supported: mpirun (Open MPI) and torchrun; the address comes from
+// OCCL_COMM_ID ("host:port", "[v6addr]:port") or MASTER_ADDR/MASTER_PORT.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "host/status.hpp"
+
+namespace occl::host {
+
+struct LauncherEnv {
+  int rank = -1;
+  int size = 0;
+  std::string addr;        // rank 0's host: a name or a numeric address, IPv6 without brackets
+  int port = 0;
+  std::string source;      // who gave rank and size: "mpirun" or "torchrun"
+  std::string addrSource;  // who gave the address: "OCCL_COMM_ID", "MASTER_ADDR/MASTER_PORT",
+                           // or "OMPI_MCA_ess_base_jobid" (single-node port derived from the job)
+  uint64_t jobSeed = 0;    // equal on all ranks of one job: the nonceSeed for uniqueIdFromAddress
+};
+
+// Rank and size from OMPI_COMM_WORLD_RANK/SIZE, else RANK/WORLD_SIZE. Address from OCCL_COMM_ID,
+// else MASTER_ADDR/MASTER_PORT; under mpirun with neither, 127.0.0.1 and a port in
+// 20000..29999 derived from OMPI_MCA_ess_base_jobid (all ranks on one node). Empty variables
+// count as unset. Errors (occlInvalidArgument) name the variable and its bad value, or the
+// variables to set.
+Result<LauncherEnv> detectLauncherEnv();
+
+// OMPI_COMM_WORLD_LOCAL_RANK, else LOCAL_RANK; -1 if neither holds a non-negative integer.
+int localRankFromEnv();
+
+// "host:port" or "[v6addr]:port"; `variable` names the value's origin in error messages.
+Result<std::pair<std::string, int>> parseHostPort(const std::string& variable, const std::string& value);
+
+}  // namespace occl::host

@@ -1,0 +1,90 @@
+// The host-side form of a collective algorithm: what the MSCCL-IR loader parses and what the
+// ring/direct generators produce. The host flattens one rank's part into the daemon's
+// device-visible DeviceProgram (src/daemon/device_program.hpp) at registration.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace occl::ir {
+
+// MSCCL-IR's step types, in the order of src/daemon/device_program.hpp's StepOp.
+enum class OpType : uint8_t {
+  Nop,                 // dependency only
+  Send,                // s:    send src
+  Recv,                // r:    recv into dst
+  RecvCopySend,        // rcs:  recv into dst and forward
+  RecvReduceSend,      // rrs:  recv, reduce with src, forward
+  RecvReduceCopy,      // rrc:  recv, reduce with src, store to dst
+  RecvReduceCopySend,  // rrcs: recv, reduce with src, store to dst, forward
+  Copy,                // cpy:  dst = src
+  Reduce,              // re:   dst = dst op src
+};
+
+enum class BufferKind : uint8_t { Input, Output, Scratch };
+
+enum class CollKind : uint8_t { AllReduce, AllGather, ReduceScatter, Reduce, Broadcast, AllToAll, Send, Recv };
+
+struct Step {
+  OpType op = OpType::Nop;
+  BufferKind srcBuf = BufferKind::Input;
+  BufferKind dstBuf = BufferKind::Output;
+  int32_t srcOff = 0;  // in chunks
+  int32_t dstOff = 0;  // in chunks
+  int32_t count = 1;   // chunks
+  int32_t depBlock = -1;  // (block, step) of the same rank that must complete first
+  int32_t depStep = -1;
+  bool hasDep = false;  // other blocks wait on this step
+  bool postOp = false;  // stores a final reduced value: avg divides by nRanks here
+  int32_t sourceLine = 0;  // line in the IR file, 0 for generated programs
+};
+
+// One daemon block's part: MSCCL-IR's threadblock. At most one send and one recv peer.
+struct BlockProgram {
+  int32_t sendPeer = -1;
+  int32_t recvPeer = -1;
+  int32_t channel = 0;
+  std::vector<Step> steps;
+  int32_t sourceLine = 0;
+};
+
+struct RankProgram {
+  int32_t inputChunks = 0;
+  int32_t outputChunks = 0;
+  int32_t scratchChunks = 0;
+  std::vector<BlockProgram> blocks;
+  int32_t sourceLine = 0;  // line of <gpu> in the IR file, 0 for generated programs
+};
+
+struct Program {
+  std::string name;
+  std::string protocol = "Simple";
+  CollKind coll = CollKind::AllReduce;
+  bool inPlace = false;
+  int32_t nRanks = 0;
+  int32_t nChannels = 1;
+  int32_t nChunksPerLoop = 1;
+  uint64_t minBytes = 0;
+  uint64_t maxBytes = std::numeric_limits<uint64_t>::max();
+  // Generated ring programs map chunk i of a sender to chunk i of its receiver, so the buffer may
+  // be split into chunks of unequal size; IR programs need count*mult divisible by nChunksPerLoop.
+  bool raggedChunksAllowed = false;
+  std::vector<RankProgram> ranks;
+};
+
+// Elements of the logical buffer the chunks of a program divide: count times this multiplier.
+inline uint64_t chunkMultiplier(CollKind coll, int32_t nRanks) {
+  switch (coll) {
+    case CollKind::AllGather:
+    case CollKind::AllToAll:
+    case CollKind::ReduceScatter:
+      return static_cast<uint64_t>(nRanks);
+    default:
+      return 1;
+  }
+}
+
+}  // namespace occl::ir

@@ -1,0 +1,224 @@
+// Per-rank checks of a Program (limits, peers, buffer bounds). The cross-rank checks (connection
+// matching, dependencies, deadlock freedom) are in validate_graph.cpp; they run only when these
+// pass, so they may index peers and steps without re-checking.
+#include "ir_loader/validate.hpp"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "ir_loader/validate_graph.hpp"
+
+namespace occl::ir {
+
+std::string formatError(const LoadError& e) {
+  std::string out;
+  if (e.line > 0) absl::StrAppend(&out, "line ", e.line, ", ");
+  if (!e.element.empty()) absl::StrAppend(&out, e.element, ": ");
+  absl::StrAppend(&out, e.message);
+  return out;
+}
+
+std::string formatErrors(const std::vector<LoadError>& errors, std::string_view sourceName) {
+  std::string out;
+  for (const LoadError& e : errors) absl::StrAppend(&out, std::string(sourceName), ": ", formatError(e), "\n");
+  return out;
+}
+
+void ErrorList::add(int line, std::string element, std::string message) {
+  if (truncated_) return;
+  if (errors_.size() == kMaxErrors) {
+    truncated_ = true;
+    errors_.push_back({0, "", absl::StrCat("too many errors; only the first ", kMaxErrors, " are shown")});
+    return;
+  }
+  errors_.push_back({line, std::move(element), std::move(message)});
+}
+
+std::string rankElement(int32_t rank) { return absl::StrCat("<gpu id=", rank, ">"); }
+std::string blockElement(int32_t rank, int32_t block) {
+  return absl::StrCat(rankElement(rank), "/<tb id=", block, ">");
+}
+std::string stepElement(int32_t rank, int32_t block, int32_t step) {
+  return absl::StrCat(blockElement(rank, block), "/<step s=", step, ">");
+}
+
+const char* opName(OpType op) {
+  static constexpr const char* kNames[] = {"nop", "s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re"};
+  return kNames[static_cast<size_t>(op)];
+}
+const char* bufferName(BufferKind b) {
+  static constexpr const char* kNames[] = {"i", "o", "s"};
+  return kNames[static_cast<size_t>(b)];
+}
+const char* collName(CollKind c) {
+  static constexpr const char* kNames[] = {"allreduce", "allgather", "reduce_scatter", "reduce",
+                                           "broadcast", "alltoall", "send", "recv"};
+  return kNames[static_cast<size_t>(c)];
+}
+
+bool opSends(OpType op) {
+  return op == OpType::Send || op == OpType::RecvCopySend || op == OpType::RecvReduceSend ||
+         op == OpType::RecvReduceCopySend;
+}
+bool opReceives(OpType op) {
+  return op == OpType::Recv || op == OpType::RecvCopySend || op == OpType::RecvReduceSend ||
+         op == OpType::RecvReduceCopy || op == OpType::RecvReduceCopySend;
+}
+// rcs forwards what it received, so it reads no local source; rrs reduces into what it forwards,
+// so it writes no local destination.
+bool opReadsSrc(OpType op) {
+  return op == OpType::Send || op == OpType::RecvReduceSend || op == OpType::RecvReduceCopy ||
+         op == OpType::RecvReduceCopySend || op == OpType::Copy || op == OpType::Reduce;
+}
+bool opWritesDst(OpType op) {
+  return op == OpType::Recv || op == OpType::RecvCopySend || op == OpType::RecvReduceCopy ||
+         op == OpType::RecvReduceCopySend || op == OpType::Copy || op == OpType::Reduce;
+}
+
+// The user's buffers hold count (input) and count*mult or count/mult (output) elements, and one
+// chunk is count*mult/nChunksPerLoop elements; a program touching more chunks than fit would
+// read or write past the user's allocation.
+int64_t userBufferChunks(const Program& p, BufferKind b) {
+  if (b == BufferKind::Scratch) return kMaxScratchChunks;
+  const int64_t perLoop = p.nChunksPerLoop;
+  const int64_t perRank = p.nRanks > 0 ? perLoop / p.nRanks : 0;
+  if (p.coll == CollKind::AllGather && b == BufferKind::Input) return perRank;
+  if (p.coll == CollKind::ReduceScatter && b == BufferKind::Output) return perRank;
+  return perLoop;
+}
+
+namespace {
+
+int32_t declaredChunks(const RankProgram& r, BufferKind b) {
+  switch (b) {
+    case BufferKind::Input: return r.inputChunks;
+    case BufferKind::Output: return r.outputChunks;
+    default: return r.scratchChunks;
+  }
+}
+
+class LocalChecker {
+ public:
+  LocalChecker(const Program& p, ErrorList& errors) : p_(p), errors_(errors) {}
+
+  void run() {
+    checkProgram();
+    if (!errors_.empty()) return;  // ranks may not even be indexable
+    for (int32_t r = 0; r < p_.nRanks && !errors_.full(); ++r) checkRank(r);
+  }
+
+ private:
+  void checkProgram() {
+    auto bad = [&](std::string msg) { errors_.add(0, "<algo>", std::move(msg)); };
+    if (p_.nRanks < 1 || p_.nRanks > kMaxRanks) bad(absl::StrCat("ngpus must be in 1..", kMaxRanks, ", got ", p_.nRanks));
+    if (p_.nChannels < 1 || p_.nChannels > kMaxChannels)
+      bad(absl::StrCat("nchannels must be in 1..", kMaxChannels, ", got ", p_.nChannels));
+    if (p_.nChunksPerLoop < 1 || p_.nChunksPerLoop > kMaxChunksPerLoop)
+      bad(absl::StrCat("nchunksperloop must be in 1..", kMaxChunksPerLoop, ", got ", p_.nChunksPerLoop));
+    if (p_.protocol != "Simple" && p_.protocol != "LL" && p_.protocol != "LL128")
+      bad(absl::StrCat("proto must be Simple, LL or LL128, got '", p_.protocol, "'"));
+    if (p_.minBytes > p_.maxBytes) bad(absl::StrCat("minBytes ", p_.minBytes, " exceeds maxBytes ", p_.maxBytes));
+    if (p_.nRanks >= 1 && static_cast<int64_t>(p_.ranks.size()) != p_.nRanks)
+      bad(absl::StrCat("ngpus is ", p_.nRanks, " but the program has ", p_.ranks.size(), " ranks"));
+  }
+
+  void checkRank(int32_t r) {
+    const RankProgram& rank = p_.ranks[r];
+    const int line = rank.sourceLine;
+    for (BufferKind b : {BufferKind::Input, BufferKind::Output, BufferKind::Scratch}) {
+      const int64_t have = declaredChunks(rank, b), limit = userBufferChunks(p_, b);
+      if (have < 0 || have > limit)
+        errors_.add(line, rankElement(r),
+                    absl::StrFormat("%s_chunks=%d is outside 0..%d (the %s buffer of %s with nchunksperloop=%d, "
+                                    "ngpus=%d)", bufferName(b), have, limit, bufferName(b), collName(p_.coll),
+                                    p_.nChunksPerLoop, p_.nRanks));
+    }
+    if (rank.blocks.size() > static_cast<size_t>(kMaxBlocksPerRank))
+      errors_.add(line, rankElement(r), absl::StrCat("has ", rank.blocks.size(), " threadblocks, at most ",
+                                                     kMaxBlocksPerRank, " are allowed"));
+    for (size_t b = 0; b < rank.blocks.size() && !errors_.full(); ++b) checkBlock(r, static_cast<int32_t>(b));
+  }
+
+  void checkBlock(int32_t r, int32_t b) {
+    const BlockProgram& block = p_.ranks[r].blocks[b];
+    auto bad = [&](std::string msg) { errors_.add(block.sourceLine, blockElement(r, b), std::move(msg)); };
+    checkPeer(block.sendPeer, r, "send", bad);
+    checkPeer(block.recvPeer, r, "recv", bad);
+    if (block.channel < 0 || block.channel >= p_.nChannels)
+      bad(absl::StrCat("chan must be in 0..", p_.nChannels - 1, " (nchannels=", p_.nChannels, "), got ", block.channel));
+    if (block.steps.size() > static_cast<size_t>(kMaxStepsPerBlock))
+      bad(absl::StrCat("has ", block.steps.size(), " steps, at most ", kMaxStepsPerBlock, " are allowed"));
+    for (size_t s = 0; s < block.steps.size() && !errors_.full(); ++s) checkStep(r, b, static_cast<int32_t>(s));
+  }
+
+  template <typename Report>
+  void checkPeer(int32_t peer, int32_t self, const char* what, Report& bad) {
+    if (peer == -1) return;
+    if (peer < 0 || peer >= p_.nRanks) bad(absl::StrCat(what, " peer must be -1 or in 0..", p_.nRanks - 1, ", got ", peer));
+    else if (peer == self) bad(absl::StrCat(what, " peer must not be the rank itself (", self, ")"));
+  }
+
+  void checkStep(int32_t r, int32_t b, int32_t s) {
+    const BlockProgram& block = p_.ranks[r].blocks[b];
+    const Step& st = block.steps[s];
+    auto bad = [&](std::string msg) { errors_.add(st.sourceLine, stepElement(r, b, s), std::move(msg)); };
+    if (opSends(st.op) && block.sendPeer < 0)
+      bad(absl::StrCat("'", opName(st.op), "' sends, but its threadblock has no send peer (send=-1)"));
+    if (opReceives(st.op) && block.recvPeer < 0)
+      bad(absl::StrCat("'", opName(st.op), "' receives, but its threadblock has no recv peer (recv=-1)"));
+    const int32_t minCount = st.op == OpType::Nop ? 0 : 1;
+    if (st.count < minCount) bad(absl::StrCat("cnt must be >= ", minCount, ", got ", st.count));
+    if (st.count >= minCount && st.op != OpType::Nop) {
+      if (opReadsSrc(st.op)) checkRange(r, "src", st.srcBuf, st.srcOff, st.count, bad);
+      if (opWritesDst(st.op)) checkRange(r, "dst", st.dstBuf, st.dstOff, st.count, bad);
+    }
+    if ((st.depBlock < 0) != (st.depStep < 0) || st.depBlock < -1 || st.depStep < -1)
+      bad(absl::StrCat("depid and deps must both be -1 or both >= 0, got depid=", st.depBlock, " deps=", st.depStep));
+  }
+
+  template <typename Report>
+  void checkRange(int32_t r, const char* which, BufferKind buf, int32_t off, int32_t count, Report& bad) {
+    const int64_t have = declaredChunks(p_.ranks[r], buf);
+    if (off < 0 || static_cast<int64_t>(off) + count > have)
+      bad(absl::StrFormat("%soff=%d cnt=%d is outside buffer '%s' of %d chunks", which, off, count, bufferName(buf), have));
+  }
+
+  const Program& p_;
+  ErrorList& errors_;
+};
+
+}  // namespace
+
+std::vector<LoadError> validateProgram(const Program& p) {
+  ErrorList errors;
+  LocalChecker(p, errors).run();
+  if (errors.empty()) checkCrossRank(p, errors);
+  return errors.take();
+}
+
+std::string summarize(const Program& p) {
+  size_t totalSteps = 0, totalBlocks = 0;
+  for (const RankProgram& r : p.ranks) {
+    totalBlocks += r.blocks.size();
+    for (const BlockProgram& b : r.blocks) totalSteps += b.steps.size();
+  }
+  std::string out = absl::StrFormat(
+      "%s: %s, %s, proto %s, %d ranks, %d channels, %d chunks per loop, %d threadblocks, %d steps\n", p.name,
+      collName(p.coll), p.inPlace ? "in-place" : "out-of-place", p.protocol, p.nRanks, p.nChannels,
+      p.nChunksPerLoop, totalBlocks, totalSteps);
+  for (size_t r = 0; r < p.ranks.size(); ++r) {
+    const RankProgram& rank = p.ranks[r];
+    size_t steps = 0;
+    std::string conns;
+    for (const BlockProgram& b : rank.blocks) {
+      steps += b.steps.size();
+      if (b.sendPeer >= 0) absl::StrAppend(&conns, " (", b.sendPeer, ",", b.channel, ",send)");
+      if (b.recvPeer >= 0) absl::StrAppend(&conns, " (", b.recvPeer, ",", b.channel, ",recv)");
+    }
+    absl::StrAppendFormat(&out, "  rank %d: %d threadblocks, %d steps, chunks i=%d o=%d s=%d; connections (peer,channel,dir):%s\n",
+                          r, rank.blocks.size(), steps, rank.inputChunks, rank.outputChunks, rank.scratchChunks,
+                          conns.empty() ? " none" : conns);
+  }
+  return out;
+}
+
+}  // namespace occl::ir

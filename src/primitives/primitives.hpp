@@ -1,0 +1,115 @@
+// The primitives: one program step applied to one tile of one chunk. A primitive either runs
+// to completion (its connector slots committed) or does nothing at all, so a preempted
+// collective's context is just "which step, which chunk, which tile" and nothing is sent twice.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "daemon/coll_desc.hpp"
+#include "occl/occl.h"
+#include "primitives/dispatch.hpp"
+#include "primitives/reduce_copy.hpp"
+#include "queues/detail/compat.hpp"
+#include "queues/fifo.hpp"
+
+namespace occl {
+
+// The three buffers a step addresses, as seen by this rank for the current submission.
+struct TaskBuffers {
+  char* input;
+  char* output;
+  char* scratch;
+
+  OCCL_HD char* get(BufKind kind) const {
+    switch (kind) {
+      case BufKind::Input: return input;
+      case BufKind::Output: return output;
+      default: return scratch;
+    }
+  }
+};
+
+OCCL_HD inline bool stepReceives(StepOp op) {
+  return op == StepOp::Recv || op == StepOp::RecvCopySend || op == StepOp::RecvReduceSend ||
+         op == StepOp::RecvReduceCopy || op == StepOp::RecvReduceCopySend;
+}
+OCCL_HD inline bool stepSends(StepOp op) {
+  return op == StepOp::Send || op == StepOp::RecvCopySend || op == StepOp::RecvReduceSend ||
+         op == StepOp::RecvReduceCopySend;
+}
+OCCL_HD inline bool stepReadsSrc(StepOp op) {
+  return op == StepOp::Send || op == StepOp::RecvReduceSend || op == StepOp::RecvReduceCopy ||
+         op == StepOp::RecvReduceCopySend || op == StepOp::Copy || op == StepOp::Reduce;
+}
+OCCL_HD inline bool stepWritesDst(StepOp op) {
+  return op == StepOp::Recv || op == StepOp::RecvCopySend || op == StepOp::RecvReduceCopy ||
+         op == StepOp::RecvReduceCopySend || op == StepOp::Copy || op == StepOp::Reduce;
+}
+
+// Chunk geometry: chunk c of any buffer, tile t of that chunk.
+OCCL_HD inline uint64_t chunkStart(const CollDesc& d, uint64_t c) {
+  return d.ragged ? c * d.totalElems / d.nChunks : c * d.chunkElems;
+}
+OCCL_HD inline uint64_t chunkLength(const CollDesc& d, uint64_t c) {
+  return d.ragged ? chunkStart(d, c + 1) - chunkStart(d, c) : d.chunkElems;
+}
+// Elements of tile `t` of chunk `c`; 0 when the chunk is shorter (both ends of a connector
+// compute the same length and skip the slot together).
+OCCL_HD inline uint64_t tileLength(const CollDesc& d, uint64_t c, uint32_t t) {
+  uint64_t len = chunkLength(d, c), first = static_cast<uint64_t>(t) * d.tileElems;
+  if (len <= first) return 0;
+  return len - first < d.tileElems ? len - first : d.tileElems;
+}
+OCCL_HD inline uint64_t tileOffset(const CollDesc& d, uint64_t c, uint32_t t) {
+  return chunkStart(d, c) + static_cast<uint64_t>(t) * d.tileElems;
+}
+
+struct ReduceCopyCall {
+  const void* a;
+  const void* b;
+  void* d0;
+  void* d1;
+  size_t n;
+  int postDivisor;
+
+  template <typename T, typename Op>
+  OCCL_HD void operator()() const {
+    reduceCopy<T, Op>(static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(d0),
+                      static_cast<T*>(d1), n, postDivisor);
+  }
+};
+
+// Performs the data movement of `step` on tile `t` of its `sub`-th chunk, once the connectors it
+// needs are ready (the caller has waited). Returns nothing: it cannot fail.
+OCCL_HD inline void applyStep(const CollDesc& d, const BlockPlan& plan, const DeviceStep& step,
+                              const TaskBuffers& bufs, uint32_t sub, uint32_t tile, uint64_t n) {
+  const uint64_t eb = d.elemBytes;
+  char* src = bufs.get(step.srcBuf) + tileOffset(d, step.srcOff + sub, tile) * eb;
+  char* dst = bufs.get(step.dstBuf) + tileOffset(d, step.dstOff + sub, tile) * eb;
+  // Avg is a sum whose final reduction step divides by the rank count (kStepPostOp).
+  const bool postOp = (step.flags & kStepPostOp) != 0 && d.redOp == occlAvg;
+  const int post = postOp ? static_cast<int>(d.nRanks) : 0;
+  const void* recvSlot = stepReceives(step.op) ? plan.recv.recvSlot() : nullptr;
+  void* sendSlot = stepSends(step.op) ? plan.send.sendSlot() : nullptr;
+
+  ReduceCopyCall call{nullptr, nullptr, nullptr, nullptr, static_cast<size_t>(n), 0};
+  switch (step.op) {
+    case StepOp::Send: call = {src, nullptr, sendSlot, nullptr, call.n, 0}; break;
+    case StepOp::Recv: call = {recvSlot, nullptr, dst, nullptr, call.n, 0}; break;
+    case StepOp::RecvCopySend: call = {recvSlot, nullptr, dst, sendSlot, call.n, 0}; break;
+    case StepOp::RecvReduceSend: call = {recvSlot, src, sendSlot, nullptr, call.n, 0}; break;
+    case StepOp::RecvReduceCopy: call = {recvSlot, src, dst, nullptr, call.n, post}; break;
+    case StepOp::RecvReduceCopySend: call = {recvSlot, src, dst, sendSlot, call.n, post}; break;
+    case StepOp::Copy:
+      if (src == dst) return;  // in-place AllGather copies a chunk onto itself
+      call = {src, nullptr, dst, nullptr, call.n, 0};
+      break;
+    case StepOp::Reduce: call = {dst, src, dst, nullptr, call.n, post}; break;
+    case StepOp::Nop: return;
+  }
+  dispatchTypeOp(d.dtype, d.redOp, call);
+  exec::blockSync();  // every lane's stores land before the leader publishes the slots
+}
+
+}  // namespace occl

@@ -1,0 +1,189 @@
+// Reduction operators, one functor per occlRedOp_t, shared by the host and the device builds.
+//
+// Semantics (documented choices):
+// - Integer Sum/Prod wrap modulo 2^bits; signed types are computed in unsigned arithmetic, so
+//   overflow is defined behaviour and identical on every rank and backend.
+// - Floating Sum/Prod: IEEE arithmetic in the compute type (float for half/bfloat16, rounded back
+//   once per op; see dtypes.hpp).
+// - Floating Min/Max follow IEEE 754-2019 minimumNumber/maximumNumber (C fmin/fmax, plus a fixed
+//   sign for zeros): a NaN operand is ignored when the other is a number, so one rank's NaN does
+//   not wipe out a min/max; two NaNs give a NaN; −0 < +0. Unlike bare fmin/fmax (which may return
+//   either zero) this makes every result independent of operand order, so all ranks of a
+//   collective agree bit for bit whatever order their reduction tree combined the values in.
+//   NCCL's half path (__hmin/__hmax) has the same NaN rule.
+// - Avg = Sum, then the final step divides by nranks with postDivide(): truncating integer
+//   division for integers; for floating types x / n in the compute type (float for half, bfloat16
+//   and float; double for double), correctly rounded, then rounded once to T. (NCCL pre-multiplies
+//   floats by 1/n instead; dividing at the end keeps integer and floating averages alike and avoids
+//   the inexact reciprocal.)
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "occl/occl.h"
+#include "primitives/dtypes.hpp"
+#include "queues/detail/compat.hpp"
+
+namespace occl::ops {
+
+namespace detail {
+
+// Unsigned arithmetic at least as wide as unsigned int: defined wrap-around for every integer T
+// (narrower types would promote back to signed int, where a product can overflow).
+template <typename T>
+using WrapType = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+
+template <typename C>
+OCCL_HD inline bool isNaN(C x) {
+  return x != x;  // the project never builds with -ffast-math, which would break this
+}
+
+OCCL_HD inline bool signBit(float x) { return (floatToBits(x) >> 31) != 0; }
+OCCL_HD inline bool signBit(double x) {
+#if OCCL_ON_DEVICE
+  return __double_as_longlong(x) < 0;
+#else
+  uint64_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return (u >> 63) != 0;
+#endif
+}
+
+// True when `a` is the IEEE minimumNumber of (a, b): see the header comment.
+template <typename C>
+OCCL_HD inline bool firstIsMin(C a, C b) {
+  if (isNaN(b)) return true;
+  if (isNaN(a)) return false;
+  if (a != b) return a < b;
+  return signBit(a);  // equal: only ±0 differ, and −0 is the smaller
+}
+
+template <typename C>
+OCCL_HD inline bool firstIsMax(C a, C b) {
+  if (isNaN(b)) return true;
+  if (isNaN(a)) return false;
+  if (a != b) return a > b;
+  return !signBit(a);
+}
+
+}  // namespace detail
+
+struct Sum {
+  static constexpr occlRedOp_t kOp = occlSum;
+  static constexpr bool kPostDivide = false;
+  template <typename T>
+  OCCL_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      using W = detail::WrapType<T>;
+      return static_cast<T>(static_cast<W>(a) + static_cast<W>(b));
+    } else {
+      return fromCompute<T>(toCompute(a) + toCompute(b));
+    }
+  }
+};
+
+struct Prod {
+  static constexpr occlRedOp_t kOp = occlProd;
+  static constexpr bool kPostDivide = false;
+  template <typename T>
+  OCCL_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      using W = detail::WrapType<T>;
+      return static_cast<T>(static_cast<W>(a) * static_cast<W>(b));
+    } else {
+      return fromCompute<T>(toCompute(a) * toCompute(b));
+    }
+  }
+};
+
+// Min and Max return one of their operands unchanged: no rounding, NaN payloads kept.
+struct Min {
+  static constexpr occlRedOp_t kOp = occlMin;
+  static constexpr bool kPostDivide = false;
+  template <typename T>
+  OCCL_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return b < a ? b : a;
+    } else {
+      return detail::firstIsMin(toCompute(a), toCompute(b)) ? a : b;
+    }
+  }
+};
+
+struct Max {
+  static constexpr occlRedOp_t kOp = occlMax;
+  static constexpr bool kPostDivide = false;
+  template <typename T>
+  OCCL_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return a < b ? b : a;
+    } else {
+      return detail::firstIsMax(toCompute(a), toCompute(b)) ? a : b;
+    }
+  }
+};
+
+// Combines like Sum; the executor passes nranks as postDivisor to the step that stores a final
+// value (kPostDivide tells it so).
+struct Avg : Sum {
+  static constexpr occlRedOp_t kOp = occlAvg;
+  static constexpr bool kPostDivide = true;
+};
+
+// x / n, rounded once to T. n > 1 (1 would be the identity); n <= 2^24 so float holds it exactly.
+template <typename T>
+OCCL_HD inline T postDivide(T x, int n) {
+  if constexpr (std::is_integral_v<T>) {
+    if constexpr (std::is_signed_v<T>) {
+      return static_cast<T>(static_cast<int64_t>(x) / n);
+    } else {
+      return static_cast<T>(static_cast<uint64_t>(x) / static_cast<uint64_t>(n));
+    }
+  } else {
+    using C = ComputeType<T>;
+    return fromCompute<T>(toCompute(x) / static_cast<C>(n));
+  }
+}
+
+// occlRedOp_t -> functor.
+template <int O>
+struct OpOf;
+template <>
+struct OpOf<occlSum> {
+  using type = Sum;
+};
+template <>
+struct OpOf<occlProd> {
+  using type = Prod;
+};
+template <>
+struct OpOf<occlMax> {
+  using type = Max;
+};
+template <>
+struct OpOf<occlMin> {
+  using type = Min;
+};
+template <>
+struct OpOf<occlAvg> {
+  using type = Avg;
+};
+template <int O>
+using OpOf_t = typename OpOf<O>::type;
+
+OCCL_HD constexpr bool opValid(int op) { return op >= 0 && op < occlNumOps; }
+
+OCCL_HD constexpr const char* opName(int op) {
+  switch (op) {
+    case occlSum: return "sum";
+    case occlProd: return "prod";
+    case occlMax: return "max";
+    case occlMin: return "min";
+    case occlAvg: return "avg";
+    default: return "invalid";
+  }
+}
+
+}  // namespace occl::ops

@@ -1,0 +1,140 @@
+// The one place where host and device builds differ. Everything in src/queues, src/primitives
+// and src/daemon is written once against these definitions and compiles both with the host
+// compiler (host backend) and with nvcc (CUDA backend, as device code).
+//
+// - OCCL_HD marks functions callable from both sides.
+// - Atomics: acquire/release at system scope, so the CPU, the GPU and peer GPUs agree. Never
+//   volatile plus fences.
+// - Execution hooks: a daemon block is one CPU thread on the host and a CUDA block on the GPU.
+//   lane()/laneCount() split data-path loops among the block's threads, blockSync() is the
+//   block barrier, broadcastFromLeader() makes one thread's observation uniform.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#include <cuda/atomic>
+#define OCCL_HD __host__ __device__
+#else
+#include <atomic>
+#include <thread>
+#define OCCL_HD
+#endif
+
+#if defined(__CUDA_ARCH__)
+#define OCCL_ON_DEVICE 1
+#else
+#define OCCL_ON_DEVICE 0
+#endif
+
+namespace occl::atomics {
+
+#if defined(__CUDACC__)
+template <typename T>
+using Ref = cuda::atomic_ref<T, cuda::thread_scope_system>;
+#define OCCL_MO(x) cuda::memory_order_##x
+#else
+template <typename T>
+using Ref = std::atomic_ref<T>;
+#define OCCL_MO(x) std::memory_order_##x
+#endif
+
+template <typename T>
+OCCL_HD inline T loadAcquire(T* p) {
+  return Ref<T>(*p).load(OCCL_MO(acquire));
+}
+template <typename T>
+OCCL_HD inline T loadRelaxed(T* p) {
+  return Ref<T>(*p).load(OCCL_MO(relaxed));
+}
+template <typename T>
+OCCL_HD inline void storeRelease(T* p, T v) {
+  Ref<T>(*p).store(v, OCCL_MO(release));
+}
+template <typename T>
+OCCL_HD inline void storeRelaxed(T* p, T v) {
+  Ref<T>(*p).store(v, OCCL_MO(relaxed));
+}
+template <typename T>
+OCCL_HD inline T fetchAdd(T* p, T v) {
+  return Ref<T>(*p).fetch_add(v, OCCL_MO(acq_rel));
+}
+template <typename T>
+OCCL_HD inline T fetchOr(T* p, T v) {
+  return Ref<T>(*p).fetch_or(v, OCCL_MO(acq_rel));
+}
+// Strong CAS; on failure `expected` holds the value seen.
+template <typename T>
+OCCL_HD inline bool compareExchange(T* p, T& expected, T desired) {
+  return Ref<T>(*p).compare_exchange_strong(expected, desired, OCCL_MO(acq_rel), OCCL_MO(acquire));
+}
+
+}  // namespace occl::atomics
+
+namespace occl::exec {
+
+OCCL_HD inline int lane() {
+#if OCCL_ON_DEVICE
+  return static_cast<int>(threadIdx.x);
+#else
+  return 0;
+#endif
+}
+
+OCCL_HD inline int laneCount() {
+#if OCCL_ON_DEVICE
+  return static_cast<int>(blockDim.x);
+#else
+  return 1;
+#endif
+}
+
+OCCL_HD inline bool isLeader() { return lane() == 0; }
+
+OCCL_HD inline void blockSync() {
+#if OCCL_ON_DEVICE
+  __syncthreads();
+#endif
+}
+
+// One pause of a spin loop. The host yields its core: 8 ranks share 2 cores in CI, and a
+// spinning waiter must let the peer it waits for run.
+OCCL_HD inline void spinPause() {
+#if OCCL_ON_DEVICE
+  __nanosleep(64);
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Evaluates `pred` on the leader lane and returns its answer on every lane, so that every
+// thread of a block takes the same branch after a wait.
+template <typename Pred>
+OCCL_HD inline bool broadcastFromLeader(Pred&& pred) {
+#if OCCL_ON_DEVICE
+  __shared__ int answer;
+  if (threadIdx.x == 0) answer = pred() ? 1 : 0;
+  __syncthreads();
+  bool result = answer != 0;
+  __syncthreads();
+  return result;
+#else
+  return pred();
+#endif
+}
+
+// Monotonic nanoseconds, used for timeouts and statistics.
+OCCL_HD inline uint64_t nowNs() {
+#if OCCL_ON_DEVICE
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#else
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+#endif
+}
+
+}  // namespace occl::exec

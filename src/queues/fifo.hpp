@@ -1,0 +1,85 @@
+// A connector: a FIFO of `nSlots` slots of `slotBytes` between one sending and one receiving
+// daemon block (NCCL's Simple protocol). The sender waits for `tail - head < nSlots`, fills slot
+// `tail % nSlots` and publishes `tail + 1`; the receiver waits for `head < tail`, reads slot
+// `head % nSlots` and publishes `head + 1`. Both counters live in the connector memory, not in
+// the collective's context, so a preempted collective's committed slots stay visible to its peer.
+//
+// The header also carries the registration handshake: each side writes the signature of its
+// registration; a side that sees a different one from its peer poisons the connector, and a
+// poisoned connector fails every collective that waits on it, on every rank it reaches.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "queues/detail/compat.hpp"
+
+namespace occl {
+
+struct alignas(64) FifoHeader {
+  alignas(64) uint64_t tail;  // written by the sender only
+  alignas(64) uint64_t head;  // written by the receiver only
+  alignas(64) uint64_t senderSig;    // 0 until the sender has registered
+  uint64_t receiverSig;              // 0 until the receiver has registered
+  uint64_t geometry;                 // nSlots << 40 | slotBytes, set once by whoever maps first
+  uint32_t poison;                   // 0, or the occlResult_t every user of this connector fails with
+  uint32_t attached;                 // sides that have mapped the memory
+  uint64_t pad[4];
+};
+static_assert(sizeof(FifoHeader) == 192, "FifoHeader layout is shared by host and device");
+
+inline constexpr size_t kFifoDataOffset = 256;  // slot data starts here, 256-byte aligned
+
+OCCL_HD inline constexpr uint64_t fifoGeometry(uint32_t nSlots, uint64_t slotBytes) {
+  return (static_cast<uint64_t>(nSlots) << 40) | slotBytes;
+}
+OCCL_HD inline constexpr size_t fifoBytes(uint32_t nSlots, uint64_t slotBytes) {
+  return kFifoDataOffset + static_cast<size_t>(nSlots) * slotBytes;
+}
+
+// Plain handle: a view of connector memory as mapped in this process (or device).
+struct FifoHandle {
+  FifoHeader* header;  // nullptr = no connector
+  char* data;
+  uint32_t nSlots;
+  uint32_t pad;
+  uint64_t slotBytes;
+
+  OCCL_HD bool valid() const { return header != nullptr; }
+
+  // Sender side.
+  OCCL_HD bool canSend() const {
+    uint64_t t = atomics::loadRelaxed(&header->tail);
+    return t - atomics::loadAcquire(&header->head) < nSlots;
+  }
+  OCCL_HD char* sendSlot() const { return data + (atomics::loadRelaxed(&header->tail) % nSlots) * slotBytes; }
+  OCCL_HD void commitSend() const {
+    atomics::storeRelease(&header->tail, atomics::loadRelaxed(&header->tail) + 1);
+  }
+
+  // Receiver side.
+  OCCL_HD bool canRecv() const {
+    return atomics::loadAcquire(&header->tail) > atomics::loadRelaxed(&header->head);
+  }
+  OCCL_HD const char* recvSlot() const {
+    return data + (atomics::loadRelaxed(&header->head) % nSlots) * slotBytes;
+  }
+  OCCL_HD void commitRecv() const {
+    atomics::storeRelease(&header->head, atomics::loadRelaxed(&header->head) + 1);
+  }
+
+  // A registration handshake mismatch: the peer registered this connector with another signature.
+  OCCL_HD bool peerSignatureDiffers(uint64_t own, bool peerIsReceiver) const {
+    uint64_t peer = atomics::loadAcquire(peerIsReceiver ? &header->receiverSig : &header->senderSig);
+    return peer != 0 && peer != own;
+  }
+
+  OCCL_HD uint32_t poisonStatus() const { return atomics::loadAcquire(&header->poison); }
+  OCCL_HD void poisonWith(uint32_t status) const {
+    uint32_t expected = 0;
+    atomics::compareExchange(&header->poison, expected, status);
+  }
+};
+static_assert(sizeof(FifoHandle) == 32, "FifoHandle layout is shared by host and device");
+
+}  // namespace occl

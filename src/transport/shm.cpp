@@ -1,0 +1,119 @@
+// Shared-memory connectors between processes of one host. Both ends derive the same POSIX shm
+// name from the job nonce and the ConnectorKey; whichever comes first creates and sizes the
+// segment (O_EXCL), the other waits until it has its size. Once both ends have mapped it, the
+// name is unlinked, so a finished job leaves nothing in /dev/shm.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "transport/connector.hpp"
+
+namespace occl::transport {
+namespace {
+
+class ShmMemory : public ConnectorMemory {
+ public:
+  ShmMemory(void* base, size_t bytes, std::string name) : bytes_(bytes), name_(std::move(name)) { base_ = base; }
+  ~ShmMemory() override {
+    // The peer never mapped it: nobody else will unlink the name.
+    if (atomics::loadAcquire(&header()->attached) < 2) shm_unlink(name_.c_str());
+    munmap(base_, bytes_);
+  }
+  void unlinkIfShared() {
+    if (atomics::loadAcquire(&header()->attached) >= 2) shm_unlink(name_.c_str());
+  }
+
+ private:
+  size_t bytes_;
+  std::string name_;
+};
+
+host::Status sysError(const std::string& what, const std::string& name) {
+  return host::Status::error(occlSystemError, absl::StrFormat("%s of shared memory %s failed: %s", what, name,
+                                                              std::strerror(errno)));
+}
+
+// Opens or creates the segment and returns its fd once it has `bytes` bytes.
+host::Result<int> openSized(const std::string& name, size_t bytes, int64_t timeoutMs) {
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      host::Status s = sysError("ftruncate", name);
+      close(fd);
+      shm_unlink(name.c_str());
+      return s;
+    }
+    return fd;
+  }
+  if (errno != EEXIST) return sysError("shm_open", name);
+  fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return sysError("shm_open", name);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  for (;;) {
+    struct stat st {};
+    if (fstat(fd, &st) != 0) {
+      host::Status s = sysError("fstat", name);
+      close(fd);
+      return s;
+    }
+    if (static_cast<size_t>(st.st_size) == bytes) return fd;
+    if (st.st_size != 0) {
+      close(fd);
+      return host::Status::error(occlInvalidUsage,
+                                 absl::StrFormat("shared memory %s has %d bytes, this rank expects %d: connectorSlots "
+                                                 "and connectorSlotBytes must be identical on all ranks",
+                                                 name, st.st_size, bytes));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      close(fd);
+      return host::Status::error(occlTimeout, absl::StrFormat("shared memory %s was never sized by its creator", name));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+class ShmFactory : public ConnectorFactory {
+ public:
+  ShmFactory(uint64_t nonce, int64_t timeoutMs) : nonce_(nonce), timeoutMs_(timeoutMs) {}
+
+  host::Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, uint32_t nSlots,
+                                                        uint64_t slotBytes) override {
+    std::string name = absl::StrFormat("/occl-%016x-%016x-%d-%d-%d", nonce_, key.collId, key.sender, key.receiver,
+                                       key.channel);
+    size_t bytes = fifoBytes(nSlots, slotBytes);
+    host::Result<int> fd = openSized(name, bytes, timeoutMs_);
+    if (!fd.ok()) return fd.status();
+    void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.value(), 0);
+    int mmapErrno = errno;
+    close(fd.value());
+    if (base == MAP_FAILED) {
+      errno = mmapErrno;
+      return sysError("mmap", name);
+    }
+    auto memory = std::make_shared<ShmMemory>(base, bytes, name);
+    host::Status geometry = claimGeometry(memory->header(), nSlots, slotBytes, key);
+    if (!geometry.ok()) return geometry;
+    memory->unlinkIfShared();
+    return std::shared_ptr<ConnectorMemory>(memory);
+  }
+  const char* name() const override { return "shm"; }
+
+ private:
+  uint64_t nonce_;
+  int64_t timeoutMs_;
+};
+
+}  // namespace
+
+std::unique_ptr<ConnectorFactory> makeShmFactory(uint64_t jobNonce, int64_t attachTimeoutMs) {
+  return std::make_unique<ShmFactory>(jobNonce, attachTimeoutMs);
+}
+
+}  // namespace occl::transport

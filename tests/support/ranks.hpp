@@ -1,0 +1,107 @@
+// Test support: ranks as threads (the first failure is rethrown on the test thread, as Gloo's
+// tests do), communicators from occlCommInitAll with a bounded timeout, and deterministic
+// inputs whose reductions are exact in any order.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "occl/occl.h"
+
+namespace occl::test {
+
+// Runs fn(rank) on `n` threads; rethrows the first exception after all have joined.
+inline void runRanks(int n, const std::function<void(int)>& fn) {
+  std::vector<std::thread> threads;
+  std::exception_ptr first;
+  std::mutex mu;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!first) first = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+inline void expectOk(occlResult_t r, occlComm_t comm, const std::string& what) {
+  if (r != occlSuccess)
+    throw std::runtime_error(what + " failed: " + occlGetErrorString(r) + ": " + occlGetLastError(comm));
+}
+
+inline occlConfig_t testConfig() {
+  occlConfig_t c;
+  occlConfigInit(&c);
+  c.collTimeoutMs = 60000;  // a hang becomes a failed collective well inside ctest's timeout
+  c.initTimeoutMs = 30000;
+  return c;
+}
+
+// Owns n in-process communicators; destroys them (abort if still busy) at scope exit.
+class CommGroup {
+ public:
+  explicit CommGroup(int n, occlConfig_t config = testConfig()) : comms_(static_cast<size_t>(n)) {
+    expectOk(occlCommInitAll(comms_.data(), n, nullptr, &config), nullptr, "occlCommInitAll");
+  }
+  ~CommGroup() {
+    for (occlComm_t c : comms_) {
+      if (c != nullptr) occlCommDestroy(c);
+    }
+  }
+  CommGroup(const CommGroup&) = delete;
+  CommGroup& operator=(const CommGroup&) = delete;
+  occlComm_t operator[](int r) const { return comms_[static_cast<size_t>(r)]; }
+  int size() const { return static_cast<int>(comms_.size()); }
+
+ private:
+  std::vector<occlComm_t> comms_;
+};
+
+// Counts callbacks; wait() is bounded.
+class CallbackCounter {
+ public:
+  static void callback(uint64_t collId, occlResult_t status, void* arg) {
+    auto* self = static_cast<CallbackCounter*>(arg);
+    std::lock_guard<std::mutex> lock(self->mu_);
+    self->fired_.push_back({collId, status});
+  }
+  bool waitFor(size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (fired_.size() >= n) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return false;
+  }
+  std::vector<std::pair<uint64_t, occlResult_t>> fired() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fired_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::pair<uint64_t, occlResult_t>> fired_;
+};
+
+// Small integers: sums, products, minima and maxima are exact in any order.
+inline float inputValue(int rank, size_t i) { return static_cast<float>((rank + 1) * static_cast<int>(i % 7 + 1)); }
+
+}  // namespace occl::test

@@ -1,0 +1,387 @@
+// MSCCL-IR loader and Program validator: the real fixtures load, and mutated copies of them are
+// rejected with an error naming the element and line at fault.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include <sys/wait.h>
+
+#include "ir_loader/msccl_ir.hpp"
+#include "ir_loader/validate.hpp"
+
+namespace occl::ir {
+namespace {
+
+const std::string kFixtureDir = std::string(OCCL_SHARED_DIR) + "/msccl-ir/";
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Loads a fixture's text, or skips the test when ../shared is not checked out next to the repo.
+#define FIXTURE_OR_SKIP(var, name)                                       \
+  if (!std::filesystem::exists(kFixtureDir + (name))) {                  \
+    GTEST_SKIP() << "../shared/msccl-ir not found at " << kFixtureDir;   \
+  }                                                                      \
+  const std::string var = readFile(kFixtureDir + (name))
+
+std::string replaceOnce(std::string text, std::string_view from, std::string_view to) {
+  const size_t at = text.find(from);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "fixture no longer contains: " << from;
+    return text;
+  }
+  return text.replace(at, from.size(), to);
+}
+
+std::string allErrors(const LoadResult& r) { return formatErrors(r.errors, "test"); }
+
+// Passes when some error has this line (0 = any), mentions `element` and contains `message`.
+::testing::AssertionResult HasError(const LoadResult& r, int line, std::string_view element, std::string_view message) {
+  if (r.ok()) return ::testing::AssertionFailure() << "loaded without errors";
+  for (const LoadError& e : r.errors)
+    if ((line == 0 || e.line == line) && e.element.find(element) != std::string::npos &&
+        e.message.find(message) != std::string::npos)
+      return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "no error at line " << line << " on " << element << " containing '"
+                                       << message << "'; got:\n" << allErrors(r);
+}
+
+constexpr const char* kRing = "allreduce_ring_4r_1ch_1i_simple.xml";
+constexpr const char* kAllGatherOop = "allgather_ring_oop_4r_auto.xml";
+constexpr const char* kAllToAll = "alltoall_allpairs_4r_1i_simple.xml";
+
+struct FixtureShape {
+  const char* file;
+  CollKind coll;
+  int blocksPerRank;
+  int totalSteps;
+};
+
+class FixtureTest : public ::testing::TestWithParam<FixtureShape> {};
+
+TEST_P(FixtureTest, LoadsAndValidates) {
+  const FixtureShape& f = GetParam();
+  FIXTURE_OR_SKIP(xml, f.file);
+  LoadResult r = loadMscclIrString(xml, f.file);
+  ASSERT_TRUE(r.ok()) << allErrors(r);
+  const Program& p = *r.program;
+  EXPECT_EQ(p.coll, f.coll);
+  EXPECT_EQ(p.nRanks, 4);
+  int steps = 0;
+  for (const RankProgram& rank : p.ranks) {
+    EXPECT_EQ(static_cast<int>(rank.blocks.size()), f.blocksPerRank);
+    for (const BlockProgram& b : rank.blocks) steps += static_cast<int>(b.steps.size());
+  }
+  EXPECT_EQ(steps, f.totalSteps);
+  EXPECT_TRUE(validateProgram(p).empty());
+  const std::string summary = summarize(p);
+  EXPECT_NE(summary.find("4 ranks"), std::string::npos) << summary;
+  EXPECT_NE(summary.find(std::to_string(f.totalSteps) + " steps\n"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("rank 3: " + std::to_string(f.blocksPerRank) + " threadblocks"), std::string::npos) << summary;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, FixtureTest,
+    ::testing::Values(FixtureShape{"allgather_ring_inplace_4r_1ch_1i_simple.xml", CollKind::AllGather, 1, 16},
+                      FixtureShape{kAllGatherOop, CollKind::AllGather, 5, 20},
+                      FixtureShape{"allreduce_allpairs_4r_1i_ll.xml", CollKind::AllReduce, 4, 140},
+                      FixtureShape{kRing, CollKind::AllReduce, 1, 28},
+                      FixtureShape{"allreduce_ring_inplace_auto_4r_1i.xml", CollKind::AllReduce, 1, 28},
+                      FixtureShape{kAllToAll, CollKind::AllToAll, 6, 28},
+                      FixtureShape{"reduce_scatter_ring_oop_4r_1i_simple.xml", CollKind::ReduceScatter, 1, 20}));
+
+TEST(IrLoader, RingFieldsAndSummary) {
+  FIXTURE_OR_SKIP(xml, kRing);
+  LoadResult r = loadMscclIrString(xml, kRing);
+  ASSERT_TRUE(r.ok()) << allErrors(r);
+  const Program& p = *r.program;
+  EXPECT_EQ(p.name, "allreduce_ring_1channelsperring");
+  EXPECT_EQ(p.protocol, "Simple");
+  EXPECT_TRUE(p.inPlace);
+  EXPECT_EQ(p.nChunksPerLoop, 4);
+  const BlockProgram& b = p.ranks[1].blocks[0];
+  EXPECT_EQ(b.sendPeer, 2);
+  EXPECT_EQ(b.recvPeer, 0);
+  EXPECT_EQ(b.sourceLine, 14);
+  ASSERT_EQ(b.steps.size(), 7u);
+  EXPECT_EQ(b.steps[3].op, OpType::RecvReduceCopySend);
+  EXPECT_EQ(b.steps[3].srcOff, 2);
+  EXPECT_EQ(b.steps[3].sourceLine, 18);
+  EXPECT_NE(summarize(p).find("rank 0: 1 threadblocks, 7 steps, chunks i=4 o=0 s=0; connections "
+                              "(peer,channel,dir): (1,0,send) (3,0,recv)"), std::string::npos) << summarize(p);
+}
+
+TEST(IrLoader, RejectsDroppedReceive) {
+  FIXTURE_OR_SKIP(xml, kRing);
+  // gpu 1's last step receives rank 0's sixth send (gpu 0, step 5, line 9).
+  std::string bad = replaceOnce(xml, R"(      <step s="6" type="r" srcbuf="i" srcoff="3" dstbuf="i" dstoff="3" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+)", "");
+  LoadResult r = loadMscclIrString(bad, "dropped");
+  EXPECT_TRUE(HasError(r, 9, "<gpu id=0>/<tb id=0>/<step s=5>", "is never received"));
+  EXPECT_TRUE(HasError(r, 9, "", "<gpu id=1>/<tb id=0> (line 14) has only 5 receive(s)"));
+}
+
+TEST(IrLoader, RejectsCountMismatch) {
+  FIXTURE_OR_SKIP(xml, kRing);
+  std::string bad = replaceOnce(xml, R"(<step s="6" type="r" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1")",
+                                R"(<step s="6" type="r" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="2")");
+  LoadResult r = loadMscclIrString(bad, "count");
+  EXPECT_TRUE(HasError(r, 32, "<gpu id=2>/<tb id=0>/<step s=6>", "has cnt=2, but the matching send"));
+  EXPECT_TRUE(HasError(r, 32, "", "<gpu id=1>/<tb id=0>/<step s=5> (line 20) has cnt=1"));
+}
+
+TEST(IrLoader, RejectsDependencyCycleBetweenBlocks) {
+  FIXTURE_OR_SKIP(xml, kAllGatherOop);
+  // gpu 0: tb 2 step 0 already waits on tb 0 step 0; make tb 0 step 0 wait on tb 2 step 0 too.
+  std::string bad = replaceOnce(xml, R"(dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="1"/>)",
+                                R"(dstoff="0" cnt="1" depid="2" deps="0" hasdep="1"/>)");
+  bad = replaceOnce(bad, R"(cnt="1" depid="0" deps="0" hasdep="0"/>)", R"(cnt="1" depid="0" deps="0" hasdep="1"/>)");
+  LoadResult r = loadMscclIrString(bad, "cycle");
+  EXPECT_TRUE(HasError(r, 0, "<gpu id=0>/<tb id=", "deadlock: 2 steps wait on each other"));
+  EXPECT_TRUE(HasError(r, 0, "", "<gpu id=0>/<tb id=2>/<step s=0> (line 10)"));
+  EXPECT_TRUE(HasError(r, 0, "", "<gpu id=0>/<tb id=0>/<step s=0> (line 4)"));
+}
+
+TEST(IrLoader, RejectsCrossRankDeadlock) {
+  // Both ranks receive before they send on the same threadblock: each waits for the other.
+  const std::string xml = R"(<algo name="x" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="allreduce" inplace="1">
+  <gpu id="0" i_chunks="2" o_chunks="0" s_chunks="0">
+    <tb id="0" send="1" recv="1" chan="0">
+      <step s="0" type="r" srcbuf="i" srcoff="1" dstbuf="i" dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="1" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+    </tb>
+  </gpu>
+  <gpu id="1" i_chunks="2" o_chunks="0" s_chunks="0">
+    <tb id="0" send="0" recv="0" chan="0">
+      <step s="0" type="r" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="1" type="s" srcbuf="i" srcoff="1" dstbuf="i" dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+    </tb>
+  </gpu>
+</algo>
+)";
+  LoadResult r = loadMscclIrString(xml, "xrank");
+  EXPECT_TRUE(HasError(r, 0, "<step s=", "deadlock: 4 steps wait on each other"));
+  // Swapping one rank's order (send first) breaks the cycle.
+  std::string fixed = replaceOnce(xml, R"(<step s="0" type="r" srcbuf="i" srcoff="1")", R"(<step s="0" type="s" srcbuf="i" srcoff="1")");
+  fixed = replaceOnce(fixed, R"(<step s="1" type="s" srcbuf="i" srcoff="0")", R"(<step s="1" type="r" srcbuf="i" srcoff="0")");
+  LoadResult ok = loadMscclIrString(fixed, "xrank-fixed");
+  EXPECT_TRUE(ok.ok()) << allErrors(ok);
+}
+
+TEST(IrLoader, RejectsDependencyProblems) {
+  FIXTURE_OR_SKIP(xml, kAllGatherOop);
+  // The step tb 2 waits on no longer publishes its progress.
+  LoadResult r = loadMscclIrString(replaceOnce(xml, R"(depid="-1" deps="-1" hasdep="1"/>)", R"(depid="-1" deps="-1" hasdep="0"/>)"), "d");
+  EXPECT_TRUE(HasError(r, 10, "<gpu id=0>/<tb id=2>/<step s=0>", "lacks hasdep=1"));
+  r = loadMscclIrString(replaceOnce(xml, R"(depid="0" deps="0")", R"(depid="0" deps="5")"), "d");
+  EXPECT_TRUE(HasError(r, 10, "<gpu id=0>/<tb id=2>/<step s=0>", "deps=5 names no step"));
+  r = loadMscclIrString(replaceOnce(xml, R"(depid="0" deps="0")", R"(depid="9" deps="0")"), "d");
+  EXPECT_TRUE(HasError(r, 10, "<step s=0>", "depid=9 names no threadblock"));
+  r = loadMscclIrString(replaceOnce(xml, R"(depid="0" deps="0")", R"(depid="0" deps="-1")"), "d");
+  EXPECT_TRUE(HasError(r, 10, "<step s=0>", "depid and deps must both be -1"));
+  FIXTURE_OR_SKIP(ring, kRing);
+  r = loadMscclIrString(replaceOnce(ring, R"(hasdep="0"/>)", R"(hasdep="1"/>)"), "d");
+  EXPECT_TRUE(HasError(r, 4, "<gpu id=0>/<tb id=0>/<step s=0>", "hasdep=1 but no step depends on it"));
+}
+
+TEST(IrLoader, RejectsMissingAttribute) {
+  FIXTURE_OR_SKIP(xml, kRing);
+  LoadResult r = loadMscclIrString(replaceOnce(xml, R"( cnt="1")", ""), "missing");
+  EXPECT_TRUE(HasError(r, 4, "<gpu id=0>/<tb id=0>/<step s=0>", "missing required attribute 'cnt'"));
+  r = loadMscclIrString(replaceOnce(xml, R"( ngpus="4")", ""), "missing");
+  EXPECT_TRUE(HasError(r, 1, "<algo>", "missing required attribute 'ngpus'"));
+}
+
+TEST(IrLoader, RejectsSharedConnectorAndDuplicatePeers) {
+  FIXTURE_OR_SKIP(xml, kAllToAll);
+  // gpu 0's tb 3 already sends to rank 1 on channel 0.
+  LoadResult r = loadMscclIrString(replaceOnce(xml, R"(<tb id="4" send="2")", R"(<tb id="4" send="1")"), "dup");
+  EXPECT_TRUE(HasError(r, 16, "<gpu id=0>/<tb id=4>", "send peer 1 on channel 0 is already used by <gpu id=0>/<tb id=3> (line 12)"));
+  r = loadMscclIrString(replaceOnce(xml, R"(<tb id="4" send="2")", R"(<tb id="4" send="2" send="3")"), "two");
+  EXPECT_TRUE(HasError(r, 16, "<gpu id=0>/<tb id=4>", "attribute 'send' appears more than once"));
+  r = loadMscclIrString(replaceOnce(xml, R"(<tb id="4" send="2")", R"(<tb id="4" send="0")"), "self");
+  EXPECT_TRUE(HasError(r, 16, "<tb id=4>", "must not be the rank itself"));
+  r = loadMscclIrString(replaceOnce(xml, R"(<tb id="4" send="2")", R"(<tb id="4" send="4")"), "range");
+  EXPECT_TRUE(HasError(r, 16, "<tb id=4>", "send peer must be -1 or in 0..3, got 4"));
+  r = loadMscclIrString(replaceOnce(xml, R"(<tb id="4" send="2" recv="-1" chan="0">)", R"(<tb id="4" send="2" recv="-1" chan="1">)"), "chan");
+  EXPECT_TRUE(HasError(r, 16, "<tb id=4>", "chan must be in 0..0"));
+}
+
+TEST(IrLoader, RejectsSendWithoutPeer) {
+  FIXTURE_OR_SKIP(xml, kAllToAll);
+  LoadResult r = loadMscclIrString(replaceOnce(xml, R"(<tb id="4" send="2")", R"(<tb id="4" send="-1")"), "nopeer");
+  EXPECT_TRUE(HasError(r, 17, "<gpu id=0>/<tb id=4>/<step s=0>", "has no send peer"));
+}
+
+TEST(IrLoader, RejectsGarbageAndTruncation) {
+  LoadResult r = loadMscclIrString(std::string_view("\x00\xff\x01<<garbage", 11), "garbage");
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(HasError(r, 1, "<document>", ""));
+  EXPECT_TRUE(HasError(loadMscclIrString("", "empty"), 1, "<document>", ""));
+  EXPECT_TRUE(HasError(loadMscclIrString("<foo/>", "foo"), 1, "<document>", "unexpected element <foo>"));
+  FIXTURE_OR_SKIP(xml, kRing);
+  r = loadMscclIrString(std::string_view(xml).substr(0, xml.size() / 2), "truncated");
+  EXPECT_TRUE(HasError(r, 0, "<document>", "XML parse error"));
+  EXPECT_GT(r.errors.front().line, 1);
+  r = loadMscclIrString(replaceOnce(xml, "<tb id=\"0\" send=\"1\"", "<op step=\"0\"/><tb id=\"0\" send=\"1\""), "op");
+  EXPECT_TRUE(HasError(r, 3, "<gpu id=0>", "unexpected element <op>, expected <tb>"));
+}
+
+TEST(IrLoader, RejectsBadNumbers) {
+  FIXTURE_OR_SKIP(xml, kRing);
+  const std::string first = R"(<step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1")";
+  auto withFirst = [&](std::string_view replacement) { return loadMscclIrString(replaceOnce(xml, first, replacement), "n"); };
+  const char* step = "<gpu id=0>/<tb id=0>/<step s=0>";
+  EXPECT_TRUE(HasError(withFirst(R"(<step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1x")"), 4, step,
+                       "attribute 'cnt' must be an integer, got '1x'"));
+  EXPECT_TRUE(HasError(withFirst(R"(<step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt=" 1")"), 4, step,
+                       "must be an integer"));
+  EXPECT_TRUE(HasError(withFirst(R"(<step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="-2")"), 4, step,
+                       "attribute 'cnt' must be >= 0, got -2"));
+  EXPECT_TRUE(HasError(withFirst(R"(<step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="99999999999999999999")"),
+                       4, step, "attribute 'cnt' is out of range"));
+  EXPECT_TRUE(HasError(withFirst(R"(<step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="4294967297")"),
+                       4, step, "must be >= 0, got 4294967297"));
+  EXPECT_TRUE(HasError(withFirst(R"(<step s="0" type="s" srcbuf="i" srcoff="3" dstbuf="i" dstoff="0" cnt="2")"), 4, step,
+                       "srcoff=3 cnt=2 is outside buffer 'i' of 4 chunks"));
+  EXPECT_TRUE(HasError(withFirst(R"(<step s="0" type="s" srcbuf="o" srcoff="0" dstbuf="i" dstoff="0" cnt="1")"), 4, step,
+                       "outside buffer 'o' of 0 chunks"));
+  EXPECT_TRUE(HasError(withFirst(R"(<step s="0" type="x" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1")"), 4, step,
+                       "attribute 'type' must be one of nop, s, r"));
+  EXPECT_TRUE(HasError(withFirst(R"(<step s="1" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1")"), 4,
+                       "<step s=1>", "step s must be 0"));
+}
+
+TEST(IrLoader, RejectsBadAlgoAttributes) {
+  FIXTURE_OR_SKIP(xml, kRing);
+  auto with = [&](std::string_view from, std::string_view to) { return loadMscclIrString(replaceOnce(xml, from, to), "a"); };
+  EXPECT_TRUE(HasError(with(R"(ngpus="4")", R"(ngpus="0")"), 1, "<algo>", "'ngpus' must be in 1..1024, got 0"));
+  EXPECT_TRUE(HasError(with(R"(ngpus="4")", R"(ngpus="5")"), 1, "<algo>", "no <gpu id=4>"));
+  EXPECT_TRUE(HasError(with(R"(proto="Simple")", R"(proto="simple")"), 1, "<algo>", "'proto' must be one of Simple, LL, LL128"));
+  EXPECT_TRUE(HasError(with(R"(inplace="1")", R"(inplace="2")"), 1, "<algo>", "'inplace' must be in 0..1"));
+  EXPECT_TRUE(HasError(with(R"(inplace="1")", R"(inplace="1" minBytes="10" maxBytes="5")"), 1, "<algo>",
+                       "minBytes (10) must not exceed maxBytes (5)"));
+  EXPECT_TRUE(HasError(with(R"(nchunksperloop="4")", R"(nchunksperloop="2")"), 2, "<gpu id=0>", "i_chunks=4 is outside 0..2"));
+  EXPECT_TRUE(HasError(with(R"(<gpu id="1")", R"(<gpu id="0")"), 13, "<gpu id=0>", "duplicate gpu id 0 (first at line 2)"));
+  LoadResult r = with(R"(inplace="1")", R"(inplace="1" minBytes="1024" maxBytes="4096")");
+  ASSERT_TRUE(r.ok()) << allErrors(r);
+  EXPECT_EQ(r.program->minBytes, 1024u);
+  EXPECT_EQ(r.program->maxBytes, 4096u);
+}
+
+TEST(IrLoader, CapsTheNumberOfErrors) {
+  std::string xml = R"(<algo name="x" proto="Simple" nchannels="1" nchunksperloop="1" ngpus="1" coll="allreduce" inplace="1">)";
+  xml += "<gpu id=\"0\" i_chunks=\"1\" o_chunks=\"0\" s_chunks=\"0\">";
+  for (int i = 0; i < 1000; ++i) xml += "<junk/>";
+  xml += "</gpu></algo>";
+  LoadResult r = loadMscclIrString(xml, "many");
+  EXPECT_EQ(r.errors.size(), kMaxErrors + 1);
+  EXPECT_NE(r.errors.back().message.find("too many errors"), std::string::npos);
+}
+
+// A hand-built program, as the ring generators produce them (no source lines).
+Program twoRankRing() {
+  Program p;
+  p.name = "gen";
+  p.nRanks = 2;
+  p.nChunksPerLoop = 2;
+  p.ranks.resize(2);
+  for (int r = 0; r < 2; ++r) {
+    RankProgram& rank = p.ranks[r];
+    rank.inputChunks = rank.outputChunks = 2;
+    BlockProgram b;
+    b.sendPeer = b.recvPeer = 1 - r;
+    b.steps.push_back({OpType::Send, BufferKind::Input, BufferKind::Output, r, r, 1, -1, -1, false, 0});
+    b.steps.push_back({OpType::RecvReduceCopySend, BufferKind::Input, BufferKind::Output, 1 - r, 1 - r, 1, -1, -1, false, 0});
+    b.steps.push_back({OpType::Recv, BufferKind::Input, BufferKind::Output, r, r, 1, -1, -1, false, 0});
+    rank.blocks.push_back(b);
+  }
+  return p;
+}
+
+TEST(ValidateProgram, AcceptsAndRejectsGeneratedPrograms) {
+  Program p = twoRankRing();
+  EXPECT_TRUE(validateProgram(p).empty()) << formatErrors(validateProgram(p), "gen");
+  p.ranks[1].blocks[0].steps.pop_back();
+  std::vector<LoadError> errors = validateProgram(p);
+  ASSERT_FALSE(errors.empty());
+  EXPECT_EQ(errors[0].line, 0);
+  EXPECT_EQ(errors[0].element, "<gpu id=0>/<tb id=0>/<step s=1>");
+  EXPECT_NE(formatError(errors[0]).find("<gpu id=0>/<tb id=0>/<step s=1>: send #2 to rank 1"), std::string::npos);
+
+  p = twoRankRing();
+  p.ranks.pop_back();
+  EXPECT_FALSE(validateProgram(p).empty());
+  p = twoRankRing();
+  p.ranks[0].blocks[0].steps[0].dstOff = 7;  // a send's destination is the peer's business
+  EXPECT_TRUE(validateProgram(p).empty());
+  p.ranks[0].blocks[0].steps[2].dstOff = 7;
+  EXPECT_FALSE(validateProgram(p).empty());
+}
+
+TEST(IrLoader, RandomByteFlipsNeverCrash) {
+  const char* files[] = {kRing, kAllGatherOop, kAllToAll, "allreduce_allpairs_4r_1i_ll.xml"};
+  std::mt19937 rng(12345);
+  int rejected = 0;
+  for (const char* f : files) {
+    FIXTURE_OR_SKIP(xml, f);
+    for (int iter = 0; iter < 100; ++iter) {
+      std::string bad = xml;
+      const int flips = 1 + static_cast<int>(rng() % 8);
+      for (int i = 0; i < flips; ++i) bad[rng() % bad.size()] = static_cast<char>(rng() % 256);
+      LoadResult r = loadMscclIrString(bad, f);
+      EXPECT_NE(r.ok(), !r.errors.empty());
+      if (r.ok()) {
+        EXPECT_TRUE(validateProgram(*r.program).empty());
+      }
+      for (const LoadError& e : r.errors) EXPECT_FALSE(e.message.empty());
+      rejected += r.ok() ? 0 : 1;
+    }
+  }
+  EXPECT_GT(rejected, 200);
+}
+
+TEST(IrLoader, LoadsFromFileAndReportsMissingFile) {
+  FIXTURE_OR_SKIP(xml, kRing);
+  EXPECT_TRUE(loadMscclIrFile(kFixtureDir + kRing).ok());
+  EXPECT_TRUE(HasError(loadMscclIrFile(kFixtureDir + "no-such-file.xml"), 0, "<document>", "cannot open"));
+}
+
+// The occl-ir CLI, when the build put it next to this test (tools/ is a sibling of tests/).
+TEST(OcclIrCli, ChecksFiles) {
+  const std::string cli = std::string(OCCL_TEST_BINARY_DIR) + "/../../tools/occl-ir";
+  if (!std::filesystem::exists(cli)) GTEST_SKIP() << "occl-ir not built at " << cli;
+  FIXTURE_OR_SKIP(xml, kRing);
+  auto run = [&](const std::string& args, std::string* out) {
+    FILE* pipe = popen((cli + " " + args + " 2>&1").c_str(), "r");
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out->append(buf, n);
+    return WEXITSTATUS(pclose(pipe));
+  };
+  std::string out;
+  EXPECT_EQ(run("check " + kFixtureDir + kRing + " " + kFixtureDir + kAllToAll, &out), 0) << out;
+  EXPECT_NE(out.find("rank 0: 1 threadblocks, 7 steps"), std::string::npos) << out;
+  const std::string badPath = std::string(OCCL_TEST_BINARY_DIR) + "/ir_loader_test_bad.xml";
+  std::ofstream(badPath) << replaceOnce(xml, R"( cnt="1")", "");
+  out.clear();
+  EXPECT_EQ(run("check " + badPath, &out), 1) << out;
+  EXPECT_NE(out.find("line 4, <gpu id=0>/<tb id=0>/<step s=0>: missing required attribute 'cnt'"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(run("--help", &out), 0);
+  EXPECT_NE(out.find("usage: occl-ir check FILE..."), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(run("", &out), 2);
+}
+
+}  // namespace
+}  // namespace occl::ir
