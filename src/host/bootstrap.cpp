@@ -492,13 +492,15 @@ Result<Frame> Bootstrap::waitFrame(Link& link, Deadline deadline) {
   cv_.wait_until(lk, deadline, [&] {
     return failure_ || closing_ || !link.inbox.empty() || link.closed || link.saidGoodbye;
   });
-  if (failure_) return *failure_;
-  if (closing_) return Status::error(occlInvalidUsage, "the bootstrap was closed during the collective");
+  // What arrived before a failure is still good: a collective that completed everywhere
+  // should not fail because a peer died right after it.
   if (!link.inbox.empty()) {
     Frame f = std::move(link.inbox.front());
     link.inbox.pop_front();
     return f;
   }
+  if (failure_) return *failure_;
+  if (closing_) return Status::error(occlInvalidUsage, "the bootstrap was closed during the collective");
   if (link.closed || link.saidGoodbye) {
     return Status::error(occlRemoteError, absl::StrFormat("%s has closed its bootstrap", link.name));
   }
@@ -577,7 +579,6 @@ void Bootstrap::onLinkClosed(Link& link, const std::string& why) {
   std::string msg = absl::StrFormat("rank %d lost %s: %s without an orderly close (process died?)", rank_,
                                     link.name, why);
   reportFailure(link.peer, msg);
-  if (rank_ == 0) propagateFailure(link.peer, msg);
 }
 
 void Bootstrap::reportFailure(int rank, const std::string& why) {
@@ -593,6 +594,9 @@ void Bootstrap::reportFailure(int rank, const std::string& why) {
       callback = callback_;
     }
   }
+  // Tell the others first: the callback may close this bootstrap, and its goodbyes must not
+  // overtake the notice.
+  if (rank_ == 0) propagateFailure(rank, why);
   if (callback) callback(rank, why);
 }
 
@@ -641,12 +645,14 @@ Status Bootstrap::close() {
     cv_.notify_all();
   }
   // Only an established bootstrap says goodbye: after a failed rendezvous the peers already
-  // have their answer. Sockets stay open until destruction, so no reset can overtake the goodbye.
-  if (monitor_.joinable()) sendGoodbyes();
+  // have their answer. The monitor stops first, so that a failure notice it is sending goes
+  // out before our goodbye; sockets stay open until destruction, so no reset overtakes either.
+  bool established = monitor_.joinable();
   stopping_.store(true);
   uint64_t one = 1;
   (void)!::write(wakeFd_, &one, sizeof(one));
   if (monitor_.joinable() && monitor_.get_id() != std::this_thread::get_id()) monitor_.join();
+  if (established) sendGoodbyes();
   return Status::success();
 }
 

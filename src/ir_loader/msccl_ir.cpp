@@ -314,6 +314,7 @@ LoadResult loadMscclIrString(std::string_view xml, std::string_view sourceName) 
   if (p->name.empty()) p->name = std::string(sourceName);
   std::vector<LoadError> problems = validateProgram(*p);
   if (!problems.empty()) return {std::nullopt, std::move(problems)};
+  markPostOps(*p);  // MSCCL-IR has no attribute for it; a program too large to replay keeps none
   return {std::move(p), {}};
 }
 

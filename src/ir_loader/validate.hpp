@@ -71,6 +71,12 @@ int64_t userBufferChunks(const Program& p, BufferKind b);
 // dependencies and acyclicity. Empty result = the program is safe to run.
 std::vector<LoadError> validateProgram(const Program& p);
 
+// Sets Step::postOp on the steps whose reduction completes a value (all ranks' inputs summed):
+// where avg divides. Needs a program that passes validateProgram(); the MSCCL-IR loader calls it,
+// generators set postOp themselves. Returns false (marking nothing) for an invalid program or one
+// too large to replay.
+bool markPostOps(Program& p);
+
 // Human-readable overview: ranks, threadblocks per rank, steps, connections (peer, channel, dir).
 std::string summarize(const Program& p);
 

@@ -30,6 +30,10 @@ class CrossRankChecker {
  public:
   CrossRankChecker(const Program& p, ErrorList& errors) : p_(p), errors_(errors) {}
 
+  const std::vector<NodeRef>& nodes() const { return nodes_; }
+  const std::vector<int64_t>& order() const { return order_; }
+  const std::vector<int64_t>& sender() const { return sender_; }
+
   void run() {
     indexNodes();
     collectConnections();
@@ -192,7 +196,7 @@ class CrossRankChecker {
       const int k = preds(i, pre.data());
       for (int j = 0; j < k; ++j) succ[fill[pre[j]]++] = i;
     }
-    std::vector<int64_t> ready;
+    std::vector<int64_t>& ready = order_;
     for (int64_t i = 0; i < n; ++i)
       if (indeg[i] == 0) ready.push_back(i);
     for (size_t head = 0; head < ready.size(); ++head)
@@ -235,11 +239,80 @@ class CrossRankChecker {
   std::vector<std::vector<int64_t>> base_;  // first node of (rank, block)
   std::vector<NodeRef> nodes_;
   std::vector<int64_t> sender_;  // node whose send a receiving node consumes, -1 if none
+  std::vector<int64_t> order_;   // nodes in an order that respects every wait (when acyclic)
   std::map<ConnectionKey, ConnectionEnds> connections_;
+};
+
+// Replays one tile in wait order, tracking for every chunk how many ranks' inputs it sums, to
+// find the steps whose reduction completes a value (the ones avg must divide). Counting instead
+// of tracking sets cannot spot double counting, but that would make the sum wrong anyway.
+class PostOpMarker {
+ public:
+  PostOpMarker(Program& p, const CrossRankChecker& graph) : p_(p), g_(graph), messages_(graph.nodes().size()) {}
+
+  bool run() {
+    int64_t work = 0;
+    for (const NodeRef& n : g_.nodes()) work += step(n).count;
+    if (work > kMaxReplayChunks) return false;
+    for (int64_t i : g_.order()) apply(i);
+    return true;
+  }
+
+ private:
+  static constexpr int64_t kMaxReplayChunks = 1 << 22;
+
+  Step& step(const NodeRef& n) { return p_.ranks[n.rank].blocks[n.block].steps[n.step]; }
+
+  // In-place AllReduce/Reduce/Broadcast alias output to input; other layouts keep them apart.
+  BufferKind resolve(BufferKind b) const {
+    const bool alias = p_.inPlace && (p_.coll == CollKind::AllReduce || p_.coll == CollKind::Reduce ||
+                                      p_.coll == CollKind::Broadcast);
+    return alias && b == BufferKind::Output ? BufferKind::Input : b;
+  }
+
+  // Contributions held by a chunk: an input chunk starts with its own rank's, others with none.
+  int32_t& cell(int32_t rank, BufferKind b, int64_t chunk) {
+    b = resolve(b);
+    const uint64_t key = (static_cast<uint64_t>(rank) << 40) | (static_cast<uint64_t>(b) << 32) | static_cast<uint64_t>(chunk);
+    return state_.try_emplace(key, b == BufferKind::Input ? 1 : 0).first->second;
+  }
+
+  void apply(int64_t i) {
+    const NodeRef& n = g_.nodes()[i];
+    Step& st = step(n);
+    const OpType op = st.op;
+    if (op == OpType::Nop) return;
+    const bool reduces = op == OpType::RecvReduceCopy || op == OpType::RecvReduceCopySend || op == OpType::Reduce;
+    bool completes = reduces;
+    std::vector<int32_t>* out = opSends(op) ? &messages_[i] : nullptr;
+    for (int32_t k = 0; k < st.count; ++k) {
+      const int32_t in = opReceives(op) ? messages_[g_.sender()[i]][k] : 0;
+      const int32_t src = opReadsSrc(op) ? cell(n.rank, st.srcBuf, st.srcOff + k) : 0;
+      int32_t value = in + src;
+      if (op == OpType::Reduce) value += cell(n.rank, st.dstBuf, st.dstOff + k);
+      if (opWritesDst(op)) cell(n.rank, st.dstBuf, st.dstOff + k) = value;
+      if (out != nullptr) out->push_back(value);
+      completes = completes && value == p_.nRanks;
+    }
+    st.postOp = completes && st.count > 0;
+  }
+
+  Program& p_;
+  const CrossRankChecker& g_;
+  std::vector<std::vector<int32_t>> messages_;  // per sending node: contributions of each chunk sent
+  std::map<uint64_t, int32_t> state_;
 };
 
 }  // namespace
 
 void checkCrossRank(const Program& p, ErrorList& errors) { CrossRankChecker(p, errors).run(); }
+
+bool markPostOps(Program& p) {
+  ErrorList errors;
+  CrossRankChecker graph(p, errors);
+  graph.run();
+  if (!errors.empty()) return false;
+  return PostOpMarker(p, graph).run();
+}
 
 }  // namespace occl::ir

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 
 #include "ir_loader/msccl_ir.hpp"
+#include "ir_loader/ring.hpp"
 #include "ir_loader/validate.hpp"
 
 namespace occl::ir {
@@ -289,7 +290,14 @@ TEST(IrLoader, CapsTheNumberOfErrors) {
   EXPECT_NE(r.errors.back().message.find("too many errors"), std::string::npos);
 }
 
-// A hand-built program, as the ring generators produce them (no source lines).
+Step makeStep(OpType op, int32_t chunk) {
+  Step st;
+  st.op = op;
+  st.srcOff = st.dstOff = chunk;
+  return st;
+}
+
+// A hand-built program, as the generators produce them (no source lines).
 Program twoRankRing() {
   Program p;
   p.name = "gen";
@@ -301,9 +309,7 @@ Program twoRankRing() {
     rank.inputChunks = rank.outputChunks = 2;
     BlockProgram b;
     b.sendPeer = b.recvPeer = 1 - r;
-    b.steps.push_back({OpType::Send, BufferKind::Input, BufferKind::Output, r, r, 1, -1, -1, false, 0});
-    b.steps.push_back({OpType::RecvReduceCopySend, BufferKind::Input, BufferKind::Output, 1 - r, 1 - r, 1, -1, -1, false, 0});
-    b.steps.push_back({OpType::Recv, BufferKind::Input, BufferKind::Output, r, r, 1, -1, -1, false, 0});
+    b.steps = {makeStep(OpType::Send, r), makeStep(OpType::RecvReduceCopySend, 1 - r), makeStep(OpType::Recv, r)};
     rank.blocks.push_back(b);
   }
   return p;
@@ -327,6 +333,61 @@ TEST(ValidateProgram, AcceptsAndRejectsGeneratedPrograms) {
   EXPECT_TRUE(validateProgram(p).empty());
   p.ranks[0].blocks[0].steps[2].dstOff = 7;
   EXPECT_FALSE(validateProgram(p).empty());
+}
+
+TEST(ValidateProgram, RingGeneratorIsValidAndMarksTheSamePostOps) {
+  for (int ranks = 1; ranks <= 9; ++ranks) {
+    for (int channels = 1; channels <= 3; ++channels) {
+      const Program generated = makeRingAllReduce(ranks, channels);
+      ASSERT_TRUE(validateProgram(generated).empty())
+          << ranks << " ranks, " << channels << " channels:\n" << formatErrors(validateProgram(generated), "ring");
+      if (ranks == 1) continue;  // a lone rank copies: nothing is reduced, nothing to divide
+      Program inferred = generated;
+      ASSERT_TRUE(markPostOps(inferred));
+      for (size_t r = 0; r < generated.ranks.size(); ++r)
+        for (size_t b = 0; b < generated.ranks[r].blocks.size(); ++b)
+          for (size_t s = 0; s < generated.ranks[r].blocks[b].steps.size(); ++s)
+            EXPECT_EQ(inferred.ranks[r].blocks[b].steps[s].postOp, generated.ranks[r].blocks[b].steps[s].postOp)
+                << stepElement(static_cast<int32_t>(r), static_cast<int32_t>(b), static_cast<int32_t>(s));
+    }
+  }
+}
+
+// Where avg divides: the one step per chunk whose reduction completes the sum of all ranks.
+std::vector<std::string> postOpSteps(const Program& p) {
+  std::vector<std::string> out;
+  for (size_t r = 0; r < p.ranks.size(); ++r)
+    for (size_t b = 0; b < p.ranks[r].blocks.size(); ++b)
+      for (size_t s = 0; s < p.ranks[r].blocks[b].steps.size(); ++s)
+        if (p.ranks[r].blocks[b].steps[s].postOp)
+          out.push_back(stepElement(static_cast<int32_t>(r), static_cast<int32_t>(b), static_cast<int32_t>(s)));
+  return out;
+}
+
+TEST(IrLoader, MarksPostOpsOfReductions) {
+  FIXTURE_OR_SKIP(ring, kRing);
+  LoadResult r = loadMscclIrString(ring, kRing);
+  ASSERT_TRUE(r.ok()) << allErrors(r);
+  EXPECT_EQ(postOpSteps(*r.program), (std::vector<std::string>{"<gpu id=0>/<tb id=0>/<step s=3>", "<gpu id=1>/<tb id=0>/<step s=3>",
+                                                               "<gpu id=2>/<tb id=0>/<step s=3>", "<gpu id=3>/<tb id=0>/<step s=3>"}));
+  FIXTURE_OR_SKIP(rs, "reduce_scatter_ring_oop_4r_1i_simple.xml");
+  r = loadMscclIrString(rs, "rs");
+  ASSERT_TRUE(r.ok()) << allErrors(r);
+  EXPECT_EQ(postOpSteps(*r.program).size(), 4u);
+  EXPECT_EQ(postOpSteps(*r.program).front(), "<gpu id=0>/<tb id=0>/<step s=3>");
+  FIXTURE_OR_SKIP(pairs, "allreduce_allpairs_4r_1i_ll.xml");
+  r = loadMscclIrString(pairs, "pairs");
+  ASSERT_TRUE(r.ok()) << allErrors(r);
+  const std::vector<std::string> marked = postOpSteps(*r.program);
+  EXPECT_EQ(marked.size(), 16u);  // 16 chunks, each completed by one final 're'
+  for (const std::string& m : marked) {
+    const bool lastReduce = m.find("<tb id=0>/<step s=4>") != std::string::npos || m.find("/<step s=5>") != std::string::npos;
+    EXPECT_TRUE(lastReduce) << m;
+  }
+  FIXTURE_OR_SKIP(ag, kAllGatherOop);
+  r = loadMscclIrString(ag, "ag");
+  ASSERT_TRUE(r.ok()) << allErrors(r);
+  EXPECT_TRUE(postOpSteps(*r.program).empty());
 }
 
 TEST(IrLoader, RandomByteFlipsNeverCrash) {

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages occl builds with, when any is missing. Sourced by run.sh/test.sh.
+set -euo pipefail
+
+OCCL_PACKAGES=(cmake g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev libpugixml-dev libabsl-dev
+  libibverbs-dev clang libclang-rt-14-dev)
+
+occl_install_deps() {
+  local missing=()
+  for p in "${OCCL_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "occl: installing ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
+  fi
+  # The CUDA toolkit is not a Debian package here: use it when it is installed.
+  if [ -x /usr/local/cuda/bin/nvcc ]; then
+    export PATH="/usr/local/cuda/bin:$PATH"
+  fi
+}
+
+# Configures and builds into $1 with the remaining arguments passed to cmake.
+occl_build() {
+  local dir="$1"
+  shift
+  cmake -S "$(dirname "${BASH_SOURCE[0]}")/.." -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@"
+  cmake --build "$dir" -j "$(nproc)"
+}
