@@ -153,7 +153,9 @@ const char* occlGetErrorString(occlResult_t result);
 const char* occlGetLastError(occlComm_t comm);
 occlResult_t occlGetVersion(int* version);
 
-/* Bootstrap: rank 0 calls occlGetUniqueId and ships the id to the others (any channel). */
+/* Bootstrap: rank 0 calls occlGetUniqueId and ships the id to the others (any channel).
+ * occlCommInitRank and occlCommInitFromEnv run the daemon on CUDA device (local rank % device
+ * count) when the build has CUDA, a device is present and config.backend is auto or cuda. */
 occlResult_t occlGetUniqueId(occlUniqueId* uniqueId);
 occlResult_t occlCommInitRank(occlComm_t* comm, int nranks, occlUniqueId commId, int rank,
                               const occlConfig_t* config);
@@ -164,7 +166,10 @@ occlResult_t occlCommInitFromEnv(occlComm_t* comm, const occlConfig_t* config);
  * NULL for host ranks. */
 occlResult_t occlCommInitAll(occlComm_t* comms, int ndev, const int* devlist, const occlConfig_t* config);
 
-/* Waits (bounded by collTimeoutMs) for every submitted collective to complete, then stops. */
+/* Waits (bounded by collTimeoutMs) for every submitted collective to complete, then stops. With
+ * ranks in several processes it is collective: it returns once every rank has called it (bounded
+ * by initTimeoutMs), so a rank may destroy its communicator right after without taking away data
+ * a slower peer has yet to receive. */
 occlResult_t occlCommFinalize(occlComm_t comm);
 occlResult_t occlCommDestroy(occlComm_t comm);
 /* Fails every pending submission with occlAborted and stops without waiting for peers. */
@@ -181,7 +186,10 @@ occlResult_t occlAlgorithmLoad(occlComm_t comm, const char* name, const char* pa
 /*
  * Submits one run of collId. The callback fires exactly once, on the poller thread, with the
  * completion status; it may submit again but must not block. Buffers must stay valid until
- * then. Submissions of one collId run in submission order.
+ * then. Submissions of one collId run in submission order. On a CUDA rank the buffers must be
+ * memory its device can address (device, mapped pinned or managed memory), and their contents
+ * ready when occlSubmit is called: there is no stream argument, so synchronise the work that
+ * produces them first.
  */
 occlResult_t occlSubmit(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf,
                         occlCallback_t callback, void* arg);

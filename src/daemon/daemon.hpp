@@ -27,7 +27,7 @@ struct SchedPolicy {
   uint32_t priorityPollInterval;
   uint32_t forcePreempt;
   uint32_t disablePreemption;
-  uint32_t pad;
+  uint32_t spinRoundNs;  // time bound of one spin round (SpinBudget::roundNs); 0 = rounds only
 };
 
 // Everything a daemon block needs; plain data the host builds once per communicator.
@@ -55,12 +55,26 @@ OCCL_HD inline void bump(uint64_t& counter, uint64_t by) {
 }
 
 OCCL_HD inline SpinBudget spinBudgetFor(const SchedPolicy& p, uint32_t position) {
-  if (p.disablePreemption) return {0, 0, true};
-  if (p.forcePreempt) return {1, 0, false};
-  if (p.spin == occlSpinPolicyFixed) return {p.thresholdMax, 0, false};
+  if (p.disablePreemption) return {0, 0, true, 0, nullptr, 0, false};
+  if (p.forcePreempt) return {1, 0, false, 0, nullptr, 0, false};
+  if (p.spin == occlSpinPolicyFixed) return {p.thresholdMax, 0, false, p.spinRoundNs, nullptr, 0, false};
   uint64_t drop = static_cast<uint64_t>(position) * p.thresholdStep;
   uint32_t t = drop + p.thresholdMin >= p.thresholdMax ? p.thresholdMin : p.thresholdMax - static_cast<uint32_t>(drop);
-  return {t, p.thresholdBoost, false};
+  return {t, p.thresholdBoost, false, p.spinRoundNs, nullptr, 0, false};
+}
+
+// Priority order: a try gives way as soon as new SQEs are published (unless the task queue has
+// no room for them: they could not be taken, so giving way would only thrash), and after every
+// tile while a more urgent task waits ahead of it. The pass then starts over at the front.
+OCCL_HD inline SpinBudget budgetFor(const DaemonEnv& env, const BlockState& bs, uint32_t position) {
+  SpinBudget b = spinBudgetFor(env.policy, position);
+  if (env.policy.order != occlOrderPriority || env.policy.disablePreemption) return b;
+  if (bs.nTasks < bs.capacity && !bs.exitSeen) {
+    b.sqPublished = env.sq.published;
+    b.sqSeen = bs.sqCursor;
+  }
+  b.yieldEachTile = position > 0 && bs.tasks[0].priority > bs.tasks[position].priority;
+  return b;
 }
 
 // Publishes the CQE once the last participating block is done with submission `seq`.
@@ -72,9 +86,10 @@ OCCL_HD inline void finishTask(const DaemonEnv& env, BlockState& bs, const CollD
   atomics::storeRelaxed(counter, 0u);
   uint32_t sticky = atomics::loadAcquire(&d.shared->failStatus);
   uint64_t word = cqe::pack(d.collIndex, status != 0 ? status : sticky, task.seq);
+  // Counted before the CQE exists: once its callback has fired, the statistics include it.
+  bump(d.stats[block].completions, 1);
   while (!env.cq.tryPush(word, bs.cqHint)) exec::spinPause();  // the poller frees slots
   atomics::fetchAdd(env.cqPublished, uint64_t{1});
-  bump(d.stats[block].completions, 1);
 }
 
 // Records a failure so every block of this rank and every peer reached by a connector fails the
@@ -91,7 +106,8 @@ OCCL_HD inline void failCollective(const CollDesc& d, int block, uint32_t code) 
 
 // One try of task `position`; returns true when the task left the queue. Every lane runs the
 // executor on its own copy of the context; decisions inside it are made uniform by the leader.
-OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uint32_t position, bool& progressed) {
+OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uint32_t position, bool& progressed,
+                            bool& yielded) {
   const TaskEntry task = bs.tasks[position];
   const CollDesc& d = *env.colls.get(task.collIndex);
   BlockContext* saved = &d.contexts[block];
@@ -107,9 +123,10 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
   }
   TaskBuffers bufs{reinterpret_cast<char*>(task.sendbuf), reinterpret_cast<char*>(task.recvbuf), d.scratch};
   uint64_t deadline = d.timeoutNs != 0 ? task.popNs + d.timeoutNs : 0;
-  BlockExecutor ex(d, block, ctx, bufs, spinBudgetFor(env.policy, position), env.abortFlag, deadline);
+  BlockExecutor ex(d, block, ctx, bufs, budgetFor(env, bs, position), env.abortFlag, deadline);
   TryOutcome out = ex.run();
   progressed = progressed || out.progressed;
+  yielded = out.yielded;
 
   if (out.status == TryStatus::Preempted) {
     // Lazy save: "dirty" (the context moved) is not "progressed" (a primitive ran): a try that
@@ -146,7 +163,8 @@ OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int bl
   while (bs.nTasks < bs.capacity && !bs.exitSeen) {
     bool got = exec::broadcastFromLeader([&] {
       if (!env.sq.tryPop(bs.sqCursor, bs.incoming)) return false;
-      bs.sqCursor += 1;
+      // Atomic: the host reads it to know when a retired collective index can be reused.
+      atomics::storeRelease(&bs.sqCursor, bs.sqCursor + 1);
       return true;
     });
     if (!got) break;
@@ -183,11 +201,13 @@ OCCL_HD inline PassResult daemonPass(const DaemonEnv& env, int block) {
   }
   for (uint32_t i = 0; i < bs.nTasks;) {
     leaderUpdate([&] { bs.tries += 1; });
-    if (tryTask(env, bs, block, i, progressed)) removeTask(bs, i);
+    bool yielded = false;
+    if (tryTask(env, bs, block, i, progressed, yielded)) removeTask(bs, i);
     else ++i;
-    if (env.policy.order == occlOrderPriority && shouldPollSq(env, bs) && pollSubmissions(env, bs, block)) {
-      progressed = true;
-      i = 0;  // a higher-priority arrival may now be at the front
+    if (env.policy.order == occlOrderPriority) {
+      const bool arrived = (yielded || shouldPollSq(env, bs)) && pollSubmissions(env, bs, block);
+      progressed = progressed || arrived;
+      if (arrived || yielded) i = 0;  // the front (perhaps a new arrival) goes first again
     }
   }
   leaderUpdate([&] { bs.lastPassIdle = progressed ? 0 : 1; });

@@ -17,12 +17,25 @@ struct TryOutcome {
   TryStatus status;
   bool progressed;  // at least one primitive or dependency completed on this try
   uint32_t failCode;  // occlResult_t when Failed
+  bool yielded;       // Preempted because a more urgent submission may be waiting in the SQ
 };
 
 struct SpinBudget {
   uint32_t threshold;  // spin rounds a wait may take before the collective is preempted
   uint32_t boost;      // added to the threshold after each primitive that succeeds (stickiness)
   bool unlimited;      // preemption disabled: spin until ready, abort or timeout
+  // Nanoseconds one spin round may cost at most, 0 = no bound: a wait also ends after
+  // threshold * roundNs. On the host a round yields the core, and with more runnable threads
+  // than cores a round costs as much as all of them together, so a bound in rounds alone would
+  // let one wait on an absent peer starve the ranks that could progress.
+  uint32_t roundNs;
+  // Priority order: the try ends (as a preemption) once the SQ holds entries past `sqSeen`, so
+  // the pass can put a more urgent arrival in front. nullptr = never.
+  const uint64_t* sqPublished;
+  uint64_t sqSeen;
+  // Priority order: a more urgent task waits ahead of this one, so give way after every tile
+  // and let the pass retry it; otherwise a flowing large collective would run to its end first.
+  bool yieldEachTile;
 };
 
 // Dependency words order (submission, tile, steps done) so one comparison answers "has block b
@@ -44,7 +57,14 @@ class BlockExecutor {
         abortFlag_(abortFlag), deadlineNs_(deadlineNs) {}
 
   OCCL_HD TryOutcome run() {
+    // An aborted communicator runs nothing more: a submission whose data could still flow would
+    // otherwise complete after occlCommAbort instead of failing with occlAborted.
+    if (exec::broadcastFromLeader([&] { return abortFlag_ != nullptr && atomics::loadAcquire(abortFlag_) != 0; }))
+      return stop(WaitResult::Failed);
     for (; ctx_.tile < d_.nTiles; ++ctx_.tile, ctx_.step = 0) {
+      if (ctx_.tile != 0 && ctx_.step == 0 && ctx_.sub == 0 && progressed_ &&
+          (budget_.yieldEachTile || exec::broadcastFromLeader([&] { return urgentArrival(); })))
+        return stop(WaitResult::Yielded);
       for (; ctx_.step < plan_.nSteps; ++ctx_.step, ctx_.sub = 0) {
         const DeviceStep& step = plan_.steps[ctx_.step];
         if (ctx_.sub == 0 && step.depBlock >= 0) {
@@ -61,11 +81,11 @@ class BlockExecutor {
       }
     }
     publishProgress(0);  // tile == nTiles: every step of this submission is done
-    return {TryStatus::Done, progressed_, 0};
+    return {TryStatus::Done, progressed_, 0, false};
   }
 
  private:
-  enum class WaitResult : uint8_t { Ready, Stuck, Failed };
+  enum class WaitResult : uint8_t { Ready, Stuck, Failed, Yielded };
 
   OCCL_HD WaitResult runPrimitive(const DeviceStep& step) {
     uint64_t chunk = static_cast<uint64_t>(stepReadsSrc(step.op) ? step.srcOff : step.dstOff) + ctx_.sub;
@@ -98,13 +118,32 @@ class BlockExecutor {
   // a poisoned connector, another block's failure recorded in failStatus).
   template <typename Ready>
   OCCL_HD WaitResult waitFor(Ready&& ready) {
+    uint64_t startNs = 0;
     for (uint32_t spins = 0;; ++spins) {
       if (exec::broadcastFromLeader(ready)) return WaitResult::Ready;
       if ((spins & 63u) == 63u && exec::broadcastFromLeader([&] { return failureCode() != 0; }))
         return WaitResult::Failed;
-      if (!budget_.unlimited && spins >= budget_.threshold) return WaitResult::Stuck;
+      if ((spins & 63u) == 0u && exec::broadcastFromLeader([&] { return urgentArrival(); })) return WaitResult::Yielded;
+      // Checked again on giving up: a threshold below 64 (forcePreempt) would otherwise never
+      // see an abort, a poisoned connector or the timeout, and the daemon could never drain.
+      if (!budget_.unlimited && (spins >= budget_.threshold || outOfTime(spins, startNs)))
+        return exec::broadcastFromLeader([&] { return failureCode() != 0; }) ? WaitResult::Failed : WaitResult::Stuck;
       exec::spinPause();
     }
+  }
+
+  // The time bound of a wait (SpinBudget::roundNs); the clock starts at its first unready round.
+  OCCL_HD bool outOfTime(uint32_t spins, uint64_t& startNs) const {
+    if (budget_.roundNs == 0) return false;
+    return exec::broadcastFromLeader([&] {
+      const uint64_t now = exec::nowNs();
+      if (spins == 0) startNs = now;
+      return now - startNs >= static_cast<uint64_t>(budget_.threshold) * budget_.roundNs;
+    });
+  }
+
+  OCCL_HD bool urgentArrival() const {
+    return budget_.sqPublished != nullptr && atomics::loadAcquire(budget_.sqPublished) > budget_.sqSeen;
   }
 
   OCCL_HD uint32_t failureCode() const {
@@ -125,8 +164,8 @@ class BlockExecutor {
   }
 
   OCCL_HD TryOutcome stop(WaitResult w) {
-    if (w == WaitResult::Failed) return {TryStatus::Failed, progressed_, failureCode()};
-    return {TryStatus::Preempted, progressed_, 0};
+    if (w == WaitResult::Failed) return {TryStatus::Failed, progressed_, failureCode(), false};
+    return {TryStatus::Preempted, progressed_, 0, w == WaitResult::Yielded};
   }
 
   const CollDesc& d_;

@@ -8,20 +8,69 @@ namespace {
 
 Status invalid(const std::string& message) { return Status::error(occlInvalidArgument, message); }
 
-Status validateCommon(const occlCollDesc_t& d, int nRanks) {
+bool rooted(int type) { return type == occlCollReduce || type == occlCollBroadcast; }
+bool pointToPoint(int type) { return type == occlCollSend || type == occlCollRecv; }
+
+// Both ends of a Send/Recv name the same pair: the sender passes the receiver as root, and the
+// receiver passes the sender.
+struct Endpoints {
+  int sender;
+  int receiver;
+};
+Endpoints endpoints(const occlCollDesc_t& d, int rank) {
+  return d.type == occlCollSend ? Endpoints{rank, d.root} : Endpoints{d.root, rank};
+}
+
+// The op matters only to reducing collectives; the others ignore it, as NCCL's API does.
+Status validateCommon(const occlCollDesc_t& d) {
   if (d.type < 0 || d.type >= occlNumCollTypes)
     return invalid(absl::StrFormat("desc.type = %d: expected an occlCollType_t (0..%d)", d.type, occlNumCollTypes - 1));
   if (d.datatype < 0 || d.datatype >= occlNumTypes)
     return invalid(absl::StrFormat("desc.datatype = %d: expected an occlDataType_t (0..%d)", d.datatype, occlNumTypes - 1));
-  if (d.op < 0 || d.op >= occlNumOps)
-    return invalid(absl::StrFormat("desc.op = %d: expected an occlRedOp_t (0..%d)", d.op, occlNumOps - 1));
+  if (collectiveReduces(d.type) && (d.op < 0 || d.op >= occlNumOps))
+    return invalid(absl::StrFormat("desc.op = %d: expected an occlRedOp_t (0..%d) for %s", d.op, occlNumOps - 1,
+                                   collTypeName(d.type)));
   if (d.nBlocks < 0) return invalid(absl::StrFormat("desc.nBlocks = %d: expected >= 0 (0 = default)", d.nBlocks));
   return Status::success();
 }
 
-int defaultBlocks(const occlCollDesc_t& d, int daemonBlocks) { return d.nBlocks > 0 ? d.nBlocks : daemonBlocks; }
+Status validateRoot(const occlCollDesc_t& d, int rank, int nRanks) {
+  if (!rooted(d.type) && !pointToPoint(d.type)) return Status::success();
+  const char* role = rooted(d.type) ? "the root rank" : d.type == occlCollSend ? "the receiving peer" : "the sending peer";
+  if (d.root < 0 || d.root >= nRanks)
+    return invalid(absl::StrFormat("desc.root = %d: expected %s of %s in 0..%d (nranks = %d)", d.root, role,
+                                   collTypeName(d.type), nRanks - 1, nRanks));
+  if (pointToPoint(d.type) && d.root == rank)
+    return invalid(absl::StrFormat("desc.root = %d is this rank: send/recv needs a peer", d.root));
+  return Status::success();
+}
+
+// A send/recv has one link to fill: one block unless the caller asks for more channels.
+int blocksFor(const occlCollDesc_t& d, int daemonBlocks) {
+  if (d.nBlocks > 0) return d.nBlocks;
+  return pointToPoint(d.type) ? 1 : daemonBlocks;
+}
+
+ir::Program generate(const occlCollDesc_t& d, int rank, int nRanks, int nBlocks) {
+  switch (d.type) {
+    case occlCollAllReduce: return ir::makeRingAllReduce(nRanks, nBlocks);
+    case occlCollAllGather: return ir::makeRingAllGather(nRanks, nBlocks);
+    case occlCollReduceScatter: return ir::makeRingReduceScatter(nRanks, nBlocks);
+    case occlCollReduce: return ir::makeChainReduce(nRanks, nBlocks, d.root);
+    case occlCollBroadcast: return ir::makeChainBroadcast(nRanks, nBlocks, d.root);
+    case occlCollAllToAll: return ir::makeAllToAll(nRanks, nBlocks);
+    default: {
+      const Endpoints e = endpoints(d, rank);
+      return ir::makeSendRecv(nRanks, nBlocks, e.sender, e.receiver);
+    }
+  }
+}
 
 }  // namespace
+
+bool collectiveReduces(int type) {
+  return type == occlCollAllReduce || type == occlCollReduceScatter || type == occlCollReduce;
+}
 
 const char* collTypeName(int type) {
   static const char* const kNames[] = {"allreduce", "allgather", "reducescatter", "reduce",
@@ -30,20 +79,14 @@ const char* collTypeName(int type) {
 }
 
 Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int nRanks, int daemonBlocks) {
-  if (Status s = validateCommon(d, nRanks); !s.ok()) return s;
-  int nBlocks = defaultBlocks(d, daemonBlocks);
+  if (Status s = validateCommon(d); !s.ok()) return s;
+  if (Status s = validateRoot(d, rank, nRanks); !s.ok()) return s;
+  const int nBlocks = blocksFor(d, daemonBlocks);
   if (nBlocks > daemonBlocks)
     return invalid(absl::StrFormat("desc.nBlocks = %d exceeds config.daemonBlocks = %d", nBlocks, daemonBlocks));
   if (d.algorithm != nullptr && std::string(d.algorithm) != "ring")
-    return Status::error(occlInvalidArgument,
-                         absl::StrFormat("desc.algorithm = \"%s\": only \"ring\" (or NULL) is available", d.algorithm));
-  switch (d.type) {
-    case occlCollAllReduce:
-      return AlgorithmChoice{ir::makeRingAllReduce(nRanks, nBlocks), nBlocks};
-    default:
-      return Status::error(occlInvalidArgument,
-                           absl::StrFormat("desc.type = %s is not implemented yet", collTypeName(d.type)));
-  }
+    return invalid(absl::StrFormat("desc.algorithm = \"%s\": only \"ring\" (or NULL) is available", d.algorithm));
+  return AlgorithmChoice{generate(d, rank, nRanks, nBlocks), nBlocks};
 }
 
 namespace {
@@ -71,10 +114,21 @@ class Fnv1a {
 };
 }  // namespace
 
+// Only what changes the data movement is hashed, so ranks that differ in an ignored field (the op
+// of an AllGather, the root of an AllReduce) still match; both ends of a Send/Recv hash the same
+// (sender, receiver) pair instead of their opposite types.
 uint64_t registrationSignature(const occlCollDesc_t& d, int rank, int nRanks, const std::string& programName,
                                int nBlocks, uint32_t slots, uint64_t slotBytes) {
   Fnv1a h;
-  h.add(int64_t{d.type}).add(uint64_t{d.count}).add(int64_t{d.datatype}).add(int64_t{d.op}).add(int64_t{d.root});
+  if (pointToPoint(d.type)) {
+    const Endpoints e = endpoints(d, rank);
+    h.add(int64_t{occlCollSend}).add(int64_t{e.sender}).add(int64_t{e.receiver});
+  } else {
+    h.add(int64_t{d.type});
+    if (rooted(d.type)) h.add(int64_t{d.root});
+  }
+  if (collectiveReduces(d.type)) h.add(int64_t{d.op});
+  h.add(uint64_t{d.count}).add(int64_t{d.datatype});
   h.add(programName).add(int64_t{nBlocks}).add(int64_t{nRanks}).add(uint64_t{slots}).add(slotBytes);
   return h.value() | 1;  // 0 means "not registered yet" in a connector header
 }

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +13,10 @@
 #include "host/config.hpp"
 #include "host/launcher_env.hpp"
 #include "occl/occl.h"
+#if OCCL_HAVE_CUDA
+#include "host/cuda_util.hpp"
+#include "transport/cuda_connectors.hpp"
+#endif
 
 struct occlComm {
   std::unique_ptr<occl::host::Comm> impl;
@@ -52,17 +57,78 @@ occlResult_t makeComm(occlComm_t* out, occl::host::CommOptions options) {
   return occlSuccess;
 }
 
-std::unique_ptr<occl::host::Backend> hostBackendFor(const occlConfig_t& c, Status& error) {
-  if (c.backend == occlBackendCuda) {
-    error = Status::error(occlInvalidArgument,
-                          "config.backend = cuda needs device ranks: use occlCommInitAll with a device list");
-    return nullptr;
+// Where a rank's daemon runs: -1 for host threads, else a CUDA device (docs/configuration.md).
+//   config.backend = host: host threads; a devlist is then an error.
+//   a devlist: CUDA on devlist[index] (auto or cuda).
+//   no devlist: CUDA on device localRank % device count when config.backend = cuda, or when it is
+//   auto, `autoPrefersGpu` (occlCommInitRank; occlCommInitAll without a devlist means host ranks)
+//   and a device is present. Auto without a device falls back to host threads; cuda without one,
+//   or a devlist without one, fails with occlUnhandledCudaError "no CUDA device: ...".
+Result<int> daemonDevice(const occlConfig_t& c, const int* devlist, int index, int localRank, bool autoPrefersGpu) {
+  if (c.backend == occlBackendHost) {
+    if (devlist == nullptr) return -1;
+    return Status::error(occlInvalidArgument, "devlist names CUDA devices but config.backend = host: pass NULL for "
+                                              "host ranks");
   }
-  return occl::host::makeHostBackend(c);
+  const bool wantsGpu = devlist != nullptr || c.backend == occlBackendCuda;
+  if (!wantsGpu && !autoPrefersGpu) return -1;
+#if OCCL_HAVE_CUDA
+  Result<int> count = occl::host::cudaDeviceCount();
+  if (!count.ok()) return wantsGpu ? Result<int>(count.status()) : Result<int>(-1);
+  if (devlist == nullptr) return localRank % count.value();
+  if (devlist[index] < 0 || devlist[index] >= count.value())
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("devlist[%d] = %d: this process sees %d CUDA device(s)", index, devlist[index],
+                                         count.value()));
+  return devlist[index];
+#else
+  if (!wantsGpu) return -1;
+  return Status::error(occlInvalidArgument, devlist != nullptr
+                                                ? "devlist given but this build has no CUDA backend: pass NULL for host "
+                                                  "ranks"
+                                                : "config.backend = cuda but this build has no CUDA backend (configure "
+                                                  "with -DOCCL_ENABLE_CUDA=ON)");
+#endif
+}
+
+Result<std::unique_ptr<occl::host::Backend>> backendFor(const occlConfig_t& c, int device) {
+  if (device < 0) return occl::host::makeHostBackend(c);
+#if OCCL_HAVE_CUDA
+  return occl::host::makeCudaBackend(c, device);
+#else
+  return Status::error(occlInternalError, "a CUDA device was chosen in a build without the CUDA backend");
+#endif
+}
+
+// Ranks of one process share connector memory: host memory, or GPU memory for device ranks
+// (all ranks of one occlCommInitAll are of one kind). Returns a factory per rank.
+std::function<std::unique_ptr<occl::transport::ConnectorFactory>()> inProcessConnectors(const std::vector<int>& devices) {
+#if OCCL_HAVE_CUDA
+  if (devices.front() >= 0) {
+    auto world = occl::transport::makeCudaWorld(devices);
+    return [world] { return occl::transport::makeCudaInProcessFactory(world); };
+  }
+#endif
+  auto world = occl::transport::makeInProcessWorld();
+  return [world] { return occl::transport::makeInProcessFactory(world); };
+}
+
+// Connectors between processes of this host: shm, registered with CUDA for a device rank.
+std::unique_ptr<occl::transport::ConnectorFactory> shmConnectorsFor(uint64_t nonce, int64_t timeoutMs, int device) {
+#if OCCL_HAVE_CUDA
+  if (device >= 0) return occl::transport::makeCudaShmFactory(nonce, timeoutMs, device);
+#endif
+  return occl::transport::makeShmFactory(nonce, timeoutMs);
 }
 
 occlResult_t checkComm(occlComm_t comm) {
   return comm == nullptr || !comm->impl ? invalid("comm is NULL") : occlSuccess;
+}
+
+// Stopping a communicator joins its poller, so a callback (which runs there) must not do it.
+occlResult_t refuseInCallback(occlComm_t comm, const char* what) {
+  return fail(comm, Status::error(occlInvalidUsage,
+                                  absl::StrFormat("%s called from a callback: it would wait for itself", what)));
 }
 
 }  // namespace
@@ -141,22 +207,24 @@ static occlResult_t initRankFrom(occlComm_t* comm, int nranks, const occl::host:
                                                          "build does not have yet",
                                                          rank, host, r, other)));
   }
-  Status backendError;
+  // Every rank is on this host (checked above), so the rank is also the local rank.
+  Result<int> device = daemonDevice(cfg.value(), nullptr, rank, rank, /*autoPrefersGpu=*/true);
+  if (!device.ok()) return fail(nullptr, device.status());
+  Result<std::unique_ptr<occl::host::Backend>> backend = backendFor(cfg.value(), device.value());
+  if (!backend.ok()) return fail(nullptr, backend.status());
   occl::host::CommOptions options;
   options.rank = rank;
   options.nRanks = nranks;
   options.config = cfg.value();
-  options.backend = hostBackendFor(cfg.value(), backendError);
-  if (!options.backend) return fail(nullptr, backendError);
-  options.connectors = occl::transport::makeShmFactory(boot.value()->nonce(), cfg.value().initTimeoutMs);
+  options.backend = std::move(backend.value());
+  options.connectors = shmConnectorsFor(boot.value()->nonce(), cfg.value().initTimeoutMs, device.value());
   occl::host::Bootstrap* bootstrap = boot.value().get();
   options.bootstrap = std::move(boot.value());
   occlResult_t r = makeComm(comm, std::move(options));
   if (r != occlSuccess) return r;
   occlComm_t created = *comm;
   bootstrap->setFailureCallback([created](int failedRank, const std::string& why) {
-    created->impl->record(Status::error(occlRemoteError, absl::StrFormat("rank %d failed: %s", failedRank, why)));
-    created->impl->abort(occlRemoteError);
+    created->impl->failFromPeer(absl::StrFormat("rank %d failed: %s", failedRank, why));
   });
   return occlSuccess;
 }
@@ -184,22 +252,34 @@ occlResult_t occlCommInitAll(occlComm_t* comms, int ndev, const int* devlist, co
   if (ndev < 1) return fail(nullptr, Status::error(occlInvalidArgument, absl::StrFormat("ndev = %d: expected >= 1", ndev)));
   Result<occlConfig_t> cfg = resolveConfig(config);
   if (!cfg.ok()) return fail(nullptr, cfg.status());
-  if (devlist != nullptr)
-    return fail(nullptr, Status::error(occlInvalidArgument,
-                                       "devlist given but this build has no CUDA backend: pass NULL for host ranks"));
-  auto world = occl::transport::makeInProcessWorld();
-  for (int r = 0; r < ndev; ++r) comms[r] = nullptr;
+  std::vector<int> devices(static_cast<size_t>(ndev));
   for (int r = 0; r < ndev; ++r) {
-    Status backendError;
+    Result<int> device = daemonDevice(cfg.value(), devlist, r, r, /*autoPrefersGpu=*/false);
+    if (!device.ok()) return fail(nullptr, device.status());
+    devices[static_cast<size_t>(r)] = device.value();
+  }
+  auto connectors = inProcessConnectors(devices);
+  for (int r = 0; r < ndev; ++r) comms[r] = nullptr;
+  auto destroyFirst = [&](int n) {
+    for (int k = 0; k < n; ++k) {
+      occlCommDestroy(comms[k]);
+      comms[k] = nullptr;
+    }
+  };
+  for (int r = 0; r < ndev; ++r) {
+    Result<std::unique_ptr<occl::host::Backend>> backend = backendFor(cfg.value(), devices[static_cast<size_t>(r)]);
+    if (!backend.ok()) {
+      destroyFirst(r);
+      return fail(nullptr, backend.status().withContext(absl::StrFormat("rank %d", r)));
+    }
     occl::host::CommOptions options;
     options.rank = r;
     options.nRanks = ndev;
     options.config = cfg.value();
-    options.backend = hostBackendFor(cfg.value(), backendError);
-    if (!options.backend) return fail(nullptr, backendError);
-    options.connectors = occl::transport::makeInProcessFactory(world);
+    options.backend = std::move(backend.value());
+    options.connectors = connectors();
     if (occlResult_t res = makeComm(&comms[r], std::move(options)); res != occlSuccess) {
-      for (int k = 0; k < r; ++k) occlCommDestroy(comms[k]);
+      destroyFirst(r);
       return res;
     }
   }
@@ -213,13 +293,15 @@ occlResult_t occlCommFinalize(occlComm_t comm) {
 
 occlResult_t occlCommDestroy(occlComm_t comm) {
   if (comm == nullptr) return invalid("comm is NULL");
+  if (comm->impl && comm->impl->onPollerThread()) return refuseInCallback(comm, "occlCommDestroy");
   delete comm;
   return occlSuccess;
 }
 
 occlResult_t occlCommAbort(occlComm_t comm) {
   if (occlResult_t r = checkComm(comm)) return r;
-  comm->impl->abort(occlAborted);
+  if (comm->impl->onPollerThread()) return refuseInCallback(comm, "occlCommAbort");
+  (void)comm->impl->abort(occlAborted);
   delete comm;
   return occlSuccess;
 }

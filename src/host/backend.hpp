@@ -26,6 +26,10 @@ class Backend {
   virtual void freeShared(void* p) = 0;
   virtual void freeDaemon(void* p) = 0;
 
+  // Whether the daemon can address the user's buffers of a submission (NULL is skipped): a GPU
+  // daemon given plain host memory would fault and take the CUDA context down with it.
+  virtual Status checkUserBuffers(const void* sendbuf, const void* recvbuf) { return Status::success(); }
+
   // Starts the daemon over `env` (which lives in shared memory and outlives the daemon).
   virtual Status start(DaemonEnv* env) = 0;
   // A new SQE was published: wake a parked daemon (host) or relaunch a quit one (cuda).

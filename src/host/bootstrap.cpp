@@ -8,8 +8,6 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
-#include <map>
-#include <random>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -20,11 +18,8 @@ namespace occl::host {
 // tell "rank 2 called barrier() while I called allGather()" from a size mismatch.
 enum class Bootstrap::Op : uint32_t { kAllGather = 1, kBarrier = 2 };
 
-namespace {
-
-enum FrameType : uint32_t { kResult = 3, kError = 4, kGoodbye = 5, kPeerFailed = 6 };
-
 // The rendezvous messages, before the connection switches to frames.
+namespace bootstrap_wire {
 struct Hello {
   uint32_t magicVersion;
   int32_t rank;
@@ -39,56 +34,45 @@ struct Welcome {
   uint32_t messageBytes;
   uint64_t nonce;  // the communicator's nonce
 };
+}  // namespace bootstrap_wire
+using bootstrap_wire::Hello;
+using bootstrap_wire::Welcome;
 
-// A connection that never says hello (a port scanner, a rank that died) must not hold up the
-// others for the whole init timeout.
-constexpr int64_t kHelloWaitMs = 2000;
+// A connection accepted during the rendezvous whose hello has not fully arrived yet.
+struct Bootstrap::PendingHello {
+  Socket socket;
+  Hello hello{};
+  size_t got = 0;
+
+  // Reads what has arrived without blocking: true once the hello is complete, an error if the
+  // peer went away first.
+  Result<bool> read() {
+    while (got < sizeof(hello)) {
+      ssize_t n = ::recv(socket.fd(), reinterpret_cast<char*>(&hello) + got, sizeof(hello) - got, 0);
+      if (n > 0) {
+        got += static_cast<size_t>(n);
+      } else if (n == 0) {
+        return Status::error(occlRemoteError, "closed before saying hello");
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        return false;
+      } else if (errno != EINTR) {
+        return Status::systemError("recv", errno);
+      }
+    }
+    return true;
+  }
+};
+
+namespace {
+
+// Frame types after the rendezvous, besides the contributions (Op).
+enum FrameType : uint32_t { kResult = 3, kError = 4, kGoodbye = 5, kPeerFailed = 6, kAbort = 7 };
+
 // Goodbyes and failure notices are best effort: a peer that cannot take them is gone anyway.
 constexpr int64_t kNoticeWaitMs = 1000;
 constexpr uint32_t kMaxWelcomeMessage = 64 * 1024;
 
 const char* opName(uint32_t op) { return op == 2 ? "barrier" : "allGather"; }
-
-// Processes that fork after createUniqueId share the table, which is intended: the id names
-// the listener, not the process.
-class ListenerTable {
- public:
-  static ListenerTable& instance() {
-    static auto* table = new ListenerTable;  // leaked: must outlive other static destructors
-    return *table;
-  }
-  void put(uint64_t nonce, Socket listener) {
-    std::lock_guard lk(mu_);
-    listeners_[nonce] = std::move(listener);
-  }
-  std::optional<Socket> take(uint64_t nonce) {
-    std::lock_guard lk(mu_);
-    auto it = listeners_.find(nonce);
-    if (it == listeners_.end()) return std::nullopt;
-    Socket s = std::move(it->second);
-    listeners_.erase(it);
-    return s;
-  }
-
- private:
-  std::mutex mu_;
-  std::map<uint64_t, Socket> listeners_;
-};
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-uint64_t randomNonce() {
-  std::random_device rd;
-  uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  v ^= splitmix64(static_cast<uint64_t>(SteadyClock::now().time_since_epoch().count()) ^
-                  (static_cast<uint64_t>(::getpid()) << 40));
-  return v == 0 ? 1 : v;
-}
 
 occlResult_t resultFromWire(int32_t code) {
   return code > 0 && code < occlNumResults ? static_cast<occlResult_t>(code) : occlRemoteError;
@@ -107,19 +91,6 @@ std::pair<int32_t, std::string> decodeNote(const std::vector<char>& payload) {
   if (payload.size() < sizeof(value)) return {value, "(malformed notice)"};
   std::memcpy(&value, payload.data(), sizeof(value));
   return {value, std::string(payload.begin() + sizeof(value), payload.end())};
-}
-
-Result<Socket> takeOrBindListener(const UniqueIdData& id) {
-  if (auto listener = ListenerTable::instance().take(id.nonce)) return std::move(*listener);
-  SockAddr addr = id.rootAddress();
-  if (id.flags & UniqueIdData::kBindAny) addr = SockAddr::any(addr.family(), addr.port());
-  auto listener = Socket::listen(addr);
-  if (!listener.ok()) {
-    return listener.status().withContext(
-        "rank 0 cannot listen for the other ranks (rank 0 must run in the process that created the "
-        "unique id, and a launcher-given port must be free)");
-  }
-  return listener;
 }
 
 Status checkHello(const Hello& h, uint64_t idNonce, int nranks, const std::string& from) {
@@ -179,91 +150,6 @@ Status checkPiece(const Frame& f, uint32_t op, uint32_t seq, size_t bytes, int p
 }
 
 }  // namespace
-
-// ---- unique ids ----
-
-SockAddr UniqueIdData::rootAddress() const {
-  if (family == AF_INET6) {
-    sockaddr_in6 a{};
-    a.sin6_family = AF_INET6;
-    a.sin6_port = htons(port);
-    a.sin6_scope_id = scopeId;
-    std::memcpy(&a.sin6_addr, addr, sizeof(a.sin6_addr));
-    return SockAddr(reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  }
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  std::memcpy(&a.sin_addr, addr, sizeof(a.sin_addr));
-  return SockAddr(reinterpret_cast<sockaddr*>(&a), sizeof(a));
-}
-
-void UniqueIdData::setRootAddress(const SockAddr& address) {
-  family = static_cast<uint16_t>(address.family());
-  port = static_cast<uint16_t>(address.port());
-  std::memset(addr, 0, sizeof(addr));
-  if (family == AF_INET6) {
-    auto* in6 = reinterpret_cast<const sockaddr_in6*>(address.get());
-    std::memcpy(addr, &in6->sin6_addr, sizeof(in6->sin6_addr));
-    scopeId = in6->sin6_scope_id;
-  } else {
-    std::memcpy(addr, &reinterpret_cast<const sockaddr_in*>(address.get())->sin_addr, 4);
-    scopeId = 0;
-  }
-}
-
-void packUniqueId(const UniqueIdData& data, occlUniqueId* id) {
-  std::memset(id->internal, 0, sizeof(id->internal));
-  std::memcpy(id->internal, &data, sizeof(data));
-}
-
-Result<UniqueIdData> unpackUniqueId(const occlUniqueId& id) {
-  UniqueIdData data;
-  std::memcpy(&data, id.internal, sizeof(data));
-  if (data.magicVersion != kBootstrapMagicVersion) {
-    return Status::error(occlInvalidArgument,
-                         absl::StrFormat("unique id has magic/version 0x%08x, expected 0x%08x: not made by "
-                                         "occlGetUniqueId of this occl version, or corrupted in transit",
-                                         data.magicVersion, kBootstrapMagicVersion));
-  }
-  return data;
-}
-
-Result<UniqueIdData> createUniqueId() {
-  auto candidates = listenAddressCandidates();
-  if (!candidates.ok()) return candidates.status();
-  Status lastError = Status::error(occlSystemError, "no candidate address");
-  for (SockAddr addr : *candidates) {
-    addr.setPort(0);
-    auto listener = Socket::listen(addr);
-    auto bound = listener.ok() ? listener->localAddress() : Result<SockAddr>(listener.status());
-    if (!bound.ok()) {
-      lastError = bound.status();
-      continue;
-    }
-    UniqueIdData id;
-    id.magicVersion = kBootstrapMagicVersion;
-    id.nonce = randomNonce();
-    id.setRootAddress(*bound);
-    ListenerTable::instance().put(id.nonce, std::move(*listener));
-    return id;
-  }
-  return lastError.withContext("createUniqueId: cannot listen on any address of this host");
-}
-
-Result<UniqueIdData> uniqueIdFromAddress(const std::string& host, int port, uint64_t nonceSeed) {
-  if (port < 1 || port > 65535) {
-    return Status::error(occlInvalidArgument, absl::StrFormat("port %d is outside 1..65535", port));
-  }
-  auto addr = SockAddr::resolve(host, port);
-  if (!addr.ok()) return addr.status();
-  UniqueIdData id;
-  id.magicVersion = kBootstrapMagicVersion;
-  id.flags = UniqueIdData::kBindAny;
-  id.nonce = splitmix64(nonceSeed ^ (static_cast<uint64_t>(port) << 48));
-  id.setRootAddress(*addr);
-  return id;
-}
 
 // ---- rendezvous ----
 
@@ -326,16 +212,20 @@ Bootstrap::Link* Bootstrap::addLink(int peer, Socket socket, const std::string& 
 }
 
 Status Bootstrap::rendezvousAsRoot(const UniqueIdData& id, Deadline deadline) {
-  auto listener = takeOrBindListener(id);
+  auto listener = detail::takeRootListener(id);
   if (!listener.ok()) return listener.status();
-  nonce_ = (id.flags & UniqueIdData::kBindAny) ? randomNonce() : id.nonce;
-  if (auto addr = listener->localAddress(); addr.ok()) localAddress_ = *addr;
+  nonce_ = (id.flags & UniqueIdData::kBindAny) ? detail::randomNonce() : id.nonce;
+  if (auto addr = listener->localAddress(); addr.ok()) localAddress_ = *addr;  // for messages
   std::vector<Link*> byRank(nranks_, nullptr);
   if (auto st = acceptRanks(*listener, id.nonce, byRank, deadline); !st.ok()) {
     for (auto& link : links_) sendWelcomeError(link->socket, nranks_, st);
     return st;
   }
   std::sort(links_.begin(), links_.end(), [](auto& a, auto& b) { return a->peer < b->peer; });
+  // The listener may be bound to the wildcard; a connection knows the interface really used.
+  if (auto addr = links_.empty() ? listener->localAddress() : links_[0]->socket.localAddress(); addr.ok()) {
+    localAddress_ = *addr;
+  }
   Welcome w{kBootstrapMagicVersion, occlSuccess, nranks_, 0, nonce_};
   for (auto& link : links_) {
     if (auto st = link->socket.sendAll(&w, sizeof(w), deadline); !st.ok()) {
@@ -346,46 +236,67 @@ Status Bootstrap::rendezvousAsRoot(const UniqueIdData& id, Deadline deadline) {
 }
 
 Status Bootstrap::acceptRanks(Socket& listener, uint64_t idNonce, std::vector<Link*>& byRank, Deadline deadline) {
+  // Hellos are read as they trickle in, so a connection that never speaks (a port scanner, a
+  // rank that died) holds up nobody; it is simply dropped at the end.
+  std::vector<PendingHello> pending;
+  std::vector<pollfd> fds;
   for (int joined = 1; joined < nranks_;) {
-    auto conn = listener.accept(deadline);
-    if (!conn.ok() && conn.status().code != occlTimeout) return conn.status().withContext("accepting ranks");
-    if (!conn.ok()) {
-      std::vector<int> missing;
-      for (int r = 1; r < nranks_ && missing.size() < 16; ++r) {
-        if (byRank[r] == nullptr) missing.push_back(r);
+    if (SteadyClock::now() >= deadline) return missingRanksError(byRank, joined);
+    fds.assign(1, pollfd{listener.fd(), POLLIN, 0});
+    for (auto& p : pending) fds.push_back(pollfd{p.socket.fd(), POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), pollTimeoutMs(deadline)) <= 0) continue;  // EINTR or time's up
+    for (size_t i = pending.size(); i-- > 0;) {
+      if (fds[i + 1].revents == 0) continue;
+      auto complete = pending[i].read();
+      if (complete.ok() && !*complete) continue;
+      if (complete.ok()) {
+        if (auto st = admit(pending[i], idNonce, byRank); !st.ok()) return st;
+        ++joined;
       }
-      return Status::error(occlTimeout,
-                           absl::StrFormat("timed out after %d ms waiting for ranks [%s%s] to connect to %s "
-                                           "(%d of %d ranks joined)",
-                                           timeoutMs_, absl::StrJoin(missing, ", "),
-                                           nranks_ - joined > 16 ? ", ..." : "", localAddress_.toString(), joined,
-                                           nranks_));
+      pending.erase(pending.begin() + static_cast<ptrdiff_t>(i));
     }
-    Hello hello{};
-    Deadline helloDeadline = std::min(deadline, deadlineAfterMs(kHelloWaitMs));
-    if (!conn->recvAll(&hello, sizeof(hello), helloDeadline).ok()) continue;  // not a rank, or one that died
-    auto peer = conn->peerAddress();
-    std::string from = peer.ok() ? peer->toString() : "an unknown address";
-    Status st = checkHello(hello, idNonce, nranks_, from);
-    if (st.ok() && byRank[hello.rank] != nullptr) {
-      st = Status::error(occlInvalidUsage, absl::StrFormat("duplicate rank %d: claimed by %s and by %s", hello.rank,
-                                                           byRank[hello.rank]->name, from));
+    if (fds[0].revents == 0) continue;
+    for (auto conn = listener.accept(SteadyClock::now()); conn.ok(); conn = listener.accept(SteadyClock::now())) {
+      pending.push_back(PendingHello{std::move(*conn)});
     }
-    if (!st.ok()) {
-      sendWelcomeError(*conn, nranks_, st);
-      return st;
-    }
-    byRank[hello.rank] = addLink(hello.rank, std::move(*conn), from);
-    ++joined;
   }
   return Status::success();
+}
+
+Status Bootstrap::admit(PendingHello& conn, uint64_t idNonce, std::vector<Link*>& byRank) {
+  const Hello& hello = conn.hello;
+  auto peer = conn.socket.peerAddress();
+  std::string from = peer.ok() ? peer->toString() : "an unknown address";
+  Status st = checkHello(hello, idNonce, nranks_, from);
+  if (st.ok() && byRank[hello.rank] != nullptr) {
+    st = Status::error(occlInvalidUsage, absl::StrFormat("duplicate rank %d: claimed by %s and by %s", hello.rank,
+                                                         byRank[hello.rank]->name, from));
+  }
+  if (!st.ok()) {
+    sendWelcomeError(conn.socket, nranks_, st);
+    return st;
+  }
+  byRank[hello.rank] = addLink(hello.rank, std::move(conn.socket), from);
+  return Status::success();
+}
+
+Status Bootstrap::missingRanksError(const std::vector<Link*>& byRank, int joined) const {
+  std::vector<int> missing;
+  for (int r = 1; r < nranks_ && missing.size() < 16; ++r) {
+    if (byRank[r] == nullptr) missing.push_back(r);
+  }
+  return Status::error(occlTimeout,
+                       absl::StrFormat("timed out after %d ms waiting for ranks [%s%s] to connect to %s (%d of %d "
+                                       "ranks joined)",
+                                       timeoutMs_, absl::StrJoin(missing, ", "), nranks_ - joined > 16 ? ", ..." : "",
+                                       localAddress_.toString(), joined, nranks_));
 }
 
 Status Bootstrap::rendezvousAsLeaf(const UniqueIdData& id, Deadline deadline) {
   SockAddr rootAddr = id.rootAddress();
   std::string root = "the root (rank 0) at " + rootAddr.toString();
   auto conn = Socket::connect(rootAddr, deadline);
-  if (!conn.ok()) return conn.status().withContext("cannot reach " + root);
+  if (!conn.ok()) return conn.status().withContext("cannot reach the root (rank 0)");
   Hello hello{kBootstrapMagicVersion, rank_, nranks_, 0, id.nonce};
   if (auto st = conn->sendAll(&hello, sizeof(hello), deadline); !st.ok()) return st.withContext("greeting " + root);
   Welcome w{};
@@ -471,7 +382,11 @@ Status Bootstrap::rootCollective(Op op, uint32_t seq, char* data, size_t bytes, 
 Status Bootstrap::leafCollective(Op op, uint32_t seq, char* data, size_t bytes, Deadline deadline) {
   Link& root = *links_[0];
   char* mine = bytes > 0 ? data + rank_ * bytes : nullptr;
-  if (auto st = root.send(uint32_t(op), seq, mine, bytes, deadline); !st.ok()) return st;
+  if (auto st = root.send(uint32_t(op), seq, mine, bytes, deadline); !st.ok()) {
+    std::lock_guard lk(mu_);
+    // A root that closed or died breaks the send; waitFrame says which, more clearly.
+    if (!root.closed && !root.saidGoodbye && !failure_) return st;
+  }
   auto frame = waitFrame(root, deadline);
   if (!frame.ok()) return frame.status();
   if (frame->type == kError) {
@@ -529,7 +444,7 @@ void Bootstrap::monitorLoop() {
     }
     if (::poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
-      reportFailure(-1, absl::StrFormat("bootstrap monitor of rank %d: poll: %s", rank_, std::strerror(errno)));
+      reportFailure(-1, Status::systemError(absl::StrFormat("bootstrap monitor of rank %d: poll", rank_), errno).message);
       return;
     }
     if (fds[0].revents != 0) {
@@ -557,6 +472,10 @@ void Bootstrap::dispatch(Link& link, Frame frame) {
   if (frame.type == kPeerFailed) {
     auto [rank, why] = decodeNote(frame.payload);
     reportFailure(rank, why);
+    return;
+  }
+  if (frame.type == kAbort) {
+    reportFailure(link.peer, absl::StrFormat("%s aborted: %s", link.name, decodeNote(frame.payload).second));
     return;
   }
   std::lock_guard lk(mu_);
@@ -630,29 +549,30 @@ void Bootstrap::setFailureCallback(FailureCallback callback) {
 
 // ---- shutdown ----
 
-void Bootstrap::sendGoodbyes() {
-  for (auto& link : links_) {
-    (void)link->send(kGoodbye, 0, nullptr, 0, deadlineAfterMs(kNoticeWaitMs));
-    link->socket.shutdownWrite();
-  }
-}
+Status Bootstrap::close() { return finish(kGoodbye, {}); }
 
-Status Bootstrap::close() {
+Status Bootstrap::abort(const std::string& why) { return finish(kAbort, encodeNote(rank_, why)); }
+
+Status Bootstrap::finish(uint32_t farewell, const std::vector<char>& note) {
   if (closed_.exchange(true)) return Status::success();
   {
     std::lock_guard lk(mu_);
     closing_ = true;
     cv_.notify_all();
   }
-  // Only an established bootstrap says goodbye: after a failed rendezvous the peers already
-  // have their answer. The monitor stops first, so that a failure notice it is sending goes
-  // out before our goodbye; sockets stay open until destruction, so no reset overtakes either.
+  // The monitor stops first, so that a failure notice it is sending goes out before our
+  // farewell. Only an established bootstrap says farewell: after a failed rendezvous the peers
+  // already have their answer. Sockets stay open until destruction, so no reset overtakes it.
   bool established = monitor_.joinable();
   stopping_.store(true);
   uint64_t one = 1;
   (void)!::write(wakeFd_, &one, sizeof(one));
   if (monitor_.joinable() && monitor_.get_id() != std::this_thread::get_id()) monitor_.join();
-  if (established) sendGoodbyes();
+  if (!established) return Status::success();
+  for (auto& link : links_) {
+    (void)link->send(farewell, 0, note.data(), note.size(), deadlineAfterMs(kNoticeWaitMs));
+    link->socket.shutdownWrite();
+  }
   return Status::success();
 }
 

@@ -37,7 +37,7 @@ struct UniqueIdData {
 
   uint32_t magicVersion = 0;
   uint32_t flags = 0;
-  uint64_t nonce = 0;    // random per id; names shm segments together with the rank
+  uint64_t nonce = 0;    // random per id (kBindAny: derived); name shm with Bootstrap::nonce()
   uint16_t family = 0;   // AF_INET or AF_INET6
   uint16_t port = 0;     // host byte order
   uint32_t scopeId = 0;  // IPv6 scope (link-local addresses)
@@ -61,6 +61,13 @@ Result<UniqueIdData> createUniqueId();
 // `port` on all interfaces, the others connect to `host`. Every rank must pass the same
 // nonceSeed; the nonce ranks finally agree on (Bootstrap::nonce) is chosen at random by rank 0.
 Result<UniqueIdData> uniqueIdFromAddress(const std::string& host, int port, uint64_t nonceSeed);
+
+namespace detail {
+// For Bootstrap: the listener createUniqueId left in this process, or a fresh one bound to the
+// id's address (the wildcard for kBindAny ids).
+Result<Socket> takeRootListener(const UniqueIdData& id);
+uint64_t randomNonce();
+}  // namespace detail
 
 using FailureCallback = std::function<void(int rank, const std::string& why)>;
 
@@ -97,15 +104,21 @@ class Bootstrap {
   // Orderly shutdown: says goodbye to the peers (so they do not report a failure) and stops the
   // monitor. Idempotent; the destructor calls it.
   Status close();
+  // Shutdown that the peers must hear about: their failure callbacks fire with this rank and
+  // "rank r aborted: <why>" (the root forwards it to everyone). For occlCommAbort.
+  Status abort(const std::string& why);
 
  private:
   struct Link;
+  struct PendingHello;
   enum class Op : uint32_t;
 
   Bootstrap(int rank, int nranks, int64_t timeoutMs);
   Status rendezvousAsRoot(const UniqueIdData& id, Deadline deadline);
   Status rendezvousAsLeaf(const UniqueIdData& id, Deadline deadline);
   Status acceptRanks(Socket& listener, uint64_t idNonce, std::vector<Link*>& byRank, Deadline deadline);
+  Status admit(PendingHello& conn, uint64_t idNonce, std::vector<Link*>& byRank);
+  Status missingRanksError(const std::vector<Link*>& byRank, int joined) const;
   Link* addLink(int peer, Socket socket, const std::string& address);
 
   Status collective(Op op, void* data, size_t bytesPerRank);
@@ -120,7 +133,7 @@ class Bootstrap {
   void onLinkClosed(Link& link, const std::string& why);
   void reportFailure(int rank, const std::string& why);
   void propagateFailure(int rank, const std::string& why);
-  void sendGoodbyes();
+  Status finish(uint32_t farewell, const std::vector<char>& note);
 
   const int rank_;
   const int nranks_;

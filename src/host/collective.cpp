@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "host/algorithms.hpp"
 #include "primitives/dtypes.hpp"
+#include "primitives/reduce_ops.hpp"
 
 namespace occl::host {
 namespace {
@@ -24,17 +25,30 @@ DeviceStep flatten(const ir::Step& s) {
   return d;
 }
 
-// Elements of the user's send and receive buffers, NCCL's definitions.
-std::pair<uint64_t, uint64_t> bufferElems(int type, uint64_t count, int nRanks) {
-  uint64_t n = static_cast<uint64_t>(nRanks);
-  switch (type) {
+// Elements of the user's send and receive buffers, NCCL's definitions. Only the root reads a
+// Broadcast's sendbuf or writes a Reduce's recvbuf; the other ranks may pass NULL there.
+std::pair<uint64_t, uint64_t> bufferElems(const occlCollDesc_t& d, int rank, int nRanks) {
+  const uint64_t n = static_cast<uint64_t>(nRanks), count = d.count;
+  const bool root = rank == d.root;
+  switch (d.type) {
     case occlCollAllGather: return {count, count * n};
     case occlCollReduceScatter: return {count * n, count};
     case occlCollAllToAll: return {count * n, count * n};
+    case occlCollBroadcast: return {root ? count : 0, count};
+    case occlCollReduce: return {count, root ? count : 0};
     case occlCollSend: return {count, 0};
     case occlCollRecv: return {0, count};
     default: return {count, count};
   }
+}
+
+// The peer's registration is known only as a hash, so the message lists what must match and what
+// this rank registered, for the user to compare with the peer's.
+std::string mismatchMessage(uint64_t collId, const occlCollDesc_t& d, int peer) {
+  return absl::StrFormat("collId 0x%x: rank %d registered it differently (type, count, datatype, op, root, "
+                         "algorithm and blocks must match on every rank); this rank registered %s count=%d "
+                         "datatype=%s op=%s root=%d",
+                         collId, peer, collTypeName(d.type), d.count, dtypeName(d.datatype), ops::opName(d.op), d.root);
 }
 
 FifoHandle handleOf(const transport::ConnectorMemory& m, uint32_t nSlots, uint64_t slotBytes) {
@@ -62,6 +76,10 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   const ir::Program& program = choice.value().program;
   const ir::RankProgram& mine = program.ranks.at(setup.rank);
   const uint32_t nBlocks = static_cast<uint32_t>(mine.blocks.size());
+  // The daemon would never pick up a submission with no block, so its callback would never fire.
+  if (nBlocks == 0)
+    return Status::error(occlInvalidArgument, absl::StrFormat("algorithm %s gives rank %d no part in %s",
+                                                              program.name, setup.rank, collTypeName(desc.type)));
 
   // Geometry: overflow-checked sizes, chunks and tiles.
   const uint64_t elemBytes = dtypeSize(desc.datatype);
@@ -82,12 +100,13 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
                          absl::StrFormat("desc.count = %d needs %d tiles of %d bytes; at most %d: raise "
                                          "config.connectorSlotBytes",
                                          desc.count, nTiles, cfg.connectorSlotBytes, kMaxTiles - 1));
-  std::tie(sendElems_, recvElems_) = bufferElems(desc.type, desc.count, setup.nRanks);
+  std::tie(sendElems_, recvElems_) = bufferElems(desc, setup.rank, setup.nRanks);
 
   desc_.signature = registrationSignature(desc, setup.rank, setup.nRanks, program.name, static_cast<int>(nBlocks),
                                           static_cast<uint32_t>(cfg.connectorSlots), cfg.connectorSlotBytes);
   desc_.dtype = static_cast<uint8_t>(desc.datatype);
-  desc_.redOp = static_cast<uint8_t>(desc.op);
+  // Copies dispatch on (dtype, op) too, so an op a non-reducing collective ignores must not stay invalid.
+  desc_.redOp = static_cast<uint8_t>(collectiveReduces(desc.type) ? desc.op : occlSum);
   desc_.collType = static_cast<uint8_t>(desc.type);
   desc_.ragged = program.raggedChunksAllowed && total % nChunks != 0;
   desc_.nBlocks = nBlocks;
@@ -131,29 +150,25 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
     plans[b].nSteps = static_cast<uint32_t>(bp.steps.size());
     if (bp.sendPeer >= 0) {
       transport::ConnectorKey key{desc_.collId, setup.rank, bp.sendPeer, bp.channel};
-      auto mem = setup.connectors->attach(key, slots, cfg.connectorSlotBytes);
+      auto mem = setup.connectors->attach(key, transport::ConnectorEnd::Sender, slots, cfg.connectorSlotBytes);
       if (!mem.ok()) return mem.status();
       connectors_.push_back(mem.value());
       plans[b].send = handleOf(*mem.value(), slots, cfg.connectorSlotBytes);
-      atomics::storeRelease(&plans[b].send.header->senderSig, desc_.signature);
-      if (plans[b].send.peerSignatureDiffers(desc_.signature, true))
-        return Status::error(occlInvalidUsage,
-                             absl::StrFormat("collId 0x%x: rank %d registered it differently (type, count, datatype, op, "
-                                             "root, algorithm and blocks must match on every rank)",
-                                             desc_.collId, bp.sendPeer));
+      Result<uint64_t> peerSig = mem.value()->exchangeSignature(/*isSender=*/true, desc_.signature);
+      if (!peerSig.ok()) return peerSig.status();
+      if (peerSig.value() != 0 && peerSig.value() != desc_.signature)
+        return Status::error(occlInvalidUsage, mismatchMessage(desc_.collId, desc, bp.sendPeer));
     }
     if (bp.recvPeer >= 0) {
       transport::ConnectorKey key{desc_.collId, bp.recvPeer, setup.rank, bp.channel};
-      auto mem = setup.connectors->attach(key, slots, cfg.connectorSlotBytes);
+      auto mem = setup.connectors->attach(key, transport::ConnectorEnd::Receiver, slots, cfg.connectorSlotBytes);
       if (!mem.ok()) return mem.status();
       connectors_.push_back(mem.value());
       plans[b].recv = handleOf(*mem.value(), slots, cfg.connectorSlotBytes);
-      atomics::storeRelease(&plans[b].recv.header->receiverSig, desc_.signature);
-      if (plans[b].recv.peerSignatureDiffers(desc_.signature, false))
-        return Status::error(occlInvalidUsage,
-                             absl::StrFormat("collId 0x%x: rank %d registered it differently (type, count, datatype, op, "
-                                             "root, algorithm and blocks must match on every rank)",
-                                             desc_.collId, bp.recvPeer));
+      Result<uint64_t> peerSig = mem.value()->exchangeSignature(/*isSender=*/false, desc_.signature);
+      if (!peerSig.ok()) return peerSig.status();
+      if (peerSig.value() != 0 && peerSig.value() != desc_.signature)
+        return Status::error(occlInvalidUsage, mismatchMessage(desc_.collId, desc, bp.recvPeer));
     }
   }
   Result<void*> planMem = allocDaemon(nBlocks * sizeof(BlockPlan));

@@ -72,6 +72,12 @@ class Collective {
 
   occlCollStats_t stats(Backend& backend) const;
 
+  // After an abort: a peer that waits on this rank through any of these connectors fails with
+  // `status` instead of waiting for data that will never come.
+  void poisonConnectors(uint32_t status) const {
+    for (const auto& c : connectors_) FifoHandle{c->header(), c->data(), 0, 0, 0}.poisonWith(status);
+  }
+
  private:
   Collective() = default;
   Status build(const CollectiveSetup& setup, const occlCollDesc_t& desc);

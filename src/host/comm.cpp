@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string_view>
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -20,6 +21,16 @@ void backoff(int attempt) {
     return;
   }
   std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
+// A host daemon's spin round yields the core, and a yield costs as much as the other runnable
+// threads on that core take; with 8 ranks on 2 cores, thousands of rounds on an absent peer last
+// tens of milliseconds and starve the ranks that could progress. So host rounds are also bounded
+// in time, at the length of a GPU round (a 64 ns sleep), and the spin thresholds mean about the
+// same time on both backends. The GPU's rounds are that fixed sleep: counting them is enough.
+uint32_t spinRoundNs(const Backend& backend) {
+  constexpr uint32_t kHostSpinRoundNs = 64;
+  return std::string_view(backend.name()) == "host" ? kHostSpinRoundNs : 0;
 }
 
 }  // namespace
@@ -78,7 +89,7 @@ Status Comm::allocateDaemonState() {
                          config_.spinThresholdMax, config_.spinThresholdMin, config_.spinThresholdStep,
                          config_.spinThresholdBoost, config_.priorityPollInterval,
                          static_cast<uint32_t>(config_.forcePreempt != 0),
-                         static_cast<uint32_t>(config_.disablePreemption != 0), 0};
+                         static_cast<uint32_t>(config_.disablePreemption != 0), spinRoundNs(*backend_)};
   e.cqPublished = reinterpret_cast<uint64_t*>(counterBase + 64);
   e.abortFlag = reinterpret_cast<uint32_t*>(counterBase + 128);
   for (uint32_t b = 0; b < nBlocks; ++b) {
@@ -100,7 +111,7 @@ Status Comm::start() {
 }
 
 Comm::~Comm() {
-  if (started_ && !stopped_) abort(occlAborted);
+  if (started_ && !stopped_) (void)abort(occlAborted);
   shutdown();
   byId_.clear();
   for (auto& page : hostPages_) page.reset();
@@ -112,42 +123,63 @@ Comm::~Comm() {
 }
 
 void Comm::shutdown() {
-  if (!started_ || stopped_) return;
-  stopped_ = true;
+  if (!started_ || stopped_.exchange(true)) return;
   {
     std::lock_guard<std::mutex> lock(submitMu_);
     Status s = pushSqe(SqeView{kSqeExit, 0, 0, 0, 0});
     if (!s.ok()) atomics::storeRelease(env_->abortFlag, static_cast<uint32_t>(occlAborted));
   }
   backend_->notifySubmission();
-  backend_->stop();
+  (void)backend_->stop();
   stopPoller_.store(true, std::memory_order_release);
   poller_.join();
-  if (bootstrap_) bootstrap_->close();
+  if (bootstrap_) (void)bootstrap_->close();
 }
 
 Status Comm::finalize() {
+  if (onPollerThread())
+    return Status::error(occlInvalidUsage, "occlCommFinalize called from a callback: it would wait for itself");
   if (stopped_) return Status::error(occlInvalidUsage, "the communicator is already finalized or aborted");
   int64_t timeout = config_.collTimeoutMs > 0 ? config_.collTimeoutMs : -1;
   Status waited = waitAll(timeout);
   if (!waited.ok()) {
-    abort(occlTimeout);
+    (void)abort(occlTimeout);
     return waited;
   }
+  // Ranks in other processes: once every rank is here, every connector a peer will ever join has
+  // been joined, so destroying the communicator may remove the shm segments that were not. After
+  // a peer failure there is no one to wait for: finalize stops locally.
+  const bool peersAlive = asyncError_.load() == occlSuccess;
+  Status together = bootstrap_ && peersAlive ? bootstrap_->barrier() : Status::success();
   shutdown();
-  return Status::success();
+  return together.withContext("occlCommFinalize: waiting for every rank to finalize");
 }
 
 Status Comm::abort(occlResult_t reason) {
-  setAsyncError(reason, reason == occlAborted ? "the communicator was aborted" : "a peer failed");
+  setAsyncError(reason, reason == occlAborted ? "the communicator was aborted"
+                                              : "finalize timed out: pending submissions were failed");
   atomics::storeRelease(env_->abortFlag, static_cast<uint32_t>(reason));
   shutdown();
+  // The daemon poisoned the connectors of what was pending; those of every other registered
+  // collective go too, or a peer that submits one later would wait for this rank until its timeout.
+  std::lock_guard<std::mutex> lock(submitMu_);
+  for (const auto& [collId, coll] : byId_) coll->poisonConnectors(occlRemoteError);
   return Status::success();
+}
+
+void Comm::failFromPeer(const std::string& why) {
+  setAsyncError(occlRemoteError, why);
+  uint32_t expected = 0;  // an abort already under way keeps its own reason
+  atomics::compareExchange(env_->abortFlag, expected, static_cast<uint32_t>(occlRemoteError));
+  backend_->notifySubmission();  // a parked daemon block must see the flag and fail its tasks
 }
 
 void Comm::setAsyncError(occlResult_t code, const std::string& why) {
   occlResult_t expected = occlSuccess;
-  if (asyncError_.compare_exchange_strong(expected, code)) record(Status::error(code, why));
+  if (!asyncError_.compare_exchange_strong(expected, code)) return;
+  std::lock_guard<std::mutex> lock(errorMu_);
+  lastError_ = why;
+  asyncWhy_ = why;
 }
 
 occlResult_t Comm::record(const Status& s) {
@@ -287,14 +319,19 @@ Status Comm::validateBuffers(const Collective& c, const void* sendbuf, const voi
 }
 
 Status Comm::submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg) {
-  if (stopped_ || atomics::loadAcquire(env_->abortFlag) != 0)
-    return Status::error(occlInvalidUsage, "the communicator is finalized or aborted");
+  if (stopped_) return Status::error(occlInvalidUsage, "the communicator is finalized or aborted");
+  if (atomics::loadAcquire(env_->abortFlag) != 0) {
+    std::lock_guard<std::mutex> error(errorMu_);
+    occlResult_t code = asyncError();  // a peer failed: say which, not "finalized"
+    return Status::error(code != occlSuccess ? code : occlInvalidUsage, asyncWhy_);
+  }
   std::unique_lock<std::mutex> lock(submitMu_);
   auto it = byId_.find(collId);
   if (it == byId_.end())
     return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));
   Collective& c = *it->second;
   if (Status s = validateBuffers(c, sendbuf, recvbuf); !s.ok()) return s;
+  if (Status s = backend_->checkUserBuffers(sendbuf, recvbuf); !s.ok()) return s;
   if (c.inFlight() >= c.window())
     return Status::error(occlInProgress,
                          absl::StrFormat("collId 0x%x already has %d submissions in flight (config.maxInflightPerColl); "

@@ -52,7 +52,14 @@ class Comm {
   Status finalize();
   // Fails every pending submission with `reason` and stops the daemon without waiting for peers.
   Status abort(occlResult_t reason);
+  // A peer process died (called on the bootstrap's monitor thread): fails what is pending and
+  // every later submission with occlRemoteError. It stops nothing: finalize/destroy do that on
+  // the user's thread, so a destroy that races with this call never frees what it uses.
+  void failFromPeer(const std::string& why);
   occlResult_t asyncError() const { return asyncError_.load(std::memory_order_acquire); }
+  // Callbacks run on the poller: waiting for or stopping the communicator there would wait for
+  // the very thread that asks.
+  bool onPollerThread() const { return std::this_thread::get_id() == poller_.get_id(); }
 
   // Records `s` as this communicator's last error and returns its code.
   occlResult_t record(const Status& s);
@@ -104,11 +111,12 @@ class Comm {
   std::thread poller_;
   std::atomic<bool> stopPoller_{false};
   bool started_ = false;
-  bool stopped_ = false;
+  std::atomic<bool> stopped_{false};  // read by submissions from callbacks on the poller thread
 
   std::atomic<occlResult_t> asyncError_{occlSuccess};
   mutable std::mutex errorMu_;
   std::string lastError_;
+  std::string asyncWhy_;  // the message of asyncError_, kept apart from later errors
 };
 
 }  // namespace occl::host

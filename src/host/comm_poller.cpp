@@ -9,6 +9,10 @@
 
 namespace occl::host {
 
+namespace {
+constexpr int64_t kIdleParkUs = 20000;
+}  // namespace
+
 void Comm::pollerLoop() {
   uint64_t consumed = 0;
   uint32_t cursor = 0;
@@ -26,7 +30,10 @@ void Comm::pollerLoop() {
     if (any) continue;
     // The daemon is joined before stopPoller_ is set, so nothing can arrive after this check.
     if (stopPoller_.load(std::memory_order_acquire) && consumed == atomics::loadAcquire(env_->cqPublished)) return;
-    backend_->waitForCompletion(consumed, 1000);
+    // Nothing outstanding: no CQE can come before the next submission, whose completion rings
+    // the poller awake anyway, so park long and leave an idle communicator really idle.
+    const bool idle = firedTotal_.load(std::memory_order_acquire) == submittedTotal_.load(std::memory_order_acquire);
+    backend_->waitForCompletion(consumed, idle ? kIdleParkUs : 1000);
   }
 }
 
@@ -80,6 +87,8 @@ void Comm::fireInOrder(uint32_t index) {
 }
 
 Status Comm::waitAll(int64_t timeoutMs) {
+  if (onPollerThread())
+    return Status::error(occlInvalidUsage, "occlCommWaitAll called from a callback: it would wait for itself");
   const uint64_t target = submittedTotal_.load(std::memory_order_acquire);
   auto done = [&] { return firedTotal_.load(std::memory_order_acquire) >= target; };
   if (done()) return Status::success();

@@ -3,6 +3,7 @@
 // ranks share few cores; a block with nothing queued for idleQuitUs quits, i.e. parks on the
 // submission doorbell until the next SQE.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -18,7 +19,7 @@ namespace {
 class HostBackend : public Backend {
  public:
   explicit HostBackend(const occlConfig_t& config) : idleQuitUs_(config.idleQuitUs) {}
-  ~HostBackend() override { stop(); }
+  ~HostBackend() override { (void)stop(); }
 
   Result<void*> allocShared(size_t bytes) override { return allocZeroed(bytes); }
   Result<void*> allocDaemon(size_t bytes) override { return allocZeroed(bytes); }
@@ -46,14 +47,20 @@ class HostBackend : public Backend {
   void notifySubmission() override { submissions_.ring(); }
 
   void waitForCompletion(uint64_t consumed, int64_t timeoutUs) override {
-    completions_.park(timeoutUs, [&] { return atomics::loadAcquire(env_->cqPublished) > consumed; });
+    completions_.park(timeoutUs, [&] {
+      return atomics::loadAcquire(env_->cqPublished) > consumed || stopped_.load(std::memory_order_acquire);
+    });
   }
 
+  // Also wakes the poller: an idle poller parks for long (comm_poller.cpp) and must not make
+  // every shutdown wait for its timeout.
   Status stop() override {
     for (auto& t : threads_) {
       if (t.joinable()) t.join();
     }
     threads_.clear();
+    stopped_.store(true, std::memory_order_release);
+    completions_.ring();
     return Status::success();
   }
 
@@ -111,6 +118,7 @@ class HostBackend : public Backend {
   int64_t idleQuitUs_;
   DaemonEnv* env_ = nullptr;
   std::vector<std::thread> threads_;
+  std::atomic<bool> stopped_{false};
   Doorbell submissions_;
   Doorbell completions_;
 };

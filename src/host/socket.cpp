@@ -59,29 +59,31 @@ bool sameEndpoint(const SockAddr& a, const SockAddr& b) {
   return a.len() == b.len() && std::memcmp(a.get(), b.get(), a.len()) == 0;
 }
 
-// One attempt: the connected socket, or the errno that stopped it.
-Result<Socket> connectOnce(const SockAddr& addr, Deadline deadline, int* err) {
+// One attempt: 0 and the connected socket in `out`, or the errno that stopped it.
+int connectOnce(const SockAddr& addr, Deadline deadline, Socket& out) {
   Socket s(::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!s.valid()) return Status::systemError("socket", *err = errno);
+  if (!s.valid()) return errno;
   if (::connect(s.fd(), addr.get(), addr.len()) != 0) {
-    if (errno != EINPROGRESS && errno != EINTR) return Status::systemError("connect", *err = errno);
-    auto ready = waitFor(s.fd(), POLLOUT, deadline);
-    if (!ready.ok()) return ready.status();
-    if (!*ready) return Status::systemError("connect", *err = ETIMEDOUT);
+    if (errno != EINPROGRESS && errno != EINTR) return errno;
+    pollfd p{s.fd(), POLLOUT, 0};
+    int rc;
+    while ((rc = ::poll(&p, 1, pollTimeoutMs(deadline))) < 0 && errno == EINTR) {
+    }
+    if (rc < 0) return errno;
+    if (rc == 0) return ETIMEDOUT;
     int soErr = 0;
     socklen_t len = sizeof(soErr);
-    ::getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &soErr, &len);
-    if (soErr != 0) return Status::systemError("connect", *err = soErr);
+    if (::getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &soErr, &len) != 0) return errno;
+    if (soErr != 0) return soErr;
   }
   // Retrying a local port in the ephemeral range can connect the socket to itself (TCP
   // simultaneous open); that is "nobody listening yet", not a peer.
   auto local = s.localAddress();
   auto peer = s.peerAddress();
-  if (local.ok() && peer.ok() && sameEndpoint(*local, *peer)) {
-    return Status::systemError("connect", *err = ECONNREFUSED);
-  }
+  if (local.ok() && peer.ok() && sameEndpoint(*local, *peer)) return ECONNREFUSED;
   configureConnection(s.fd());
-  return s;
+  out = std::move(s);
+  return 0;
 }
 
 void appendAddress(const sockaddr* sa, std::vector<SockAddr>& v4, std::vector<SockAddr>& v6,
@@ -103,7 +105,10 @@ bool interfaceMatches(const std::string& name, const std::vector<std::string>& p
 
 }  // namespace
 
-Deadline deadlineAfterMs(int64_t ms) { return SteadyClock::now() + std::chrono::milliseconds(ms); }
+Deadline deadlineAfterMs(int64_t ms) {
+  // Clamped so that "practically never" (INT64_MAX) cannot overflow the clock into the past.
+  return SteadyClock::now() + std::chrono::milliseconds(std::clamp<int64_t>(ms, 0, int64_t{1} << 40));
+}
 
 int pollTimeoutMs(Deadline deadline) {
   auto left = deadline - SteadyClock::now();
@@ -150,8 +155,8 @@ int SockAddr::port() const {
 }
 
 void SockAddr::setPort(int port) {
-  if (family() == AF_INET) reinterpret_cast<sockaddr_in*>(&storage_)->sin_port = htons(port);
-  if (family() == AF_INET6) reinterpret_cast<sockaddr_in6*>(&storage_)->sin6_port = htons(port);
+  if (family() == AF_INET) reinterpret_cast<sockaddr_in*>(&storage_)->sin_port = htons(static_cast<uint16_t>(port));
+  if (family() == AF_INET6) reinterpret_cast<sockaddr_in6*>(&storage_)->sin6_port = htons(static_cast<uint16_t>(port));
 }
 
 bool SockAddr::isLoopback() const {
@@ -207,18 +212,20 @@ Result<Socket> Socket::connect(const SockAddr& addr, Deadline deadline) {
   auto start = SteadyClock::now();
   auto backoff = std::chrono::milliseconds(10);
   while (true) {
-    int err = 0;
-    auto s = connectOnce(addr, deadline, &err);
-    if (s.ok()) return s;
-    if (!isTransientConnectError(err)) return s.status().withContext(absl::StrFormat("to %s", addr.toString()));
-    if (SteadyClock::now() + backoff >= deadline) {
-      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - start);
+    Socket s;
+    int err = connectOnce(addr, deadline, s);
+    if (err == 0) return s;
+    if (!isTransientConnectError(err)) return Status::systemError("connect to " + addr.toString(), err);
+    auto now = SteadyClock::now();
+    if (now >= deadline) {
+      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
       return Status::error(occlTimeout,
                            absl::StrFormat("connect to %s did not succeed within %d ms (last error: %s)",
                                            addr.toString(), waited.count(),
                                            std::generic_category().message(err)));
     }
-    std::this_thread::sleep_for(backoff);
+    // The last attempt happens at the deadline, so a peer that comes up late is still found.
+    std::this_thread::sleep_for(std::min<SteadyClock::duration>(backoff, deadline - now));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
   }
 }
@@ -347,6 +354,16 @@ Result<std::vector<SockAddr>> listenAddressCandidates() {
         (a.isLoopback() ? loopback : external).push_back(a);
       }
       ::freeaddrinfo(res);
+    }
+  }
+  // Debian-style hosts map their name to 127.0.1.1: then an interface of the host is a better
+  // guess than loopback, which only works on one node.
+  if (external.empty()) {
+    if (auto ifs = interfaceAddresses("^lo,docker,virbr,veth"); ifs.ok()) {
+      for (const SockAddr& a : *ifs) {
+        auto* in6 = reinterpret_cast<const sockaddr_in6*>(a.get());
+        if (a.family() == AF_INET || !IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr)) external.push_back(a);
+      }
     }
   }
   external.insert(external.end(), loopback.begin(), loopback.end());

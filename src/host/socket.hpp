@@ -84,8 +84,9 @@ class Socket {
 };
 
 // Where the root of a rendezvous should listen, best first: the interfaces named by
-// OCCL_SOCKET_IFNAME if set (an error if none matches), else this host's hostname addresses
-// (non-loopback first), else 127.0.0.1.
+// OCCL_SOCKET_IFNAME if set (an error if none matches); else the non-loopback addresses of this
+// host's name, or if it has none (127.0.1.1 style /etc/hosts) those of its interfaces other than
+// lo/docker/virbr/veth (no IPv6 link-local); then the loopback ones, then 127.0.0.1.
 Result<std::vector<SockAddr>> listenAddressCandidates();
 // Addresses of the interfaces matching `spec`: comma-separated name prefixes ("eth,ib"), a
 // leading '=' for exact names ("=eth0"), a leading '^' to exclude ("^docker,lo"). IPv4 first;

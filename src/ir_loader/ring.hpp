@@ -1,14 +1,58 @@
 // Generators of the built-in algorithms, in the same Program form the MSCCL-IR loader produces.
+//
+// Every generated program reads only from the input buffer and writes only to the output buffer
+// (plus scratch), so one program serves in-place and out-of-place submissions (NCCL's in-place
+// positions: AllGather sendbuf == recvbuf + rank*count, ReduceScatter recvbuf == sendbuf +
+// rank*count). Every program allows ragged chunks and works for any count: each transfer pairs
+// chunks of equal length on both ends of its connector. The ring programs number chunks rank-major
+// (chunk q*C + k is rank q's share on channel k), and with total = count*nRanks split in
+// nRanks*C chunks, chunk q*C + k spans [q*count + k*count/C, q*count + (k+1)*count/C) (floors):
+// its length depends on k only, so pairing chunks of one channel is always exact.
 #pragma once
 
 #include "ir_loader/program.hpp"
 
 namespace occl::ir {
 
+// Step builders shared by the generators. A step that only reads (s, rrs) or only writes (r, rcs)
+// names one chunk, kept in both src and dst so that either field gives its length.
+inline Step stepAt(OpType op, BufferKind buf, int chunk, bool postOp = false) {
+  return Step{.op = op, .srcBuf = buf, .dstBuf = buf, .srcOff = chunk, .dstOff = chunk, .postOp = postOp};
+}
+inline Step stepFromTo(OpType op, BufferKind src, int srcChunk, BufferKind dst, int dstChunk, bool postOp = false) {
+  return Step{.op = op, .srcBuf = src, .dstBuf = dst, .srcOff = srcChunk, .dstOff = dstChunk, .postOp = postOp};
+}
+
 // Ring AllReduce over nRanks ranks on nChannels channels (one daemon block each): a
-// reduce-scatter phase (s, rrs..., rrcs) followed by an all-gather phase (rcs..., r). Reads come
-// from the input buffer and writes go to the output buffer, so the same program serves in-place
-// (input == output) and out-of-place submissions.
+// reduce-scatter phase (s, rrs..., rrcs) followed by an all-gather phase (rcs..., r).
 Program makeRingAllReduce(int nRanks, int nChannels);
+
+// Ring AllGather: each rank copies its input into its output share and sends it around the ring
+// (s, rcs..., r).
+Program makeRingAllGather(int nRanks, int nChannels);
+
+// Ring ReduceScatter: partial sums travel the ring (s, rrs...) and the last hop stores the final
+// value into the owner's output (rrc, where avg divides).
+Program makeRingReduceScatter(int nRanks, int nChannels);
+
+// Chain Reduce to `root`: root+1 sends, the ranks after it reduce and forward, root stores.
+// Tiles pipeline the chain, so one chunk per channel keeps every link busy.
+Program makeChainReduce(int nRanks, int nChannels, int root);
+
+// Chain Broadcast from `root`: root copies and sends, the others store and forward, the last
+// rank before root only stores.
+Program makeChainBroadcast(int nRanks, int nChannels, int root);
+
+// AllToAll over nBlocks daemon blocks. A block owns one send and one receive connector, so block b
+// uses a fixed stride s_b (1, n-1, 2, n-2, ...): it sends to rank+s_b and receives from rank-s_b.
+// With nBlocks >= nRanks-1 every stride exists and every pair exchanges directly (MSCCL's
+// allpairs, one hop). With fewer blocks (the default config has one), the data for distance d
+// travels k hops over the stride ring with the fewest hops (k*s = d mod n), intermediate ranks
+// forwarding it through one scratch chunk.
+Program makeAllToAll(int nRanks, int nBlocks);
+
+// Point-to-point: `sender` sends its input to `receiver`'s output over nChannels blocks, each
+// carrying one ragged chunk. Every other rank has no blocks: it takes no part.
+Program makeSendRecv(int nRanks, int nChannels, int sender, int receiver);
 
 }  // namespace occl::ir

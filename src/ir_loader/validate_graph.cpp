@@ -2,6 +2,7 @@
 // freedom. Every tile runs each block's steps once, in order; a step waits for its dependency and
 // (if it receives) for the matching send. Connectors hold at least two slots, so within one tile
 // a send never waits for its receiver: the waits of one tile form a graph that must be acyclic.
+// The same graph's order drives markPostOps(), which finds where a reduction completes.
 #include <algorithm>
 #include <map>
 #include <tuple>

@@ -40,6 +40,10 @@ static_assert(sizeof(Half) == 2 && alignof(Half) == 2, "Half crosses the bus as 
 static_assert(sizeof(BFloat16) == 2 && alignof(BFloat16) == 2, "BFloat16 crosses the bus as 2 bytes");
 static_assert(std::is_trivially_copyable_v<Half> && std::is_trivially_copyable_v<BFloat16>);
 
+// The 16-bit floating types: stored as bits, computed in float.
+template <typename T>
+inline constexpr bool kIsReducedFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
 // ---- Bit-level conversions (exact; the host path, and the reference for the device path) ----
 
 namespace detail {
@@ -121,6 +125,50 @@ OCCL_HD inline float bitsToFloat(uint32_t u) {
 #endif
 }
 
+// ---- Raw bits of any element type (packing elements into 16-byte vectors) ----
+
+template <typename T>
+using BitsOf = std::conditional_t<
+    sizeof(T) == 1, uint8_t,
+    std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+
+template <typename T>
+OCCL_HD inline BitsOf<T> toBits(T x) {
+  static_assert(sizeof(T) == sizeof(BitsOf<T>));
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<BitsOf<T>>(x);
+  } else if constexpr (kIsReducedFloat<T>) {
+    return x.bits;
+  } else {
+#if OCCL_ON_DEVICE  // memcpy on the device can go through local memory; the intrinsics never do
+    if constexpr (sizeof(T) == 4) return __float_as_uint(x);
+    else return static_cast<uint64_t>(__double_as_longlong(x));
+#else
+    BitsOf<T> u;
+    std::memcpy(&u, &x, sizeof u);
+    return u;
+#endif
+  }
+}
+
+template <typename T>
+OCCL_HD inline T fromBits(BitsOf<T> u) {
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(u);
+  } else if constexpr (kIsReducedFloat<T>) {
+    return T{u};
+  } else {
+#if OCCL_ON_DEVICE
+    if constexpr (sizeof(T) == 4) return __uint_as_float(u);
+    else return __longlong_as_double(static_cast<long long>(u));
+#else
+    T x;
+    std::memcpy(&x, &u, sizeof x);
+    return x;
+#endif
+  }
+}
+
 // ---- Conversions used by the arithmetic: intrinsics on the device, bit-level on the host ----
 
 OCCL_HD inline float toFloat(Half h) {
@@ -156,9 +204,6 @@ OCCL_HD inline BFloat16 toBFloat16(float f) {
 }
 
 // ---- The compute type: what a binary op works in, and the way back ----
-
-template <typename T>
-inline constexpr bool kIsReducedFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
 template <typename T>
 using ComputeType = std::conditional_t<kIsReducedFloat<T>, float, T>;

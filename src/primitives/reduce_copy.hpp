@@ -1,7 +1,9 @@
 // reduceCopy: the one data-path loop every primitive uses.
 //
 //   d0[i] (and d1[i] when d1) = post(a[i] op b[i]) for i in [0, n), or post(a[i]) when b == nullptr,
-//   where post(x) = x / postDivisor when postDivisor > 1 (Avg's final step), else x.
+//   where post(x) = x / postDivisor (ops::postDivide) when Op is Avg and postDivisor > 1, else x.
+//   postDivisor is Avg's division by nranks at the step that stores a final value; every other
+//   op's result is final as it is, so they ignore it (the executor may pass it for any op).
 //
 // Buffers may alias exactly (d0 == a or d0 == b for in-place reductions, d1 == d0, ...) but must
 // never overlap partially: each element is read and written at the same index only.
@@ -61,33 +63,6 @@ OCCL_HD inline T loadOrZero(const T* p, size_t i) {
   }
 }
 
-// Turns the three runtime flags into template arguments once per call, so the inner loops carry
-// no per-element branch: f.template operator()<kHasB, kHasD1, kDiv>().
-template <bool kHasB, bool kHasD1, typename F>
-OCCL_HD inline void withDiv(bool div, F& f) {
-  if (div) {
-    f.template operator()<kHasB, kHasD1, true>();
-  } else {
-    f.template operator()<kHasB, kHasD1, false>();
-  }
-}
-template <bool kHasB, typename F>
-OCCL_HD inline void withD1(bool hasD1, bool div, F& f) {
-  if (hasD1) {
-    withDiv<kHasB, true>(div, f);
-  } else {
-    withDiv<kHasB, false>(div, f);
-  }
-}
-template <typename F>
-OCCL_HD inline void withFlags(bool hasB, bool hasD1, bool div, F& f) {
-  if (hasB) {
-    withD1<true>(hasD1, div, f);
-  } else {
-    withD1<false>(hasD1, div, f);
-  }
-}
-
 // A pure copy onto itself is no work; a copy with d0 == a only has to fill d1. Returns false when
 // nothing is left to do.
 template <typename T>
@@ -112,7 +87,7 @@ inline void hostLoop(const T* a, const T* b, T* d0, T* d1, size_t n, int div) {
 
 template <typename T, typename Op>
 inline void reduceCopyHost(const T* a, const T* b, T* d0, T* d1, size_t n, int postDivisor) {
-  const bool div = postDivisor > 1;
+  const bool div = Op::kPostDivide && postDivisor > 1;
   if (n == 0) return;
   if (b == nullptr && !div) {
     if (!dropSelfCopy(a, d0, d1)) return;
@@ -120,45 +95,86 @@ inline void reduceCopyHost(const T* a, const T* b, T* d0, T* d1, size_t n, int p
     if (d1 != nullptr) std::memcpy(d1, a, n * sizeof(T));
     return;
   }
-  auto loop = [&]<bool kHasB, bool kHasD1, bool kDiv>() {
-    hostLoop<T, Op, kHasB, kHasD1, kDiv>(a, b, d0, d1, n, postDivisor);
+  // Runtime flags become template arguments once per call: the loops carry no per-element branch.
+  auto run = [&]<bool kHasB, bool kDiv>() {
+    if (d1 != nullptr) {
+      hostLoop<T, Op, kHasB, true, kDiv>(a, b, d0, d1, n, postDivisor);
+    } else {
+      hostLoop<T, Op, kHasB, false, kDiv>(a, b, d0, d1, n, postDivisor);
+    }
   };
-  withFlags(b != nullptr, d1 != nullptr, div, loop);
+  if constexpr (Op::kPostDivide) {
+    if (div) {
+      if (b != nullptr) {
+        run.template operator()<true, true>();
+      } else {
+        run.template operator()<false, true>();
+      }
+      return;
+    }
+  }
+  run.template operator()<true, false>();
 }
 
 // ---- Lanes (the device path; the host tests run it with simulated lanes) ----
+
+// Element e of a pack, and the way back. Shifts on the 32-bit words rather than memcpy to an
+// array: nvcc lowers the latter to byte copies through local memory.
+template <typename T>
+OCCL_HD inline T packGet(const Pack16& p, int e) {
+  using U = BitsOf<T>;
+  if constexpr (sizeof(T) == 8) {
+    return fromBits<T>(static_cast<U>(p.w[2 * e]) | (static_cast<U>(p.w[2 * e + 1]) << 32));
+  } else {
+    constexpr int kPerWord = 4 / sizeof(T);
+    return fromBits<T>(static_cast<U>(p.w[e / kPerWord] >> (8 * sizeof(T) * (e % kPerWord))));
+  }
+}
+
+// ORs element e into a pack that starts zeroed.
+template <typename T>
+OCCL_HD inline void packPut(Pack16& p, int e, T x) {
+  const BitsOf<T> u = toBits(x);
+  if constexpr (sizeof(T) == 8) {
+    p.w[2 * e] = static_cast<uint32_t>(u);
+    p.w[2 * e + 1] = static_cast<uint32_t>(u >> 32);
+  } else {
+    constexpr int kPerWord = 4 / sizeof(T);
+    p.w[e / kPerWord] |= static_cast<uint32_t>(u) << (8 * sizeof(T) * (e % kPerWord));
+  }
+}
 
 template <typename T, typename Op, bool kHasB, bool kDiv>
 OCCL_HD inline Pack16 combinePack(const Pack16& x, const Pack16& y, int div) {
   if constexpr (!kHasB && !kDiv) {
     return x;
   } else {
-    constexpr int kElems = 16 / sizeof(T);
-    T ex[kElems];
-    T ey[kElems];
-    memcpy(ex, &x, sizeof ex);
-    if constexpr (kHasB) memcpy(ey, &y, sizeof ey);
-    for (int e = 0; e < kElems; ++e) ex[e] = combine<T, Op, kHasB, kDiv>(ex[e], kHasB ? ey[e] : ex[e], div);
-    Pack16 r;
-    memcpy(&r, ex, sizeof r);
+    Pack16 r{};
+    for (int e = 0; e < static_cast<int>(16 / sizeof(T)); ++e) {
+      const T xe = packGet<T>(x, e);
+      packPut(r, e, combine<T, Op, kHasB, kDiv>(xe, kHasB ? packGet<T>(y, e) : xe, div));
+    }
     return r;
   }
 }
 
-// Elements [begin, end) one at a time, lane-strided.
-template <typename T, typename Op, bool kHasB, bool kHasD1, bool kDiv>
-OCCL_HD inline void scalarRange(const T* a, const T* b, T* d0, T* d1, size_t begin, size_t end, int div,
-                                int lane, int nLanes) {
-  for (size_t i = begin + lane; i < end; i += nLanes) {
+// The elements outside whole packs — the head [0, head) and the tail [tail, n) — one at a time,
+// lane-strided, in one loop (one copy of the loop body per instantiation, not two).
+template <typename T, typename Op, bool kHasB, bool kDiv>
+OCCL_HD inline void scalarEnds(const T* a, const T* b, T* d0, T* d1, size_t head, size_t tail, size_t n, int div,
+                               int lane, int nLanes) {
+  const size_t count = head + (n - tail);
+  for (size_t k = static_cast<size_t>(lane); k < count; k += static_cast<size_t>(nLanes)) {
+    const size_t i = k < head ? k : tail + (k - head);
     const T r = combine<T, Op, kHasB, kDiv>(a[i], loadOrZero<kHasB>(b, i), div);
     d0[i] = r;
-    if constexpr (kHasD1) d1[i] = r;
+    if (d1 != nullptr) d1[i] = r;  // uniform across the block: no divergence
   }
 }
 
 // Whole packs, lane-strided. Each lane issues kUnroll independent loads before it stores, so
 // several 16-byte requests per lane are in flight at once.
-template <typename T, typename Op, bool kHasB, bool kHasD1, bool kDiv>
+template <typename T, typename Op, bool kHasB, bool kDiv>
 OCCL_HD inline void packRange(const Pack16* a, const Pack16* b, Pack16* d0, Pack16* d1, size_t nPacks, int div,
                               int lane, int nLanes) {
   constexpr int kUnroll = 4;
@@ -174,13 +190,13 @@ OCCL_HD inline void packRange(const Pack16* a, const Pack16* b, Pack16* d0, Pack
     for (int u = 0; u < kUnroll; ++u) {
       const Pack16 r = combinePack<T, Op, kHasB, kDiv>(x[u], y[u], div);
       d0[i + u * stride] = r;
-      if constexpr (kHasD1) d1[i + u * stride] = r;
+      if (d1 != nullptr) d1[i + u * stride] = r;
     }
   }
   for (; i < nPacks; i += stride) {
     const Pack16 r = combinePack<T, Op, kHasB, kDiv>(a[i], kHasB ? b[i] : a[i], div);
     d0[i] = r;
-    if constexpr (kHasD1) d1[i] = r;
+    if (d1 != nullptr) d1[i] = r;
   }
 }
 
@@ -188,48 +204,74 @@ OCCL_HD inline uintptr_t offsetIn16(const void* p) { return reinterpret_cast<uin
 
 // Packs need every buffer at the same offset within 16 bytes (a scalar head then aligns them
 // all). Buffers at different offsets take the scalar path throughout.
-template <typename T, bool kHasB, bool kHasD1>
+template <typename T>
 OCCL_HD inline bool packable(const T* a, const T* b, const T* d0, const T* d1) {
   const uintptr_t off = offsetIn16(a);
   if (off % sizeof(T) != 0 || offsetIn16(d0) != off) return false;
-  if (kHasB && offsetIn16(b) != off) return false;
-  if (kHasD1 && offsetIn16(d1) != off) return false;
+  if (b != nullptr && offsetIn16(b) != off) return false;
+  if (d1 != nullptr && offsetIn16(d1) != off) return false;
   return true;
 }
 
-template <typename T, typename Op, bool kHasB, bool kHasD1, bool kDiv>
-OCCL_HD inline void lanesLoop(const T* a, const T* b, T* d0, T* d1, size_t n, int div, int lane, int nLanes) {
-  constexpr size_t kPerPack = 16 / sizeof(T);
-  if (!packable<T, kHasB, kHasD1>(a, b, d0, d1)) {
-    scalarRange<T, Op, kHasB, kHasD1, kDiv>(a, b, d0, d1, 0, n, div, lane, nLanes);
-    return;
+// How [0, n) splits: scalar head [0, head), whole 16-byte packs, scalar tail [tail, n).
+struct PackPlan {
+  size_t head;
+  size_t nPacks;
+  size_t tail;
+};
+
+template <typename T>
+OCCL_HD inline PackPlan planPacks(const T* a, const T* b, const T* d0, const T* d1, size_t n) {
+  size_t head = n;  // not packable: everything is "head"
+  if (packable(a, b, d0, d1)) {
+    head = ((16 - offsetIn16(a)) & 15u) / sizeof(T);
+    if (head > n) head = n;
   }
-  size_t head = ((16 - offsetIn16(a)) & 15u) / sizeof(T);
-  if (head > n) head = n;
-  const size_t nPacks = (n - head) / kPerPack;
-  const size_t tail = head + nPacks * kPerPack;
-  scalarRange<T, Op, kHasB, kHasD1, kDiv>(a, b, d0, d1, 0, head, div, lane, nLanes);
-  auto pack = [](const T* p) { return reinterpret_cast<const Pack16*>(p); };
-  auto packOut = [](T* p) { return reinterpret_cast<Pack16*>(p); };
-  packRange<T, Op, kHasB, kHasD1, kDiv>(pack(a + head), kHasB ? pack(b + head) : nullptr, packOut(d0 + head),
-                                        kHasD1 ? packOut(d1 + head) : nullptr, nPacks, div, lane, nLanes);
-  scalarRange<T, Op, kHasB, kHasD1, kDiv>(a, b, d0, d1, tail, n, div, lane, nLanes);
+  const size_t nPacks = (n - head) / (16 / sizeof(T));
+  return {head, nPacks, head + nPacks * (16 / sizeof(T))};
+}
+
+template <typename T, typename Op, bool kHasB, bool kDiv>
+OCCL_HD inline void lanesLoop(const T* a, const T* b, T* d0, T* d1, size_t n, int div, int lane, int nLanes) {
+  const PackPlan plan = planPacks(a, b, d0, d1, n);
+  const size_t h = plan.head;
+  if (plan.nPacks != 0) {
+    auto in = [](const T* p) { return reinterpret_cast<const Pack16*>(p); };
+    auto out = [](T* p) { return reinterpret_cast<Pack16*>(p); };
+    packRange<T, Op, kHasB, kDiv>(in(a + h), kHasB ? in(b + h) : nullptr, out(d0 + h),
+                                  d1 != nullptr ? out(d1 + h) : nullptr, plan.nPacks, div, lane, nLanes);
+  }
+  scalarEnds<T, Op, kHasB, kDiv>(a, b, d0, d1, h, plan.tail, n, div, lane, nLanes);
 }
 
 }  // namespace detail
 
 // The block-parallel form with explicit lanes: lane in [0, nLanes) of the threads sharing the
 // work. The device reduceCopy uses the whole block; an executor may split a block differently.
+//
+// Instantiations are kept few, since the daemon kernel inlines all of them: a copy does not
+// depend on Op (one loop per T), d1 is a block-uniform runtime test, and only Avg compiles the
+// division.
 template <typename T, typename Op>
 OCCL_HD inline void reduceCopyLanes(const T* a, const T* b, T* d0, T* d1, size_t n, int postDivisor, int lane,
                                     int nLanes) {
-  const bool div = postDivisor > 1;
+  const bool div = Op::kPostDivide && postDivisor > 1;
   if (n == 0) return;
-  if (b == nullptr && !div && !detail::dropSelfCopy(a, d0, d1)) return;
-  auto loop = [&]<bool kHasB, bool kHasD1, bool kDiv>() {
-    detail::lanesLoop<T, Op, kHasB, kHasD1, kDiv>(a, b, d0, d1, n, postDivisor, lane, nLanes);
-  };
-  detail::withFlags(b != nullptr, d1 != nullptr, div, loop);
+  if (b == nullptr && !div) {
+    if (detail::dropSelfCopy(a, d0, d1)) detail::lanesLoop<T, ops::Sum, false, false>(a, b, d0, d1, n, 0, lane, nLanes);
+    return;
+  }
+  if constexpr (Op::kPostDivide) {
+    if (div) {
+      if (b != nullptr) {
+        detail::lanesLoop<T, Op, true, true>(a, b, d0, d1, n, postDivisor, lane, nLanes);
+      } else {
+        detail::lanesLoop<T, Op, false, true>(a, b, d0, d1, n, postDivisor, lane, nLanes);
+      }
+      return;
+    }
+  }
+  detail::lanesLoop<T, Op, true, false>(a, b, d0, d1, n, postDivisor, lane, nLanes);
 }
 
 template <typename T, typename Op>

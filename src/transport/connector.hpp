@@ -1,7 +1,11 @@
 // Transports decide where a connector's FIFO memory lives; the daemon only ever sees a
 // FifoHandle. A registered collective attaches one connector per (sender, receiver, channel);
-// both ends name it by the same ConnectorKey, in any order and at any time, and the memory stays
-// until both ends have released it.
+// both ends name it by the same ConnectorKey, in any order and at any time.
+//
+// Pairing rule: the k-th attach of a key by its sender meets the k-th attach by its receiver.
+// The memory lives from the first end's attach until both ends have attached and released it,
+// so an end that finishes, deregisters and even registers the collId again before its peer has
+// registered loses nothing it sent: its new registration pairs with the peer's next one.
 #pragma once
 
 #include <cstdint>
@@ -31,20 +35,32 @@ struct ConnectorKey {
 class ConnectorMemory {
  public:
   virtual ~ConnectorMemory() = default;
+  // As the daemon addresses it: host memory, or device memory for the CUDA daemon.
   FifoHeader* header() const { return static_cast<FifoHeader*>(base_); }
   char* data() const { return static_cast<char*>(base_) + kFifoDataOffset; }
+
+  // The host's half of the registration handshake (FifoHeader): publishes this end's signature
+  // and returns the other end's, 0 while it has not registered. Memory the host cannot address
+  // (a FIFO in device memory) overrides this.
+  virtual host::Result<uint64_t> exchangeSignature(bool isSender, uint64_t signature) {
+    FifoHeader* h = header();
+    atomics::storeRelease(isSender ? &h->senderSig : &h->receiverSig, signature);
+    return atomics::loadAcquire(isSender ? &h->receiverSig : &h->senderSig);
+  }
 
  protected:
   void* base_ = nullptr;
 };
 
+enum class ConnectorEnd : uint8_t { Sender, Receiver };
+
 class ConnectorFactory {
  public:
   virtual ~ConnectorFactory() = default;
-  // Maps the connector `key` with `nSlots` slots of `slotBytes`. Fails with occlInvalidUsage when
-  // the other end mapped it with another geometry.
-  virtual host::Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, uint32_t nSlots,
-                                                                uint64_t slotBytes) = 0;
+  // Maps this rank's `end` of connector `key` with `nSlots` slots of `slotBytes`. Fails with
+  // occlInvalidUsage when the other end mapped it with another geometry.
+  virtual host::Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end,
+                                                                uint32_t nSlots, uint64_t slotBytes) = 0;
   virtual const char* name() const = 0;
 };
 

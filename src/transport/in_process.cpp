@@ -7,9 +7,9 @@
 #include <cstring>
 #include <mutex>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "transport/connector.hpp"
+#include "transport/end_pairing.hpp"
 
 namespace occl::transport {
 namespace {
@@ -27,14 +27,13 @@ class AnonymousMemory : public ConnectorMemory {
 
 class InProcessWorld {
  public:
-  host::Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, uint32_t nSlots, uint64_t slotBytes) {
+  host::Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
+                                                        uint64_t slotBytes) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = regions_.find(key); it != regions_.end()) {
-      if (auto region = it->second.lock()) {
-        host::Status geometry = claimGeometry(region->header(), nSlots, slotBytes, key);
-        if (!geometry.ok()) return geometry;
-        return std::shared_ptr<ConnectorMemory>(region);
-      }
+    if (std::shared_ptr<ConnectorMemory> region = pairing_.take(key, end)) {
+      host::Status geometry = claimGeometry(region->header(), nSlots, slotBytes, key);
+      if (!geometry.ok()) return geometry;
+      return region;
     }
     size_t bytes = fifoBytes(nSlots, slotBytes);
     void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -45,13 +44,13 @@ class InProcessWorld {
     auto region = std::make_shared<AnonymousMemory>(base, bytes);
     host::Status geometry = claimGeometry(region->header(), nSlots, slotBytes, key);
     if (!geometry.ok()) return geometry;
-    regions_[key] = region;
+    pairing_.hold(key, end, region);
     return std::shared_ptr<ConnectorMemory>(region);
   }
 
  private:
   std::mutex mu_;
-  absl::flat_hash_map<ConnectorKey, std::weak_ptr<AnonymousMemory>> regions_;
+  EndPairing pairing_;
 };
 
 namespace {
@@ -59,9 +58,9 @@ namespace {
 class InProcessFactory : public ConnectorFactory {
  public:
   explicit InProcessFactory(std::shared_ptr<InProcessWorld> world) : world_(std::move(world)) {}
-  host::Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, uint32_t nSlots,
+  host::Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
                                                         uint64_t slotBytes) override {
-    return world_->attach(key, nSlots, slotBytes);
+    return world_->attach(key, end, nSlots, slotBytes);
   }
   const char* name() const override { return "in-process"; }
 

@@ -1,7 +1,10 @@
-// Shared-memory connectors between processes of one host. Both ends derive the same POSIX shm
-// name from the job nonce and the ConnectorKey; whichever comes first creates and sizes the
-// segment (O_EXCL), the other waits until it has its size. Once both ends have mapped it, the
-// name is unlinked, so a finished job leaves nothing in /dev/shm.
+// Shared-memory connectors between processes of one host, under the pairing rule of
+// connector.hpp: the k-th attach of a key by one end maps generation k of a POSIX shm segment
+// named after the job nonce, the key and k. Whichever end comes first creates and sizes it
+// (O_EXCL), the other waits until it has its size; once both have mapped it, the name is
+// unlinked. A segment its creator released before the peer joined stays in /dev/shm with what
+// was sent, for the peer to find; the factory unlinks such leftovers when it is destroyed (after
+// occlCommFinalize's barrier no peer can still join), so a finished job leaves nothing behind.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -10,20 +13,43 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "transport/connector.hpp"
 
 namespace occl::transport {
 namespace {
 
+// Names of segments released by their creator before the peer joined.
+class Leftovers {
+ public:
+  void add(std::string name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    names_.push_back(std::move(name));
+  }
+  ~Leftovers() {
+    for (const std::string& name : names_) shm_unlink(name.c_str());  // ENOENT: the peer joined since
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> names_;
+};
+
 class ShmMemory : public ConnectorMemory {
  public:
-  ShmMemory(void* base, size_t bytes, std::string name) : bytes_(bytes), name_(std::move(name)) { base_ = base; }
+  ShmMemory(void* base, size_t bytes, std::string name, std::shared_ptr<Leftovers> leftovers)
+      : bytes_(bytes), name_(std::move(name)), leftovers_(std::move(leftovers)) {
+    base_ = base;
+  }
   ~ShmMemory() override {
-    // The peer never mapped it: nobody else will unlink the name.
-    if (atomics::loadAcquire(&header()->attached) < 2) shm_unlink(name_.c_str());
+    // The peer has not mapped it yet: the name must stay for it to find what was sent.
+    if (atomics::loadAcquire(&header()->attached) < 2) leftovers_->add(name_);
     munmap(base_, bytes_);
   }
   void unlinkIfShared() {
@@ -33,6 +59,7 @@ class ShmMemory : public ConnectorMemory {
  private:
   size_t bytes_;
   std::string name_;
+  std::shared_ptr<Leftovers> leftovers_;
 };
 
 host::Status sysError(const std::string& what, const std::string& name) {
@@ -83,21 +110,21 @@ class ShmFactory : public ConnectorFactory {
  public:
   ShmFactory(uint64_t nonce, int64_t timeoutMs) : nonce_(nonce), timeoutMs_(timeoutMs) {}
 
-  host::Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, uint32_t nSlots,
+  host::Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
                                                         uint64_t slotBytes) override {
-    std::string name = absl::StrFormat("/occl-%016x-%016x-%d-%d-%d", nonce_, key.collId, key.sender, key.receiver,
-                                       key.channel);
-    size_t bytes = fifoBytes(nSlots, slotBytes);
+    const std::string name = absl::StrFormat("/occl-%016x-%016x-%d-%d-%d-%d", nonce_, key.collId, key.sender,
+                                             key.receiver, key.channel, nextGeneration(key, end));
+    const size_t bytes = fifoBytes(nSlots, slotBytes);
     host::Result<int> fd = openSized(name, bytes, timeoutMs_);
     if (!fd.ok()) return fd.status();
     void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.value(), 0);
-    int mmapErrno = errno;
+    const int mmapErrno = errno;
     close(fd.value());
     if (base == MAP_FAILED) {
       errno = mmapErrno;
       return sysError("mmap", name);
     }
-    auto memory = std::make_shared<ShmMemory>(base, bytes, name);
+    auto memory = std::make_shared<ShmMemory>(base, bytes, name, leftovers_);
     host::Status geometry = claimGeometry(memory->header(), nSlots, slotBytes, key);
     if (!geometry.ok()) return geometry;
     memory->unlinkIfShared();
@@ -106,8 +133,18 @@ class ShmFactory : public ConnectorFactory {
   const char* name() const override { return "shm"; }
 
  private:
+  // How often this end attached `key` before: a rank is always the same end of a key, so both
+  // ends count their registrations alike and the k-th ones meet in one segment.
+  uint64_t nextGeneration(const ConnectorKey& key, ConnectorEnd end) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return generations_[std::pair{key, end}]++;
+  }
+
   uint64_t nonce_;
   int64_t timeoutMs_;
+  std::shared_ptr<Leftovers> leftovers_ = std::make_shared<Leftovers>();
+  std::mutex mu_;
+  absl::flat_hash_map<std::pair<ConnectorKey, ConnectorEnd>, uint64_t> generations_;
 };
 
 }  // namespace

@@ -213,6 +213,8 @@ TEST(Bootstrap, SilentOrClosedConnectionsAreIgnored) {
     auto quitter = Socket::connect(id.rootAddress(), deadlineAfterMs(5000));
     ASSERT_TRUE(quitter.ok());
   }
+  auto silent = Socket::connect(id.rootAddress(), deadlineAfterMs(5000));  // open all along
+  ASSERT_TRUE(silent.ok());
   expectAllOk(runRanks(2, [&](int rank) -> Status {
     auto bs = Bootstrap::connect(id, rank, 2, 10000);
     return bs.ok() ? (*bs)->barrier() : bs.status();
@@ -318,6 +320,10 @@ std::map<int, std::pair<bool, int>> runWithDyingChild(int childRank, ChildEnd en
     if (end == ChildEnd::kSigkill) while (true) ::pause();
     ::_exit(0);  // no destructors: the sockets die with the process
   });
+  if (pid <= 0) {  // never let kill() below see -1
+    ADD_FAILURE() << "fork failed";
+    return {};
+  }
   std::map<int, std::pair<bool, int>> seen;
   std::mutex mu;
   auto results = runRanks(3, [&](int rank) -> Status {
@@ -383,6 +389,26 @@ TEST(BootstrapFailure, RootClosingFirstIsNotAFailure) {
     return after.code == occlRemoteError ? Status::success() : Status::error(occlInternalError, after.message);
   });
   expectAllOk(results);
+}
+
+TEST(BootstrapFailure, AbortIsReportedWithItsReason) {
+  UniqueIdData id = newId();
+  std::vector<FailureRecorder> recorders(3);
+  auto results = runRanks(3, [&](int rank) -> Status {
+    auto bs = Bootstrap::connect(id, rank, 3, 10000);
+    if (!bs.ok()) return bs.status();
+    (*bs)->setFailureCallback(recorders[rank].callback());
+    if (auto st = (*bs)->barrier(); !st.ok()) return st;
+    if (rank == 1) return (*bs)->abort("user asked");
+    if (!recorders[rank].waitFor(2000ms)) return Status::error(occlInternalError, "abort not reported");
+    return Status::success();
+  });
+  expectAllOk(results);
+  for (int r : {0, 2}) {
+    EXPECT_EQ(recorders[r].rank, 1) << "rank " << r;
+    EXPECT_NE(recorders[r].why.find("aborted: user asked"), std::string::npos) << recorders[r].why;
+  }
+  EXPECT_EQ(recorders[1].calls, 0);
 }
 
 // ---- launcher environment ----

@@ -2,6 +2,7 @@
 // rejected with an error naming the element and line at fault.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -68,6 +69,8 @@ struct FixtureShape {
   int totalSteps;
 };
 
+void PrintTo(const FixtureShape& f, std::ostream* os) { *os << f.file; }
+
 class FixtureTest : public ::testing::TestWithParam<FixtureShape> {};
 
 TEST_P(FixtureTest, LoadsAndValidates) {
@@ -99,7 +102,12 @@ INSTANTIATE_TEST_SUITE_P(
                       FixtureShape{kRing, CollKind::AllReduce, 1, 28},
                       FixtureShape{"allreduce_ring_inplace_auto_4r_1i.xml", CollKind::AllReduce, 1, 28},
                       FixtureShape{kAllToAll, CollKind::AllToAll, 6, 28},
-                      FixtureShape{"reduce_scatter_ring_oop_4r_1i_simple.xml", CollKind::ReduceScatter, 1, 20}));
+                      FixtureShape{"reduce_scatter_ring_oop_4r_1i_simple.xml", CollKind::ReduceScatter, 1, 20}),
+    [](const ::testing::TestParamInfo<FixtureShape>& info) {
+      std::string name = std::string(info.param.file).substr(0, std::string_view(info.param.file).find('.'));
+      for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+      return name;
+    });
 
 TEST(IrLoader, RingFieldsAndSummary) {
   FIXTURE_OR_SKIP(xml, kRing);
@@ -335,21 +343,40 @@ TEST(ValidateProgram, AcceptsAndRejectsGeneratedPrograms) {
   EXPECT_FALSE(validateProgram(p).empty());
 }
 
-TEST(ValidateProgram, RingGeneratorIsValidAndMarksTheSamePostOps) {
-  for (int ranks = 1; ranks <= 9; ++ranks) {
-    for (int channels = 1; channels <= 3; ++channels) {
-      const Program generated = makeRingAllReduce(ranks, channels);
-      ASSERT_TRUE(validateProgram(generated).empty())
-          << ranks << " ranks, " << channels << " channels:\n" << formatErrors(validateProgram(generated), "ring");
-      if (ranks == 1) continue;  // a lone rank copies: nothing is reduced, nothing to divide
-      Program inferred = generated;
-      ASSERT_TRUE(markPostOps(inferred));
-      for (size_t r = 0; r < generated.ranks.size(); ++r)
-        for (size_t b = 0; b < generated.ranks[r].blocks.size(); ++b)
-          for (size_t s = 0; s < generated.ranks[r].blocks[b].steps.size(); ++s)
-            EXPECT_EQ(inferred.ranks[r].blocks[b].steps[s].postOp, generated.ranks[r].blocks[b].steps[s].postOp)
-                << stepElement(static_cast<int32_t>(r), static_cast<int32_t>(b), static_cast<int32_t>(s));
+// Every generator output passes validation, and where a generator marks avg's division agrees
+// with what the replay infers (so IR programs and generated ones divide at the same places).
+void expectValidGenerated(const Program& generated, const std::string& what) {
+  const std::vector<LoadError> errors = validateProgram(generated);
+  ASSERT_TRUE(errors.empty()) << what << ":\n" << formatErrors(errors, what);
+  Program inferred = generated;
+  ASSERT_TRUE(markPostOps(inferred)) << what;
+  for (size_t r = 0; r < generated.ranks.size(); ++r)
+    for (size_t b = 0; b < generated.ranks[r].blocks.size(); ++b)
+      for (size_t s = 0; s < generated.ranks[r].blocks[b].steps.size(); ++s)
+        EXPECT_EQ(inferred.ranks[r].blocks[b].steps[s].postOp, generated.ranks[r].blocks[b].steps[s].postOp)
+            << what << " " << stepElement(static_cast<int32_t>(r), static_cast<int32_t>(b), static_cast<int32_t>(s));
+}
+
+TEST(ValidateProgram, GeneratorsAreValidAndMarkTheSamePostOps) {
+  // A lone rank only copies: valid, with nothing to divide.
+  for (const Program& single : {makeRingAllReduce(1, 2), makeRingAllGather(1, 2), makeRingReduceScatter(1, 2),
+                                makeChainReduce(1, 2, 0), makeChainBroadcast(1, 2, 0), makeAllToAll(1, 1)})
+    EXPECT_TRUE(validateProgram(single).empty()) << collName(single.coll) << ":\n" << formatErrors(validateProgram(single), "1 rank");
+  for (int n = 2; n <= 9; ++n) {
+    for (int c = 1; c <= 3; ++c) {
+      const std::string shape = std::to_string(n) + " ranks, " + std::to_string(c) + " channels";
+      expectValidGenerated(makeRingAllReduce(n, c), "ring allreduce, " + shape);
+      expectValidGenerated(makeRingAllGather(n, c), "ring allgather, " + shape);
+      expectValidGenerated(makeRingReduceScatter(n, c), "ring reduce_scatter, " + shape);
+      for (int root : {0, n / 2, n - 1}) {
+        expectValidGenerated(makeChainReduce(n, c, root), "chain reduce root " + std::to_string(root) + ", " + shape);
+        expectValidGenerated(makeChainBroadcast(n, c, root), "chain broadcast root " + std::to_string(root) + ", " + shape);
+      }
+      expectValidGenerated(makeSendRecv(n, c, 0, n - 1), "sendrecv 0->last, " + shape);
+      expectValidGenerated(makeSendRecv(n, c, n - 1, 0), "sendrecv last->0, " + shape);
     }
+    for (int blocks = 1; blocks <= n; ++blocks)
+      expectValidGenerated(makeAllToAll(n, blocks), "alltoall " + std::to_string(n) + " ranks, " + std::to_string(blocks) + " blocks");
   }
 }
 

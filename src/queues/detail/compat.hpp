@@ -12,13 +12,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <thread>
 
 #if defined(__CUDACC__)
 #include <cuda/atomic>
 #define OCCL_HD __host__ __device__
 #else
 #include <atomic>
-#include <thread>
 #define OCCL_HD
 #endif
 

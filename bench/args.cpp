@@ -1,0 +1,288 @@
+// Argument parsing for occl-bench. A table of flags, each with a handler that validates its value
+// and fills Options; getopt-like spellings: "-b 8", "-b8", "--minbytes 8", "--minbytes=8".
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+
+#include "options.hpp"
+
+namespace occl::bench {
+namespace {
+
+// More sizes than this is a typo (e.g. -i 1 over a GiB range), and it would overflow collIds.
+constexpr uint64_t kMaxSizes = 1'000'000;
+constexpr int kMaxLocalRanks = 256;
+constexpr int kMaxBlocks = 64;
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+std::optional<int64_t> parseInt(std::string_view text) {
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+struct Flag {
+  char shortName;  // '\0' when the flag has only a long spelling
+  const char* longName;
+  bool takesValue;
+  // Validates `value` and stores it; returns what was expected, or "" when the value is good.
+  std::function<std::string(std::string_view value, Options& o)> apply;
+};
+
+std::string intInRange(std::string_view v, int64_t lo, int64_t hi, int& out) {
+  auto n = parseInt(v);
+  if (!n || *n < lo || *n > hi) return "an integer in " + std::to_string(lo) + ".." + std::to_string(hi);
+  out = static_cast<int>(*n);
+  return "";
+}
+
+std::string bytesValue(std::string_view v, uint64_t& out) {
+  auto n = parseBytes(v);
+  if (!n) return "a byte count: an integer with an optional K, M or G suffix (e.g. 8, 64K, 1G)";
+  out = *n;
+  return "";
+}
+
+std::string dtypeList(std::string_view v, Options& o) {
+  if (lower(v) == "all") {
+    o.dtypes.clear();
+    for (int t = 0; t < occlNumTypes; ++t) o.dtypes.push_back(t);
+    return "";
+  }
+  auto t = dtypeFromName(v);
+  if (!t) return "int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16 or all";
+  o.dtypes = {*t};
+  return "";
+}
+
+std::string opList(std::string_view v, Options& o) {
+  if (lower(v) == "all") {
+    o.ops = {occlSum, occlProd, occlMax, occlMin, occlAvg};
+    return "";
+  }
+  auto op = opFromName(v);
+  if (!op) return "sum, prod, min, max, avg or all";
+  o.ops = {*op};
+  return "";
+}
+
+// An MSCCL-IR file, or "ring" (occl's built-in name) so that scripts can pass it explicitly.
+std::string algorithmValue(std::string_view v, std::string& out) {
+  std::ifstream probe{std::string(v)};
+  if (v != "ring" && (v.empty() || !probe || std::filesystem::is_directory(std::string(v))))
+    return "a readable MSCCL-IR XML file (or ring)";
+  out = std::string(v);
+  return "";
+}
+
+const std::vector<Flag>& flags() {
+  static const std::vector<Flag> table = {
+      {'b', "minbytes", true, [](auto v, Options& o) { return bytesValue(v, o.minBytes); }},
+      {'e', "maxbytes", true, [](auto v, Options& o) { return bytesValue(v, o.maxBytes); }},
+      {'f', "stepfactor", true,
+       [](auto v, Options& o) -> std::string {
+         auto n = parseInt(v);
+         if (!n || *n < 2) return "an integer >= 2";
+         o.stepFactor = static_cast<uint64_t>(*n);
+         return "";
+       }},
+      {'i', "stepbytes", true,
+       [](auto v, Options& o) -> std::string {
+         auto n = parseBytes(v);
+         if (!n || *n == 0) return "a byte count >= 1 with an optional K, M or G suffix";
+         o.stepBytes = *n;
+         o.stepFactor = 1;  // the last of -f / -i wins
+         return "";
+       }},
+      {'n', "iters", true, [](auto v, Options& o) { return intInRange(v, 1, 1'000'000'000, o.iters); }},
+      {'w', "warmup_iters", true, [](auto v, Options& o) { return intInRange(v, 0, 1'000'000'000, o.warmupIters); }},
+      {'c', "check", true,
+       [](auto v, Options& o) -> std::string {
+         if (v != "0" && v != "1") return "0 or 1";
+         o.check = v == "1";
+         return "";
+       }},
+      {'d', "datatype", true, [](auto v, Options& o) { return dtypeList(v, o); }},
+      {'o', "op", true, [](auto v, Options& o) { return opList(v, o); }},
+      {'r', "root", true, [](auto v, Options& o) { return intInRange(v, 0, std::numeric_limits<int>::max(), o.root); }},
+      {'g', "ngpus", true, [](auto v, Options& o) { return intInRange(v, 1, kMaxLocalRanks, o.localRanks); }},
+      {'\0', "coll", true,
+       [](auto v, Options& o) -> std::string {
+         auto c = collFromName(v);
+         if (!c) return "allreduce, allgather, reducescatter, reduce, broadcast, alltoall or sendrecv";
+         o.coll = *c;
+         return "";
+       }},
+      {'\0', "backend", true,
+       [](auto v, Options& o) -> std::string {
+         const std::string s = lower(v);
+         if (s == "host") o.backend = occlBackendHost;
+         else if (s == "cuda") o.backend = occlBackendCuda;
+         else if (s == "auto") o.backend = occlBackendAuto;
+         else return "host, cuda or auto";
+         return "";
+       }},
+      {'\0', "algo", true, [](auto v, Options& o) { return algorithmValue(v, o.algorithm); }},
+      {'\0', "blocks", true, [](auto v, Options& o) { return intInRange(v, 1, kMaxBlocks, o.blocks); }},
+      {'\0', "compare", true,
+       [](auto v, Options& o) -> std::string {
+         if (lower(v) != "nccl") return "nccl";
+         o.compareNccl = true;
+         return "";
+       }},
+      {'\0', "json", true,
+       [](auto v, Options& o) -> std::string {
+         if (v.empty()) return "an output file path";
+         o.jsonPath = std::string(v);
+         return "";
+       }},
+      {'\0', "mpi", false, [](auto, Options& o) { o.mpi = true; return std::string(); }},
+      {'h', "help", false, [](auto, Options& o) { o.help = true; return std::string(); }},
+  };
+  return table;
+}
+
+std::string flagLabel(const Flag& f) {
+  std::string label = f.shortName ? std::string("-") + f.shortName + "/" : "";
+  return label + "--" + f.longName;
+}
+
+const Flag* findLong(std::string_view name) {
+  for (const Flag& f : flags())
+    if (name == f.longName) return &f;
+  return nullptr;
+}
+
+const Flag* findShort(char c) {
+  for (const Flag& f : flags())
+    if (f.shortName == c) return &f;
+  return nullptr;
+}
+
+// Cross-flag rules, checked once every flag is known.
+std::string checkConsistency(const Options& o) {
+  if (o.minBytes > o.maxBytes)
+    return "-b/--minbytes (" + std::to_string(o.minBytes) + ") must not exceed -e/--maxbytes (" +
+           std::to_string(o.maxBytes) + ")";
+  if (o.stepFactor > 1 && o.minBytes == 0)
+    return "-b/--minbytes: expected >= 1 with -f/--stepfactor (0 times a factor never grows)";
+  if (sizeSequence(o).size() > kMaxSizes)
+    return "-i/--stepbytes: the range -b..-e holds more than " + std::to_string(kMaxSizes) +
+           " sizes; expected a larger step";
+  return "";
+}
+
+std::string basename(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+
+}  // namespace
+
+ParsedArgs parseArgs(const std::vector<std::string>& args) {
+  ParsedArgs out;
+  Options& o = out.options;
+  if (!args.empty())
+    if (auto c = collFromName(basename(args[0]))) o.coll = *c;
+  bool sawPositional = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const Flag* flag = nullptr;
+    std::optional<std::string> inlineValue;
+    if (a.rfind("--", 0) == 0 && a.size() > 2) {
+      const size_t eq = a.find('=');
+      flag = findLong(std::string_view(a).substr(2, eq == std::string::npos ? std::string::npos : eq - 2));
+      if (eq != std::string::npos) inlineValue = a.substr(eq + 1);
+    } else if (a.size() >= 2 && a[0] == '-' && !std::isdigit(static_cast<unsigned char>(a[1]))) {
+      flag = findShort(a[1]);
+      if (a.size() > 2) inlineValue = a.substr(2);
+    } else {
+      auto c = collFromName(a);
+      if (!c) {
+        out.error = "unexpected argument \"" + a +
+                    "\": expected a collective (allreduce, allgather, reducescatter, reduce, broadcast, alltoall, "
+                    "sendrecv) or a flag; see --help";
+        return out;
+      }
+      if (sawPositional) {
+        out.error = "unexpected second collective \"" + a + "\": occl-bench measures one collective per run";
+        return out;
+      }
+      sawPositional = true;
+      o.coll = *c;
+      continue;
+    }
+    if (flag == nullptr) {
+      out.error = "unknown flag \"" + a + "\"; see --help";
+      return out;
+    }
+    std::string value;
+    if (flag->takesValue) {
+      if (inlineValue) {
+        value = *inlineValue;
+      } else if (i + 1 < args.size()) {
+        value = args[++i];
+      } else {
+        out.error = flagLabel(*flag) + ": missing value";
+        return out;
+      }
+    } else if (inlineValue) {
+      out.error = flagLabel(*flag) + ": takes no value (got \"" + *inlineValue + "\")";
+      return out;
+    }
+    if (std::string expected = flag->apply(value, o); !expected.empty()) {
+      out.error = flagLabel(*flag) + ": invalid value \"" + value + "\"; expected " + expected;
+      return out;
+    }
+  }
+  if (!o.help) out.error = checkConsistency(o);
+  return out;
+}
+
+std::vector<uint64_t> sizeSequence(const Options& o) {
+  std::vector<uint64_t> sizes;
+  for (uint64_t s = o.minBytes; s <= o.maxBytes && sizes.size() <= kMaxSizes;) {
+    sizes.push_back(s);
+    const uint64_t next = o.stepFactor > 1 ? s * o.stepFactor : s + o.stepBytes;
+    // Stop at the top of the range instead of wrapping around 2^64.
+    if (next <= s || (o.stepFactor > 1 && next / o.stepFactor != s)) break;
+    s = next;
+  }
+  return sizes;
+}
+
+std::string usage(const std::string& program) {
+  return "usage: " + program +
+         " [COLLECTIVE] [flags]\n"
+         "  COLLECTIVE (or --coll): allreduce allgather reducescatter reduce broadcast alltoall sendrecv\n"
+         "                          (nccl-tests names such as all_reduce_perf work too, also as argv[0])\n"
+         "  -b,--minbytes N        smallest size (K/M/G suffixes), default 32M\n"
+         "  -e,--maxbytes N        largest size, default 32M\n"
+         "  -f,--stepfactor N      multiply the size by N between runs\n"
+         "  -i,--stepbytes N       add N bytes between runs (default 1M; the last of -f/-i wins)\n"
+         "  -n,--iters N           timed iterations per size, default 20\n"
+         "  -w,--warmup_iters N    untimed iterations per size, default 1\n"
+         "  -c,--check 0|1         verify every element, default 1\n"
+         "  -d,--datatype T        int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 | all\n"
+         "  -o,--op OP             sum prod min max avg | all (reducing collectives only)\n"
+         "  -r,--root R            root of reduce and broadcast, default 0\n"
+         "  -g,--ngpus N           ranks in this process (threads), default 1\n"
+         "  --backend B            host | cuda | auto, default auto\n"
+         "  --algo FILE.xml        MSCCL-IR algorithm (occlCollDesc_t.algorithm)\n"
+         "  --blocks N             daemon blocks per collective (occlCollDesc_t.nBlocks)\n"
+         "  --compare nccl         also run NCCL on the same sizes (CUDA builds with a GPU)\n"
+         "  --json FILE            also write the results as JSON\n"
+         "  --mpi                  one rank per process from the launcher's environment\n"
+         "                         (implied when OMPI_COMM_WORLD_SIZE or WORLD_SIZE is set)\n"
+         "  -h,--help              this text\n";
+}
+
+}  // namespace occl::bench

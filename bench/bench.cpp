@@ -1,0 +1,183 @@
+// Orchestration: configuration, communicators (ranks as threads, or one rank per process under a
+// launcher), one RankRunner per rank, the summary, JSON and the exit code.
+#include "bench.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include "plan.hpp"
+#include "runner.hpp"
+
+namespace occl::bench {
+namespace {
+
+bool envSet(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0';
+}
+
+// mpirun and torchrun start one process per rank and say so in the environment.
+bool underLauncher(const Options& o) { return o.mpi || envSet("OMPI_COMM_WORLD_SIZE") || envSet("WORLD_SIZE"); }
+
+std::chrono::milliseconds waitBound(const occlConfig_t& c) {
+  // Beyond occl's own collective timeout, which should fire first and fail the collective with
+  // occlTimeout; this bound only catches a completion that occl lost.
+  if (c.collTimeoutMs <= 0) return std::chrono::hours(24 * 365);
+  return std::chrono::milliseconds(c.collTimeoutMs + 30000);
+}
+
+BenchOutcome fail(std::ostream& err, int code, const std::string& message) {
+  err << "occl-bench: " << message << "\n";
+  BenchOutcome o;
+  o.exitCode = code;
+  return o;
+}
+
+// Checks that need no communicator; "" when the options can run here.
+std::string unsupported(const Options& o, bool launcher) {
+  if (o.backend == occlBackendCuda)
+    return "--backend cuda: occl-bench passes host buffers only so far (device buffers are not implemented in "
+           "bench/memory.hpp); use --backend host";
+  if (launcher && o.localRanks > 1)
+    return "-g/--ngpus: expected 1 under mpirun/torchrun/--mpi (one rank per process); got " +
+           std::to_string(o.localRanks);
+  return "";
+}
+
+std::string rootError(const Options& o, int nRanks) {
+  if (!usesRoot(o.coll) || o.root < nRanks) return "";
+  return "-r/--root: invalid value \"" + std::to_string(o.root) + "\"; expected a rank in 0.." +
+         std::to_string(nRanks - 1);
+}
+
+std::string runRank(const Options& o, occlComm_t& comm, int rank, int nRanks, Report& report, ErrorSink& errors,
+                    std::chrono::milliseconds bound) {
+  RankRunner runner(o, comm, rank, nRanks, report, errors, bound);
+  std::string fatal;
+  try {
+    fatal = runner.run();
+  } catch (const std::exception& e) {
+    fatal = std::string("unexpected error: ") + e.what();
+  }
+  if (!fatal.empty()) {
+    runner.abortComm();  // while the runner's buffers and completions are still alive
+    comm = nullptr;
+  }
+  return fatal;
+}
+
+void closeComm(occlComm_t comm) {
+  if (comm == nullptr) return;
+  occlCommFinalize(comm);
+  occlCommDestroy(comm);
+}
+
+// `fatal[i]` belongs to rank `firstRank + i`; `writer` says whether this process writes JSON.
+BenchOutcome summarize(const Options& o, const Report& report, const std::vector<std::string>& fatal, int firstRank,
+                       bool writer, std::ostream& err) {
+  BenchOutcome out;
+  out.rows = report.rows();
+  out.wrongTotal = report.wrongTotal();
+  out.failedRows = report.failedRows();
+  out.avgBusBw = report.avgBusBw();
+  bool anyFatal = false;
+  for (size_t i = 0; i < fatal.size(); ++i) {
+    if (fatal[i].empty()) continue;
+    anyFatal = true;
+    err << "occl-bench: rank " << firstRank + static_cast<int>(i) << ": fatal: " << fatal[i] << "\n";
+  }
+  if (anyFatal || out.failedRows > 0 || out.wrongTotal > 0) out.exitCode = kExitFailed;
+  if (writer && !o.jsonPath.empty()) {
+    std::ofstream file(o.jsonPath);
+    writeJson(file, report);
+    if (!file) {
+      err << "occl-bench: --json: cannot write \"" << o.jsonPath << "\"\n";
+      out.exitCode = kExitFailed;
+    }
+  }
+  return out;
+}
+
+BenchOutcome runThreads(const Options& o, const occlConfig_t& config, std::ostream& out, std::ostream& err) {
+  const int n = o.localRanks;
+  if (std::string e = rootError(o, n); !e.empty()) return fail(err, kExitUsage, e);
+  std::vector<occlComm_t> comms(static_cast<size_t>(n), nullptr);
+  if (occlResult_t r = occlCommInitAll(comms.data(), n, nullptr, &config); r != occlSuccess)
+    return fail(err, kExitFailed,
+                std::string("occlCommInitAll: ") + occlGetErrorString(r) + ": " + occlGetLastError(nullptr));
+  ErrorSink errors{err, {}};
+  std::vector<std::unique_ptr<Report>> reports;
+  for (int r = 0; r < n; ++r) reports.push_back(std::make_unique<Report>(r == 0 ? &out : nullptr, o, n));
+  std::vector<std::string> fatal(static_cast<size_t>(n));
+  {
+    std::vector<std::jthread> threads;
+    for (int r = 0; r < n; ++r)
+      threads.emplace_back([&, r] {
+        const size_t i = static_cast<size_t>(r);
+        fatal[i] = runRank(o, comms[i], r, n, *reports[i], errors, waitBound(config));
+      });
+  }
+  for (occlComm_t c : comms) closeComm(c);
+  return summarize(o, *reports[0], fatal, 0, true, err);
+}
+
+BenchOutcome runProcess(const Options& o, const occlConfig_t& config, std::ostream& out, std::ostream& err) {
+  occlComm_t comm = nullptr;
+  if (occlResult_t r = occlCommInitFromEnv(&comm, &config); r != occlSuccess)
+    return fail(err, kExitFailed,
+                std::string("occlCommInitFromEnv: ") + occlGetErrorString(r) + ": " + occlGetLastError(nullptr));
+  int rank = 0, n = 1;
+  occlCommUserRank(comm, &rank);
+  occlCommCount(comm, &n);
+  if (std::string e = rootError(o, n); !e.empty()) {
+    closeComm(comm);
+    return fail(err, kExitUsage, e);
+  }
+  Report report(rank == 0 ? &out : nullptr, o, n);
+  ErrorSink errors{err, {}};
+  std::vector<std::string> fatal{runRank(o, comm, rank, n, report, errors, waitBound(config))};
+  closeComm(comm);
+  return summarize(o, report, fatal, rank, rank == 0, err);
+}
+
+}  // namespace
+
+BenchOutcome runBench(const Options& o, std::ostream& out, std::ostream& err) {
+  const bool launcher = underLauncher(o);
+  if (std::string e = unsupported(o, launcher); !e.empty()) return fail(err, kExitUsage, e);
+  if (!launcher && !o.jsonPath.empty() && !std::ofstream(o.jsonPath, std::ios::app))
+    return fail(err, kExitUsage, "--json: invalid value \"" + o.jsonPath + "\"; expected a writable file path");
+  occlConfig_t config;
+  if (occlResult_t r = occlConfigInit(&config); r != occlSuccess)
+    return fail(err, kExitFailed,
+                std::string("occlConfigInit (OCCL_* environment): ") + occlGetErrorString(r) + ": " +
+                    occlGetLastError(nullptr));
+  config.backend = occlBackendHost;  // see unsupported(): auto means host until device buffers exist
+  config.daemonBlocks = std::max(config.daemonBlocks, o.blocks);  // --blocks N needs N daemon blocks
+  return launcher ? runProcess(o, config, out, err) : runThreads(o, config, out, err);
+}
+
+int benchMain(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const std::string program = args.empty() ? "occl-bench" : std::filesystem::path(args[0]).filename().string();
+  const ParsedArgs parsed = parseArgs(args);
+  if (!parsed.ok()) {
+    err << program << ": " << parsed.error << "\n";
+    return kExitUsage;
+  }
+  if (parsed.options.help) {
+    out << usage(program);
+    return kExitOk;
+  }
+  try {
+    return runBench(parsed.options, out, err).exitCode;
+  } catch (const std::exception& e) {
+    err << program << ": " << e.what() << "\n";
+    return kExitFailed;
+  }
+}
+
+}  // namespace occl::bench

@@ -1,0 +1,77 @@
+// occl-micro: the cost of occl's queue operations alone, on one thread, with no daemon.
+//   BM_SqPushPop/C  : one SQE published and read by each of C consumers (the last frees it).
+//   BM_CqPushTake/D : one CQE published by CAS into a D-slot CQ and taken by the poller.
+// These are floors for the submit and completion paths that occl-bench measures end to end.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "occl/occl.h"
+#include "queues/cq.hpp"
+#include "queues/sq.hpp"
+
+namespace {
+
+// SQ slots are cache-line aligned and zeroed: turn 0 = free for lap 0.
+struct SqStorage {
+  explicit SqStorage(uint32_t depth, uint32_t consumers)
+      : slots(static_cast<occl::Sqe*>(std::aligned_alloc(64, depth * sizeof(occl::Sqe)))) {
+    if (slots == nullptr) throw std::bad_alloc();
+    for (uint32_t i = 0; i < depth; ++i) new (&slots[i]) occl::Sqe{};
+    queue = occl::SubmissionQueue{slots, depth, consumers, &published};
+  }
+  ~SqStorage() { std::free(slots); }
+  occl::Sqe* slots;
+  uint64_t published = 0;
+  occl::SubmissionQueue queue{};
+};
+
+void BM_SqPushPop(benchmark::State& state) {
+  const auto consumers = static_cast<uint32_t>(state.range(0));
+  SqStorage sq(1024, consumers);
+  std::vector<uint64_t> cursors(consumers, 0);
+  uint64_t ticket = 0;
+  occl::SqeView in{occl::kSqeSubmit, 7, 0, 0x1000, 0x2000};
+  occl::SqeView out{};
+  for (auto _ : state) {
+    in.seq = ticket;
+    if (!sq.queue.tryPush(ticket, in)) {
+      state.SkipWithError("SQ full: a consumer fell behind");
+      break;
+    }
+    for (uint64_t& cursor : cursors)
+      if (!sq.queue.tryPop(cursor++, out)) state.SkipWithError("SQE not visible to a consumer");
+    benchmark::DoNotOptimize(out);
+    ++ticket;
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_SqPushPop)->Arg(1)->Arg(4)->Arg(16);
+
+void BM_CqPushTake(benchmark::State& state) {
+  const auto depth = static_cast<uint32_t>(state.range(0));
+  std::vector<uint64_t> slots(depth, 0);
+  occl::CompletionQueue cq{slots.data(), depth};
+  uint32_t hint = 0;
+  uint32_t next = 0;  // the poller's scan position
+  uint64_t seq = 0;
+  for (auto _ : state) {
+    const uint64_t word = occl::cqe::pack(3, occlSuccess, seq++);
+    uint64_t taken = 0;
+    if (!cq.tryPush(word, hint) || !cq.tryTake(next++, taken)) {
+      state.SkipWithError("CQE not where the poller looks");
+      break;
+    }
+    benchmark::DoNotOptimize(occl::cqe::unpack(taken));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_CqPushTake)->Arg(64)->Arg(1024);
+
+}  // namespace
+
+BENCHMARK_MAIN();

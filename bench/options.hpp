@@ -1,0 +1,71 @@
+// occl-bench command line: the nccl-tests flags plus occl's own (collective, backend, algorithm,
+// blocks, NCCL comparison, JSON output). Parsing never exits or throws: a bad argument comes back
+// as a message naming the flag and what it expects, and the caller exits with code 2.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "occl/occl.h"
+
+namespace occl::bench {
+
+// The collectives occl-bench measures; SendRecv pairs an occlCollSend to the next rank with an
+// occlCollRecv from the previous one, as nccl-tests' sendrecv_perf does.
+enum class Coll { AllReduce, AllGather, ReduceScatter, Reduce, Broadcast, AllToAll, SendRecv };
+
+struct Options {
+  Coll coll = Coll::AllReduce;
+  // Sizes in bytes, nccl-tests' defaults: one 32 MiB run.
+  uint64_t minBytes = uint64_t{32} << 20;
+  uint64_t maxBytes = uint64_t{32} << 20;
+  uint64_t stepBytes = uint64_t{1} << 20;
+  uint64_t stepFactor = 1;  // > 1: sizes grow geometrically and stepBytes is unused
+  int iters = 20;
+  int warmupIters = 1;
+  bool check = true;
+  std::vector<int> dtypes{occlFloat32};  // occlDataType_t values, in run order
+  std::vector<int> ops{occlSum};         // occlRedOp_t values, in run order
+  int root = 0;
+  int localRanks = 1;  // -g: ranks as threads of this process
+  occlBackend_t backend = occlBackendAuto;
+  std::string algorithm;  // --algo: passed as occlCollDesc_t.algorithm; empty = built-in
+  int blocks = 0;         // --blocks: occlCollDesc_t.nBlocks; 0 = the algorithm's default
+  bool compareNccl = false;
+  std::string jsonPath;
+  bool mpi = false;  // --mpi: one rank per process even without a launcher's variables
+  bool help = false;
+};
+
+struct ParsedArgs {
+  Options options;
+  std::string error;  // empty on success
+  bool ok() const { return error.empty(); }
+};
+
+// args[0] is the program path: its basename selects the collective when it is an nccl-tests
+// binary name (all_reduce_perf, ...). Later flags override earlier ones, as with getopt.
+ParsedArgs parseArgs(const std::vector<std::string>& args);
+
+// "64", "64K", "1M", "2g": a byte count with an optional binary K/M/G suffix (either case).
+std::optional<uint64_t> parseBytes(std::string_view text);
+// "allreduce", "all_reduce", "all_reduce_perf", "AllReduce", ... -> Coll.
+std::optional<Coll> collFromName(std::string_view name);
+std::optional<int> dtypeFromName(std::string_view name);
+std::optional<int> opFromName(std::string_view name);
+
+const char* collName(Coll coll);
+const char* dtypeName(int dtype);  // nccl-tests' spelling: half, float, bfloat16, ...
+const char* opName(int op);
+size_t dtypeSize(int dtype);
+
+// The sizes to run, nccl-tests' sequence: minBytes, then times stepFactor (or plus stepBytes)
+// while not above maxBytes.
+std::vector<uint64_t> sizeSequence(const Options& options);
+
+std::string usage(const std::string& program);
+
+}  // namespace occl::bench

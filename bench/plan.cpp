@@ -1,0 +1,117 @@
+#include "plan.hpp"
+
+#include <algorithm>
+
+namespace occl::bench {
+namespace {
+
+// collId layout: a tag in the top 16 bits keeps occl-bench's ids recognisable in occl's error
+// messages; then data type (4 bits), operator (4), link (16) and size index (24). The link is 0
+// for collectives; for SendRecv it is the sending rank + 1, because both ends of one Send/Recv
+// pair register the same collId (the sender as Send, the receiver as Recv).
+constexpr uint64_t kRowTag = uint64_t{0x0CCB} << 48;
+constexpr uint64_t kSideChannelTag = uint64_t{0x0CCA} << 48;
+
+uint64_t rowCollId(const RowKey& key, uint32_t link) {
+  return kRowTag | (static_cast<uint64_t>(key.dtype) << 44) | (static_cast<uint64_t>(key.op) << 40) |
+         (static_cast<uint64_t>(link & 0xffffu) << 24) | (key.sizeIndex & 0xffffffu);
+}
+
+bool perRankCount(Coll coll) {
+  return coll == Coll::AllGather || coll == Coll::ReduceScatter || coll == Coll::AllToAll;
+}
+
+occlCollDesc_t baseDesc(const SizePlan& plan, const Options& options, int op) {
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.count = plan.count;
+  d.datatype = plan.dtype;
+  d.op = op;
+  d.root = options.root;
+  d.nBlocks = options.blocks;
+  d.algorithm = options.algorithm.empty() ? nullptr : options.algorithm.c_str();
+  return d;
+}
+
+int collType(Coll coll) {
+  switch (coll) {
+    case Coll::AllReduce: return occlCollAllReduce;
+    case Coll::AllGather: return occlCollAllGather;
+    case Coll::ReduceScatter: return occlCollReduceScatter;
+    case Coll::Reduce: return occlCollReduce;
+    case Coll::Broadcast: return occlCollBroadcast;
+    case Coll::AllToAll: return occlCollAllToAll;
+    case Coll::SendRecv: return occlCollSend;
+  }
+  return occlCollAllReduce;
+}
+
+}  // namespace
+
+SizePlan planFor(Coll coll, uint64_t bytes, int dtype, int nRanks) {
+  SizePlan p{};
+  p.coll = coll;
+  p.dtype = dtype;
+  p.elemSize = dtypeSize(dtype);
+  const uint64_t n = static_cast<uint64_t>(nRanks);
+  const uint64_t elems = bytes / p.elemSize;
+  p.count = perRankCount(coll) ? elems / n : elems;
+  switch (coll) {
+    case Coll::AllGather: p.sendElems = p.count, p.recvElems = p.count * n; break;
+    case Coll::ReduceScatter: p.sendElems = p.count * n, p.recvElems = p.count; break;
+    case Coll::AllToAll: p.sendElems = p.recvElems = p.count * n; break;
+    default: p.sendElems = p.recvElems = p.count; break;
+  }
+  p.bytes = std::max(p.sendElems, p.recvElems) * p.elemSize;
+  return p;
+}
+
+double busBwFactor(Coll coll, int nRanks) {
+  const double n = nRanks;
+  switch (coll) {
+    case Coll::AllReduce: return 2.0 * (n - 1) / n;
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+    case Coll::AllToAll: return (n - 1) / n;
+    case Coll::Reduce:
+    case Coll::Broadcast:
+    case Coll::SendRecv: return 1.0;
+  }
+  return 1.0;
+}
+
+bool isReducing(Coll coll) {
+  return coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::Reduce;
+}
+
+bool usesRoot(Coll coll) { return coll == Coll::Reduce || coll == Coll::Broadcast; }
+
+bool supportsInPlace(Coll coll) { return coll != Coll::AllToAll && coll != Coll::SendRecv; }
+
+InPlaceOffsets inPlaceOffsets(const SizePlan& plan, int rank) {
+  const uint64_t shard = static_cast<uint64_t>(rank) * plan.count;
+  switch (plan.coll) {
+    case Coll::AllGather: return {shard, 0};      // sendbuf == recvbuf + rank*count
+    case Coll::ReduceScatter: return {0, shard};  // recvbuf == sendbuf + rank*count
+    default: return {0, 0};
+  }
+}
+
+std::vector<Registration> registrationsFor(const SizePlan& plan, const Options& options, const RowKey& key, int rank,
+                                           int nRanks) {
+  occlCollDesc_t d = baseDesc(plan, options, key.op);
+  d.type = collType(plan.coll);
+  if (plan.coll != Coll::SendRecv) return {{rowCollId(key, 0), d, true, true}};
+  const int next = (rank + 1) % nRanks;
+  const int prev = (rank + nRanks - 1) % nRanks;
+  occlCollDesc_t recv = d;
+  d.root = next;
+  recv.type = occlCollRecv;
+  recv.root = prev;
+  return {{rowCollId(key, static_cast<uint32_t>(rank) + 1), d, true, false},
+          {rowCollId(key, static_cast<uint32_t>(prev) + 1), recv, false, true}};
+}
+
+uint64_t sideChannelCollId(uint32_t which) { return kSideChannelTag | which; }
+
+}  // namespace occl::bench

@@ -1,0 +1,134 @@
+#include "report.hpp"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+
+#include "occl/occl.h"
+
+namespace occl::bench {
+namespace {
+
+std::string printf_(const char* format, ...) __attribute__((format(printf, 1, 2)));
+std::string printf_(const char* format, ...) {
+  char buffer[512];
+  va_list args;
+  va_start(args, format);
+  const int n = std::vsnprintf(buffer, sizeof buffer, format, args);
+  va_end(args);
+  return std::string(buffer, static_cast<size_t>(std::max(0, std::min<int>(n, sizeof buffer - 1))));
+}
+
+// Column widths of nccl-tests' table: size, count, type, redop, root, then per place time,
+// algbw, busbw, #wrong (each after a two-space gap).
+std::string formatPlace(const PlaceResult& p) {
+  if (!p.ran) return printf_("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
+  const std::string wrong = p.wrong < 0 ? "N/A" : std::to_string(p.wrong);
+  return printf_("  %7s  %6.2f  %6.2f  %5s", formatTime(p.timeUs).c_str(), p.algBw, p.busBw, wrong.c_str());
+}
+
+std::string opLabel(int op) { return op < 0 ? "none" : opName(op); }
+
+}  // namespace
+
+void setBandwidth(PlaceResult& place, uint64_t bytes, double busBwFactor) {
+  // bytes / 1e9 / (us * 1e-6) = bytes / 1e3 / us
+  place.algBw = place.timeUs > 0 ? static_cast<double>(bytes) / 1.0e3 / place.timeUs : 0.0;
+  place.busBw = place.algBw * busBwFactor;
+}
+
+std::string formatTime(double us) {
+  // Three significant-ish digits in 7 columns, like nccl-tests.
+  if (us >= 10000.0) return printf_("%7.0f", us);
+  if (us >= 100.0) return printf_("%7.1f", us);
+  return printf_("%7.2f", us);
+}
+
+std::string tableHeader() {
+  const std::string sizeCols = "#       size         count      type   redop    root";
+  const std::string placeCols = "     time   algbw   busbw #wrong";
+  const std::string sizeUnits = "#        (B)    (elements)" + std::string(26, ' ');
+  const std::string placeUnits = "     (us)  (GB/s)  (GB/s)       ";
+  std::string groups = "#" + std::string(62, ' ') + "out-of-place" + std::string(23, ' ') + "in-place" +
+                       std::string(10, ' ');
+  return groups + "\n" + sizeCols + placeCols + placeCols + "\n" + sizeUnits + placeUnits + placeUnits + "\n";
+}
+
+std::string formatRow(const RowResult& row) {
+  return printf_("%12llu  %12llu  %8s  %6s  %6d", static_cast<unsigned long long>(row.bytes),
+                 static_cast<unsigned long long>(row.count), dtypeName(row.dtype), opLabel(row.op).c_str(), row.root) +
+         formatPlace(row.outOfPlace) + formatPlace(row.inPlace) + "\n";
+}
+
+std::string formatFailedRow(const RowResult& row) {
+  return printf_("#  size %llu count %llu type %s redop %s root %d: FAILED: ",
+                 static_cast<unsigned long long>(row.bytes), static_cast<unsigned long long>(row.count),
+                 dtypeName(row.dtype), opLabel(row.op).c_str(), row.root) +
+         row.error + "\n";
+}
+
+std::string formatFooter(int64_t wrongTotal, double avgBusBw) {
+  return printf_("# Out of bounds values : %lld %s\n", static_cast<long long>(wrongTotal),
+                 wrongTotal == 0 ? "OK" : "FAILED") +
+         printf_("# Avg bus bandwidth    : %g \n", avgBusBw) + "#\n";
+}
+
+std::string formatPreamble(const Options& o, int nRanks, const std::vector<RankInfo>& ranks) {
+  std::string s = printf_("# occl-bench %s: occl %d.%d.%d, %d rank(s), backend host\n", collName(o.coll), OCCL_MAJOR,
+                          OCCL_MINOR, OCCL_PATCH, nRanks);
+  const bool factor = o.stepFactor > 1;
+  s += printf_(
+      "# nThread 1 nGpus %d minBytes %llu maxBytes %llu step: %llu(%s) warmup iters: %d iters: %d agg iters: 1 "
+      "validation: %d graph: 0\n",
+      o.localRanks, static_cast<unsigned long long>(o.minBytes), static_cast<unsigned long long>(o.maxBytes),
+      static_cast<unsigned long long>(factor ? o.stepFactor : o.stepBytes), factor ? "factor" : "bytes",
+      o.warmupIters, o.iters, o.check ? 1 : 0);
+  if (!o.algorithm.empty()) s += "# algorithm: " + o.algorithm + "\n";
+  if (o.blocks > 0) s += printf_("# blocks per collective: %d\n", o.blocks);
+  s += "#\n# Using devices\n";
+  for (size_t r = 0; r < ranks.size(); ++r)
+    s += printf_("#  Rank %2zu Group  0 Pid %6lld on %10s device -1 [host] CPU daemon\n", r,
+                 static_cast<long long>(ranks[r].pid), ranks[r].host.c_str());
+  return s + "#\n";
+}
+
+void Report::print(const std::string& text) {
+  // Flushed per line so a long sweep shows progress, as nccl-tests does.
+  if (out_ != nullptr) *out_ << text << std::flush;
+}
+
+void Report::begin(const std::vector<RankInfo>& ranks) { print(formatPreamble(options_, nRanks_, ranks) + tableHeader()); }
+
+void Report::note(const std::string& line) { print("# " + line + "\n"); }
+
+void Report::row(const RowResult& row) {
+  rows_.push_back(row);
+  print(row.error.empty() ? formatRow(row) : formatFailedRow(row));
+}
+
+void Report::end() { print(formatFooter(wrongTotal(), avgBusBw())); }
+
+int64_t Report::wrongTotal() const {
+  int64_t total = 0;
+  for (const RowResult& r : rows_)
+    for (const PlaceResult* p : {&r.outOfPlace, &r.inPlace})
+      if (p->ran && p->wrong > 0) total += p->wrong;
+  return total;
+}
+
+double Report::avgBusBw() const {
+  double sum = 0;
+  int n = 0;
+  for (const RowResult& r : rows_)
+    for (const PlaceResult* p : {&r.outOfPlace, &r.inPlace})
+      if (r.error.empty() && p->ran) sum += p->busBw, ++n;
+  return n > 0 ? sum / n : 0.0;
+}
+
+int Report::failedRows() const {
+  int n = 0;
+  for (const RowResult& r : rows_) n += r.error.empty() ? 0 : 1;
+  return n;
+}
+
+}  // namespace occl::bench

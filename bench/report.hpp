@@ -1,0 +1,80 @@
+// Output in nccl-tests' format (so that the scripts that parse all_reduce_perf's output read
+// occl-bench's unchanged): a "#" preamble, one row per size with out-of-place and in-place
+// columns, and the closing "Out of bounds values" / "Avg bus bandwidth" lines. Rows that failed
+// are "#" comment lines naming the size and the reason, which such scripts skip.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "options.hpp"
+
+namespace occl::bench {
+
+struct PlaceResult {
+  bool ran = false;    // false: not applicable (printed N/A)
+  double timeUs = 0;   // per iteration, max over ranks
+  double algBw = 0;    // GB/s
+  double busBw = 0;    // GB/s
+  int64_t wrong = -1;  // summed over ranks; -1 = not checked (-c 0)
+};
+
+struct RowResult {
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+  int dtype = 0;
+  int op = -1;    // -1: a collective without an operator ("none")
+  int root = -1;  // -1: a collective without a root
+  PlaceResult outOfPlace;
+  PlaceResult inPlace;
+  std::string error;  // non-empty: the row failed and has no numbers
+};
+
+struct RankInfo {
+  int64_t pid = 0;
+  std::string host;
+};
+
+// Fills algBw/busBw of `place` from its time and the row's size.
+void setBandwidth(PlaceResult& place, uint64_t bytes, double busBwFactor);
+
+std::string formatTime(double us);
+std::string tableHeader();
+std::string formatRow(const RowResult& row);
+std::string formatFailedRow(const RowResult& row);
+std::string formatFooter(int64_t wrongTotal, double avgBusBw);
+std::string formatPreamble(const Options& options, int nRanks, const std::vector<RankInfo>& ranks);
+
+// One rank's view of the whole run (rows hold the numbers agreed by all ranks): keeps the rows for
+// the summary and JSON, and prints them as they arrive when it has a stream (rank 0's).
+class Report {
+ public:
+  Report(std::ostream* out, const Options& options, int nRanks) : out_(out), options_(options), nRanks_(nRanks) {}
+
+  void begin(const std::vector<RankInfo>& ranks);
+  void note(const std::string& line);  // a "# " line
+  void row(const RowResult& row);
+  void end();
+
+  const std::vector<RowResult>& rows() const { return rows_; }
+  int64_t wrongTotal() const;
+  double avgBusBw() const;
+  int failedRows() const;
+  int nRanks() const { return nRanks_; }
+  const Options& options() const { return options_; }
+
+ private:
+  void print(const std::string& text);
+
+  std::ostream* out_;  // nullptr: a rank that does not print
+  const Options& options_;
+  int nRanks_;
+  std::vector<RowResult> rows_;
+};
+
+// The run as JSON: options, one object per row, the summary.
+void writeJson(std::ostream& out, const Report& report);
+
+}  // namespace occl::bench

@@ -1,0 +1,223 @@
+#include "runner.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+#include "compare_nccl.hpp"
+
+namespace occl::bench {
+namespace {
+
+// Per rank in the introduction: pid, then 32 bytes of host name.
+constexpr size_t kInfoWords = 5;
+
+std::string rowLabel(const Options& o, const RowResult& r) {
+  return std::string(collName(o.coll)) + " " + std::to_string(r.bytes) + " B " + dtypeName(r.dtype) + " " +
+         (r.op < 0 ? "none" : opName(r.op)) + ": ";
+}
+
+// The row's message on rank 0: its own error if it has one, else a pointer to the others'.
+std::string describeFailure(const std::string& local, int64_t failedRanks) {
+  if (!local.empty()) return failedRanks > 1 ? local + " (on " + std::to_string(failedRanks) + " ranks)" : local;
+  return "failed on " + std::to_string(failedRanks) + " other rank(s); their messages are on stderr";
+}
+
+void finish(PlaceResult& place, double timeUs, int64_t wrong, uint64_t bytes, double factor, bool check) {
+  if (!place.ran) return;
+  place.timeUs = timeUs;
+  setBandwidth(place, bytes, factor);
+  place.wrong = check ? wrong : -1;
+}
+
+}  // namespace
+
+void ErrorSink::line(int rank, const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu);
+  err << "occl-bench: rank " << rank << ": " << message << "\n" << std::flush;
+}
+
+RankRunner::RankRunner(const Options& options, occlComm_t comm, int rank, int nRanks, Report& report,
+                       ErrorSink& errors, std::chrono::milliseconds bound)
+    : options_(options),
+      comm_(comm),
+      rank_(rank),
+      nRanks_(nRanks),
+      report_(report),
+      errors_(errors),
+      bound_(bound),
+      side_(comm, bound) {}
+
+void RankRunner::abortComm() {
+  side_.detach();
+  occlCommAbort(comm_);
+  comm_ = nullptr;
+}
+
+std::string RankRunner::run() {
+  if (std::string e = side_.open(); !e.empty()) return e;
+  if (std::string e = introduce(); !e.empty()) return e;
+  if (options_.compareNccl)
+    if (std::string why = ncclComparisonUnavailable(); !why.empty()) report_.note(why);
+  const std::vector<uint64_t> sizes = sizeSequence(options_);
+  // Collectives without an operator run once per size, printed as "none".
+  const std::vector<int> ops = isReducing(options_.coll) ? options_.ops : std::vector<int>{-1};
+  for (int dtype : options_.dtypes) {
+    for (int op : ops) {
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        RowResult row;
+        if (std::string fatal = runRow(dtype, op, sizes[i], i, row); !fatal.empty()) return fatal;
+        report_.row(row);
+      }
+    }
+  }
+  report_.end();
+  return "";
+}
+
+std::string RankRunner::introduce() {
+  std::vector<int64_t> words(static_cast<size_t>(nRanks_) * kInfoWords, 0);
+  int64_t* mine = &words[static_cast<size_t>(rank_) * kInfoWords];
+  mine[0] = static_cast<int64_t>(getpid());
+  char host[(kInfoWords - 1) * sizeof(int64_t)] = {};
+  gethostname(host, sizeof host - 1);
+  std::memcpy(&mine[1], host, sizeof host);
+  if (RunStatus s = side_.sumVector(words); !s.ok()) return "exchanging rank information: " + s.error;
+  std::vector<RankInfo> ranks(static_cast<size_t>(nRanks_));
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const int64_t* w = &words[r * kInfoWords];
+    ranks[r].pid = w[0];
+    std::memcpy(host, &w[1], sizeof host);
+    host[sizeof host - 1] = '\0';
+    ranks[r].host = host;
+  }
+  report_.begin(ranks);
+  return "";
+}
+
+std::string RankRunner::runRow(int dtype, int op, uint64_t bytes, uint64_t sizeIndex, RowResult& out) {
+  Row row;
+  row.plan = planFor(options_.coll, bytes, dtype, nRanks_);
+  const int regOp = op < 0 ? occlSum : op;
+  row.spec = CheckSpec{row.plan, regOp, options_.root, rank_, nRanks_};
+  row.regs = registrationsFor(row.plan, options_, RowKey{dtype, regOp, sizeIndex}, rank_, nRanks_);
+  out.bytes = row.plan.bytes;
+  out.count = row.plan.count;
+  out.dtype = dtype;
+  out.op = op;
+  out.root = usesRoot(options_.coll) ? options_.root : -1;
+
+  // A row runs only where every rank registered it: a rank submitting alone would wait for
+  // peers that never come. Slot 1 tells the others whether rank 0 can name the failure itself.
+  const std::string regError = registerRow(row);
+  SideChannel::Maxes maxes{};
+  SideChannel::Sums sums{regError.empty() ? 0 : 1, rank_ == 0 && !regError.empty() ? 1 : 0, 0, 0};
+  if (RunStatus s = side_.combine(maxes, sums); !s.ok()) return "result aggregation: " + s.error;
+  if (sums[0] > 0) {
+    if (regError.empty()) deregisterRow(row);
+    out.error = describeFailure(regError, sums[0]);
+    if (rank_ != 0 && !regError.empty() && sums[1] == 0) errors_.line(rank_, rowLabel(options_, out) + regError);
+    return "";
+  }
+
+  std::string runError;
+  bool fatal = false;
+  out.outOfPlace = measure(row, false, runError, fatal);
+  if (!fatal && supportsInPlace(options_.coll)) out.inPlace = measure(row, true, runError, fatal);
+  if (fatal) return runError;
+  deregisterRow(row);
+
+  maxes = {out.outOfPlace.timeUs, out.inPlace.timeUs, 0, 0};
+  sums = {out.outOfPlace.wrong, out.inPlace.wrong, runError.empty() ? 0 : 1, rank_ == 0 && !runError.empty() ? 1 : 0};
+  if (RunStatus s = side_.combine(maxes, sums); !s.ok()) return "result aggregation: " + s.error;
+  if (sums[2] > 0) {
+    out.error = describeFailure(runError, sums[2]);
+    if (rank_ != 0 && !runError.empty() && sums[3] == 0) errors_.line(rank_, rowLabel(options_, out) + runError);
+    return "";
+  }
+  const double factor = busBwFactor(options_.coll, nRanks_);
+  finish(out.outOfPlace, maxes[0], sums[0], out.bytes, factor, options_.check);
+  finish(out.inPlace, maxes[1], sums[1], out.bytes, factor, options_.check);
+  return "";
+}
+
+std::string RankRunner::registerRow(const Row& row) {
+  for (size_t i = 0; i < row.regs.size(); ++i) {
+    const Registration& reg = row.regs[i];
+    if (occlResult_t r = occlCollRegister(comm_, reg.collId, &reg.desc); r != occlSuccess) {
+      std::string message = std::string("occlCollRegister: ") + occlGetErrorString(r) + ": " + occlGetLastError(comm_);
+      for (size_t k = 0; k < i; ++k) occlCollDeregister(comm_, row.regs[k].collId);
+      return message;
+    }
+  }
+  return "";
+}
+
+void RankRunner::deregisterRow(const Row& row) {
+  // Every submission has completed by now, so deregistration cannot fail on in-flight work.
+  for (const Registration& reg : row.regs) occlCollDeregister(comm_, reg.collId);
+}
+
+RunBuffers RankRunner::buffersFor(const SizePlan& plan, bool inPlace) {
+  const size_t es = plan.elemSize;
+  send_.reserve(plan.sendElems * es);
+  recv_.reserve(std::max(plan.sendElems, plan.recvElems) * es);  // large enough to run in place
+  if (!inPlace) return {send_.data(), recv_.data()};
+  auto* base = static_cast<std::byte*>(recv_.data());
+  const InPlaceOffsets off = inPlaceOffsets(plan, rank_);
+  return {base + off.send * es, base + off.recv * es};
+}
+
+RunStatus RankRunner::runOnce(const Row& row, const RunBuffers& buffers) {
+  Submission parts[2];
+  size_t n = 0;
+  for (const Registration& reg : row.regs)
+    parts[n++] = {reg.collId, reg.usesSend ? buffers.send : nullptr, reg.usesRecv ? buffers.recv : nullptr};
+  return submitAndWait(comm_, std::span<const Submission>(parts, n), done_, bound_);
+}
+
+RunStatus RankRunner::barrier() {
+  SideChannel::Maxes maxes{};
+  SideChannel::Sums sums{};
+  return side_.combine(maxes, sums);
+}
+
+// Warm-up, a barrier so that all ranks start the clock together, `iters` timed runs (each waits
+// for its callbacks: the time is submit-to-callback latency), then one checked run on fresh
+// inputs. After an error the collectives are skipped but the barrier is still entered, so the
+// ranks stay in step; `fatal` means this rank cannot continue (a callback is lost, or the side
+// channel failed).
+PlaceResult RankRunner::measure(const Row& row, bool inPlace, std::string& error, bool& fatal) {
+  PlaceResult place;
+  const RunBuffers buffers = buffersFor(row.plan, inPlace);
+  auto record = [&](const RunStatus& s) {
+    if (s.ok()) return;
+    if (error.empty()) error = s.error;
+    fatal = fatal || s.lost;
+  };
+  if (error.empty()) writeInput(row.spec, buffers.send);
+  for (int i = 0; i < options_.warmupIters && error.empty(); ++i) record(runOnce(row, buffers));
+  if (fatal) return place;
+  if (RunStatus s = barrier(); !s.ok()) {
+    error = "barrier: " + s.error;
+    fatal = true;
+    return place;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < options_.iters && error.empty(); ++i) record(runOnce(row, buffers));
+  const auto stop = std::chrono::steady_clock::now();
+  if (!error.empty()) return place;
+  place.timeUs = std::chrono::duration<double, std::micro>(stop - start).count() / options_.iters;
+  if (options_.check) {
+    prepareRun(row.spec, buffers);
+    record(runOnce(row, buffers));
+    if (!error.empty()) return place;
+    place.wrong = countWrong(row.spec, buffers.recv);
+  }
+  place.ran = true;
+  return place;
+}
+
+}  // namespace occl::bench

@@ -1,0 +1,155 @@
+// Voluntary quit of the CUDA daemon kernel (OCCL §3.1.3).
+//
+// A block wants to quit when it has been idle (nothing queued, nothing arriving) for idleNs, or
+// stuck (tasks queued, none progressing) for stuckNs — the latter so that a cudaDeviceSynchronize
+// issued elsewhere can complete (Fig. 1(c)); the host relaunches the kernel afterwards. Block
+// state lives in global memory, so leaving and relaunching loses nothing.
+//
+// But the kernel can only end as a whole: the host relaunches a grid, never one block, and a
+// block that left early would strand its part of every later collective until the others left
+// too. So blocks vote. One 64-bit word in device memory per communicator holds
+//
+//   epoch << 32 | sealed << 31 | joined << 16 | votes
+//
+// A block joins when it starts, votes when it wants to quit, and withdraws its vote when it
+// progresses again. The vote that makes votes == joined seals the word; a sealed word makes every
+// block leave, including one that starts only afterwards (a grid larger than the GPU can hold at
+// once then still ends, instead of waiting for blocks that never run). Each launch passes a new
+// epoch, and a word from an older epoch reads as empty, so nothing is reset between launches.
+// A block leaving for the exit SQE votes for good, so every launch ends sealed.
+//
+// The word is read-modify-written by the blocks only, in device memory: GPU atomics on host
+// memory are not atomic with respect to the host unless the platform says so
+// (hostNativeAtomicSupported). The host learns that a launch is over from a second word in
+// mapped memory, where a leaving block that saw the seal stores the launch's epoch.
+//
+// All of this runs on the leader lane only; the kernel broadcasts the decision to its block.
+#pragma once
+
+#include <cstdint>
+
+#include "daemon/daemon.hpp"
+#include "queues/detail/compat.hpp"
+
+namespace occl {
+
+namespace quitword {
+
+inline constexpr uint64_t kSealed = 1ull << 31;
+inline constexpr uint32_t kCountBits = 15;
+inline constexpr uint32_t kCountMask = (1u << kCountBits) - 1;
+static_assert(kMaxDaemonBlocks <= kCountMask, "a block count must fit its field");
+
+struct Fields {
+  bool sealed;
+  uint32_t joined;
+  uint32_t votes;
+};
+
+OCCL_HD inline Fields decode(uint64_t word, uint32_t epoch) {
+  if (static_cast<uint32_t>(word >> 32) != epoch) return {false, 0, 0};  // an older launch's word
+  return {(word & kSealed) != 0, static_cast<uint32_t>(word >> 16) & kCountMask,
+          static_cast<uint32_t>(word) & kCountMask};
+}
+
+OCCL_HD inline uint64_t encode(uint32_t epoch, const Fields& f) {
+  return (static_cast<uint64_t>(epoch) << 32) | (f.sealed ? kSealed : 0) |
+         (static_cast<uint64_t>(f.joined & kCountMask) << 16) | (f.votes & kCountMask);
+}
+
+// Applies `change` to the word of `epoch` with a CAS loop, unless the word is sealed. Returns
+// false when it was sealed (the caller must leave), true when the change landed.
+template <typename Change>
+OCCL_HD inline bool update(uint64_t* word, uint32_t epoch, Change&& change, bool& sealedNow) {
+  uint64_t seen = atomics::loadAcquire(word);
+  for (;;) {
+    Fields f = decode(seen, epoch);
+    if (f.sealed) return false;
+    change(f);
+    if (atomics::compareExchange(word, seen, encode(epoch, f))) {
+      sealedNow = f.sealed;
+      return true;
+    }
+  }
+}
+
+}  // namespace quitword
+
+// A new block of launch `epoch` counts itself in. False: the launch is already sealed, leave.
+OCCL_HD inline bool joinLaunch(uint64_t* word, uint32_t epoch) {
+  bool sealedNow = false;
+  return quitword::update(word, epoch, [](quitword::Fields& f) { f.joined += 1; }, sealedNow);
+}
+
+// Votes to quit. True: the launch is sealed (by this vote or an earlier one), leave.
+OCCL_HD inline bool castQuitVote(uint64_t* word, uint32_t epoch) {
+  bool sealedNow = false;
+  bool landed = quitword::update(
+      word, epoch,
+      [](quitword::Fields& f) {
+        f.votes += 1;
+        f.sealed = f.votes >= f.joined;
+      },
+      sealedNow);
+  return !landed || sealedNow;
+}
+
+// Takes a vote back after progress. False: too late, the launch is sealed, leave.
+OCCL_HD inline bool withdrawQuitVote(uint64_t* word, uint32_t epoch) {
+  bool sealedNow = false;
+  return quitword::update(word, epoch, [](quitword::Fields& f) { f.votes -= 1; }, sealedNow);
+}
+
+OCCL_HD inline bool launchSealed(uint64_t* word, uint32_t epoch) {
+  return quitword::decode(atomics::loadAcquire(word), epoch).sealed;
+}
+
+struct QuitLimits {
+  uint64_t idleNs;   // nothing queued and no progress for this long: want to quit
+  uint64_t stuckNs;  // tasks queued but none progressing for this long: want to quit
+};
+
+// The quit decision of one block, kept by its leader across passes.
+class BlockQuit {
+ public:
+  OCCL_HD BlockQuit(uint64_t* word, uint32_t epoch, QuitLimits limits, uint64_t nowNs)
+      : word_(word), epoch_(epoch), limits_(limits), lastProgressNs_(nowNs) {}
+
+  // Joins the launch; false when the block must leave at once.
+  OCCL_HD bool join() { return joinLaunch(word_, epoch_); }
+
+  // On leaving: tells the host (`endedEpoch`, mapped memory) once the launch is sealed. A block
+  // that leaves for the exit SQE before the others have voted leaves that to the last of them.
+  OCCL_HD void leave(uint32_t* endedEpoch) const {
+    if (launchSealed(word_, epoch_)) atomics::storeRelease(endedEpoch, epoch_);
+  }
+
+  // After each pass: true when the block must leave the kernel now.
+  OCCL_HD bool afterPass(const PassResult& r, uint64_t nowNs) {
+    if (r.exit) {
+      // Leaving for good: the vote stays cast, so the other blocks can still seal a quit.
+      if (!voted_) castQuitVote(word_, epoch_);
+      return true;
+    }
+    if (r.progressed) {
+      lastProgressNs_ = nowNs;
+      if (!voted_) return false;
+      voted_ = false;
+      return !withdrawQuitVote(word_, epoch_);
+    }
+    if (voted_) return launchSealed(word_, epoch_);
+    const uint64_t quietNs = nowNs - lastProgressNs_;
+    if (quietNs < (r.pending ? limits_.stuckNs : limits_.idleNs)) return false;
+    voted_ = true;
+    return castQuitVote(word_, epoch_);
+  }
+
+ private:
+  uint64_t* word_;
+  uint32_t epoch_;
+  QuitLimits limits_;
+  uint64_t lastProgressNs_;
+  bool voted_ = false;
+};
+
+}  // namespace occl

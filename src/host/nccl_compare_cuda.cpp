@@ -1,0 +1,228 @@
+// NCCL timing and copy bandwidth for occl-bench's --compare nccl; see nccl_compare.hpp.
+#include "host/nccl_compare.hpp"
+
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "absl/strings/str_format.h"
+#include "host/cuda_util.hpp"
+#include "primitives/dtypes.hpp"
+
+namespace occl::host {
+namespace {
+
+Status ncclStatus(ncclResult_t r, const char* api) {
+  if (r == ncclSuccess) return Status::success();
+  occlResult_t code = occlSystemError;
+  if (r == ncclUnhandledCudaError) code = occlUnhandledCudaError;
+  if (r == ncclInvalidArgument) code = occlInvalidArgument;
+  if (r == ncclInvalidUsage) code = occlInvalidUsage;
+  return Status::error(code, absl::StrFormat("%s failed: %s (%s)", api, ncclGetErrorString(r), ncclGetLastError(nullptr)));
+}
+
+// Elements of each rank's send and receive buffers, and the count argument NCCL takes, for
+// nccl-tests' meaning of `bytes` (see NcclRunSpec).
+struct Geometry {
+  size_t sendElems;
+  size_t recvElems;
+  size_t count;
+};
+
+Geometry geometryOf(const NcclRunSpec& s, size_t elemBytes) {
+  const size_t n = s.devices.size(), elems = s.bytes / elemBytes;
+  switch (s.coll) {
+    case occlCollAllGather: return {elems / n, elems / n * n, elems / n};
+    case occlCollReduceScatter: return {elems / n * n, elems / n, elems / n};
+    case occlCollAllToAll: return {elems / n * n, elems / n * n, elems / n};
+    default: return {elems, elems, elems};
+  }
+}
+
+Status validate(const NcclRunSpec& s) {
+  if (s.devices.empty()) return Status::error(occlInvalidArgument, "NCCL comparison: no devices");
+  if (std::set<int>(s.devices.begin(), s.devices.end()).size() != s.devices.size())
+    return Status::error(occlInvalidArgument, "NCCL comparison: NCCL runs at most one rank per GPU; the device list "
+                                              "repeats a device");
+  if (s.coll < occlCollAllReduce || s.coll > occlCollAllToAll)
+    return Status::error(occlInvalidArgument, absl::StrFormat("NCCL comparison: collective %d is not one of allreduce.."
+                                                              "alltoall",
+                                                              s.coll));
+  if (s.datatype < 0 || s.datatype >= occlNumTypes)
+    return Status::error(occlInvalidArgument, absl::StrFormat("NCCL comparison: datatype %d", s.datatype));
+  if (s.op < 0 || s.op >= occlNumOps) return Status::error(occlInvalidArgument, absl::StrFormat("NCCL comparison: op %d", s.op));
+  if (s.root < 0 || s.root >= static_cast<int>(s.devices.size()))
+    return Status::error(occlInvalidArgument, absl::StrFormat("NCCL comparison: root %d", s.root));
+  if (s.iters < 1 || s.warmupIters < 0)
+    return Status::error(occlInvalidArgument, "NCCL comparison: iters must be >= 1 and warmupIters >= 0");
+  return Status::success();
+}
+
+struct NcclRank {
+  int device = 0;
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  void* send = nullptr;
+  void* recv = nullptr;
+};
+
+// Owns the communicators, streams and buffers of one run.
+class NcclRun {
+ public:
+  explicit NcclRun(const NcclRunSpec& spec) : spec_(spec), ranks_(spec.devices.size()) {}
+  ~NcclRun() {
+    for (NcclRank& r : ranks_) {
+      DeviceGuard guard(r.device);
+      if (r.comm != nullptr) ncclCommDestroy(r.comm);
+      if (r.stream != nullptr) cudaStreamDestroy(r.stream);
+      cudaFree(r.send);
+      cudaFree(r.recv);
+    }
+  }
+  NcclRun(const NcclRun&) = delete;
+  NcclRun& operator=(const NcclRun&) = delete;
+
+  Status setUp();
+  Result<double> timeUs();
+
+ private:
+  Status launchOnce();
+  Status waitAll();
+
+  const NcclRunSpec& spec_;
+  std::vector<NcclRank> ranks_;
+  Geometry geometry_{};
+};
+
+Status NcclRun::setUp() {
+  const size_t elemBytes = dtypeSize(spec_.datatype);
+  geometry_ = geometryOf(spec_, elemBytes);
+  std::vector<ncclComm_t> comms(ranks_.size());
+  if (Status s = ncclStatus(ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), spec_.devices.data()),
+                            "ncclCommInitAll");
+      !s.ok())
+    return s;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    ranks_[i].device = spec_.devices[i];
+    ranks_[i].comm = comms[i];
+  }
+  for (NcclRank& r : ranks_) {
+    DeviceGuard guard(r.device);
+    if (Status s = guard.status(); !s.ok()) return s;
+    const size_t sendBytes = std::max<size_t>(geometry_.sendElems * elemBytes, 1);
+    const size_t recvBytes = std::max<size_t>(geometry_.recvElems * elemBytes, 1);
+    for (Status s : {cudaStatus(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags",
+                                r.device),
+                     cudaStatus(cudaMalloc(&r.send, sendBytes), "cudaMalloc", r.device),
+                     cudaStatus(cudaMalloc(&r.recv, recvBytes), "cudaMalloc", r.device)})
+      if (!s.ok()) return s;
+    if (Status s = cudaStatus(cudaMemset(r.send, 0, sendBytes), "cudaMemset", r.device); !s.ok()) return s;
+    if (Status s = cudaStatus(cudaMemset(r.recv, 0, recvBytes), "cudaMemset", r.device); !s.ok()) return s;
+  }
+  return cudaStatus(cudaDeviceSynchronize(), "cudaDeviceSynchronize", ranks_.back().device);
+}
+
+Status NcclRun::launchOnce() {
+  const auto type = static_cast<ncclDataType_t>(spec_.datatype);
+  const auto op = static_cast<ncclRedOp_t>(spec_.op);
+  const size_t count = geometry_.count;
+  if (Status s = ncclStatus(ncclGroupStart(), "ncclGroupStart"); !s.ok()) return s;
+  for (const NcclRank& r : ranks_) {
+    ncclResult_t res = ncclSuccess;
+    switch (spec_.coll) {
+      case occlCollAllReduce: res = ncclAllReduce(r.send, r.recv, count, type, op, r.comm, r.stream); break;
+      case occlCollAllGather: res = ncclAllGather(r.send, r.recv, count, type, r.comm, r.stream); break;
+      case occlCollReduceScatter: res = ncclReduceScatter(r.send, r.recv, count, type, op, r.comm, r.stream); break;
+      case occlCollReduce: res = ncclReduce(r.send, r.recv, count, type, op, spec_.root, r.comm, r.stream); break;
+      case occlCollBroadcast: res = ncclBroadcast(r.send, r.recv, count, type, spec_.root, r.comm, r.stream); break;
+      default: res = ncclAlltoAll(r.send, r.recv, count, type, r.comm, r.stream); break;
+    }
+    if (res != ncclSuccess) {
+      ncclGroupEnd();
+      return ncclStatus(res, "NCCL collective launch");
+    }
+  }
+  return ncclStatus(ncclGroupEnd(), "ncclGroupEnd");
+}
+
+Status NcclRun::waitAll() {
+  for (const NcclRank& r : ranks_)
+    if (Status s = cudaStatus(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize", r.device); !s.ok()) return s;
+  return Status::success();
+}
+
+Result<double> NcclRun::timeUs() {
+  using Clock = std::chrono::steady_clock;
+  for (int i = 0; i < spec_.warmupIters; ++i)
+    if (Status s = launchOnce(); !s.ok()) return s;
+  if (Status s = waitAll(); !s.ok()) return s;
+  double totalUs = 0;
+  auto start = Clock::now();
+  for (int i = 0; i < spec_.iters; ++i) {
+    if (!spec_.pipelined) start = Clock::now();
+    if (Status s = launchOnce(); !s.ok()) return s;
+    if (spec_.pipelined) continue;
+    if (Status s = waitAll(); !s.ok()) return s;
+    totalUs += std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  }
+  if (spec_.pipelined) {
+    if (Status s = waitAll(); !s.ok()) return s;
+    totalUs = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  }
+  return totalUs / spec_.iters;
+}
+
+}  // namespace
+
+Result<NcclTiming> runNcclCollective(const NcclRunSpec& spec) {
+  if (Status s = validate(spec); !s.ok()) return s;
+  NcclTiming timing;
+  if (Status s = ncclStatus(ncclGetVersion(&timing.ncclVersion), "ncclGetVersion"); !s.ok()) return s;
+  NcclRun run(spec);
+  if (Status s = run.setUp(); !s.ok()) return s;
+  Result<double> us = run.timeUs();
+  if (!us.ok()) return us.status();
+  timing.meanUs = us.value();
+  return timing;
+}
+
+Result<double> deviceCopyBandwidthGBs(int device, size_t bytes, int iters) {
+  if (bytes == 0 || iters < 1)
+    return Status::error(occlInvalidArgument, "copy bandwidth: bytes must be > 0 and iters >= 1");
+  DeviceGuard guard(device);
+  if (Status s = guard.status(); !s.ok()) return s;
+  void* src = nullptr;
+  void* dst = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t begin = nullptr, end = nullptr;
+  auto release = [&] {
+    if (begin != nullptr) cudaEventDestroy(begin);
+    if (end != nullptr) cudaEventDestroy(end);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+    cudaFree(src);
+    cudaFree(dst);
+  };
+  auto check = [&](cudaError_t e, const char* api) { return cudaStatus(e, api, device); };
+  Status s = check(cudaMalloc(&src, bytes), "cudaMalloc");
+  if (s.ok()) s = check(cudaMalloc(&dst, bytes), "cudaMalloc");
+  if (s.ok()) s = check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  if (s.ok()) s = check(cudaEventCreate(&begin), "cudaEventCreate");
+  if (s.ok()) s = check(cudaEventCreate(&end), "cudaEventCreate");
+  if (s.ok()) s = check(cudaMemsetAsync(src, 1, bytes, stream), "cudaMemsetAsync");
+  for (int i = 0; s.ok() && i < 2; ++i) s = check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync");
+  if (s.ok()) s = check(cudaEventRecord(begin, stream), "cudaEventRecord");
+  for (int i = 0; s.ok() && i < iters; ++i)
+    s = check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync");
+  if (s.ok()) s = check(cudaEventRecord(end, stream), "cudaEventRecord");
+  if (s.ok()) s = check(cudaEventSynchronize(end), "cudaEventSynchronize");
+  float ms = 0;
+  if (s.ok()) s = check(cudaEventElapsedTime(&ms, begin, end), "cudaEventElapsedTime");
+  release();
+  if (!s.ok()) return s;
+  if (ms <= 0) return Status::error(occlInternalError, "copy bandwidth: the copies took no measurable time");
+  return static_cast<double>(bytes) * iters / (static_cast<double>(ms) * 1e-3) / 1e9;
+}
+
+}  // namespace occl::host

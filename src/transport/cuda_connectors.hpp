@@ -1,0 +1,30 @@
+// Connectors for ranks whose daemon is a CUDA kernel (cuda_connectors_cuda.cpp; CUDA builds only).
+//
+// Ranks of one process (occlCommInitAll with a devlist): a FIFO lives in device memory of the
+// receiver's GPU when the sender runs on the same GPU or can reach it by peer access, so the
+// receiver polls local memory and the sender writes across. GPU pairs without peer access share
+// pinned, mapped host memory instead.
+//
+// Ranks in different processes: the POSIX shm mapping of makeShmFactory, registered with CUDA
+// (pinned and mapped), so the daemon kernel reads and writes it at its host address. Device
+// memory across processes (CUDA IPC) is not implemented.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "host/status.hpp"
+#include "transport/connector.hpp"
+
+namespace occl::transport {
+
+// The connector memory of one process's device ranks; devices[r] is rank r's CUDA device.
+class CudaWorld;
+std::shared_ptr<CudaWorld> makeCudaWorld(std::vector<int> devices);
+std::unique_ptr<ConnectorFactory> makeCudaInProcessFactory(std::shared_ptr<CudaWorld> world);
+
+// makeShmFactory's connectors, usable by a daemon kernel on `device`.
+std::unique_ptr<ConnectorFactory> makeCudaShmFactory(uint64_t jobNonce, int64_t attachTimeoutMs, int device);
+
+}  // namespace occl::transport

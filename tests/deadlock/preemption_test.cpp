@@ -1,0 +1,213 @@
+// Preemption proven from both sides: forced preemption at every wait changes no bit of the
+// results, the statistics add up, and with preemption disabled a crossed submission order
+// really hangs (so the other tests exercise the ordering problem, not a lucky schedule).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "deadlock/torture.hpp"
+#include "support/ranks.hpp"
+
+namespace occl::torture {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct RunSummary {
+  std::vector<RankResult> results;
+  std::vector<occlCollStats_t> stats;  // per collective, summed over ranks
+  occlCollStats_t total{};
+  uint64_t failedCallbacks = 0;
+};
+
+// 4 ranks, 8 AllReduces from 256 B to 1 MiB, per-rank orders.
+RunSummary runDisordered(occlConfig_t config, int iters) {
+  constexpr int kRanks = 4;
+  RunSummary out;
+  PendingTracker tracker(kRanks);
+  CommSet comms;
+  size_t first = 0;
+  if (comms.initAll(kRanks, config, &first) != occlSuccess) {
+    ADD_FAILURE() << "occlCommInitAll: " << occlGetLastError(nullptr);
+    return out;
+  }
+  auto plans = singleCommPlans(comms, first, kRanks, geometricCounts(8, 256, 1 << 20));
+  std::string error;
+  for (const auto& p : plans) {
+    if (registerAll(p, &error) != occlSuccess) {
+      ADD_FAILURE() << error;
+      return out;
+    }
+  }
+  RunOptions o;
+  o.iters = iters;
+  o.iterTimeout = 20s;
+  o.hashOutputs = true;
+  out.results = runRankThreads(plans, o, tracker, comms);
+  out.failedCallbacks = tracker.failedCallbacks();
+  for (const auto& r : out.results) {
+    EXPECT_FALSE(r.timedOut);
+    EXPECT_EQ(r.wrong, 0u) << r.firstWrong;
+  }
+  if (::testing::Test::HasFailure()) return out;
+  for (size_t c = 0; c < plans[0].size(); ++c) {
+    std::vector<std::pair<occlComm_t, uint64_t>> everyRank;
+    for (const auto& rankPlan : plans) everyRank.emplace_back(rankPlan[c].comm, rankPlan[c].collId);
+    out.stats.push_back(sumStats(everyRank));
+    out.total.preemptions += out.stats.back().preemptions;
+    out.total.contextSaves += out.stats.back().contextSaves;
+    out.total.contextLoads += out.stats.back().contextLoads;
+    out.total.completions += out.stats.back().completions;
+  }
+  return out;
+}
+
+TEST(PreemptionTest, ForcedPreemptionAtEveryWaitIsBitIdenticalToAnUnpreemptedRun) {
+  constexpr int kIters = 10;
+  occlConfig_t plain = test::testConfig();
+  plain.disablePreemption = 1;  // consistent order below cannot hang, so nothing is ever preempted
+  occlConfig_t forced = test::testConfig();
+  forced.forcePreempt = 1;
+
+  RunSummary reference;
+  {
+    // The unpreempted reference runs the same collectives in one order on every rank.
+    constexpr int kRanks = 4;
+    PendingTracker tracker(kRanks);
+    CommSet comms;
+    size_t first = 0;
+    ASSERT_EQ(comms.initAll(kRanks, plain, &first), occlSuccess) << occlGetLastError(nullptr);
+    auto plans = singleCommPlans(comms, first, kRanks, geometricCounts(8, 256, 1 << 20));
+    std::string error;
+    for (const auto& p : plans) ASSERT_EQ(registerAll(p, &error), occlSuccess) << error;
+    RunOptions o;
+    o.iters = kIters;
+    o.order = Order::Consistent;
+    o.iterTimeout = 20s;
+    o.hashOutputs = true;
+    reference.results = runRankThreads(plans, o, tracker, comms);
+    for (const CollPlan& p : plans[0]) EXPECT_EQ(sumStats({{p.comm, p.collId}}).preemptions, 0u);
+  }
+  RunSummary preempted = runDisordered(forced, kIters);
+  ASSERT_FALSE(HasFailure());
+  for (size_t r = 0; r < preempted.results.size(); ++r) {
+    EXPECT_EQ(reference.results[r].wrong, 0u) << reference.results[r].firstWrong;
+    EXPECT_EQ(preempted.results[r].outputHash, reference.results[r].outputHash) << "rank " << r;
+  }
+  EXPECT_GT(preempted.total.preemptions, 0u);
+  EXPECT_LE(preempted.total.contextSaves, preempted.total.preemptions);
+  for (size_t c = 0; c < preempted.stats.size(); ++c) {
+    EXPECT_GT(preempted.stats[c].preemptions, 0u) << "collective " << c << " was never preempted";
+    EXPECT_EQ(statsProblems(preempted.stats[c], 1), "") << "collective " << c;
+  }
+  std::printf("[torture] forced preemption: %llu preemptions, %llu context saves, %llu loads, %llu completions\n",
+              static_cast<unsigned long long>(preempted.total.preemptions),
+              static_cast<unsigned long long>(preempted.total.contextSaves),
+              static_cast<unsigned long long>(preempted.total.contextLoads),
+              static_cast<unsigned long long>(preempted.total.completions));
+}
+
+// occlCommWaitAll, not the callbacks, is the fence here: right after it the counters must add up.
+TEST(PreemptionTest, StatisticsAddUpRightAfterWaitAll) {
+  constexpr int kRanks = 3, kColls = 6, kRounds = 30;
+  occlConfig_t config = test::testConfig();
+  config.daemonBlocks = 2;
+  CommSet comms;
+  size_t first = 0;
+  ASSERT_EQ(comms.initAll(kRanks, config, &first), occlSuccess) << occlGetLastError(nullptr);
+  auto plans = singleCommPlans(comms, first, kRanks, geometricCounts(kColls, 1024, 256 << 10));
+  std::string error;
+  for (const auto& p : plans) ASSERT_EQ(registerAll(p, &error), occlSuccess) << error;
+  std::vector<std::string> problems(kRanks);
+  test::runRanks(kRanks, [&](int r) {
+    std::vector<std::vector<float>> send(kColls), recv(kColls);
+    for (int c = 0; c < kColls; ++c) {
+      send[c].assign(plans[r][c].count, 1.0f);
+      recv[c].resize(plans[r][c].count);
+    }
+    for (int round = 0; round < kRounds; ++round) {
+      for (size_t c : submissionOrder(r, round, kColls, Order::Shuffled, 3))
+        test::expectOk(occlSubmit(plans[r][c].comm, plans[r][c].collId, send[c].data(), recv[c].data(), nullptr, nullptr),
+                       plans[r][c].comm, "submit");
+      test::expectOk(occlCommWaitAll(plans[r][0].comm, 20000), plans[r][0].comm, "waitAll");
+      for (int c = 0; c < kColls; ++c) {
+        std::string p = statsProblems(sumStats({{plans[r][c].comm, plans[r][c].collId}}), 2);
+        if (!p.empty() && problems[r].empty()) problems[r] = "round " + std::to_string(round) + ": " + p;
+      }
+    }
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(problems[r], "") << "rank " << r;
+}
+
+// Rank 0 submits A then B, rank 1 B then A; one daemon block, connectors far smaller than either
+// collective. Each daemon takes its first collective and, unable to preempt it, waits forever for
+// a peer that waits on the other one.
+struct CrossedOrder {
+  static constexpr size_t kCount = 64 << 10;  // 256 KiB per collective vs 2 slots of 64 B
+  static constexpr uint64_t kA = 0xA, kB = 0xB;
+  // Declared before the communicators, so they outlive them (callbacks, daemon writes).
+  PendingTracker tracker{2};
+  std::vector<std::vector<float>> send = std::vector<std::vector<float>>(4, std::vector<float>(kCount, 1.0f));
+  std::vector<std::vector<float>> recv = std::vector<std::vector<float>>(4, std::vector<float>(kCount));
+  CommSet comms;
+
+  explicit CrossedOrder(occlConfig_t config) {
+    config.daemonBlocks = 1;
+    config.connectorSlots = 2;
+    config.connectorSlotBytes = 64;
+    EXPECT_EQ(comms.initAll(2, config, nullptr), occlSuccess) << occlGetLastError(nullptr);
+  }
+  void submit() {
+    for (int r = 0; r < 2; ++r) {
+      for (uint64_t id : {kA, kB}) {
+        CollPlan p;
+        p.comm = comms[static_cast<size_t>(r)];
+        p.collId = id;
+        p.count = kCount;
+        occlCollDesc_t d = allReduceDesc(p);
+        ASSERT_EQ(occlCollRegister(p.comm, id, &d), occlSuccess) << occlGetLastError(p.comm);
+      }
+    }
+    const uint64_t orders[2][2] = {{kA, kB}, {kB, kA}};
+    for (int r = 0; r < 2; ++r) {
+      for (int k = 0; k < 2; ++k) {
+        size_t buf = static_cast<size_t>(r * 2 + k);
+        ASSERT_EQ(tracker.submit(comms[static_cast<size_t>(r)], tracker.slot(r, orders[r][k]), send[buf].data(),
+                                 recv[buf].data()),
+                  occlSuccess);
+      }
+    }
+  }
+};
+
+TEST(PreemptionTest, WithoutPreemptionACrossedOrderHangsAndTheBoundedWaitCatchesIt) {
+  occlConfig_t config = test::testConfig();
+  config.disablePreemption = 1;
+  CrossedOrder job(config);
+  ASSERT_NO_FATAL_FAILURE(job.submit());
+  const bool finished = job.tracker.wait(-1, 2s);
+  const std::string pending = job.tracker.describePending();
+  std::printf("[torture] expected hang, pending after 2 s: %s\n", pending.c_str());
+  EXPECT_FALSE(finished) << "the crossed order completed without preemption: the test does not exercise ordering";
+  EXPECT_EQ(pending, "rank 0: 0xa (1 pending) 0xb (1 pending); rank 1: 0xa (1 pending) 0xb (1 pending)");
+  job.comms.abortAll();  // fails the stuck collectives, so their callbacks fire and the test ends
+  EXPECT_TRUE(job.tracker.wait(-1, 10s)) << job.tracker.describePending();
+  EXPECT_EQ(job.tracker.failedCallbacks(), 4u);
+}
+
+TEST(PreemptionTest, WithPreemptionTheSameCrossedOrderCompletes) {
+  CrossedOrder job(test::testConfig());
+  ASSERT_NO_FATAL_FAILURE(job.submit());
+  ASSERT_TRUE(job.tracker.wait(-1, 30s)) << job.tracker.describePending();
+  EXPECT_EQ(job.tracker.failedCallbacks(), 0u) << job.tracker.firstFailure();
+  for (const auto& out : job.recv)
+    for (float v : out) ASSERT_EQ(v, 2.0f);
+  occlCollStats_t s = sumStats({{job.comms[0], CrossedOrder::kA}, {job.comms[0], CrossedOrder::kB},
+                                {job.comms[1], CrossedOrder::kA}, {job.comms[1], CrossedOrder::kB}});
+  EXPECT_GT(s.preemptions, 0u);
+  EXPECT_EQ(statsProblems(s, 1), "");
+}
+
+}  // namespace
+}  // namespace occl::torture

@@ -1,0 +1,400 @@
+// The CUDA backend end to end: ranks as threads on one GPU (occlCommInitAll with devlist {0,...}),
+// device buffers, results checked bit for bit with the host suite's cases (collective_cases.hpp).
+// Every test skips without a CUDA device, except NoDeviceGivesClearError, which runs only then.
+//
+// Buffers are filled before a submission and read after its callback with the legacy default
+// stream, then that stream is synchronised: occlSubmit has no stream argument, so the data a
+// collective reads must be in place when it is submitted.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/ranks.hpp"
+#include "unit/collective_cases.hpp"
+
+namespace occl::test {
+namespace {
+
+int deviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+void checkCuda(cudaError_t e, const std::string& what) {
+  if (e != cudaSuccess) throw std::runtime_error(what + ": " + cudaGetErrorString(e));
+}
+
+// Makes host-side copies visible to the daemon, whose kernels run on non-blocking streams.
+void syncLegacyStream() { checkCuda(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize"); }
+
+uint64_t nextCollId() {
+  static std::atomic<uint64_t> next{0x6000};
+  return next++;
+}
+
+// A RankIo's two host buffers mirrored in device memory, at the same offsets.
+class DeviceIo {
+ public:
+  explicit DeviceIo(const RankIo& io) : firstBytes_(io.first.size()), secondBytes_(io.second.size()) {
+    if (firstBytes_ > 0) checkCuda(cudaMalloc(&first_, firstBytes_), "cudaMalloc");
+    if (secondBytes_ > 0) checkCuda(cudaMalloc(&second_, secondBytes_), "cudaMalloc");
+    upload(io);
+    send = translate(io, io.send);
+    recv = translate(io, io.recv);
+  }
+  ~DeviceIo() {
+    cudaFree(first_);
+    cudaFree(second_);
+  }
+  DeviceIo(const DeviceIo&) = delete;
+  DeviceIo& operator=(const DeviceIo&) = delete;
+
+  void upload(const RankIo& io) {
+    if (firstBytes_ > 0) checkCuda(cudaMemcpy(first_, io.first.data(), firstBytes_, cudaMemcpyHostToDevice), "upload");
+    if (secondBytes_ > 0)
+      checkCuda(cudaMemcpy(second_, io.second.data(), secondBytes_, cudaMemcpyHostToDevice), "upload");
+    syncLegacyStream();
+  }
+  // Copies the device buffers back into `io`, so mismatch() checks what the GPU holds.
+  void download(RankIo& io) const {
+    if (firstBytes_ > 0) checkCuda(cudaMemcpy(io.first.data(), first_, firstBytes_, cudaMemcpyDeviceToHost), "download");
+    if (secondBytes_ > 0)
+      checkCuda(cudaMemcpy(io.second.data(), second_, secondBytes_, cudaMemcpyDeviceToHost), "download");
+  }
+
+  void* send = nullptr;
+  void* recv = nullptr;
+
+ private:
+  void* translate(const RankIo& io, const void* p) const {
+    if (p == nullptr) return nullptr;
+    auto at = [](const std::vector<std::byte>& v, const void* q) {
+      return q >= static_cast<const void*>(v.data()) && q <= static_cast<const void*>(v.data() + v.size());
+    };
+    if (at(io.first, p)) return static_cast<char*>(first_) + (static_cast<const std::byte*>(p) - io.first.data());
+    return static_cast<char*>(second_) + (static_cast<const std::byte*>(p) - io.second.data());
+  }
+
+  size_t firstBytes_, secondBytes_;
+  void* first_ = nullptr;
+  void* second_ = nullptr;
+};
+
+// n device ranks on GPU 0.
+class GpuComms {
+ public:
+  explicit GpuComms(int n, occlConfig_t config = testConfig()) : comms_(static_cast<size_t>(n)) {
+    std::vector<int> devlist(static_cast<size_t>(n), 0);
+    expectOk(occlCommInitAll(comms_.data(), n, devlist.data(), &config), nullptr, "occlCommInitAll(devlist)");
+  }
+  ~GpuComms() {
+    for (occlComm_t c : comms_)
+      if (c != nullptr) occlCommDestroy(c);
+  }
+  GpuComms(const GpuComms&) = delete;
+  GpuComms& operator=(const GpuComms&) = delete;
+  occlComm_t operator[](int r) const { return comms_[static_cast<size_t>(r)]; }
+  int size() const { return static_cast<int>(comms_.size()); }
+
+ private:
+  std::vector<occlComm_t> comms_;
+};
+
+class Gpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (deviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+enum class Outcome { Ran, NotImplemented };
+
+// Registers `s` under a fresh collId on every participating rank; NotImplemented when the build
+// does not generate this collective yet.
+Outcome registerCase(const GpuComms& g, const Spec& s, uint64_t collId) {
+  for (int r = 0; r < g.size(); ++r) {
+    if (!participates(s, r)) continue;
+    const occlCollDesc_t d = descFor(s, r);
+    const occlResult_t res = occlCollRegister(g[r], collId, &d);
+    if (res == occlInvalidArgument && std::string(occlGetLastError(g[r])).find("not implemented") != std::string::npos)
+      return Outcome::NotImplemented;
+    expectOk(res, g[r], "occlCollRegister(" + describe(s) + ")");
+  }
+  return Outcome::Ran;
+}
+
+void deregisterCase(const GpuComms& g, const Spec& s, uint64_t collId) {
+  for (int r = 0; r < g.size(); ++r)
+    if (participates(s, r)) expectOk(occlCollDeregister(g[r], collId), g[r], "occlCollDeregister");
+}
+
+// Runs one case `repeats` times on device buffers and checks every receive buffer.
+Outcome runCase(const GpuComms& g, const Spec& s, int repeats = 1) {
+  const int n = g.size();
+  const uint64_t collId = nextCollId();
+  if (registerCase(g, s, collId) == Outcome::NotImplemented) return Outcome::NotImplemented;
+  std::vector<RankIo> io = prepare(s, n);
+  std::vector<std::unique_ptr<DeviceIo>> dev;
+  for (const RankIo& x : io) dev.push_back(std::make_unique<DeviceIo>(x));
+  int participants = 0;
+  for (int r = 0; r < n; ++r) participants += participates(s, r) ? 1 : 0;
+  for (int rep = 0; rep < repeats; ++rep) {
+    if (rep > 0)
+      for (int r = 0; r < n; ++r) dev[static_cast<size_t>(r)]->upload(io[static_cast<size_t>(r)]);
+    CallbackCounter counter;
+    runRanks(n, [&](int r) {
+      if (!participates(s, r)) return;
+      const DeviceIo& d = *dev[static_cast<size_t>(r)];
+      expectOk(occlSubmit(g[r], collId, d.send, d.recv, CallbackCounter::callback, &counter), g[r], "occlSubmit");
+    });
+    if (!counter.waitFor(static_cast<size_t>(participants)))
+      throw std::runtime_error(describe(s) + ": callbacks missing after 60 s");
+    for (const auto& [id, status] : counter.fired())
+      EXPECT_EQ(status, occlSuccess) << describe(s) << ": " << occlGetErrorString(status);
+    std::vector<RankIo> got = prepare(s, n);
+    for (int r = 0; r < n; ++r) {
+      const auto i = static_cast<size_t>(r);
+      dev[i]->download(got[i]);  // `got` expects what `io` expects; its buffers now hold the GPU's
+      EXPECT_EQ(mismatch(s, r, got[i]), "");
+    }
+  }
+  deregisterCase(g, s, collId);
+  return Outcome::Ran;
+}
+
+// ---- Without a device ----
+
+TEST(GpuNoDevice, NoDeviceGivesClearError) {
+  if (deviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";
+  std::vector<occlComm_t> comms(2, nullptr);
+  const int devlist[] = {0, 0};
+  occlConfig_t config = testConfig();
+  EXPECT_EQ(occlCommInitAll(comms.data(), 2, devlist, &config), occlUnhandledCudaError);
+  EXPECT_NE(std::string(occlGetLastError(nullptr)).find("no CUDA device"), std::string::npos) << occlGetLastError(nullptr);
+  EXPECT_EQ(comms[0], nullptr);
+  config.backend = occlBackendCuda;
+  EXPECT_EQ(occlCommInitAll(comms.data(), 2, nullptr, &config), occlUnhandledCudaError);
+}
+
+// ---- AllReduce, bit-exact ----
+
+class GpuAllReduce : public Gpu, public ::testing::WithParamInterface<int> {};
+
+TEST_P(GpuAllReduce, Float32SumEveryCountInAndOutOfPlace) {
+  GpuComms g(GetParam());
+  for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1023}, (size_t{1} << 20) + 3}) {
+    for (bool inPlace : {false, true}) {
+      Spec s;
+      s.count = count;
+      s.inPlace = inPlace;
+      SCOPED_TRACE(describe(s));
+      ASSERT_EQ(runCase(g, s), Outcome::Ran);
+    }
+  }
+}
+
+TEST_P(GpuAllReduce, EveryDatatypeAndOp) {
+  GpuComms g(GetParam());
+  for (int dtype = 0; dtype < occlNumTypes; ++dtype) {
+    for (int op = 0; op < occlNumOps; ++op) {
+      Spec s;
+      s.dtype = dtype;
+      s.op = op;
+      s.count = 4099;
+      SCOPED_TRACE(describe(s));
+      ASSERT_EQ(runCase(g, s), Outcome::Ran);
+    }
+  }
+}
+
+// Several daemon blocks per rank: cross-block dependencies, concurrent CQ pushes and a quit
+// vote with more than one voter.
+TEST_P(GpuAllReduce, FourDaemonBlocks) {
+  occlConfig_t config = testConfig();
+  config.daemonBlocks = 4;
+  GpuComms g(GetParam(), config);
+  for (size_t count : {size_t{1023}, (size_t{1} << 20) + 3}) {
+    Spec s;
+    s.count = count;
+    SCOPED_TRACE(describe(s));
+    ASSERT_EQ(runCase(g, s, /*repeats=*/3), Outcome::Ran);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, GpuAllReduce, ::testing::Values(1, 2, 4),
+                         [](const ::testing::TestParamInfo<int>& p) { return "Ranks" + std::to_string(p.param); });
+
+// ---- The other collectives ----
+
+class GpuCollectives : public Gpu, public ::testing::WithParamInterface<int> {};
+
+TEST_P(GpuCollectives, EveryTypeInAndOutOfPlace) {
+  const int type = GetParam();
+  GpuComms g(4);
+  for (size_t count : {size_t{1}, size_t{1023}, (size_t{1} << 16) + 5}) {
+    for (bool inPlace : {false, true}) {
+      if (inPlace && !hasInPlace(type)) continue;
+      Spec s;
+      s.type = type;
+      s.count = count;
+      s.inPlace = inPlace;
+      s.root = 1;
+      s.peer = 3;
+      SCOPED_TRACE(describe(s));
+      if (runCase(g, s) == Outcome::NotImplemented) GTEST_SKIP() << caseName(type) << " is not implemented yet";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GpuCollectives,
+                         ::testing::Values(occlCollAllGather, occlCollReduceScatter, occlCollReduce, occlCollBroadcast,
+                                           occlCollAllToAll, occlCollSend),
+                         [](const ::testing::TestParamInfo<int>& p) { return std::string(caseName(p.param)); });
+
+// ---- Buffers the daemon cannot reach ----
+
+TEST_F(Gpu, PlainHostBufferIsRejected) {
+  int pageable = 0;
+  checkCuda(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, 0), "cudaDeviceGetAttribute");
+  if (pageable != 0) GTEST_SKIP() << "device 0 reads pageable host memory: plain host buffers are valid";
+  GpuComms g(1);
+  Spec s;
+  s.count = 16;
+  const uint64_t id = nextCollId();
+  ASSERT_EQ(registerCase(g, s, id), Outcome::Ran);
+  std::vector<float> host(16);
+  EXPECT_EQ(occlSubmit(g[0], id, host.data(), host.data(), nullptr, nullptr), occlInvalidArgument);
+  EXPECT_NE(std::string(occlGetLastError(g[0])).find("cannot access"), std::string::npos) << occlGetLastError(g[0]);
+  deregisterCase(g, s, id);
+}
+
+// ---- Quit and relaunch ----
+
+// The daemon quits after idleQuitUs without work; the next submission must relaunch it.
+TEST_F(Gpu, RelaunchesAfterIdleQuit) {
+  occlConfig_t config = testConfig();
+  config.idleQuitUs = 1000;
+  GpuComms g(2, config);
+  Spec s;
+  s.count = 1023;
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_EQ(runCase(g, s), Outcome::Ran);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// ---- Torture: 8 AllReduces submitted in a different order on every rank, 20 times ----
+
+TEST_F(Gpu, TortureEightAllReducesInRandomOrders) {
+  constexpr int kRanks = 4, kColls = 8, kIterations = 20;
+  constexpr size_t kCounts[kColls] = {1, 1000, 4099, 65536, 100003, 262147, size_t{1} << 20, 5};
+  GpuComms g(kRanks);
+  std::vector<Spec> specs(kColls);
+  std::vector<uint64_t> ids(kColls);
+  std::vector<std::vector<RankIo>> io(kColls);
+  std::vector<std::vector<std::unique_ptr<DeviceIo>>> dev(kColls);
+  for (int c = 0; c < kColls; ++c) {
+    specs[c].count = kCounts[c];
+    specs[c].dtype = c % 2 == 0 ? occlFloat32 : occlInt32;
+    ids[c] = nextCollId();
+    ASSERT_EQ(registerCase(g, specs[c], ids[c]), Outcome::Ran);
+    io[c] = prepare(specs[c], kRanks);
+    for (const RankIo& x : io[c]) dev[c].push_back(std::make_unique<DeviceIo>(x));
+  }
+  for (int iter = 0; iter < kIterations; ++iter) {
+    SCOPED_TRACE("iteration " + std::to_string(iter));
+    for (int c = 0; c < kColls; ++c)
+      for (int r = 0; r < kRanks; ++r) dev[c][static_cast<size_t>(r)]->upload(io[c][static_cast<size_t>(r)]);
+    CallbackCounter counter;
+    runRanks(kRanks, [&](int r) {
+      std::vector<int> order(kColls);
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), std::mt19937(static_cast<unsigned>(iter * 131 + r * 7919)));
+      for (int c : order) {
+        const DeviceIo& d = *dev[c][static_cast<size_t>(r)];
+        expectOk(occlSubmit(g[r], ids[c], d.send, d.recv, CallbackCounter::callback, &counter), g[r], "occlSubmit");
+      }
+    });
+    ASSERT_TRUE(counter.waitFor(kRanks * kColls)) << "callbacks missing after 60 s";
+    for (const auto& [id, status] : counter.fired()) ASSERT_EQ(status, occlSuccess) << "collId " << id;
+    for (int c = 0; c < kColls; ++c) {
+      std::vector<RankIo> got = prepare(specs[c], kRanks);
+      for (int r = 0; r < kRanks; ++r) {
+        const auto i = static_cast<size_t>(r);
+        dev[c][i]->download(got[i]);
+        ASSERT_EQ(mismatch(specs[c], r, got[i]), "");
+      }
+    }
+  }
+  for (int c = 0; c < kColls; ++c) deregisterCase(g, specs[c], ids[c]);
+}
+
+// ---- OCCL Fig. 1(c): a device-wide synchronisation between submissions ----
+
+// Rank 0 submits A then B, rank 1 B then A, and each calls cudaDeviceSynchronize after its first
+// submission. Both daemons wait for a peer that is blocked in the synchronisation, which waits for
+// the daemons: only the daemon's voluntary quit on being stuck lets the synchronisations return.
+TEST_F(Gpu, Fig1cDeviceSynchronizeBetweenSubmissionsCompletes) {
+  GpuComms g(2);
+  Spec s;
+  s.count = 1 << 16;
+  const uint64_t a = nextCollId(), b = nextCollId();
+  ASSERT_EQ(registerCase(g, s, a), Outcome::Ran);
+  ASSERT_EQ(registerCase(g, s, b), Outcome::Ran);
+  std::vector<RankIo> io = prepare(s, 2);
+  std::vector<std::unique_ptr<DeviceIo>> devA, devB;
+  for (const RankIo& x : io) {
+    devA.push_back(std::make_unique<DeviceIo>(x));
+    devB.push_back(std::make_unique<DeviceIo>(x));
+  }
+  CallbackCounter counter;
+  const auto start = std::chrono::steady_clock::now();
+  runRanks(2, [&](int r) {
+    const auto i = static_cast<size_t>(r);
+    const uint64_t first = r == 0 ? a : b, second = r == 0 ? b : a;
+    const DeviceIo& d1 = r == 0 ? *devA[i] : *devB[i];
+    const DeviceIo& d2 = r == 0 ? *devB[i] : *devA[i];
+    expectOk(occlSubmit(g[r], first, d1.send, d1.recv, CallbackCounter::callback, &counter), g[r], "occlSubmit");
+    checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize on rank " + std::to_string(r));
+    expectOk(occlSubmit(g[r], second, d2.send, d2.recv, CallbackCounter::callback, &counter), g[r], "occlSubmit");
+  });
+  ASSERT_TRUE(counter.waitFor(4, std::chrono::seconds(30))) << "Fig. 1(c) did not complete within 30 s";
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  RecordProperty("seconds", std::to_string(seconds));
+  for (const auto& [id, status] : counter.fired()) EXPECT_EQ(status, occlSuccess);
+  for (int r = 0; r < 2; ++r) {
+    for (const auto* dev : {&devA, &devB}) {
+      std::vector<RankIo> got = prepare(s, 2);
+      (*dev)[static_cast<size_t>(r)]->download(got[static_cast<size_t>(r)]);
+      EXPECT_EQ(mismatch(s, r, got[static_cast<size_t>(r)]), "");
+    }
+  }
+  deregisterCase(g, s, a);
+  deregisterCase(g, s, b);
+}
+
+// ---- Small enough for compute-sanitizer (tools/gpu/run_gpu_suite.sh filters on this name) ----
+
+TEST_F(Gpu, SanitizerSmoke) {
+  GpuComms g(2);
+  Spec s;
+  s.count = 1023;
+  ASSERT_EQ(runCase(g, s, /*repeats=*/2), Outcome::Ran);
+  s.inPlace = true;
+  ASSERT_EQ(runCase(g, s), Outcome::Ran);
+}
+
+}  // namespace
+}  // namespace occl::test

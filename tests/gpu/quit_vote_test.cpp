@@ -1,0 +1,125 @@
+// The CUDA daemon's quit vote (src/daemon/quit_vote.hpp) on the host: the protocol is shared
+// header code, so its rules are checked here without a GPU.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "daemon/quit_vote.hpp"
+
+namespace occl {
+namespace {
+
+TEST(QuitVote, SealsOnlyWhenEveryJoinedBlockVotes) {
+  uint64_t word = 0;
+  for (int b = 0; b < 3; ++b) ASSERT_TRUE(joinLaunch(&word, 1));
+  EXPECT_FALSE(castQuitVote(&word, 1));
+  EXPECT_FALSE(castQuitVote(&word, 1));
+  EXPECT_FALSE(launchSealed(&word, 1));
+  EXPECT_TRUE(castQuitVote(&word, 1));
+  EXPECT_TRUE(launchSealed(&word, 1));
+}
+
+TEST(QuitVote, WithdrawnVoteDelaysTheSealAndFailsOnceSealed) {
+  uint64_t word = 0;
+  ASSERT_TRUE(joinLaunch(&word, 7));
+  ASSERT_TRUE(joinLaunch(&word, 7));
+  EXPECT_FALSE(castQuitVote(&word, 7));
+  EXPECT_TRUE(withdrawQuitVote(&word, 7));
+  EXPECT_FALSE(castQuitVote(&word, 7));  // 1 of 2 again
+  EXPECT_TRUE(castQuitVote(&word, 7));  // 2 of 2: sealed
+  EXPECT_FALSE(withdrawQuitVote(&word, 7));
+}
+
+TEST(QuitVote, LateBlockLeavesASealedLaunch) {
+  uint64_t word = 0;
+  ASSERT_TRUE(joinLaunch(&word, 2));
+  ASSERT_TRUE(castQuitVote(&word, 2));  // the only block that ever started
+  EXPECT_FALSE(joinLaunch(&word, 2));
+}
+
+TEST(QuitVote, NewEpochStartsFromAnEmptyWord) {
+  uint64_t word = 0;
+  ASSERT_TRUE(joinLaunch(&word, 3));
+  ASSERT_TRUE(castQuitVote(&word, 3));
+  EXPECT_FALSE(launchSealed(&word, 4));
+  EXPECT_TRUE(joinLaunch(&word, 4));
+  EXPECT_FALSE(launchSealed(&word, 4));
+  EXPECT_TRUE(castQuitVote(&word, 4));
+}
+
+TEST(BlockQuit, IdleAndStuckLimitsAndProgress) {
+  uint64_t word = 0;
+  const QuitLimits limits{100, 1000};
+  BlockQuit a(&word, 1, limits, 0), b(&word, 1, limits, 0);
+  ASSERT_TRUE(a.join());
+  ASSERT_TRUE(b.join());
+  const PassResult idle{false, false, false}, stuck{false, true, false}, progress{true, true, false};
+  EXPECT_FALSE(a.afterPass(idle, 50));     // not idle long enough
+  EXPECT_FALSE(a.afterPass(idle, 150));    // votes: 1 of 2
+  EXPECT_FALSE(b.afterPass(stuck, 500));   // stuck, but below the stuck limit
+  EXPECT_FALSE(b.afterPass(progress, 600));
+  EXPECT_FALSE(b.afterPass(stuck, 1500));  // 900 since progress: still below
+  EXPECT_TRUE(b.afterPass(stuck, 1700));   // votes: 2 of 2, sealed
+  EXPECT_TRUE(a.afterPass(idle, 1800));    // a sees the seal
+}
+
+TEST(BlockQuit, LeaveTellsTheHostOnlyOnceSealed) {
+  uint64_t word = 0;
+  uint32_t ended = 0;
+  const QuitLimits limits{10, 10};
+  BlockQuit a(&word, 9, limits, 0), b(&word, 9, limits, 0);
+  ASSERT_TRUE(a.join());
+  ASSERT_TRUE(b.join());
+  const PassResult idle{false, false, false}, exit{false, false, true};
+  ASSERT_TRUE(a.afterPass(exit, 1));  // a leaves for the exit SQE; b still runs
+  a.leave(&ended);
+  EXPECT_EQ(ended, 0u);
+  ASSERT_TRUE(b.afterPass(idle, 20));  // b's vote seals
+  b.leave(&ended);
+  EXPECT_EQ(ended, 9u);
+}
+
+TEST(BlockQuit, ProgressWithdrawsAndExitVotesForGood) {
+  uint64_t word = 0;
+  const QuitLimits limits{10, 10};
+  BlockQuit a(&word, 5, limits, 0), b(&word, 5, limits, 0);
+  ASSERT_TRUE(a.join());
+  ASSERT_TRUE(b.join());
+  const PassResult idle{false, false, false}, progress{true, false, false}, exit{false, false, true};
+  EXPECT_FALSE(a.afterPass(idle, 20));      // a votes
+  EXPECT_FALSE(a.afterPass(progress, 25));  // and takes it back
+  EXPECT_TRUE(b.afterPass(exit, 30));       // b leaves for good, its vote stays
+  EXPECT_FALSE(a.afterPass(idle, 30));      // 5 since progress
+  EXPECT_TRUE(a.afterPass(idle, 40));       // a's vote completes the quorum
+}
+
+// Blocks voting, withdrawing and voting again at once: the word ends sealed with every block's
+// vote in it (a sealed word never changes, so it was sealed by the full quorum).
+TEST(QuitVote, ConcurrentVotersSealWithTheFullQuorum) {
+  constexpr int kBlocks = 16;
+  for (uint32_t epoch = 1; epoch <= 50; ++epoch) {
+    uint64_t word = 0;
+    std::atomic<int> joined{0};
+    std::vector<std::thread> threads;
+    for (int b = 0; b < kBlocks; ++b) {
+      threads.emplace_back([&] {
+        if (!joinLaunch(&word, epoch)) return;
+        joined.fetch_add(1);
+        while (joined.load() < kBlocks) std::this_thread::yield();
+        if (castQuitVote(&word, epoch)) return;
+        if (!withdrawQuitVote(&word, epoch)) return;
+        castQuitVote(&word, epoch);
+      });
+    }
+    for (auto& t : threads) t.join();
+    const quitword::Fields f = quitword::decode(atomics::loadAcquire(&word), epoch);
+    EXPECT_TRUE(f.sealed);
+    EXPECT_EQ(f.joined, static_cast<uint32_t>(kBlocks));
+    EXPECT_EQ(f.votes, static_cast<uint32_t>(kBlocks));
+  }
+}
+
+}  // namespace
+}  // namespace occl

@@ -1,0 +1,156 @@
+// occlCommAbort and teardown: a submission that can never complete fails promptly with
+// occlAborted, the peer's matching collective fails with occlRemoteError through the poisoned
+// connector instead of hanging, finalize with nothing pending is quick, and destroying a
+// communicator with pending work neither hangs nor loses the callback.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "support/ranks.hpp"
+
+namespace occl::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kPrompt = std::chrono::seconds(5);
+
+// The parameter forces preemption at every wait, where a waiter gives up before its periodic
+// failure check would run: an abort must still reach it.
+occlConfig_t abortConfig(bool forcePreempt) {
+  occlConfig_t cfg = testConfig();
+  cfg.collTimeoutMs = 30000;  // far above kPrompt: a pass proves the abort, not the timeout, ended it
+  cfg.forcePreempt = forcePreempt ? 1 : 0;
+  return cfg;
+}
+
+// Two ranks as threads with a registered AllReduce; releases what the test left behind.
+class AbortTest : public ::testing::TestWithParam<bool> {
+ protected:
+  static constexpr uint64_t kId = 0xAB;
+  static constexpr size_t kCount = 4096;
+
+  void SetUp() override {
+    occlConfig_t cfg = abortConfig(GetParam());
+    ASSERT_EQ(occlCommInitAll(comms_, 2, nullptr, &cfg), occlSuccess) << occlGetLastError(nullptr);
+    occlCollDesc_t d;
+    occlCollDescInit(&d);
+    d.count = kCount;
+    for (occlComm_t c : comms_) ASSERT_EQ(occlCollRegister(c, kId, &d), occlSuccess) << occlGetLastError(c);
+    for (auto& b : bufs_) b.assign(kCount, 1.0f);
+  }
+  void TearDown() override {
+    for (occlComm_t c : comms_)
+      if (c != nullptr) occlCommDestroy(c);
+  }
+  void submit(int rank, CallbackCounter& done) {
+    ASSERT_EQ(occlSubmit(comms_[rank], kId, bufs_[rank].data(), bufs_[rank].data(), &CallbackCounter::callback, &done),
+              occlSuccess)
+        << occlGetLastError(comms_[rank]);
+  }
+  // Aborting frees the communicator: forget it so TearDown does not touch it again.
+  void abortRank(int rank) {
+    ASSERT_EQ(occlCommAbort(comms_[rank]), occlSuccess);
+    comms_[rank] = nullptr;
+  }
+
+  occlComm_t comms_[2] = {nullptr, nullptr};
+  std::vector<float> bufs_[2];
+};
+
+TEST_P(AbortTest, PendingSubmissionFailsWithAbortedPromptly) {
+  CallbackCounter done;
+  submit(0, done);  // rank 1 never submits: this can never complete
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the daemon start and get stuck
+  EXPECT_TRUE(done.fired().empty());
+  const auto start = Clock::now();
+  abortRank(0);
+  ASSERT_TRUE(done.waitFor(1, kPrompt)) << "the callback did not fire after occlCommAbort";
+  EXPECT_LT(Clock::now() - start, kPrompt);
+  ASSERT_EQ(done.fired().size(), 1u);
+  EXPECT_EQ(done.fired()[0].second, occlAborted);
+}
+
+TEST_P(AbortTest, PeerCollectiveFailsWithRemoteError) {
+  CallbackCounter aborted, peer;
+  submit(0, aborted);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  abortRank(0);
+  ASSERT_TRUE(aborted.waitFor(1, kPrompt));
+  const auto start = Clock::now();
+  submit(1, peer);  // its partner is gone: the poisoned connectors say so
+  ASSERT_TRUE(peer.waitFor(1, kPrompt)) << "the peer's collective hung instead of failing";
+  EXPECT_EQ(peer.fired()[0].second, occlRemoteError);
+  EXPECT_LT(Clock::now() - start, kPrompt);
+}
+
+TEST_P(AbortTest, PeerAlreadyWaitingFailsWithRemoteError) {
+  occlConfig_t cfg = abortConfig(GetParam());
+  occlComm_t trio[3];
+  ASSERT_EQ(occlCommInitAll(trio, 3, nullptr, &cfg), occlSuccess);
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.count = kCount;
+  for (occlComm_t c : trio) ASSERT_EQ(occlCollRegister(c, 0x3, &d), occlSuccess);
+  std::vector<float> b[3];
+  CallbackCounter done[3];
+  for (int r = 0; r < 2; ++r) {  // rank 2 never submits
+    b[r].assign(kCount, 1.0f);
+    ASSERT_EQ(occlSubmit(trio[r], 0x3, b[r].data(), b[r].data(), &CallbackCounter::callback, &done[r]), occlSuccess);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto start = Clock::now();
+  ASSERT_EQ(occlCommAbort(trio[0]), occlSuccess);
+  ASSERT_TRUE(done[0].waitFor(1, kPrompt));
+  EXPECT_EQ(done[0].fired()[0].second, occlAborted);
+  ASSERT_TRUE(done[1].waitFor(1, kPrompt)) << "rank 1 kept waiting on the aborted rank";
+  EXPECT_EQ(done[1].fired()[0].second, occlRemoteError);
+  EXPECT_LT(Clock::now() - start, kPrompt);
+  for (int r = 1; r < 3; ++r) EXPECT_EQ(occlCommDestroy(trio[r]), occlSuccess);
+}
+
+TEST_P(AbortTest, FinalizeWithNothingPendingIsQuick) {
+  CallbackCounter done[2];
+  for (int r = 0; r < 2; ++r) submit(r, done[r]);
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(done[r].waitFor(1, std::chrono::seconds(30)));
+  const auto start = Clock::now();
+  for (occlComm_t c : comms_) EXPECT_EQ(occlCommFinalize(c), occlSuccess) << occlGetLastError(c);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(done[r].fired()[0].second, occlSuccess);
+}
+
+TEST_P(AbortTest, DestroyWithPendingWorkDoesNotHang) {
+  CallbackCounter done;
+  submit(0, done);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto start = Clock::now();
+  EXPECT_EQ(occlCommDestroy(comms_[0]), occlSuccess);
+  comms_[0] = nullptr;
+  EXPECT_LT(Clock::now() - start, kPrompt);
+  // The callback still fires exactly once (with an error), before destroy returns.
+  ASSERT_EQ(done.fired().size(), 1u);
+  EXPECT_NE(done.fired()[0].second, occlSuccess);
+}
+
+// Nothing of rank 1 was pending, yet its abort poisons every connector of its registrations:
+// rank 0's later submission fails at once instead of waiting for its timeout.
+TEST_P(AbortTest, AbortWithNothingPendingStillFailsLaterPeerSubmissions) {
+  const auto start = Clock::now();
+  abortRank(1);
+  EXPECT_LT(Clock::now() - start, kPrompt);
+  occlResult_t async = occlSuccess;
+  ASSERT_EQ(occlCommGetAsyncError(comms_[0], &async), occlSuccess);
+  EXPECT_EQ(async, occlSuccess) << "an in-process peer's abort is not rank 0's own error";
+  CallbackCounter done;
+  submit(0, done);
+  ASSERT_TRUE(done.waitFor(1, kPrompt)) << "rank 0 waited for an aborted peer";
+  EXPECT_EQ(done.fired()[0].second, occlRemoteError);
+  EXPECT_EQ(occlCommFinalize(comms_[0]), occlSuccess) << occlGetLastError(comms_[0]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Preemption, AbortTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "forcePreempt" : "stickiness"; });
+
+}  // namespace
+}  // namespace occl::test

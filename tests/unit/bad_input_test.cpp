@@ -1,0 +1,257 @@
+// Bad input gets a specific error code and a message that names the culprit; never a crash or a
+// hang. Every check looks at both the code and a keyword of occlGetLastError.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "support/ranks.hpp"
+
+namespace occl::test {
+namespace {
+
+#define EXPECT_OCCL_ERROR(call, code, comm, keyword)                                              \
+  do {                                                                                            \
+    occlResult_t r_ = (call);                                                                     \
+    std::string msg_ = occlGetLastError(comm);                                                    \
+    EXPECT_EQ(r_, code) << #call << ": " << occlGetErrorString(r_) << ": " << msg_;               \
+    EXPECT_NE(msg_.find(keyword), std::string::npos) << #call << ": \"" << msg_ << "\" lacks \"" \
+                                                     << (keyword) << "\"";                        \
+  } while (0)
+
+occlCollDesc_t allReduce(size_t count) {
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.count = count;
+  return d;
+}
+
+void registerBoth(CommGroup& comms, uint64_t collId, size_t count) {
+  occlCollDesc_t d = allReduce(count);
+  for (int r = 0; r < comms.size(); ++r) expectOk(occlCollRegister(comms[r], collId, &d), comms[r], "register");
+}
+
+TEST(BadInputTest, NullCommunicator) {
+  float x = 0;
+  occlCollDesc_t d = allReduce(1);
+  EXPECT_OCCL_ERROR(occlSubmit(nullptr, 1, &x, &x, nullptr, nullptr), occlInvalidArgument, nullptr, "comm");
+  EXPECT_OCCL_ERROR(occlCollRegister(nullptr, 1, &d), occlInvalidArgument, nullptr, "comm");
+  EXPECT_OCCL_ERROR(occlCollDeregister(nullptr, 1), occlInvalidArgument, nullptr, "comm");
+  EXPECT_OCCL_ERROR(occlCommWaitAll(nullptr, 0), occlInvalidArgument, nullptr, "comm");
+  EXPECT_OCCL_ERROR(occlCommFinalize(nullptr), occlInvalidArgument, nullptr, "comm");
+  EXPECT_OCCL_ERROR(occlCommAbort(nullptr), occlInvalidArgument, nullptr, "comm");
+  EXPECT_OCCL_ERROR(occlCommDestroy(nullptr), occlInvalidArgument, nullptr, "comm");
+  EXPECT_OCCL_ERROR(occlCommInitAll(nullptr, 2, nullptr, nullptr), occlInvalidArgument, nullptr, "comms");
+  occlUniqueId id{};
+  EXPECT_OCCL_ERROR(occlCommInitRank(nullptr, 2, id, 0, nullptr), occlInvalidArgument, nullptr, "comm");
+}
+
+TEST(BadInputTest, NullOutputPointers) {
+  CommGroup comms(1);
+  occlComm_t c = comms[0];
+  EXPECT_OCCL_ERROR(occlCollRegister(c, 1, nullptr), occlInvalidArgument, c, "desc");
+  EXPECT_OCCL_ERROR(occlCommCount(c, nullptr), occlInvalidArgument, c, "count");
+  EXPECT_OCCL_ERROR(occlCommUserRank(c, nullptr), occlInvalidArgument, c, "rank");
+  EXPECT_OCCL_ERROR(occlCommGetAsyncError(c, nullptr), occlInvalidArgument, c, "asyncError");
+  EXPECT_OCCL_ERROR(occlCollGetStats(c, 1, nullptr), occlInvalidArgument, c, "stats");
+  EXPECT_OCCL_ERROR(occlGetUniqueId(nullptr), occlInvalidArgument, nullptr, "uniqueId");
+  EXPECT_OCCL_ERROR(occlConfigInit(nullptr), occlInvalidArgument, nullptr, "config");
+  EXPECT_OCCL_ERROR(occlCollDescInit(nullptr), occlInvalidArgument, nullptr, "desc");
+}
+
+TEST(BadInputTest, NullBuffers) {
+  CommGroup comms(1);
+  occlComm_t c = comms[0];
+  registerBoth(comms, 5, 16);
+  float buf[16] = {};
+  EXPECT_OCCL_ERROR(occlSubmit(c, 5, nullptr, buf, nullptr, nullptr), occlInvalidArgument, c, "sendbuf");
+  EXPECT_OCCL_ERROR(occlSubmit(c, 5, buf, nullptr, nullptr, nullptr), occlInvalidArgument, c, "recvbuf");
+  // A zero-element collective touches no memory: NULL is fine (as in NCCL).
+  registerBoth(comms, 6, 0);
+  CallbackCounter done;
+  expectOk(occlSubmit(c, 6, nullptr, nullptr, &CallbackCounter::callback, &done), c, "count-0 submit");
+  ASSERT_TRUE(done.waitFor(1, std::chrono::seconds(10)));
+  EXPECT_EQ(done.fired()[0].second, occlSuccess);
+}
+
+TEST(BadInputTest, UnknownCollId) {
+  CommGroup comms(1);
+  occlComm_t c = comms[0];
+  float buf[4] = {};
+  occlCollStats_t stats;
+  EXPECT_OCCL_ERROR(occlSubmit(c, 0xABC, buf, buf, nullptr, nullptr), occlInvalidArgument, c, "0xabc");
+  EXPECT_OCCL_ERROR(occlCollDeregister(c, 0xABC), occlInvalidArgument, c, "not registered");
+  EXPECT_OCCL_ERROR(occlCollGetStats(c, 0xABC, &stats), occlInvalidArgument, c, "not registered");
+}
+
+TEST(BadInputTest, DescriptionFields) {
+  CommGroup comms(2);
+  occlComm_t c = comms[0];
+  const std::vector<std::pair<std::function<void(occlCollDesc_t&)>, const char*>> cases = {
+      {[](occlCollDesc_t& d) { d.count = SIZE_MAX; }, "count"},
+      {[](occlCollDesc_t& d) { d.count = SIZE_MAX / 4 + 1; }, "count"},
+      {[](occlCollDesc_t& d) { d.type = occlNumCollTypes; }, "desc.type"},
+      {[](occlCollDesc_t& d) { d.type = -1; }, "desc.type"},
+      {[](occlCollDesc_t& d) { d.datatype = occlNumTypes; }, "desc.datatype"},
+      {[](occlCollDesc_t& d) { d.op = occlNumOps; }, "desc.op"},
+      {[](occlCollDesc_t& d) { d.nBlocks = -1; }, "desc.nBlocks"},
+      {[](occlCollDesc_t& d) { d.nBlocks = 65; }, "desc.nBlocks"},
+      {[](occlCollDesc_t& d) { d.algorithm = "no-such-algorithm"; }, "desc.algorithm"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    occlCollDesc_t d = allReduce(8);
+    cases[i].first(d);
+    SCOPED_TRACE(cases[i].second);
+    EXPECT_OCCL_ERROR(occlCollRegister(c, 100 + i, &d), occlInvalidArgument, c, cases[i].second);
+  }
+  // A failed registration leaves the collId free.
+  occlCollDesc_t good = allReduce(8);
+  expectOk(occlCollRegister(c, 100, &good), c, "register after a failure");
+}
+
+TEST(BadInputTest, RankAndSizeOutOfRange) {
+  occlUniqueId id;
+  expectOk(occlGetUniqueId(&id), nullptr, "unique id");
+  occlConfig_t cfg = testConfig();
+  occlComm_t comm = nullptr;
+  EXPECT_OCCL_ERROR(occlCommInitRank(&comm, 2, id, 2, &cfg), occlInvalidArgument, nullptr, "rank = 2");
+  EXPECT_OCCL_ERROR(occlCommInitRank(&comm, 2, id, -1, &cfg), occlInvalidArgument, nullptr, "rank = -1");
+  EXPECT_OCCL_ERROR(occlCommInitRank(&comm, 0, id, 0, &cfg), occlInvalidArgument, nullptr, "nranks");
+  EXPECT_EQ(comm, nullptr);
+  occlUniqueId garbage{};
+  EXPECT_OCCL_ERROR(occlCommInitRank(&comm, 2, garbage, 0, &cfg), occlInvalidArgument, nullptr, "id");
+  occlComm_t comms[1];
+  EXPECT_OCCL_ERROR(occlCommInitAll(comms, 0, nullptr, &cfg), occlInvalidArgument, nullptr, "ndev");
+}
+
+TEST(BadInputTest, ConfigFieldsAreNamed) {
+  using Mutator = std::function<void(occlConfig_t&)>;
+  const std::vector<std::pair<const char*, Mutator>> cases = {
+      {"structSize", [](occlConfig_t& c) { c.structSize = 0; }},
+      {"backend", [](occlConfig_t& c) { c.backend = 7; }},
+      {"daemonBlocks", [](occlConfig_t& c) { c.daemonBlocks = 0; }},
+      {"daemonBlocks", [](occlConfig_t& c) { c.daemonBlocks = 65; }},
+      {"threadsPerBlock", [](occlConfig_t& c) { c.threadsPerBlock = 33; }},
+      {"sqDepth", [](occlConfig_t& c) { c.sqDepth = 3; }},
+      {"cqDepth", [](occlConfig_t& c) { c.cqDepth = 0; }},
+      {"taskQueueDepth", [](occlConfig_t& c) { c.taskQueueDepth = 0; }},
+      {"maxInflightPerColl", [](occlConfig_t& c) { c.maxInflightPerColl = 3; }},
+      {"maxInflightPerColl", [](occlConfig_t& c) { c.maxInflightPerColl = 128; }},
+      {"connectorSlots", [](occlConfig_t& c) { c.connectorSlots = 1; }},
+      {"connectorSlotBytes", [](occlConfig_t& c) { c.connectorSlotBytes = 100; }},
+      {"orderPolicy", [](occlConfig_t& c) { c.orderPolicy = 2; }},
+      {"spinPolicy", [](occlConfig_t& c) { c.spinPolicy = -1; }},
+      {"spinThresholdMax", [](occlConfig_t& c) { c.spinThresholdMax = 0; }},
+      {"spinThresholdMin", [](occlConfig_t& c) { c.spinThresholdMin = c.spinThresholdMax + 1; }},
+      {"idleQuitUs", [](occlConfig_t& c) { c.idleQuitUs = -1; }},
+      {"collTimeoutMs", [](occlConfig_t& c) { c.collTimeoutMs = -1; }},
+      {"initTimeoutMs", [](occlConfig_t& c) { c.initTimeoutMs = 0; }},
+      {"forcePreempt", [](occlConfig_t& c) { c.forcePreempt = c.disablePreemption = 1; }},
+  };
+  for (const auto& [field, mutate] : cases) {
+    occlConfig_t cfg = testConfig();
+    mutate(cfg);
+    occlComm_t comms[2] = {nullptr, nullptr};
+    EXPECT_OCCL_ERROR(occlCommInitAll(comms, 2, nullptr, &cfg), occlInvalidArgument, nullptr,
+                      std::string("config.") + field);
+    EXPECT_EQ(comms[0], nullptr) << field;
+  }
+}
+
+TEST(BadInputTest, InPlaceMisuse) {
+  CommGroup comms(1);
+  occlComm_t c = comms[0];
+  registerBoth(comms, 9, 64);
+  std::vector<float> buf(128, 1.0f);
+  EXPECT_OCCL_ERROR(occlSubmit(c, 9, buf.data() + 1, buf.data(), nullptr, nullptr), occlInvalidArgument, c, "in place");
+  EXPECT_OCCL_ERROR(occlSubmit(c, 9, buf.data(), buf.data() + 63, nullptr, nullptr), occlInvalidArgument, c, "overlap");
+  // NCCL's in-place position and disjoint buffers are both fine.
+  CallbackCounter done;
+  expectOk(occlSubmit(c, 9, buf.data(), buf.data(), &CallbackCounter::callback, &done), c, "in place");
+  expectOk(occlSubmit(c, 9, buf.data(), buf.data() + 64, &CallbackCounter::callback, &done), c, "adjacent");
+  EXPECT_TRUE(done.waitFor(2, std::chrono::seconds(10)));
+}
+
+TEST(BadInputTest, RegisterTwiceAndDeregisterInFlight) {
+  CommGroup comms(2);
+  occlComm_t c = comms[0];
+  registerBoth(comms, 0x77, 32);
+  occlCollDesc_t d = allReduce(32);
+  EXPECT_OCCL_ERROR(occlCollRegister(c, 0x77, &d), occlInvalidUsage, c, "already registered");
+
+  std::vector<float> b0(32, 1.0f), b1(32, 2.0f);
+  CallbackCounter done[2];
+  expectOk(occlSubmit(comms[0], 0x77, b0.data(), b0.data(), &CallbackCounter::callback, &done[0]), c, "submit");
+  EXPECT_OCCL_ERROR(occlCollDeregister(c, 0x77), occlInvalidUsage, c, "in flight");
+  expectOk(occlSubmit(comms[1], 0x77, b1.data(), b1.data(), &CallbackCounter::callback, &done[1]), comms[1], "submit");
+  for (int r = 0; r < 2; ++r) expectOk(occlCommWaitAll(comms[r], 30000), comms[r], "waitAll");
+  EXPECT_EQ(b0[0], 3.0f);
+  expectOk(occlCollDeregister(c, 0x77), c, "deregister once idle");
+  EXPECT_OCCL_ERROR(occlSubmit(c, 0x77, b0.data(), b0.data(), nullptr, nullptr), occlInvalidArgument, c,
+                    "not registered");
+}
+
+TEST(BadInputTest, TooManyInFlight) {
+  occlConfig_t cfg = testConfig();
+  cfg.maxInflightPerColl = 2;
+  CommGroup comms(2, cfg);
+  registerBoth(comms, 0x51, 8);
+  std::vector<std::vector<float>> bufs(6, std::vector<float>(8, 1.0f));
+  CallbackCounter done[2];
+  for (int k = 0; k < 2; ++k)
+    expectOk(occlSubmit(comms[0], 0x51, bufs[k].data(), bufs[k].data(), &CallbackCounter::callback, &done[0]),
+             comms[0], "submit within the window");
+  EXPECT_OCCL_ERROR(occlSubmit(comms[0], 0x51, bufs[2].data(), bufs[2].data(), nullptr, nullptr), occlInProgress,
+                    comms[0], "maxInflightPerColl");
+  for (int k = 3; k < 5; ++k)
+    expectOk(occlSubmit(comms[1], 0x51, bufs[k].data(), bufs[k].data(), &CallbackCounter::callback, &done[1]),
+             comms[1], "peer submit");
+  EXPECT_TRUE(done[0].waitFor(2, std::chrono::seconds(30)));
+  EXPECT_TRUE(done[1].waitFor(2, std::chrono::seconds(30)));
+}
+
+TEST(BadInputTest, UseAfterFinalize) {
+  CommGroup comms(1);
+  occlComm_t c = comms[0];
+  registerBoth(comms, 3, 4);
+  expectOk(occlCommFinalize(c), c, "finalize");
+  float buf[4] = {};
+  occlCollDesc_t d = allReduce(4);
+  EXPECT_OCCL_ERROR(occlSubmit(c, 3, buf, buf, nullptr, nullptr), occlInvalidUsage, c, "finalized");
+  EXPECT_OCCL_ERROR(occlCollRegister(c, 4, &d), occlInvalidUsage, c, "finalized");
+  EXPECT_OCCL_ERROR(occlCommFinalize(c), occlInvalidUsage, c, "finalized");
+}
+
+// Rank 0 registers count 100; rank 1 registers count 200. Rank 1's registration fails naming
+// the collId and the peer; rank 0's submission, made before or after that, fails through its
+// callback instead of waiting for data that will never come.
+void registrationDiffers(bool submitFirst) {
+  occlConfig_t cfg = testConfig();
+  cfg.collTimeoutMs = 3000;
+  CommGroup comms(2, cfg);
+  constexpr uint64_t kId = 0xD1FF;
+  occlCollDesc_t d0 = allReduce(100), d1 = allReduce(200);
+  expectOk(occlCollRegister(comms[0], kId, &d0), comms[0], "rank 0 register");
+  std::vector<float> buf(100, 1.0f);
+  CallbackCounter done;
+  auto start = std::chrono::steady_clock::now();
+  auto submit = [&] {
+    expectOk(occlSubmit(comms[0], kId, buf.data(), buf.data(), &CallbackCounter::callback, &done), comms[0], "submit");
+  };
+  if (submitFirst) submit();
+  EXPECT_OCCL_ERROR(occlCollRegister(comms[1], kId, &d1), occlInvalidUsage, comms[1], "0xd1ff");
+  EXPECT_NE(std::string(occlGetLastError(comms[1])).find("rank 0"), std::string::npos) << occlGetLastError(comms[1]);
+  if (!submitFirst) submit();
+  ASSERT_TRUE(done.waitFor(1, std::chrono::seconds(10))) << "rank 0's submission never completed";
+  EXPECT_EQ(done.fired()[0].second, occlInvalidUsage);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(cfg.collTimeoutMs + 1000));
+}
+
+TEST(BadInputTest, RegistrationDiffersBetweenRanksSubmittedBefore) { registrationDiffers(true); }
+TEST(BadInputTest, RegistrationDiffersBetweenRanksSubmittedAfter) { registrationDiffers(false); }
+
+}  // namespace
+}  // namespace occl::test

@@ -1,0 +1,318 @@
+// occl-bench through its library entry points: argument parsing (suffixes, "all", bad values),
+// nccl-tests' size and bandwidth conventions, the table format, and end-to-end runs with ranks
+// as threads that must verify every element.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench.hpp"
+#include "check.hpp"
+#include "options.hpp"
+#include "plan.hpp"
+#include "report.hpp"
+
+namespace occl::bench {
+namespace {
+
+ParsedArgs parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "occl-bench");
+  return parseArgs(args);
+}
+
+struct CliRun {
+  int exitCode;
+  std::string out;
+  std::string err;
+};
+
+CliRun runMain(std::vector<std::string> args) {
+  args.insert(args.begin(), "occl-bench");
+  std::ostringstream out, err;
+  const int code = benchMain(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+std::filesystem::path tempPath(const std::string& name) {
+  return std::filesystem::temp_directory_path() / ("occl_bench_cli_test_" + std::to_string(::getpid()) + "_" + name);
+}
+
+TEST(BenchArgs, BytesAcceptNcclTestsSuffixes) {
+  EXPECT_EQ(parseBytes("8"), 8u);
+  EXPECT_EQ(parseBytes("0"), 0u);
+  EXPECT_EQ(parseBytes("64K"), 64u << 10);
+  EXPECT_EQ(parseBytes("64k"), 64u << 10);
+  EXPECT_EQ(parseBytes("1M"), 1u << 20);
+  EXPECT_EQ(parseBytes("2g"), uint64_t{2} << 30);
+  for (const char* bad : {"", "K", "12X", "-1", "1.5K", "1KB", " 8", "99999999999999999999", "17179869184G"})
+    EXPECT_FALSE(parseBytes(bad).has_value()) << bad;
+}
+
+TEST(BenchArgs, ParsesTheNcclTestsFlags) {
+  const ParsedArgs p = parse({"-b", "8", "-e64K", "--stepfactor=4", "-n", "2", "--warmup_iters", "3", "-c", "0", "-d",
+                              "half", "-o", "max", "-r", "1", "-g", "4", "--blocks", "2", "--json", "x.json"});
+  ASSERT_TRUE(p.ok()) << p.error;
+  const Options& o = p.options;
+  EXPECT_EQ(o.coll, Coll::AllReduce);
+  EXPECT_EQ(o.minBytes, 8u);
+  EXPECT_EQ(o.maxBytes, 64u << 10);
+  EXPECT_EQ(o.stepFactor, 4u);
+  EXPECT_EQ(o.iters, 2);
+  EXPECT_EQ(o.warmupIters, 3);
+  EXPECT_FALSE(o.check);
+  EXPECT_EQ(o.dtypes, std::vector<int>{occlFloat16});
+  EXPECT_EQ(o.ops, std::vector<int>{occlMax});
+  EXPECT_EQ(o.root, 1);
+  EXPECT_EQ(o.localRanks, 4);
+  EXPECT_EQ(o.blocks, 2);
+  EXPECT_EQ(o.jsonPath, "x.json");
+}
+
+TEST(BenchArgs, AllExpandsToEveryTypeAndOperator) {
+  const ParsedArgs p = parse({"-d", "all", "-o", "all"});
+  ASSERT_TRUE(p.ok()) << p.error;
+  EXPECT_EQ(p.options.dtypes.size(), static_cast<size_t>(occlNumTypes));
+  EXPECT_EQ(p.options.ops, (std::vector<int>{occlSum, occlProd, occlMax, occlMin, occlAvg}));
+}
+
+TEST(BenchArgs, CollectiveFromPositionalFlagOrProgramName) {
+  EXPECT_EQ(parse({"reducescatter"}).options.coll, Coll::ReduceScatter);
+  EXPECT_EQ(parse({"all_gather_perf"}).options.coll, Coll::AllGather);
+  EXPECT_EQ(parse({"--coll", "sendrecv"}).options.coll, Coll::SendRecv);
+  EXPECT_EQ(parseArgs({"/opt/nccl-tests/build/alltoall_perf", "-b", "8"}).options.coll, Coll::AllToAll);
+  EXPECT_EQ(parseArgs({"./broadcast_perf_mpi"}).options.coll, Coll::Broadcast);
+}
+
+TEST(BenchArgs, LastOfStepFactorAndStepBytesWins) {
+  EXPECT_EQ(parse({"-f", "2", "-i", "1K"}).options.stepFactor, 1u);
+  EXPECT_EQ(parse({"-i", "1K", "-f", "2"}).options.stepFactor, 2u);
+}
+
+TEST(BenchArgs, BadValuesNameTheFlagAndTheExpectation) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string mentions;
+  };
+  const std::vector<Case> cases = {
+      {{"-b", "12X"}, "-b/--minbytes"},   {{"-e"}, "-e/--maxbytes: missing value"},
+      {{"-f", "1"}, "-f/--stepfactor"},   {{"-n", "0"}, "-n/--iters"},
+      {{"-c", "2"}, "-c/--check"},        {{"-d", "float8"}, "-d/--datatype"},
+      {{"-o", "xor"}, "-o/--op"},         {{"-g", "0"}, "-g/--ngpus"},
+      {{"--backend", "gpu"}, "--backend"}, {{"--compare", "mpi"}, "--compare"},
+      {{"--blocks", "65"}, "--blocks"},   {{"--algo", "/nonexistent/x.xml"}, "--algo"},
+      {{"--bogus"}, "unknown flag"},      {{"-b", "64K", "-e", "8"}, "must not exceed"},
+      {{"allreduce", "allgather"}, "second collective"}, {{"--mpi=1"}, "takes no value"},
+      {{"-b", "0", "-f", "2"}, "-b/--minbytes"}, {{"-b", "1", "-e", "1G", "-i", "1"}, "-i/--stepbytes"},
+  };
+  for (const Case& c : cases) {
+    const ParsedArgs p = parse(c.args);
+    EXPECT_FALSE(p.ok()) << c.args[0];
+    EXPECT_NE(p.error.find(c.mentions), std::string::npos) << p.error;
+  }
+}
+
+TEST(BenchArgs, BadArgumentsExitWithCodeTwo) {
+  const CliRun r = runMain({"-d", "float8"});
+  EXPECT_EQ(r.exitCode, kExitUsage);
+  EXPECT_NE(r.err.find("-d/--datatype: invalid value \"float8\"; expected"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_EQ(runMain({"reduce", "-r", "2", "-g", "2", "-b", "8", "-e", "8"}).exitCode, kExitUsage);
+  EXPECT_EQ(runMain({"--backend", "cuda", "-b", "8", "-e", "8"}).exitCode, kExitUsage);
+  EXPECT_EQ(runMain({"--help"}).exitCode, kExitOk);
+}
+
+TEST(BenchSizes, FollowNcclTestsSequence) {
+  Options o;
+  o.minBytes = 8;
+  o.maxBytes = 64 << 10;
+  o.stepFactor = 4;
+  EXPECT_EQ(sizeSequence(o), (std::vector<uint64_t>{8, 32, 128, 512, 2048, 8192, 32768}));
+  o.minBytes = 0;
+  o.maxBytes = 10;
+  o.stepFactor = 1;
+  o.stepBytes = 5;
+  EXPECT_EQ(sizeSequence(o), (std::vector<uint64_t>{0, 5, 10}));
+}
+
+TEST(BenchSizes, PerRankCollectivesRoundToWholeShares) {
+  const SizePlan ag = planFor(Coll::AllGather, 100, occlFloat32, 3);  // 25 floats -> 8 per rank
+  EXPECT_EQ(ag.count, 8u);
+  EXPECT_EQ(ag.sendElems, 8u);
+  EXPECT_EQ(ag.recvElems, 24u);
+  EXPECT_EQ(ag.bytes, 96u);
+  const SizePlan rs = planFor(Coll::ReduceScatter, 100, occlFloat32, 3);
+  EXPECT_EQ(rs.count, 8u);
+  EXPECT_EQ(rs.sendElems, 24u);
+  EXPECT_EQ(rs.bytes, 96u);
+  const SizePlan a2a = planFor(Coll::AllToAll, 64, occlInt64, 4);
+  EXPECT_EQ(a2a.count, 2u);
+  EXPECT_EQ(a2a.bytes, 64u);
+  const SizePlan ar = planFor(Coll::AllReduce, 10, occlFloat32, 4);  // whole elements only
+  EXPECT_EQ(ar.count, 2u);
+  EXPECT_EQ(ar.bytes, 8u);
+}
+
+TEST(BenchBandwidth, BusBandwidthFactorsAreNcclTests) {
+  EXPECT_DOUBLE_EQ(busBwFactor(Coll::AllReduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(busBwFactor(Coll::AllReduce, 1), 0.0);
+  EXPECT_DOUBLE_EQ(busBwFactor(Coll::AllGather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(busBwFactor(Coll::ReduceScatter, 8), 0.875);
+  EXPECT_DOUBLE_EQ(busBwFactor(Coll::AllToAll, 2), 0.5);
+  EXPECT_DOUBLE_EQ(busBwFactor(Coll::Reduce, 8), 1.0);
+  EXPECT_DOUBLE_EQ(busBwFactor(Coll::Broadcast, 8), 1.0);
+  EXPECT_DOUBLE_EQ(busBwFactor(Coll::SendRecv, 8), 1.0);
+  PlaceResult p;
+  p.timeUs = 100.0;
+  setBandwidth(p, 1000000, 1.5);  // 1 MB in 100 us = 10 GB/s
+  EXPECT_DOUBLE_EQ(p.algBw, 10.0);
+  EXPECT_DOUBLE_EQ(p.busBw, 15.0);
+}
+
+TEST(BenchReport, RowMatchesNcclTestsColumns) {
+  RowResult row;
+  row.bytes = 1048576;
+  row.count = 262144;
+  row.dtype = occlFloat32;
+  row.op = occlSum;
+  row.root = -1;
+  row.outOfPlace = {true, 123.456, 8.49, 12.74, 0};
+  row.inPlace = {true, 12345.6, 0.08, 0.13, -1};
+  EXPECT_EQ(formatRow(row),
+            "     1048576        262144     float     sum      -1    123.5    8.49   12.74      0"
+            "    12346    0.08    0.13    N/A\n");
+  row.op = -1;
+  row.inPlace = PlaceResult{};
+  row.outOfPlace.timeUs = 7.0;
+  EXPECT_EQ(formatRow(row),
+            "     1048576        262144     float    none      -1     7.00    8.49   12.74      0"
+            "      N/A     N/A     N/A    N/A\n");
+  // Every header line and every row is as wide as nccl-tests' table.
+  std::istringstream header(tableHeader());
+  for (std::string line; std::getline(header, line);) EXPECT_EQ(line.size(), formatRow(row).size() - 1) << line;
+}
+
+TEST(BenchReport, FooterAndFailedRow) {
+  EXPECT_EQ(formatFooter(0, 1.5), "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 1.5 \n#\n");
+  EXPECT_NE(formatFooter(3, 0).find(": 3 FAILED"), std::string::npos);
+  RowResult row;
+  row.bytes = 8;
+  row.count = 2;
+  row.error = "occlCollRegister: invalid argument: not implemented yet";
+  EXPECT_EQ(formatFailedRow(row), "#  size 8 count 2 type int8 redop none root -1: FAILED: " + row.error + "\n");
+}
+
+// The checker on its own, against a host simulation of the data movement: it must accept a
+// correct result and count every element of one that was never written.
+std::vector<std::vector<float>> inputsOf(const SizePlan& plan, int nRanks) {
+  std::vector<std::vector<float>> in(static_cast<size_t>(nRanks), std::vector<float>(plan.sendElems));
+  for (int r = 0; r < nRanks; ++r) writeInput(CheckSpec{plan, occlSum, 0, r, nRanks}, in[static_cast<size_t>(r)].data());
+  return in;
+}
+
+TEST(BenchCheck, AcceptsSimulatedAllGatherAndAllToAll) {
+  constexpr int n = 3;
+  const SizePlan ag = planFor(Coll::AllGather, 3 * 5 * sizeof(float), occlFloat32, n);
+  const auto agIn = inputsOf(ag, n);
+  std::vector<float> gathered;
+  for (const auto& v : agIn) gathered.insert(gathered.end(), v.begin(), v.end());
+  for (int r = 0; r < n; ++r) EXPECT_EQ(countWrong(CheckSpec{ag, occlSum, 0, r, n}, gathered.data()), 0) << r;
+
+  const SizePlan a2a = planFor(Coll::AllToAll, 3 * 4 * sizeof(float), occlFloat32, n);
+  const auto a2aIn = inputsOf(a2a, n);
+  for (int r = 0; r < n; ++r) {
+    std::vector<float> out(a2a.recvElems);
+    for (int src = 0; src < n; ++src)
+      for (uint64_t i = 0; i < a2a.count; ++i)
+        out[src * a2a.count + i] = a2aIn[static_cast<size_t>(src)][r * a2a.count + i];
+    EXPECT_EQ(countWrong(CheckSpec{a2a, occlSum, 0, r, n}, out.data()), 0) << r;
+  }
+}
+
+TEST(BenchCheck, CountsEveryUnwrittenElement) {
+  for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Reduce, Coll::Broadcast,
+                    Coll::AllToAll, Coll::SendRecv}) {
+    for (int dtype : {occlInt8, occlFloat16, occlBfloat16, occlFloat64}) {
+      const SizePlan plan = planFor(coll, 96, dtype, 4);
+      const CheckSpec spec{plan, occlProd, 1, 1, 4};
+      std::vector<std::byte> send(plan.sendElems * plan.elemSize), recv(plan.recvElems * plan.elemSize);
+      prepareRun(spec, RunBuffers{send.data(), recv.data()});
+      EXPECT_EQ(countWrong(spec, recv.data()), static_cast<int64_t>(plan.recvElems)) << collName(coll);
+      if (coll == Coll::Reduce)  // rank 1 is not the root here: it has no result to check
+        EXPECT_EQ(countWrong(CheckSpec{plan, occlProd, 0, 1, 4}, recv.data()), 0);
+    }
+  }
+}
+
+// The brief's end-to-end run: 4 ranks as threads, 8 B .. 64 KiB by 4, everything verified.
+TEST(BenchEndToEnd, AllReduceFourRanksVerifiesEveryElement) {
+  const std::vector<std::string> args = {"occl-bench", "allreduce", "-b", "8", "-e", "64K", "-f", "4",
+                                         "-g",         "4",         "-n", "2", "-w", "1"};
+  const ParsedArgs p = parseArgs(args);
+  ASSERT_TRUE(p.ok()) << p.error;
+  std::ostringstream out, err;
+  const BenchOutcome o = runBench(p.options, out, err);
+  EXPECT_EQ(o.exitCode, kExitOk) << out.str() << err.str();
+  ASSERT_EQ(o.rows.size(), 7u) << out.str();
+  for (const RowResult& row : o.rows) {
+    EXPECT_TRUE(row.error.empty()) << row.error;
+    EXPECT_TRUE(row.outOfPlace.ran && row.inPlace.ran);
+    EXPECT_EQ(row.outOfPlace.wrong, 0) << row.bytes;
+    EXPECT_EQ(row.inPlace.wrong, 0) << row.bytes;
+    EXPECT_GT(row.outOfPlace.timeUs, 0.0);
+  }
+  EXPECT_EQ(o.wrongTotal, 0);
+  EXPECT_NE(out.str().find("#  Rank  3 Group  0 Pid"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("# Out of bounds values : 0 OK"), std::string::npos) << out.str();
+  EXPECT_EQ(runMain({"allreduce", "-b", "8", "-e", "8", "-g", "2", "-n", "1"}).exitCode, kExitOk);
+}
+
+// Every type and operator: the host's expected values must match the daemon's bit for bit.
+TEST(BenchEndToEnd, EveryTypeAndOperatorIsExact) {
+  const CliRun r = runMain({"-d", "all", "-o", "all", "-b", "96", "-e", "96", "-g", "3", "-n", "1", "-w", "0"});
+  EXPECT_EQ(r.exitCode, kExitOk) << r.out << r.err;
+  EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bfloat16     avg"), std::string::npos) << r.out;
+}
+
+TEST(BenchEndToEnd, UncheckedRunsPrintNA) {
+  const CliRun r = runMain({"-b", "64", "-e", "64", "-g", "2", "-n", "1", "-c", "0"});
+  EXPECT_EQ(r.exitCode, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("    N/A\n"), std::string::npos) << r.out;
+}
+
+// A registration that fails on every rank is reported per size, the sweep goes on, and the exit
+// code says so. An unreadable algorithm file fails whatever collectives exist by now.
+TEST(BenchEndToEnd, FailedRegistrationIsReportedPerSizeAndTheRunContinues) {
+  const std::filesystem::path bogus = tempPath("bogus.xml");
+  std::ofstream(bogus) << "this is not MSCCL-IR\n";
+  const CliRun r = runMain({"-b", "8", "-e", "64", "-f", "2", "-g", "2", "-n", "1", "--algo", bogus.string()});
+  std::filesystem::remove(bogus);
+  EXPECT_EQ(r.exitCode, kExitFailed);
+  size_t failed = 0;
+  for (size_t at = r.out.find(": FAILED: "); at != std::string::npos; at = r.out.find(": FAILED: ", at + 1)) ++failed;
+  EXPECT_EQ(failed, 4u) << r.out;  // 8, 16, 32, 64
+  EXPECT_NE(r.out.find("# Out of bounds values"), std::string::npos) << r.out;
+}
+
+TEST(BenchEndToEnd, JsonAndCompareNote) {
+  const std::filesystem::path json = tempPath("out.json");
+  const CliRun r = runMain({"-b", "16", "-e", "32", "-f", "2", "-g", "2", "-n", "1", "--json", json.string(), "--compare",
+                         "nccl"});
+  EXPECT_EQ(r.exitCode, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("NCCL comparison needs the CUDA backend and a GPU"), std::string::npos) << r.out;
+  std::ifstream in(json);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(json);
+  EXPECT_NE(text.find("\"collective\": \"allreduce\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"size\": 32"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"out_of_bounds\": 0"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace occl::bench

@@ -1,0 +1,305 @@
+// Callback semantics of occlSubmit on ranks as threads: exactly once with the status, in
+// submission order per collId, resubmission from inside a callback, occlCommWaitAll, the C++
+// wrapper (std::function and std::future), and statistics that agree with the callbacks.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "occl/occl.hpp"
+#include "support/ranks.hpp"
+
+namespace occl::test {
+namespace {
+
+constexpr auto kWait = std::chrono::seconds(30);
+
+void registerAllReduce(occlComm_t comm, uint64_t collId, size_t count) {
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.count = count;
+  expectOk(occlCollRegister(comm, collId, &d), comm, "register");
+}
+
+// One rank's buffers for one submission; the expected sum of 2 ranks is 3 * inputValue(0, i).
+struct Buffers {
+  std::vector<float> send, recv;
+  Buffers(int rank, size_t count) : send(count), recv(count, -1.0f) {
+    for (size_t i = 0; i < count; ++i) send[i] = inputValue(rank, i);
+  }
+  bool summedOverTwoRanks() const {
+    for (size_t i = 0; i < recv.size(); ++i)
+      if (recv[i] != 3.0f * inputValue(0, i)) return false;
+    return true;
+  }
+};
+
+// Records every callback with its arg, so duplicates and order are both visible.
+struct Recorder {
+  struct Entry {
+    uint64_t collId;
+    occlResult_t status;
+    int tag;
+  };
+  std::mutex mu;
+  std::vector<Entry> entries;
+
+  struct Arg {
+    Recorder* recorder;
+    int tag;
+  };
+  static void callback(uint64_t collId, occlResult_t status, void* arg) {
+    auto* a = static_cast<Arg*>(arg);
+    std::lock_guard<std::mutex> lock(a->recorder->mu);
+    a->recorder->entries.push_back({collId, status, a->tag});
+  }
+  std::vector<Entry> snapshot() {
+    std::lock_guard<std::mutex> lock(mu);
+    return entries;
+  }
+};
+
+TEST(CallbacksTest, EachFiresExactlyOnceWithItsStatus) {
+  CommGroup comms(2);
+  constexpr int kColls = 4, kRounds = 3;
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < kColls; ++c) registerAllReduce(comms[r], 100 + c, 64 + c);
+  Recorder rec[2];
+  std::vector<Recorder::Arg> args[2];
+  std::vector<std::unique_ptr<Buffers>> bufs;
+  for (int r = 0; r < 2; ++r) args[r].reserve(kColls * kRounds);
+  for (int round = 0; round < kRounds; ++round) {
+    for (int c = 0; c < kColls; ++c) {
+      for (int r = 0; r < 2; ++r) {
+        args[r].push_back({&rec[r], round * kColls + c});
+        bufs.push_back(std::make_unique<Buffers>(r, 64 + c));
+        expectOk(occlSubmit(comms[r], 100 + c, bufs.back()->send.data(), bufs.back()->recv.data(), &Recorder::callback,
+                            &args[r].back()),
+                 comms[r], "submit");
+      }
+    }
+  }
+  for (int r = 0; r < 2; ++r) expectOk(occlCommWaitAll(comms[r], 30000), comms[r], "waitAll");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // room for a duplicate to show up
+  for (int r = 0; r < 2; ++r) {
+    std::map<int, int> fired;
+    for (const auto& e : rec[r].snapshot()) {
+      fired[e.tag] += 1;
+      EXPECT_EQ(e.status, occlSuccess) << "rank " << r << " tag " << e.tag;
+      EXPECT_EQ(e.collId, 100u + static_cast<uint64_t>(e.tag % kColls));
+    }
+    ASSERT_EQ(fired.size(), static_cast<size_t>(kColls * kRounds)) << "rank " << r;
+    for (auto [tag, n] : fired) EXPECT_EQ(n, 1) << "rank " << r << " tag " << tag;
+    occlResult_t async = occlSuccess;
+    expectOk(occlCommGetAsyncError(comms[r], &async), comms[r], "async error");
+    EXPECT_EQ(async, occlSuccess) << occlGetLastError(comms[r]);
+  }
+  for (const auto& b : bufs) EXPECT_TRUE(b->summedOverTwoRanks());
+}
+
+// Rank 1 submits only after rank 0 has filled its window, so every submission is in flight at
+// once and their CQEs may come back in any order; callbacks must still fire in order.
+TEST(CallbacksTest, InFlightSubmissionsCompleteInSubmissionOrder) {
+  occlConfig_t cfg = testConfig();
+  cfg.maxInflightPerColl = 8;
+  cfg.daemonBlocks = 2;
+  CommGroup comms(2, cfg);
+  constexpr uint64_t kId = 7;
+  constexpr size_t kCount = 4099;
+  for (int r = 0; r < 2; ++r) registerAllReduce(comms[r], kId, kCount);
+  Recorder rec[2];
+  std::vector<Recorder::Arg> args[2];
+  std::vector<std::unique_ptr<Buffers>> bufs[2];
+  for (int r = 0; r < 2; ++r) {
+    for (int k = 0; k < cfg.maxInflightPerColl; ++k) {
+      args[r].push_back({&rec[r], k});
+      bufs[r].push_back(std::make_unique<Buffers>(r, kCount));
+    }
+    for (int k = 0; k < cfg.maxInflightPerColl; ++k)
+      expectOk(occlSubmit(comms[r], kId, bufs[r][k]->send.data(), bufs[r][k]->recv.data(), &Recorder::callback,
+                          &args[r][k]),
+               comms[r], "submit");
+  }
+  for (int r = 0; r < 2; ++r) expectOk(occlCommWaitAll(comms[r], 30000), comms[r], "waitAll");
+  for (int r = 0; r < 2; ++r) {
+    auto fired = rec[r].snapshot();
+    ASSERT_EQ(fired.size(), static_cast<size_t>(cfg.maxInflightPerColl));
+    for (int k = 0; k < cfg.maxInflightPerColl; ++k) {
+      EXPECT_EQ(fired[k].tag, k) << "rank " << r << ": callback " << k << " out of submission order";
+      EXPECT_EQ(fired[k].status, occlSuccess);
+      EXPECT_TRUE(bufs[r][k]->summedOverTwoRanks()) << "rank " << r << " submission " << k;
+    }
+  }
+}
+
+// A training loop driven from the callback: each completion submits the next iteration.
+struct Chain {
+  occlComm_t comm = nullptr;
+  uint64_t collId = 0;
+  int rank = 0;
+  int target = 0;
+  std::unique_ptr<Buffers> buf;
+  std::atomic<int> done{0};
+  std::atomic<int> failures{0};
+
+  static void next(uint64_t, occlResult_t status, void* arg) {
+    auto* c = static_cast<Chain*>(arg);
+    if (status != occlSuccess || !c->buf->summedOverTwoRanks()) c->failures.fetch_add(1);
+    if (c->done.fetch_add(1) + 1 >= c->target) return;
+    c->buf = std::make_unique<Buffers>(c->rank, c->buf->send.size());
+    if (occlSubmit(c->comm, c->collId, c->buf->send.data(), c->buf->recv.data(), &Chain::next, c) != occlSuccess)
+      c->failures.fetch_add(1);
+  }
+};
+
+TEST(CallbacksTest, CallbackMaySubmitAgain) {
+  CommGroup comms(2);
+  constexpr uint64_t kId = 0xC4A1;
+  constexpr int kIterations = 50;
+  Chain chains[2];
+  for (int r = 0; r < 2; ++r) {
+    registerAllReduce(comms[r], kId, 1000);
+    chains[r].comm = comms[r];
+    chains[r].collId = kId;
+    chains[r].rank = r;
+    chains[r].target = kIterations;
+    chains[r].buf = std::make_unique<Buffers>(r, 1000);
+  }
+  for (int r = 0; r < 2; ++r)
+    expectOk(occlSubmit(comms[r], kId, chains[r].buf->send.data(), chains[r].buf->recv.data(), &Chain::next, &chains[r]),
+             comms[r], "first submit");
+  auto deadline = std::chrono::steady_clock::now() + kWait;
+  while ((chains[0].done < kIterations || chains[1].done < kIterations) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(chains[r].done.load(), kIterations) << "rank " << r;
+    EXPECT_EQ(chains[r].failures.load(), 0) << "rank " << r << ": " << occlGetLastError(comms[r]);
+    expectOk(occlCommWaitAll(comms[r], 30000), comms[r], "waitAll");
+  }
+}
+
+TEST(CallbacksTest, WaitAllReturnsAfterEveryCallbackAndTimesOutWhenStuck) {
+  CommGroup comms(2);
+  constexpr uint64_t kId = 0x3A;
+  for (int r = 0; r < 2; ++r) registerAllReduce(comms[r], kId, 256);
+  CallbackCounter counter[2];
+  Buffers b0(0, 256), b1(1, 256);
+  expectOk(occlSubmit(comms[0], kId, b0.send.data(), b0.recv.data(), &CallbackCounter::callback, &counter[0]), comms[0],
+           "submit");
+  // Rank 1 has not submitted: rank 0 cannot finish, and waitAll says so within its bound.
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(occlCommWaitAll(comms[0], 200), occlTimeout);
+  EXPECT_NE(std::string(occlGetLastError(comms[0])).find("pending"), std::string::npos) << occlGetLastError(comms[0]);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  expectOk(occlSubmit(comms[1], kId, b1.send.data(), b1.recv.data(), &CallbackCounter::callback, &counter[1]), comms[1],
+           "submit");
+  for (int r = 0; r < 2; ++r) {
+    expectOk(occlCommWaitAll(comms[r], 30000), comms[r], "waitAll");
+    EXPECT_EQ(counter[r].fired().size(), 1u) << "waitAll returned before the callback fired";
+  }
+  EXPECT_TRUE(b0.summedOverTwoRanks());
+  expectOk(occlCommWaitAll(comms[0], 0), comms[0], "waitAll with nothing pending");
+}
+
+// Each of these waits for the poller (or joins it), and the callback runs on the poller: they
+// must be refused, not hang or crash.
+struct BlockingCalls {
+  occlComm_t comm = nullptr;
+  std::vector<occlResult_t> results;
+  std::vector<std::string> messages;
+  std::atomic<bool> done{false};
+
+  static void callback(uint64_t, occlResult_t, void* arg) {
+    auto* b = static_cast<BlockingCalls*>(arg);
+    b->record(occlCommWaitAll(b->comm, 1000));
+    b->record(occlCommFinalize(b->comm));
+    b->record(occlCommAbort(b->comm));
+    b->record(occlCommDestroy(b->comm));
+    b->done = true;
+  }
+  void record(occlResult_t r) {
+    results.push_back(r);
+    messages.push_back(occlGetLastError(comm));
+  }
+};
+
+TEST(CallbacksTest, BlockingCallsFromACallbackAreRefused) {
+  CommGroup comms(1);
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.count = 0;
+  expectOk(occlCollRegister(comms[0], 1, &d), comms[0], "register");
+  BlockingCalls calls;
+  calls.comm = comms[0];
+  expectOk(occlSubmit(comms[0], 1, nullptr, nullptr, &BlockingCalls::callback, &calls), comms[0], "submit");
+  auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (!calls.done && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(calls.done.load());
+  ASSERT_EQ(calls.results.size(), 4u);
+  for (size_t i = 0; i < calls.results.size(); ++i) {
+    EXPECT_EQ(calls.results[i], occlInvalidUsage) << "call " << i << ": " << calls.messages[i];
+    EXPECT_NE(calls.messages[i].find("callback"), std::string::npos) << calls.messages[i];
+  }
+  expectOk(occlCommWaitAll(comms[0], 30000), comms[0], "waitAll outside the callback");
+}
+
+TEST(CallbacksTest, CppWrapperFunctionFutureAndStats) {
+  occlConfig_t cfg = testConfig();
+  std::vector<occl::Comm> comms = occl::Comm::all(2, &cfg);
+  constexpr uint64_t kId = 0xF00;
+  constexpr int kRounds = 5;
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.count = 333;
+  for (auto& c : comms) c.registerCollective(kId, d);
+  EXPECT_EQ(comms[1].rank(), 1);
+  EXPECT_EQ(comms[0].size(), 2);
+
+  std::vector<std::unique_ptr<Buffers>> bufs;
+  std::atomic<int> viaFunction{0};
+  std::vector<std::future<occlResult_t>> futures;
+  for (int round = 0; round < kRounds; ++round) {
+    for (int r = 0; r < 2; ++r) {
+      bufs.push_back(std::make_unique<Buffers>(r, 333));
+      Buffers* b = bufs.back().get();
+      if (r == 0) {
+        comms[r].submit(kId, b->send.data(), b->recv.data(), [&](uint64_t id, occlResult_t s) {
+          if (id == kId && s == occlSuccess) viaFunction.fetch_add(1);
+        });
+      } else {
+        futures.push_back(comms[r].submit(kId, b->send.data(), b->recv.data()));
+      }
+    }
+  }
+  for (auto& f : futures) {
+    ASSERT_EQ(f.wait_for(kWait), std::future_status::ready);
+    EXPECT_EQ(f.get(), occlSuccess);
+  }
+  for (auto& c : comms) c.waitAll(30000);
+  EXPECT_EQ(viaFunction.load(), kRounds);
+  for (const auto& b : bufs) EXPECT_TRUE(b->summedOverTwoRanks());
+  for (auto& c : comms) {
+    occlCollStats_t s = c.stats(kId);
+    EXPECT_EQ(s.submissions, static_cast<uint64_t>(kRounds));
+    EXPECT_EQ(s.completions, s.submissions) << "rank " << c.rank();
+    EXPECT_GE(s.contextLoads, s.completions);
+  }
+  try {
+    comms[0].stats(0xDEAD);
+    ADD_FAILURE() << "stats of an unregistered collId did not throw";
+  } catch (const occl::Error& e) {
+    EXPECT_EQ(e.code(), occlInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("not registered"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace occl::test

@@ -1,0 +1,342 @@
+// One collective "case" as nccl-tests checks it: inputs that every reduction order reduces to the
+// same bits, the user buffers of each rank (in place at NCCL's positions, or out of place), and the
+// exact bytes each rank's receive buffer must hold afterwards.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "occl/occl.h"
+#include "primitives/dispatch.hpp"
+#include "primitives/dtypes.hpp"
+#include "primitives/reduce_ops.hpp"
+#include "support/ranks.hpp"
+
+namespace occl::test {
+
+// Send/Recv cases use type occlCollSend for the pair: `root` sends to `peer`.
+struct Spec {
+  int type = occlCollAllReduce;
+  int dtype = occlFloat32;
+  int op = occlSum;
+  size_t count = 0;
+  bool inPlace = false;
+  int root = 0;
+  int peer = 0;
+  int nBlocks = 0;  // desc.nBlocks
+};
+
+inline bool reducing(int type) {
+  return type == occlCollAllReduce || type == occlCollReduceScatter || type == occlCollReduce;
+}
+inline bool hasInPlace(int type) { return type != occlCollAllToAll && type != occlCollSend; }
+
+inline const char* caseName(int type) {
+  static const char* const kNames[] = {"allreduce", "allgather", "reducescatter", "reduce", "broadcast", "alltoall", "sendrecv"};
+  return type >= 0 && type <= occlCollSend ? kNames[type] : "invalid";
+}
+
+inline std::string describe(const Spec& s) {
+  return absl::StrFormat("%s %s %s count=%d %s root=%d peer=%d", caseName(s.type), dtypeName(s.dtype),
+                         reducing(s.type) ? ops::opName(s.op) : "-", s.count, s.inPlace ? "in-place" : "out-of-place",
+                         s.root, s.peer);
+}
+
+inline bool participates(const Spec& s, int rank) { return s.type != occlCollSend || rank == s.root || rank == s.peer; }
+
+// The description rank `rank` registers: the pair's sender registers Send to peer, the peer Recv
+// from the sender.
+inline occlCollDesc_t descFor(const Spec& s, int rank) {
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.type = s.type;
+  d.count = s.count;
+  d.datatype = s.dtype;
+  d.op = s.op;
+  d.root = s.root;
+  d.nBlocks = s.nBlocks;
+  if (s.type == occlCollSend) {
+    d.type = rank == s.root ? occlCollSend : occlCollRecv;
+    d.root = rank == s.root ? s.peer : s.root;
+  }
+  return d;
+}
+
+// Elements of rank `rank`'s send and receive buffers (NCCL's meaning of count).
+inline std::pair<size_t, size_t> userElems(const Spec& s, int nRanks, int rank) {
+  const size_t c = s.count, n = static_cast<size_t>(nRanks);
+  switch (s.type) {
+    case occlCollAllGather: return {c, c * n};
+    case occlCollReduceScatter: return {c * n, c};
+    case occlCollAllToAll: return {c * n, c * n};
+    case occlCollReduce: return {c, rank == s.root ? c : 0};
+    case occlCollBroadcast: return {rank == s.root ? c : 0, c};
+    case occlCollSend: return {rank == s.root ? c : 0, rank == s.peer ? c : 0};
+    default: return {c, c};
+  }
+}
+
+// Small integers, exact in every type (bfloat16 holds integers up to 256): sums stay within
+// +-32, products within +-4 (at most two 2s per element on 8 ranks), so no order rounds or wraps.
+// Integer avg sums are arbitrary (truncating division is tested); floating avg sums are n times an
+// integer, so the quotient is exact however avg is computed. Periodic in the index (inputPeriod).
+inline int64_t caseInput(const Spec& s, int nRanks, int rank, size_t index) {
+  const auto i = static_cast<int64_t>(index), r = static_cast<int64_t>(rank);
+  const int64_t shift = (s.dtype == occlUint8 || s.dtype == occlUint32 || s.dtype == occlUint64) ? 0 : 1;
+  if (!reducing(s.type)) return (i * 5 + r * 11 + 1) % 113;
+  switch (s.op) {
+    case occlSum: return (r * 3 + i) % 5 - 2 * shift;
+    case occlProd:
+      if ((i + r) % 4 == 0) return 2;
+      return (shift != 0 && (i + 2 * r) % 7 == 3) ? -1 : 1;
+    case occlMin:
+    case occlMax: return (i * 7 + r * 13) % 61 - 30 * shift;
+    default:
+      if (!dtypeIsFloating(s.dtype)) return (i + r) % 4 - 2 * shift;
+      if (nRanks % 2 == 1 && rank == nRanks - 1) return i % 5;
+      return i % 5 + (rank % 2 == 0 ? 1 : -1);  // pairs of ranks cancel out
+  }
+}
+
+// The reduction over all ranks of input element `index`.
+inline int64_t reduced(const Spec& s, int nRanks, size_t index) {
+  int64_t acc = caseInput(s, nRanks, 0, index);
+  for (int r = 1; r < nRanks; ++r) {
+    const int64_t v = caseInput(s, nRanks, r, index);
+    switch (s.op) {
+      case occlProd: acc *= v; break;
+      case occlMin: acc = v < acc ? v : acc; break;
+      case occlMax: acc = v > acc ? v : acc; break;
+      default: acc += v;
+    }
+  }
+  return s.op == occlAvg ? acc / nRanks : acc;  // C++ truncates, as occl's integer avg
+}
+
+template <typename T>
+T fromInt(int64_t v) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return toHalf(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return toBFloat16(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+template <typename T>
+double toDouble(T v) {
+  if constexpr (kIsReducedFloat<T>) {
+    return static_cast<double>(toFloat(v));
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+// caseInput is periodic in the index with this period, so a case evaluates one period per rank.
+inline size_t inputPeriod(const Spec& s) {
+  if (!reducing(s.type)) return 113;
+  switch (s.op) {
+    case occlSum: return 5;
+    case occlProd: return 28;
+    case occlMin:
+    case occlMax: return 61;
+    default: return dtypeIsFloating(s.dtype) ? 5 : 4;
+  }
+}
+
+// One period of every rank's inputs and of their reduction.
+template <typename T>
+struct Tables {
+  size_t period = 1;
+  std::vector<std::vector<T>> inputs;  // [rank][index % period]
+  std::vector<T> reductions;           // [index % period]; reducing collectives only
+
+  T input(int rank, size_t i) const { return inputs[static_cast<size_t>(rank)][i % period]; }
+  T reduction(size_t i) const { return reductions[i % period]; }
+};
+
+template <typename T>
+Tables<T> tablesFor(const Spec& s, int nRanks) {
+  Tables<T> t;
+  t.period = inputPeriod(s);
+  t.inputs.resize(static_cast<size_t>(nRanks));
+  for (int r = 0; r < nRanks; ++r)
+    for (size_t i = 0; i < t.period; ++i) t.inputs[static_cast<size_t>(r)].push_back(fromInt<T>(caseInput(s, nRanks, r, i)));
+  if (reducing(s.type))
+    for (size_t i = 0; i < t.period; ++i) t.reductions.push_back(fromInt<T>(reduced(s, nRanks, i)));
+  return t;
+}
+
+// What receive element `i` of rank `rank` must hold, or false where the collective leaves it alone.
+template <typename T>
+bool expectedAt(const Spec& s, const Tables<T>& t, int rank, size_t i, T& out) {
+  const size_t c = s.count;
+  switch (s.type) {
+    case occlCollAllReduce: out = t.reduction(i); return true;
+    case occlCollReduce: out = t.reduction(i); return rank == s.root;
+    case occlCollReduceScatter: out = t.reduction(static_cast<size_t>(rank) * c + i); return true;
+    case occlCollAllGather: out = t.input(static_cast<int>(i / c), i % c); return true;
+    case occlCollBroadcast: out = t.input(s.root, i); return true;
+    case occlCollAllToAll: out = t.input(static_cast<int>(i / c), static_cast<size_t>(rank) * c + i % c); return true;
+    default: out = t.input(s.root, i); return true;  // the receiving peer
+  }
+}
+
+// One rank's buffers. In place, both pointers point into `first` at NCCL's positions.
+struct RankIo {
+  std::vector<std::byte> first, second;
+  void* send = nullptr;
+  void* recv = nullptr;
+  size_t recvElems = 0;              // elements of *recv the test checks
+  std::vector<std::byte> expected;  // what *recv must hold afterwards
+};
+
+inline constexpr std::byte kSentinel{0xA5};
+
+template <typename T>
+RankIo prepareAs(const Spec& s, const Tables<T>& t, int n, int rank) {
+  RankIo io;
+  const auto [sendElems, recvElems] = userElems(s, n, rank);
+  const size_t eb = sizeof(T), c = s.count;
+  // A non-root Reduce still passes a receive buffer, so that the test sees it left untouched.
+  io.recvElems = s.type == occlCollReduce ? c : recvElems;
+  auto fill = [&](std::byte* at, size_t elems) {
+    for (size_t j = 0; j < elems; ++j) {
+      const T v = t.input(rank, j);
+      std::memcpy(at + j * eb, &v, eb);
+    }
+  };
+  if (s.inPlace) {
+    io.first.assign(std::max(sendElems, io.recvElems) * eb, kSentinel);
+    const size_t own = static_cast<size_t>(rank) * c * eb;
+    io.send = io.first.data() + (s.type == occlCollAllGather ? own : 0);
+    io.recv = io.first.data() + (s.type == occlCollReduceScatter ? own : 0);
+    fill(static_cast<std::byte*>(io.send), s.type == occlCollBroadcast ? c : sendElems);
+  } else {
+    io.first.assign(sendElems * eb, kSentinel);
+    io.second.assign(io.recvElems * eb, kSentinel);
+    fill(io.first.data(), sendElems);
+    io.send = sendElems > 0 ? io.first.data() : nullptr;  // a non-root Broadcast passes NULL
+    io.recv = io.recvElems > 0 ? io.second.data() : nullptr;
+  }
+  const auto* initial = static_cast<const std::byte*>(io.recv);
+  io.expected.assign(initial, initial + io.recvElems * eb);
+  for (size_t i = 0; i < io.recvElems; ++i) {
+    T v{};
+    if (expectedAt(s, t, rank, i, v)) std::memcpy(io.expected.data() + i * eb, &v, eb);
+  }
+  return io;
+}
+
+// Every rank's buffers for one case.
+inline std::vector<RankIo> prepare(const Spec& s, int n) {
+  return dispatchType(s.dtype, [&]<typename T>() {
+    const Tables<T> t = tablesFor<T>(s, n);
+    std::vector<RankIo> out;
+    for (int r = 0; r < n; ++r) out.push_back(prepareAs<T>(s, t, n, r));
+    return out;
+  });
+}
+
+// "" when rank `rank`'s receive buffer holds what it must, else the first difference.
+template <typename T>
+std::string mismatchAs(const Spec& s, int rank, const RankIo& io) {
+  const size_t eb = sizeof(T);
+  const auto* got = static_cast<const std::byte*>(io.recv);
+  for (size_t i = 0; i < io.expected.size() / eb; ++i) {
+    if (std::memcmp(got + i * eb, io.expected.data() + i * eb, eb) == 0) continue;
+    T g, e;
+    std::memcpy(&g, got + i * eb, eb);
+    std::memcpy(&e, io.expected.data() + i * eb, eb);
+    return absl::StrFormat("%s: rank %d element %d is %g, expected %g", describe(s), rank, i, toDouble(g), toDouble(e));
+  }
+  return "";
+}
+
+inline std::string mismatch(const Spec& s, int rank, const RankIo& io) {
+  return dispatchType(s.dtype, [&]<typename T>() { return mismatchAs<T>(s, rank, io); });
+}
+
+// ---- Running a batch of cases on ranks as threads ----
+
+// collIds are never reused: a rank that has finished a case may deregister it while a peer still
+// drains the connector, and a new registration under the same id would attach to that connector.
+inline uint64_t nextCollId() {
+  static std::atomic<uint64_t> next{0xC0000};
+  return next++;
+}
+
+struct Case {
+  Spec spec;
+  uint64_t collId;
+  std::vector<RankIo> io;
+};
+
+inline Case makeCase(const Spec& s, int nRanks) { return Case{s, nextCollId(), prepare(s, nRanks)}; }
+
+// One rank's part of a batch: register (in `order`), submit (in `order`), wait, deregister.
+inline void runRank(occlComm_t comm, int rank, std::vector<Case>& cases, const std::vector<size_t>& order) {
+  CallbackCounter done;
+  size_t mine = 0;
+  for (size_t k : order) {
+    const Case& c = cases[k];
+    if (!participates(c.spec, rank)) continue;
+    const occlCollDesc_t d = descFor(c.spec, rank);
+    expectOk(occlCollRegister(comm, c.collId, &d), comm, "register " + describe(c.spec));
+  }
+  for (size_t k : order) {
+    Case& c = cases[k];
+    if (!participates(c.spec, rank)) continue;
+    RankIo& io = c.io[static_cast<size_t>(rank)];
+    expectOk(occlSubmit(comm, c.collId, io.send, io.recv, &CallbackCounter::callback, &done), comm,
+             "submit " + describe(c.spec));
+    ++mine;
+  }
+  if (!done.waitFor(mine, std::chrono::seconds(20))) {
+    fprintf(stderr, "TIMEOUT rank %d mine %zu fired %zu\n", rank, mine, done.fired().size());
+    auto f = done.fired();
+    for (const Case& c : cases) {
+      bool seen = false;
+      for (auto& p : f) seen |= p.first == c.collId;
+      occlCollStats_t st{};
+      occlCollGetStats(comm, c.collId, &st);
+      fprintf(stderr, "  rank %d %lx %s %s preempt %lu loads %lu saves %lu\n", rank, c.collId, seen ? "done" : "PENDING", describe(c.spec).c_str(), st.preemptions, st.contextLoads, st.contextSaves);
+    }
+  }
+  if (!done.waitFor(mine)) throw std::runtime_error("rank " + std::to_string(rank) + ": callbacks timed out");
+  for (const auto& [id, status] : done.fired()) {
+    if (status != occlSuccess) fprintf(stderr, "FAILED rank %d coll %lx status %d: %s\n", rank, id, status, occlGetLastError(comm));
+    if (status != occlSuccess)
+      throw std::runtime_error(absl::StrFormat("rank %d: collId 0x%x completed with %s", rank, id,
+                                               occlGetErrorString(status)));
+  }
+  for (const Case& c : cases)
+    if (participates(c.spec, rank)) expectOk(occlCollDeregister(comm, c.collId), comm, "deregister");
+}
+
+inline void checkCases(const std::vector<Case>& cases) {
+  for (const Case& c : cases) {
+    for (size_t r = 0; r < c.io.size(); ++r) {
+      const std::string bad = mismatch(c.spec, static_cast<int>(r), c.io[r]);
+      ASSERT_TRUE(bad.empty()) << bad;
+    }
+  }
+}
+
+inline void runCases(const CommGroup& comms, std::vector<Case>& cases) {
+  std::vector<size_t> order(cases.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  runRanks(comms.size(), [&](int r) { runRank(comms[r], r, cases, order); });
+  checkCases(cases);
+}
+
+}  // namespace occl::test

@@ -1,0 +1,138 @@
+// The pairing rule of connectors (transport/connector.hpp): the k-th attach of a key by its sender
+// meets the k-th attach by its receiver, and memory lives until both ends have attached and
+// released it. A sender that finishes and deregisters before its receiver has registered must
+// lose nothing, and a collId registered again must pair with the peer's next registration.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "support/ranks.hpp"
+#include "transport/connector.hpp"
+
+namespace occl::test {
+namespace {
+
+using transport::ConnectorEnd;
+using transport::ConnectorFactory;
+using transport::ConnectorKey;
+using transport::ConnectorMemory;
+
+constexpr uint32_t kSlots = 2;
+constexpr uint64_t kSlotBytes = 4096;
+
+std::shared_ptr<ConnectorMemory> attach(ConnectorFactory& f, const ConnectorKey& key, ConnectorEnd end) {
+  auto mem = f.attach(key, end, kSlots, kSlotBytes);
+  if (!mem.ok()) throw std::runtime_error(mem.status().message);
+  return mem.value();
+}
+
+// The sender's side of one message: the payload in slot 0, published as FIFO step 1.
+void sendMarker(ConnectorMemory& m, uint8_t marker) {
+  FifoHandle h{m.header(), m.data(), kSlots, 0, kSlotBytes};
+  ASSERT_TRUE(h.canSend());
+  std::memset(h.sendSlot(), marker, kSlotBytes);
+  h.commitSend();
+}
+
+uint8_t receiveMarker(ConnectorMemory& m) {
+  FifoHandle h{m.header(), m.data(), kSlots, 0, kSlotBytes};
+  if (!h.canRecv()) return 0;
+  return static_cast<uint8_t>(h.recvSlot()[kSlotBytes - 1]);
+}
+
+// `sender` and `receiver` are the factories of the two ends (one factory per rank).
+void expectPairingRule(ConnectorFactory& sender, ConnectorFactory& receiver) {
+  const ConnectorKey key{0x51, 0, 1, 0};
+  // The sender sends and lets go before the receiver has attached at all.
+  sendMarker(*attach(sender, key, ConnectorEnd::Sender), 0xA1);
+  // It registers the collId twice more meanwhile: generations 2 and 3 of the key.
+  auto second = attach(sender, key, ConnectorEnd::Sender);
+  sendMarker(*second, 0xA2);
+  auto third = attach(sender, key, ConnectorEnd::Sender);
+  sendMarker(*third, 0xA3);
+  second.reset();
+  // The receiver's registrations meet them in order, each with its own payload.
+  EXPECT_EQ(receiveMarker(*attach(receiver, key, ConnectorEnd::Receiver)), 0xA1);
+  EXPECT_EQ(receiveMarker(*attach(receiver, key, ConnectorEnd::Receiver)), 0xA2);
+  EXPECT_EQ(receiveMarker(*attach(receiver, key, ConnectorEnd::Receiver)), 0xA3);
+  // The receiver now comes first: its fourth attach waits for the sender's fourth.
+  auto fourth = attach(receiver, key, ConnectorEnd::Receiver);
+  EXPECT_EQ(receiveMarker(*fourth), 0);
+  sendMarker(*attach(sender, key, ConnectorEnd::Sender), 0xA4);
+  EXPECT_EQ(receiveMarker(*fourth), 0xA4);
+  // Another channel of the same collective is another connector.
+  EXPECT_EQ(receiveMarker(*attach(receiver, ConnectorKey{0x51, 0, 1, 1}, ConnectorEnd::Receiver)), 0);
+}
+
+TEST(ConnectorPairing, InProcess) {
+  auto world = transport::makeInProcessWorld();
+  auto a = transport::makeInProcessFactory(world), b = transport::makeInProcessFactory(world);
+  expectPairingRule(*a, *b);
+}
+
+std::vector<std::string> shmNamesOf(uint64_t nonce) {
+  std::vector<std::string> names;
+  const std::string prefix = absl::StrFormat("occl-%016x-", nonce);
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) names.push_back(e.path().filename().string());
+  return names;
+}
+
+TEST(ConnectorPairing, SharedMemoryLeavesNothingBehind) {
+  if (!std::filesystem::exists("/dev/shm")) GTEST_SKIP() << "no /dev/shm on this machine";
+  const uint64_t nonce = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  {
+    // Two factories stand for two processes: they share nothing but the shm names.
+    auto a = transport::makeShmFactory(nonce, 5000), b = transport::makeShmFactory(nonce, 5000);
+    expectPairingRule(*a, *b);
+    auto unjoined = attach(*a, ConnectorKey{0x52, 0, 1, 0}, ConnectorEnd::Sender);
+    EXPECT_EQ(shmNamesOf(nonce).size(), 2u) << "the unjoined sender and channel-1 receiver segments";
+  }
+  EXPECT_TRUE(shmNamesOf(nonce).empty()) << "segments left in /dev/shm: " << shmNamesOf(nonce).front();
+}
+
+// Through the API: rank 0 sends, completes and deregisters before rank 1 registers the receive,
+// then sends again under the same collId; rank 1's two registrations get the two payloads.
+TEST(ConnectorPairing, SenderDeregistersBeforeReceiverRegisters) {
+  CommGroup comms(2);
+  constexpr uint64_t kId = 0x77;
+  constexpr size_t kCount = 64;  // fits one connector slot: the send completes on its own
+  occlCollDesc_t send, recv;
+  occlCollDescInit(&send);
+  occlCollDescInit(&recv);
+  send.type = occlCollSend;
+  recv.type = occlCollRecv;
+  send.count = recv.count = kCount;
+  send.datatype = recv.datatype = occlFloat32;
+  send.root = 1;  // Send/Recv name the peer in `root`
+  recv.root = 0;
+  std::vector<float> payload[2] = {std::vector<float>(kCount, 1.5f), std::vector<float>(kCount, -2.25f)};
+  for (const std::vector<float>& p : payload) {
+    CallbackCounter sent;
+    expectOk(occlCollRegister(comms[0], kId, &send), comms[0], "register send");
+    expectOk(occlSubmit(comms[0], kId, p.data(), nullptr, &CallbackCounter::callback, &sent), comms[0], "submit");
+    ASSERT_TRUE(sent.waitFor(1, std::chrono::seconds(20)));
+    EXPECT_EQ(sent.fired().front().second, occlSuccess);
+    expectOk(occlCollDeregister(comms[0], kId), comms[0], "deregister send");
+  }
+  for (const std::vector<float>& p : payload) {
+    CallbackCounter received;
+    std::vector<float> out(kCount, 0.0f);
+    expectOk(occlCollRegister(comms[1], kId, &recv), comms[1], "register recv");
+    expectOk(occlSubmit(comms[1], kId, nullptr, out.data(), &CallbackCounter::callback, &received), comms[1],
+             "submit");
+    ASSERT_TRUE(received.waitFor(1, std::chrono::seconds(20))) << "the receive never saw the data sent";
+    EXPECT_EQ(received.fired().front().second, occlSuccess);
+    EXPECT_EQ(out, p);
+    expectOk(occlCollDeregister(comms[1], kId), comms[1], "deregister recv");
+  }
+}
+
+}  // namespace
+}  // namespace occl::test

@@ -1,0 +1,327 @@
+// Ranks as processes: occlCommInitRank with a unique id, occlCommInitFromEnv with torchrun's
+// variables, AllReduce over shared memory, and fail-fast when a peer process dies.
+//
+// Children are this test binary re-executed (posix_spawn of /proc/self/exe) with
+// --gtest_filter naming the hidden child entry and OCCL_MP_* variables naming the scenario and
+// rank. Re-exec rather than fork: a forked child of a multithreaded process inherits every lock
+// another thread held at fork time (malloc's, gtest's, a leftover occl thread's) and may
+// deadlock on it; GoogleTest gives no guarantee that no thread exists when a test starts.
+// A re-executed child starts from a fresh image, whatever the parent has run before.
+//
+// The parent never blocks without a bound: it polls waitpid until a deadline, then SIGKILLs
+// the stragglers and fails.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/ranks.hpp"
+
+extern char** environ;
+
+namespace occl::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Env = std::map<std::string, std::string>;
+
+// ---- parent side ----
+
+// This process's environment minus what would steer a child's launcher detection, plus `extra`.
+std::vector<std::string> childEnvironment(const Env& extra) {
+  std::vector<std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv(*e);
+    std::string key = kv.substr(0, kv.find('='));
+    if (key.rfind("OMPI_", 0) == 0 || key.rfind("OCCL_MP_", 0) == 0 || key == "OCCL_COMM_ID" || key == "RANK" ||
+        key == "WORLD_SIZE" || key == "MASTER_ADDR" || key == "MASTER_PORT")
+      continue;
+    out.push_back(kv);
+  }
+  for (const auto& [k, v] : extra) out.push_back(k + "=" + v);
+  return out;
+}
+
+pid_t spawnChild(const Env& extra) {
+  std::vector<std::string> env = childEnvironment(extra);
+  std::vector<char*> envp;
+  for (auto& kv : env) envp.push_back(kv.data());
+  envp.push_back(nullptr);
+  std::string exe = "/proc/self/exe", filter = "--gtest_filter=MultiProcessChild.DISABLED_Entry",
+              disabled = "--gtest_also_run_disabled_tests", brief = "--gtest_brief=1";
+  char* argv[] = {exe.data(), filter.data(), disabled.data(), brief.data(), nullptr};
+  pid_t pid = -1;
+  int err = posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, envp.data());
+  if (err != 0) ADD_FAILURE() << "posix_spawn: " << std::strerror(err);
+  return err == 0 ? pid : -1;
+}
+
+// Waits for every child until `timeout`; kills the rest. Returns exit codes (-1: killed/crashed).
+std::vector<int> reapChildren(const std::vector<pid_t>& pids, std::chrono::seconds timeout) {
+  std::vector<int> codes(pids.size(), -1);
+  std::vector<bool> done(pids.size(), false);
+  size_t remaining = pids.size();
+  for (size_t i = 0; i < pids.size(); ++i) {
+    if (pids[i] > 0) continue;
+    done[i] = true;  // never started: its code stays -1
+    --remaining;
+  }
+  const auto deadline = Clock::now() + timeout;
+  while (remaining > 0 && Clock::now() < deadline) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      int status = 0;
+      if (done[i] || waitpid(pids[i], &status, WNOHANG) != pids[i]) continue;
+      done[i] = true;
+      --remaining;
+      codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (size_t i = 0; i < pids.size(); ++i) {
+    if (done[i]) continue;
+    ADD_FAILURE() << "child " << i << " did not finish within " << timeout.count() << " s: killed";
+    kill(pids[i], SIGKILL);
+    waitpid(pids[i], nullptr, 0);
+  }
+  return codes;
+}
+
+std::string toHex(const void* data, size_t n) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char b = static_cast<const unsigned char*>(data)[i];
+    out += kDigits[b >> 4];
+    out += kDigits[b & 15];
+  }
+  return out;
+}
+
+// Rank 0's child creates the id (its listener must live in rank 0's process) and writes it to a
+// pipe; the parent hands it to the other ranks. Returns the children's pids, rank order.
+std::vector<pid_t> spawnWithUniqueId(const std::string& scenario, int nRanks, Env extra = {}) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    ADD_FAILURE() << "pipe: " << std::strerror(errno);
+    return {};
+  }
+  extra["OCCL_MP_SCENARIO"] = scenario;
+  extra["OCCL_MP_NRANKS"] = std::to_string(nRanks);
+  Env rank0 = extra;
+  rank0["OCCL_MP_RANK"] = "0";
+  rank0["OCCL_MP_ID_FD"] = std::to_string(fds[1]);
+  std::vector<pid_t> pids{spawnChild(rank0)};
+  close(fds[1]);  // later children must not inherit the write end
+  occlUniqueId id{};
+  size_t got = 0;
+  pollfd p{fds[0], POLLIN, 0};
+  while (got < sizeof(id) && poll(&p, 1, 30000) > 0) {
+    ssize_t n = read(fds[0], id.internal + got, sizeof(id) - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fds[0]);
+  if (got != sizeof(id)) {
+    ADD_FAILURE() << "rank 0 did not deliver the unique id";
+    return pids;
+  }
+  extra["OCCL_MP_ID"] = toHex(&id, sizeof(id));
+  for (int r = 1; r < nRanks; ++r) {
+    Env e = extra;
+    e["OCCL_MP_RANK"] = std::to_string(r);
+    pids.push_back(spawnChild(e));
+  }
+  return pids;
+}
+
+int freeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+void expectAllSucceeded(const std::vector<int>& codes) {
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r << " failed (exit code)";
+}
+
+TEST(MultiProcessTest, AllReduceFourProcessesInitRank) {
+  std::vector<pid_t> pids = spawnWithUniqueId("allreduce", 4);
+  ASSERT_EQ(pids.size(), 4u);
+  expectAllSucceeded(reapChildren(pids, std::chrono::seconds(90)));
+}
+
+TEST(MultiProcessTest, AllReduceFourProcessesInitFromEnv) {
+  int port = freeLoopbackPort();
+  ASSERT_GT(port, 0);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 4; ++r)
+    pids.push_back(spawnChild({{"OCCL_MP_SCENARIO", "fromenv"},
+                               {"RANK", std::to_string(r)},
+                               {"WORLD_SIZE", "4"},
+                               {"MASTER_ADDR", "127.0.0.1"},
+                               {"MASTER_PORT", std::to_string(port)}}));
+  expectAllSucceeded(reapChildren(pids, std::chrono::seconds(90)));
+}
+
+// One of three processes _exits right after init; the survivors' pending AllReduce must fail
+// with occlRemoteError within seconds (the bootstrap notices the dead socket), not time out.
+class PeerDeathTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(PeerDeathTest, SurvivorsFailWithRemoteError) {
+  const int victim = GetParam();
+  std::vector<pid_t> pids = spawnWithUniqueId("fault", 3, {{"OCCL_MP_VICTIM", std::to_string(victim)}});
+  ASSERT_EQ(pids.size(), 3u);
+  std::vector<int> codes = reapChildren(pids, std::chrono::seconds(60));
+  for (int r = 0; r < 3; ++r) {
+    if (r == victim) continue;
+    EXPECT_EQ(codes[r], 0) << "survivor rank " << r << " failed (exit code)";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Victims, PeerDeathTest, ::testing::Values(0, 2),
+                         [](const ::testing::TestParamInfo<int>& i) { return "rank" + std::to_string(i.param); });
+
+// ---- child side ----
+
+int envInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::atoi(v) : fallback;
+}
+
+occlUniqueId idFromEnvironment() {
+  occlUniqueId id{};
+  if (const char* fdText = std::getenv("OCCL_MP_ID_FD")) {
+    expectOk(occlGetUniqueId(&id), nullptr, "occlGetUniqueId");
+    int fd = std::atoi(fdText);
+    if (write(fd, &id, sizeof(id)) != static_cast<ssize_t>(sizeof(id))) throw std::runtime_error("writing the id");
+    close(fd);
+    return id;
+  }
+  const std::string hex = std::getenv("OCCL_MP_ID");
+  for (size_t i = 0; i < sizeof(id); ++i) id.internal[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  return id;
+}
+
+occlComm_t initRank(int rank, int nRanks, const occlConfig_t& cfg) {
+  occlUniqueId id = idFromEnvironment();
+  occlComm_t comm = nullptr;
+  expectOk(occlCommInitRank(&comm, nRanks, id, rank, &cfg), nullptr, "occlCommInitRank");
+  return comm;
+}
+
+// Every count of the acceptance list, in place and out of place, all in flight at once.
+void runAllReduces(occlComm_t comm, int rank, int nRanks) {
+  const size_t counts[] = {0, 1, 7, 1023, (size_t{1} << 20) + 3};
+  std::vector<std::vector<float>> send, recv;
+  CallbackCounter done;
+  for (size_t c = 0; c < std::size(counts); ++c) {
+    occlCollDesc_t d;
+    occlCollDescInit(&d);
+    d.count = counts[c];
+    expectOk(occlCollRegister(comm, 0x100 + c, &d), comm, "register");
+    for (int inPlace = 0; inPlace < 2; ++inPlace) {
+      send.emplace_back(counts[c]);
+      recv.emplace_back(counts[c], -1.0f);
+      for (size_t i = 0; i < counts[c]; ++i) send.back()[i] = inputValue(rank, i);
+      float* out = inPlace ? send.back().data() : recv.back().data();
+      expectOk(occlSubmit(comm, 0x100 + c, send.back().data(), out, &CallbackCounter::callback, &done), comm, "submit");
+    }
+  }
+  expectOk(occlCommWaitAll(comm, 60000), comm, "waitAll");
+  for (const auto& [id, status] : done.fired()) ASSERT_EQ(status, occlSuccess) << "collId " << id;
+  const float ranksSum = static_cast<float>(nRanks * (nRanks + 1) / 2);
+  for (size_t k = 0; k < send.size(); ++k) {
+    const std::vector<float>& out = (k % 2 == 1) ? send[k] : recv[k];
+    for (size_t i = 0; i < out.size(); ++i) {
+      const float expected = ranksSum * static_cast<float>(i % 7 + 1);
+      ASSERT_EQ(std::memcmp(&out[i], &expected, sizeof(float)), 0) << "buffer " << k << " element " << i;
+    }
+  }
+}
+
+void finish(occlComm_t comm) {
+  expectOk(occlCommFinalize(comm), comm, "finalize");
+  expectOk(occlCommDestroy(comm), nullptr, "destroy");
+}
+
+void survivePeerDeath(occlComm_t comm) {
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.count = 4096;
+  expectOk(occlCollRegister(comm, 0xFA, &d), comm, "register");
+  std::vector<float> buf(4096, 1.0f);
+  CallbackCounter done;
+  const auto start = Clock::now();
+  occlResult_t submitted = occlSubmit(comm, 0xFA, buf.data(), buf.data(), &CallbackCounter::callback, &done);
+  if (submitted == occlSuccess) {
+    ASSERT_TRUE(done.waitFor(1, std::chrono::seconds(10))) << "the pending submission never completed";
+    EXPECT_EQ(done.fired()[0].second, occlRemoteError);
+  } else {
+    EXPECT_EQ(submitted, occlRemoteError) << occlGetLastError(comm);  // the death was already known
+  }
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+  occlResult_t async = occlSuccess;
+  expectOk(occlCommGetAsyncError(comm, &async), comm, "async error");
+  EXPECT_EQ(async, occlRemoteError);
+  // Once the death is known, a new submission is refused with the peer's failure.
+  EXPECT_EQ(occlSubmit(comm, 0xFA, buf.data(), buf.data(), &CallbackCounter::callback, &done), occlRemoteError);
+  EXPECT_NE(std::string(occlGetLastError(comm)).find("failed"), std::string::npos) << occlGetLastError(comm);
+  finish(comm);  // nothing pending: finalize stops without waiting for the dead peer
+}
+
+TEST(MultiProcessChild, DISABLED_Entry) {
+  const char* scenario = std::getenv("OCCL_MP_SCENARIO");
+  ASSERT_NE(scenario, nullptr) << "run only as a child of MultiProcessTest";
+  occlConfig_t cfg = testConfig();
+  cfg.collTimeoutMs = 30000;  // far above the few seconds the fault test allows
+  const std::string s = scenario;
+  if (s == "fromenv") {
+    occlComm_t comm = nullptr;
+    expectOk(occlCommInitFromEnv(&comm, &cfg), nullptr, "occlCommInitFromEnv");
+    int rank = -1, size = -1;
+    expectOk(occlCommUserRank(comm, &rank), comm, "rank");
+    expectOk(occlCommCount(comm, &size), comm, "count");
+    ASSERT_EQ(rank, envInt("RANK", -2));
+    ASSERT_EQ(size, 4);
+    runAllReduces(comm, rank, size);
+    finish(comm);
+    return;
+  }
+  const int rank = envInt("OCCL_MP_RANK", -1), nRanks = envInt("OCCL_MP_NRANKS", 0);
+  occlComm_t comm = initRank(rank, nRanks, cfg);
+  if (s == "allreduce") {
+    runAllReduces(comm, rank, nRanks);
+    finish(comm);
+  } else if (s == "fault") {
+    if (rank == envInt("OCCL_MP_VICTIM", -1)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the survivors submit meanwhile
+      _exit(0);
+    }
+    survivePeerDeath(comm);
+  } else {
+    FAIL() << "unknown scenario " << s;
+  }
+}
+
+}  // namespace
+}  // namespace occl::test

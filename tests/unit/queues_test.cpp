@@ -1,0 +1,309 @@
+// Stress and edge tests of the lock-free queues shared by the host and the daemon: the SQ (one
+// producer, every consumer reads every entry) and the CQ (many producers with one CAS each, one
+// poller). Every wait backs off (yield, then a short park), so five threads pass on two cores
+// shared with other jobs; the bounded waits turn a protocol bug into a failure, not a hang.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "host/doorbell.hpp"
+#include "queues/cq.hpp"
+#include "queues/sq.hpp"
+
+namespace occl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kBudget = std::chrono::seconds(20);
+
+// A waiter that only yields keeps its thread runnable; with five threads on two shared cores the
+// thread it waits for may then get no time at all, and a timed sleep wakes too late or too
+// often. So a waiter yields a few times, then parks on a doorbell that the other side rings
+// when it makes room or publishes (as the host daemon and poller do); parks are short, so a
+// missed ring costs microseconds, never a hang.
+class Backoff {
+ public:
+  template <typename Ready>
+  void pause(host::Doorbell& bell, Ready&& ready) {
+    if (++misses_ < kYields) {
+      std::this_thread::yield();
+    } else {
+      bell.park(500, ready);
+    }
+  }
+  void reset() { misses_ = 0; }
+
+ private:
+  static constexpr int kYields = 16;
+  int misses_ = 0;
+};
+
+// The payload of SQ ticket t, so a consumer can tell a torn or overwritten slot from a good one.
+SqeView sqePayload(uint64_t t) {
+  return SqeView{kSqeSubmit, static_cast<uint32_t>(t * 2654435761u), t, t * 3 + 1, ~t};
+}
+
+bool samePayload(const SqeView& a, const SqeView& b) {
+  return a.flags == b.flags && a.collIndex == b.collIndex && a.seq == b.seq && a.sendbuf == b.sendbuf &&
+         a.recvbuf == b.recvbuf;
+}
+
+struct SqRig {
+  std::vector<Sqe> slots;
+  uint64_t published = 0;
+  SubmissionQueue sq;
+  host::Doorbell publishedBell;  // rung by the producer
+  host::Doorbell freedBell;      // rung by the consumer that frees a slot
+  SqRig(uint32_t depth, uint32_t consumers) : slots(depth) {
+    for (Sqe& s : slots) s = Sqe{};
+    sq = SubmissionQueue{slots.data(), depth, consumers, &published};
+  }
+};
+
+struct ConsumerReport {
+  uint64_t received = 0;
+  std::string error;  // first anomaly, empty if none
+};
+
+// One daemon block's view: its own cursor, every ticket in order, each exactly once.
+void consumeAll(SqRig& rig, uint64_t total, Clock::time_point deadline, ConsumerReport& report) {
+  const SubmissionQueue& sq = rig.sq;
+  uint64_t cursor = 0;
+  SqeView got{};
+  Backoff backoff;
+  while (cursor < total && Clock::now() < deadline) {
+    if (!sq.tryPop(cursor, got)) {
+      backoff.pause(rig.publishedBell, [&] { return sq.publishedCount() > cursor; });
+      continue;
+    }
+    backoff.reset();
+    if (atomics::loadAcquire(&sq.slot(cursor).turn) == 2 * (SubmissionQueue::lap(cursor, sq.depth) + 1))
+      rig.freedBell.ring();  // this was the last reader: the producer may be waiting for the slot
+    if (!samePayload(got, sqePayload(cursor)) && report.error.empty())
+      report.error = "ticket " + std::to_string(cursor) + " read seq " + std::to_string(got.seq);
+    ++cursor;
+  }
+  report.received = cursor;
+}
+
+// A slot the producer may write again must have been read by every consumer of its last lap.
+bool freedOnlyAfterAllRead(const SubmissionQueue& sq, uint64_t ticket) {
+  if (ticket < sq.depth) return true;
+  Sqe& s = sq.slot(ticket);
+  if (atomics::loadAcquire(&s.turn) != 2 * SubmissionQueue::lap(ticket, sq.depth)) return true;
+  return atomics::loadAcquire(&s.readers) == sq.nConsumers;
+}
+
+TEST(SubmissionQueueTest, EveryConsumerSeesEveryEntryOnceInOrder) {
+  constexpr uint32_t kDepth = 64, kConsumers = 4;
+  constexpr uint64_t kEntries = 1'000'000;
+  SqRig rig(kDepth, kConsumers);
+  const auto deadline = Clock::now() + kBudget;
+  std::vector<ConsumerReport> reports(kConsumers);
+  std::vector<std::thread> consumers;
+  for (uint32_t c = 0; c < kConsumers; ++c)
+    consumers.emplace_back([&, c] { consumeAll(rig, kEntries, deadline, reports[c]); });
+
+  uint64_t ticket = 0, earlyFrees = 0;
+  Backoff backoff;
+  while (ticket < kEntries && Clock::now() < deadline) {
+    if (!freedOnlyAfterAllRead(rig.sq, ticket)) ++earlyFrees;
+    if (rig.sq.tryPush(ticket, sqePayload(ticket))) {
+      ++ticket;
+      backoff.reset();
+      rig.publishedBell.ring();
+    } else {
+      const uint64_t freeTurn = 2 * SubmissionQueue::lap(ticket, kDepth);
+      backoff.pause(rig.freedBell, [&] { return atomics::loadAcquire(&rig.sq.slot(ticket).turn) == freeTurn; });
+    }
+  }
+  for (auto& t : consumers) t.join();  // each stops at kEntries or at the deadline
+
+  ASSERT_EQ(ticket, kEntries) << "the producer could not publish everything within the budget";
+  EXPECT_EQ(rig.sq.publishedCount(), kEntries);
+  EXPECT_EQ(earlyFrees, 0u) << "a slot was free for the next lap before every consumer read it";
+  for (uint32_t c = 0; c < kConsumers; ++c) {
+    EXPECT_EQ(reports[c].received, kEntries) << "consumer " << c;
+    EXPECT_TRUE(reports[c].error.empty()) << "consumer " << c << ": " << reports[c].error;
+  }
+}
+
+TEST(SubmissionQueueTest, FullRingRefusesUntilTheSlowestConsumerReads) {
+  SqRig rig(4, 2);
+  for (uint64_t t = 0; t < 4; ++t) ASSERT_TRUE(rig.sq.tryPush(t, sqePayload(t)));
+  EXPECT_FALSE(rig.sq.tryPush(4, sqePayload(4))) << "ring of 4 accepted a 5th entry";
+  SqeView got{};
+  ASSERT_TRUE(rig.sq.tryPop(0, got));  // consumer A
+  EXPECT_FALSE(rig.sq.tryPush(4, sqePayload(4))) << "slot freed after one of two consumers read it";
+  ASSERT_TRUE(rig.sq.tryPop(0, got));  // consumer B
+  EXPECT_TRUE(rig.sq.tryPush(4, sqePayload(4)));
+  EXPECT_FALSE(rig.sq.tryPop(5, got)) << "an unpublished ticket was readable";
+}
+
+// Exact-once bookkeeping of one collective's completions, in any arrival order: `base` is the
+// first sequence number not seen yet; `seen` is a window of flags from there.
+struct SeqTracker {
+  static constexpr uint64_t kWindow = 4096;
+  uint64_t base = 0;
+  std::vector<uint8_t> seen = std::vector<uint8_t>(kWindow, 0);
+
+  // Rebuilds the full sequence number from its low bits, like the poller does.
+  std::string take(uint32_t seqLow) {
+    uint64_t delta = (seqLow - base) & cqe::kSeqMask;
+    if (delta >= kWindow) return "seq low bits " + std::to_string(seqLow) + " outside the window at " + std::to_string(base);
+    uint8_t& flag = seen[(base + delta) % kWindow];
+    if (flag != 0) return "seq " + std::to_string(base + delta) + " arrived twice";
+    flag = 1;
+    while (seen[base % kWindow] != 0) seen[base++ % kWindow] = 0;
+    return {};
+  }
+};
+
+constexpr uint32_t kProducers = 4;
+constexpr uint32_t kIndicesPerProducer = 3;
+// Starts near 2^31 so the 31 sequence bits wrap in the middle of the stress run.
+constexpr uint64_t kFirstSeq = (1ull << 31) - 50'000;
+
+uint32_t statusOf(uint32_t index, uint64_t seq) { return static_cast<uint32_t>((index * 31 + seq * 7) & 0xffu); }
+uint32_t indexOf(uint32_t producer, uint32_t k) { return cqe::kMaxCollIndex - (producer * kIndicesPerProducer + k); }
+
+struct CqRig {
+  std::vector<uint64_t> slots;
+  CompletionQueue cq;
+  host::Doorbell pushedBell;  // rung by producers
+  host::Doorbell takenBell;   // rung by the poller
+  std::atomic<bool> stop{false};
+  explicit CqRig(uint32_t depth) : slots(depth, 0), cq{slots.data(), depth} {}
+
+  bool any(bool empty) {
+    for (uint64_t& w : slots)
+      if ((atomics::loadAcquire(&w) == 0) == empty) return true;
+    return false;
+  }
+};
+
+void produceCqes(CqRig& rig, uint32_t producer, uint64_t perProducer) {
+  const CompletionQueue& cq = rig.cq;
+  uint32_t hint = producer * (cq.depth / kProducers);
+  for (uint64_t n = 0; n < perProducer && !rig.stop.load(std::memory_order_relaxed); ++n) {
+    uint32_t index = indexOf(producer, static_cast<uint32_t>(n % kIndicesPerProducer));
+    uint64_t seq = kFirstSeq + n / kIndicesPerProducer;
+    uint64_t word = cqe::pack(index, statusOf(index, seq), seq);
+    Backoff backoff;
+    while (!cq.tryPush(word, hint)) {
+      if (rig.stop.load(std::memory_order_relaxed)) return;
+      backoff.pause(rig.takenBell, [&] { return rig.any(/*empty=*/true); });
+    }
+    rig.pushedBell.ring();
+  }
+}
+
+TEST(CompletionQueueTest, ManyProducersOnePollerExactlyOnce) {
+  constexpr uint32_t kDepth = 256;
+  constexpr uint64_t kPerProducer = 300'000;  // 1.2e6 CQEs in all
+  CqRig rig(kDepth);
+  const CompletionQueue& cq = rig.cq;
+  std::vector<std::thread> producers;
+  for (uint32_t p = 0; p < kProducers; ++p) producers.emplace_back([&, p] { produceCqes(rig, p, kPerProducer); });
+
+  std::vector<SeqTracker> trackers(kProducers * kIndicesPerProducer);
+  for (auto& t : trackers) t.base = kFirstSeq;
+  const uint64_t total = kPerProducer * kProducers;
+  uint64_t taken = 0, badStatus = 0;
+  std::string firstError;
+  uint32_t cursor = 0;
+  const auto deadline = Clock::now() + kBudget;
+  Backoff backoff;
+  while (taken < total && Clock::now() < deadline) {
+    uint64_t word = 0;
+    bool got = false;
+    for (uint32_t i = 0; i < kDepth && !got; ++i) {
+      if (!cq.tryTake(cursor + i, word)) continue;
+      cursor += i + 1;
+      got = true;
+    }
+    if (!got) {
+      backoff.pause(rig.pushedBell, [&] { return rig.any(/*empty=*/false); });
+      continue;
+    }
+    backoff.reset();
+    rig.takenBell.ring();
+    ++taken;
+    const Cqe c = cqe::unpack(word);
+    uint32_t slot = cqe::kMaxCollIndex - c.collIndex;
+    if (slot >= trackers.size()) {
+      if (firstError.empty()) firstError = "unknown collIndex " + std::to_string(c.collIndex);
+      continue;
+    }
+    uint64_t before = trackers[slot].base;
+    std::string err = trackers[slot].take(c.seqLow);
+    if (!err.empty() && firstError.empty()) firstError = err;
+    uint64_t seq = before + ((c.seqLow - before) & cqe::kSeqMask);
+    if (c.status != statusOf(c.collIndex, seq)) ++badStatus;
+  }
+  rig.stop.store(true);
+  for (auto& t : producers) t.join();
+
+  ASSERT_EQ(taken, total) << "CQEs lost or the run exceeded its budget";
+  EXPECT_TRUE(firstError.empty()) << firstError;
+  EXPECT_EQ(badStatus, 0u);
+  const uint64_t perIndex = kPerProducer / kIndicesPerProducer;
+  for (auto& t : trackers) EXPECT_EQ(t.base, kFirstSeq + perIndex);
+  for (uint64_t w : rig.slots) EXPECT_EQ(w, 0u) << "a CQE was left behind";
+}
+
+TEST(CompletionQueueTest, FullQueueRefusesWithoutLosing) {
+  std::vector<uint64_t> slots(4, 0);
+  CompletionQueue cq{slots.data(), 4};
+  uint32_t hint = 2;
+  for (uint64_t s = 0; s < 4; ++s) ASSERT_TRUE(cq.tryPush(cqe::pack(1, 0, s), hint));
+  EXPECT_FALSE(cq.tryPush(cqe::pack(1, 0, 4), hint));
+  uint64_t word = 0;
+  ASSERT_TRUE(cq.tryTake(1, word));
+  EXPECT_FALSE(cq.tryTake(1, word)) << "a slot was taken twice";
+  EXPECT_TRUE(cq.tryPush(cqe::pack(1, 0, 4), hint));
+  EXPECT_EQ(hint, 2u) << "the CAS landed somewhere other than the one free slot";
+}
+
+TEST(CqePackingTest, EdgeValuesRoundTrip) {
+  struct Case {
+    uint32_t index, status;
+    uint64_t seq;
+    uint32_t seqLow;
+  };
+  const Case cases[] = {
+      {0, 0, 0, 0},
+      {cqe::kMaxCollIndex, 255, cqe::kSeqMask, static_cast<uint32_t>(cqe::kSeqMask)},
+      {cqe::kMaxCollIndex, 0, 1ull << 31, 0},        // wraps to 0
+      {1, 255, (1ull << 31) + 7, 7},                  // past the wrap
+      {12345, 9, (1ull << 40) + 3, 3},                // far past: only the low bits travel
+  };
+  for (const Case& c : cases) {
+    uint64_t word = cqe::pack(c.index, c.status, c.seq);
+    EXPECT_NE(word, 0u) << "a packed CQE must never look like an empty slot";
+    const Cqe got = cqe::unpack(word);
+    EXPECT_EQ(got.collIndex, c.index);
+    EXPECT_EQ(got.status, c.status);
+    EXPECT_EQ(got.seqLow, c.seqLow) << "seq " << c.seq;
+  }
+}
+
+TEST(CqePackingTest, FieldsDoNotBleedIntoEachOther) {
+  const Cqe a = cqe::unpack(cqe::pack(cqe::kMaxCollIndex, 0, 0));
+  EXPECT_EQ(a.status, 0u);
+  EXPECT_EQ(a.seqLow, 0u);
+  const Cqe b = cqe::unpack(cqe::pack(0, 255, 0));
+  EXPECT_EQ(b.collIndex, 0u);
+  EXPECT_EQ(b.seqLow, 0u);
+  const Cqe c = cqe::unpack(cqe::pack(0, 0, cqe::kSeqMask));
+  EXPECT_EQ(c.collIndex, 0u);
+  EXPECT_EQ(c.status, 0u);
+}
+
+}  // namespace
+}  // namespace occl

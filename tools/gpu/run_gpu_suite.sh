@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The GPU checks of occl in one script, for a machine with a CUDA GPU:
+#
+#   OUT=/some/folder tools/gpu/run_gpu_suite.sh [env] [build] [test] [sanitize] [bench]
+#
+# With no step names it runs them all, in that order. Every step is bounded by `timeout` and
+# writes its log (and JSON/XML results where the tools can) under $OUT; a failing step is
+# recorded in $OUT/summary.txt and the next step still runs. Steps can be run one per call
+# (machines that cap one command's time): the build directory persists between calls.
+#
+# Knobs (environment): OCCL_GPU_BUILD_DIR (default build-gpu), OCCL_GPU_ARCH (default 90),
+# OCCL_GPU_JOBS (default nproc), OCCL_GPU_SANITIZER_FILTER (default Gpu.SanitizerSmoke).
+set -u
+
+: "${OUT:?set OUT to the folder that receives the results}"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BUILD="${OCCL_GPU_BUILD_DIR:-$ROOT/build-gpu}"
+ARCH="${OCCL_GPU_ARCH:-90}"
+JOBS="${OCCL_GPU_JOBS:-$(nproc)}"
+FILTER="${OCCL_GPU_SANITIZER_FILTER:-Gpu.SanitizerSmoke}"
+TEST_BIN="$BUILD/tests/gpu/gpu_collectives_test"
+BENCH_BIN="$BUILD/bench/occl-bench"
+mkdir -p "$OUT"
+SUMMARY="$OUT/summary.txt"
+
+# step NAME SECONDS COMMAND...: runs COMMAND under `timeout`, logs to $OUT/NAME.log.
+step() {
+  local name="$1" seconds="$2"
+  shift 2
+  local start rc
+  start=$(date +%s)
+  echo "== $name: $*" | tee -a "$SUMMARY"
+  timeout --kill-after=10 "$seconds" "$@" >"$OUT/$name.log" 2>&1
+  rc=$?
+  local verdict="ok"
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then verdict="TIMEOUT after ${seconds}s"; elif [ "$rc" -ne 0 ]; then verdict="FAILED rc=$rc"; fi
+  echo "   $name: $verdict ($(( $(date +%s) - start ))s, log $name.log)" | tee -a "$SUMMARY"
+  return "$rc"
+}
+
+find_sanitizer() {
+  command -v compute-sanitizer 2>/dev/null && return 0
+  for c in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+    [ -x "$c" ] && { echo "$c"; return 0; }
+  done
+  return 1
+}
+
+run_env() {
+  {
+    date -u
+    nvidia-smi || echo "nvidia-smi not available"
+    nvidia-smi topo -m 2>/dev/null
+    nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version
+    cmake --version | head -1
+    git -C "$ROOT" rev-parse HEAD 2>/dev/null
+    git -C "$ROOT" status --short 2>/dev/null | head -50
+  } >"$OUT/env.txt" 2>&1
+  echo "== env: $OUT/env.txt" | tee -a "$SUMMARY"
+}
+
+run_build() {
+  step configure 300 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
+    -DOCCL_ENABLE_CUDA=ON -DOCCL_BUILD_TESTS=ON -DOCCL_BUILD_BENCH=ON || return 1
+  step build-tests 540 cmake --build "$BUILD" -j "$JOBS" --target gpu_collectives_test quit_vote_test || return 1
+  # occl-bench is another team's target: its failure must not hide the test results.
+  step build-bench 300 cmake --build "$BUILD" -j "$JOBS" --target occl-bench
+  return 0
+}
+
+run_test() {
+  step ctest-gpu 540 ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 300 \
+    --output-junit "$OUT/ctest-gpu.xml"
+  step quit-vote 60 "$BUILD/tests/gpu/quit_vote_test" --gtest_output="xml:$OUT/quit_vote_test.xml"
+}
+
+run_sanitize() {
+  local sanitizer
+  if ! sanitizer=$(find_sanitizer); then
+    echo "== sanitize: compute-sanitizer not installed, skipped" | tee -a "$SUMMARY"
+    return 0
+  fi
+  # memcheck: out-of-bounds and misaligned accesses; racecheck: shared-memory hazards (the
+  # leader's broadcast slots); synccheck: barriers reached divergently. The daemon spins, so
+  # every tool slows it a lot: a small filter and a timeout each.
+  for tool in memcheck racecheck synccheck; do
+    step "sanitize-$tool" 300 "$sanitizer" --tool "$tool" --error-exitcode 99 --print-limit 50 \
+      "$TEST_BIN" --gtest_filter="$FILTER"
+  done
+}
+
+run_bench() {
+  if [ ! -x "$BENCH_BIN" ]; then
+    echo "== bench: $BENCH_BIN was not built, skipped" | tee -a "$SUMMARY"
+    return 0
+  fi
+  local devlist=()
+  if "$BENCH_BIN" --help 2>&1 | grep -q -- "--devlist"; then
+    devlist=(--devlist "0,0,0,0")
+  else
+    echo "   occl-bench has no --devlist: -g 4 uses its default placement" | tee -a "$SUMMARY"
+  fi
+  step bench-allreduce-g1 240 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 256M -f 2 -g 1 \
+    --json "$OUT/bench-allreduce-g1.json"
+  step bench-allreduce-g4 300 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 256M -f 2 -g 4 "${devlist[@]}" \
+    --json "$OUT/bench-allreduce-g4.json"
+  step bench-allreduce-g1-nccl 300 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 256M -f 2 -g 1 --compare nccl \
+    --json "$OUT/bench-allreduce-g1-nccl.json"
+}
+
+steps=("$@")
+[ "${#steps[@]}" -eq 0 ] && steps=(env build test sanitize bench)
+for s in "${steps[@]}"; do
+  case "$s" in
+    env) run_env ;;
+    build) run_build || echo "   build failed: later steps use whatever exists" | tee -a "$SUMMARY" ;;
+    test) run_test ;;
+    sanitize) run_sanitize ;;
+    bench) run_bench ;;
+    *) echo "unknown step '$s' (env build test sanitize bench)" >&2; exit 2 ;;
+  esac
+done
+echo "== done; summary in $SUMMARY"

@@ -1,0 +1,189 @@
+// occl-torture's runner: builds the communicators and collectives, runs the ranks, sums the
+// statistics and prints the report.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "occl_torture.hpp"
+
+namespace occl::tools {
+namespace {
+
+using namespace occl::torture;
+
+struct Outcome {
+  double seconds = 0;
+  int itersDone = 0;
+  bool hung = false;
+  uint64_t wrong = 0;
+  std::string firstWrong;
+  uint64_t failedCallbacks = 0;
+  std::string firstFailure;
+  std::vector<occlCollStats_t> perColl;  // summed over ranks
+  occlCollStats_t total{};
+};
+
+occlConfig_t configFor(const TortureOptions& o, bool forcePreempt) {
+  occlConfig_t c;
+  occlConfigInit(&c);
+  c.daemonBlocks = o.blocks;
+  c.orderPolicy = o.policy;
+  c.spinPolicy = o.spin;
+  c.forcePreempt = forcePreempt ? 1 : 0;
+  c.disablePreemption = o.noPreempt ? 1 : 0;
+  return c;
+}
+
+void addStats(occlCollStats_t& into, const occlCollStats_t& s) {
+  into.submissions += s.submissions;
+  into.completions += s.completions;
+  into.preemptions += s.preemptions;
+  into.contextLoads += s.contextLoads;
+  into.contextSaves += s.contextSaves;
+  into.queueWaitNs += s.queueWaitNs;
+  into.executionNs += s.executionNs;
+}
+
+// One run of the workload; `forcePreempt` may differ from the options (switch-cost estimate).
+bool runOnce(const TortureOptions& o, bool forcePreempt, Outcome& out) {
+  PendingTracker tracker(o.ranks);
+  CommSet comms;
+  size_t first = 0;
+  occlConfig_t config = configFor(o, forcePreempt);
+  if (comms.initAll(o.ranks, config, &first) != occlSuccess) {
+    std::fprintf(stderr, "occl-torture: occlCommInitAll failed: %s\n", occlGetLastError(nullptr));
+    return false;
+  }
+  auto plans = singleCommPlans(comms, first, o.ranks, geometricCounts(static_cast<size_t>(o.colls), o.minBytes, o.maxBytes));
+  for (auto& rankPlan : plans)
+    for (size_t c = 0; c < rankPlan.size(); ++c) rankPlan[c].priority = static_cast<int>(c);  // later = more urgent
+  std::string error;
+  for (const auto& p : plans) {
+    if (registerAll(p, &error) != occlSuccess) {
+      std::fprintf(stderr, "occl-torture: occlCollRegister failed: %s\n", error.c_str());
+      return false;
+    }
+  }
+  RunOptions ro;
+  ro.iters = o.iters;
+  ro.order = o.order;
+  ro.seed = o.seed;
+  ro.iterTimeout = std::chrono::milliseconds(o.timeoutMs);
+  ro.lagRank0 = std::chrono::microseconds(o.lagUs);
+  auto started = std::chrono::steady_clock::now();
+  std::vector<RankResult> results = runRankThreads(plans, ro, tracker, comms);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  out.itersDone = o.iters;
+  for (const RankResult& r : results) {
+    out.hung = out.hung || r.timedOut;
+    out.itersDone = std::min(out.itersDone, r.itersDone);
+    out.wrong += r.wrong;
+    if (out.firstWrong.empty()) out.firstWrong = r.firstWrong;
+  }
+  out.failedCallbacks = tracker.failedCallbacks();
+  out.firstFailure = tracker.firstFailure();
+  if (out.hung) return true;  // the communicators are aborted: no statistics
+  for (size_t c = 0; c < plans[0].size(); ++c) {
+    std::vector<std::pair<occlComm_t, uint64_t>> everyRank;
+    for (const auto& rankPlan : plans) everyRank.emplace_back(rankPlan[c].comm, rankPlan[c].collId);
+    out.perColl.push_back(sumStats(everyRank));
+    addStats(out.total, out.perColl.back());
+  }
+  return true;
+}
+
+std::string bytesText(size_t b) {
+  char buf[32];
+  if (b >= (1 << 20) && b % (1 << 20) == 0) std::snprintf(buf, sizeof(buf), "%zu MiB", b >> 20);
+  else if (b >= 1024 && b % 1024 == 0) std::snprintf(buf, sizeof(buf), "%zu KiB", b >> 10);
+  else std::snprintf(buf, sizeof(buf), "%zu B", b);
+  return buf;
+}
+
+double perColl(uint64_t n, uint64_t completions) {
+  return completions == 0 ? 0.0 : static_cast<double>(n) / static_cast<double>(completions);
+}
+
+void printReport(const TortureOptions& o, const Outcome& out, const std::vector<size_t>& counts) {
+  std::printf("%-10s %10s %12s %12s %12s %12s %12s\n", "collId", "bytes", "completions", "preemptions", "preempt/coll",
+              "loads", "saves");
+  for (size_t c = 0; c < out.perColl.size(); ++c) {
+    const occlCollStats_t& s = out.perColl[c];
+    std::printf("0x%-8zx %10s %12llu %12llu %12.2f %12llu %12llu\n", 0x100 + c, bytesText(counts[c] * 4).c_str(),
+                static_cast<unsigned long long>(s.completions), static_cast<unsigned long long>(s.preemptions),
+                perColl(s.preemptions, s.completions), static_cast<unsigned long long>(s.contextLoads),
+                static_cast<unsigned long long>(s.contextSaves));
+  }
+  const occlCollStats_t& t = out.total;
+  std::printf("total: completions %llu preemptions %llu (%.2f per collective per rank) context loads %llu saves %llu\n",
+              static_cast<unsigned long long>(t.completions), static_cast<unsigned long long>(t.preemptions),
+              perColl(t.preemptions, t.completions), static_cast<unsigned long long>(t.contextLoads),
+              static_cast<unsigned long long>(t.contextSaves));
+  double bytesPerIter = 0;
+  for (size_t n : counts) bytesPerIter += static_cast<double>(n) * 4;
+  const double iters = out.itersDone, n = o.ranks;
+  const double algbw = bytesPerIter * iters / out.seconds / 1e9;
+  std::printf("time %.3f s: %.1f collectives/s, algbw %.3f GB/s, busbw %.3f GB/s\n", out.seconds,
+              static_cast<double>(counts.size()) * iters / out.seconds, algbw, n > 1 ? algbw * 2 * (n - 1) / n : algbw);
+}
+
+// The cost of one switch, two ways: the daemon's tryTask timed on a collective that is never
+// ready (what a switch costs the daemon itself), and the whole workload timed with forced
+// preemption toggled, divided by the extra switches. The second also counts what forced
+// preemption saves (every spin wait), so on a loaded host it can come out negative.
+void printSwitchCost(const TortureOptions& o, const Outcome& base) {
+  const SwitchCost probe = measureSwitchCost(200000);
+  std::printf("switch cost (daemon probe, best of 10 batches): %.0f ns per switch with nothing to save, %.0f ns "
+              "after one 64-B receive with the context saved (%llu saves)\n",
+              probe.noSaveNs, probe.withSaveNs, static_cast<unsigned long long>(probe.savesSeen));
+  if (!o.switchCost || o.noPreempt) {
+    std::printf("switch cost (whole run): not estimated (%s)\n", o.noPreempt ? "--no-preempt" : "--no-switch-cost");
+    return;
+  }
+  Outcome other;
+  if (!runOnce(o, !o.forcePreempt, other) || other.hung || other.wrong != 0) {
+    std::printf("switch cost (whole run): not estimated (the %s run failed)\n",
+                o.forcePreempt ? "normal" : "forced-preemption");
+    return;
+  }
+  const Outcome& forced = o.forcePreempt ? base : other;
+  const Outcome& normal = o.forcePreempt ? other : base;
+  const double extra = static_cast<double>(forced.total.preemptions) - static_cast<double>(normal.total.preemptions);
+  const double perRank = extra / o.ranks;  // ranks switch in parallel: charge wall time per rank
+  std::printf("switch cost (whole run): forced preemption %.3f s with %llu switches vs %.3f s with %llu: ", forced.seconds,
+              static_cast<unsigned long long>(forced.total.preemptions), normal.seconds,
+              static_cast<unsigned long long>(normal.total.preemptions));
+  if (perRank <= 0) std::printf("no extra switches\n");
+  else std::printf("%+.2f us per extra switch per rank\n", (forced.seconds - normal.seconds) / perRank * 1e6);
+}
+
+}  // namespace
+
+int runTorture(const TortureOptions& o) {
+  const std::vector<size_t> counts = geometricCounts(static_cast<size_t>(o.colls), o.minBytes, o.maxBytes);
+  std::printf("occl-torture: %d ranks x %d allreduces (%s..%s) x %d iterations; order %s, policy %s, spin %s, %d daemon "
+              "block(s)%s%s, rank 0 lags %d us\n",
+              o.ranks, o.colls, bytesText(o.minBytes).c_str(), bytesText(o.maxBytes).c_str(), o.iters,
+              o.order == Order::Shuffled ? "shuffled" : "consistent", o.policy == occlOrderPriority ? "priority" : "fifo",
+              o.spin == occlSpinPolicyFixed ? "fixed" : "stickiness", o.blocks, o.forcePreempt ? ", forced preemption" : "",
+              o.noPreempt ? ", preemption disabled" : "", o.lagUs);
+  Outcome out;
+  if (!runOnce(o, o.forcePreempt, out)) return 3;
+  if (out.hung) {
+    std::printf("HANG: an iteration passed --timeout-ms %lld (pending collectives above); %d iterations done\n",
+                static_cast<long long>(o.timeoutMs), out.itersDone);
+    std::printf("#wrong %llu\n", static_cast<unsigned long long>(out.wrong));
+    return 2;
+  }
+  printReport(o, out, counts);
+  printSwitchCost(o, out);
+  if (out.failedCallbacks != 0) std::printf("failed callbacks: %llu, first: %s\n",
+                                            static_cast<unsigned long long>(out.failedCallbacks), out.firstFailure.c_str());
+  if (out.wrong != 0) std::printf("first wrong: %s\n", out.firstWrong.c_str());
+  std::printf("#wrong %llu\n", static_cast<unsigned long long>(out.wrong));
+  return out.wrong != 0 || out.failedCallbacks != 0 ? 1 : 0;
+}
+
+}  // namespace occl::tools
