@@ -23,10 +23,12 @@ class SwitchProbe {
   explicit SwitchProbe(uint32_t nTiles)
       : slots_(2 * kSlotBytes), input_(nTiles * kTileElems), output_(nTiles * kTileElems),
         pages_(CollTable::kMaxPages, nullptr), page_(CollTable::kPageSize) {
-    step_ = DeviceStep{StepOp::Recv, BufKind::Output, BufKind::Output, 0, 0, 0, 1, -1, 0};
+    step_ = DeviceStep{StepOp::Recv, BufKind::Output, BufKind::Output, 0, 0, 0, 1, -1, 0, kNoConnector, 0};
+    recv_ = FifoHandle{&header_, slots_.data(), 2, 0, kSlotBytes};
     plan_.steps = &step_;
     plan_.nSteps = 1;
-    plan_.recv = FifoHandle{&header_, slots_.data(), 2, 0, kSlotBytes};
+    plan_.recvs = &recv_;
+    plan_.nRecvs = 1;
     CollDesc& d = page_[0];
     d.collId = 1;
     d.signature = 1;
@@ -73,6 +75,7 @@ class SwitchProbe {
 
  private:
   DeviceStep step_{};
+  FifoHandle recv_{};
   BlockPlan plan_{};
   FifoHeader header_{};
   std::vector<char> slots_;

@@ -12,7 +12,7 @@
 namespace occl {
 
 inline constexpr int kMaxDaemonBlocks = 64;
-inline constexpr uint32_t kMaxStepsPerBlock = 4096;  // step fits 12 bits of a progress word
+inline constexpr uint32_t kMaxStepsPerBlock = 4096;  // step fits 12 bits of a progress word, and an int16_t
 inline constexpr uint32_t kMaxTiles = 1u << 20;      // tile fits 20 bits of a progress word
 inline constexpr uint32_t kMaxInflightPerColl = 64;  // submissions of one collective in flight
 
@@ -24,27 +24,34 @@ enum StepFlags : uint8_t {
   kStepPostOp = 1u << 1,  // this step stores a final reduced value: apply avg's division
 };
 
+inline constexpr uint16_t kNoConnector = 0xffff;
+
 struct DeviceStep {
   StepOp op;
   BufKind srcBuf;
   BufKind dstBuf;
-  uint8_t flags;     // StepFlags
-  int32_t srcOff;    // chunks
-  int32_t dstOff;    // chunks
-  int32_t count;     // chunks
-  int32_t depBlock;  // -1 = none
-  int32_t depStep;
+  uint8_t flags;      // StepFlags
+  int32_t srcOff;     // chunks
+  int32_t dstOff;     // chunks
+  int32_t count;      // chunks
+  int16_t depBlock;   // -1 = none
+  int16_t depStep;
+  uint16_t sendConn;  // index into BlockPlan::sends, kNoConnector when the step sends nothing
+  uint16_t recvConn;  // index into BlockPlan::recvs, kNoConnector when it receives nothing
 };
 static_assert(sizeof(DeviceStep) == 24, "DeviceStep layout is shared by host and device");
 
+// A block's steps and its connectors: one per peer it sends to and one per peer it receives
+// from (an MSCCL-IR threadblock has at most one of each; a direct AllToAll block has one per peer).
 struct BlockPlan {
   const DeviceStep* steps;
+  const FifoHandle* sends;  // [nSends]
+  const FifoHandle* recvs;  // [nRecvs]
   uint32_t nSteps;
-  uint32_t pad;
-  FifoHandle send;  // at most one send and one receive connector per block (MSCCL's threadblock)
-  FifoHandle recv;
+  uint16_t nSends;
+  uint16_t nRecvs;
 };
-static_assert(sizeof(BlockPlan) == 80, "BlockPlan layout is shared by host and device");
+static_assert(sizeof(BlockPlan) == 32, "BlockPlan layout is shared by host and device");
 
 // Dynamic context of one (collective, block): where the block stands in the current submission.
 // Saved only when it changed since it was loaded (lazy save).

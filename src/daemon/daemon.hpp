@@ -1,7 +1,7 @@
 // The daemon: each block drains the SQ into its task queue, tries the tasks in queue order with
 // the spin thresholds of the stickiness policy, saves the context of a preempted task (lazily),
 // and publishes a CQE when the last block of a collective finishes a submission. One pass at a
-// time: the host thread (src/host/host_daemon.cpp) or the CUDA kernel (daemon_kernel.cu) loops
+// time: the host thread (src/host/host_backend.cpp) or the CUDA kernel (daemon_kernel.cu) loops
 // over passes and decides when to park or quit.
 #pragma once
 
@@ -100,8 +100,8 @@ OCCL_HD inline void failCollective(const CollDesc& d, int block, uint32_t code) 
   atomics::compareExchange(&d.shared->failStatus, expected, code);
   uint32_t remote = (code == occlInvalidUsage) ? code : static_cast<uint32_t>(occlRemoteError);
   const BlockPlan& plan = d.blocks[block];
-  if (plan.send.valid()) plan.send.poisonWith(remote);
-  if (plan.recv.valid()) plan.recv.poisonWith(remote);
+  for (uint32_t i = 0; i < plan.nSends; ++i) plan.sends[i].poisonWith(remote);
+  for (uint32_t i = 0; i < plan.nRecvs; ++i) plan.recvs[i].poisonWith(remote);
 }
 
 // One try of task `position`; returns true when the task left the queue. Every lane runs the

@@ -91,15 +91,16 @@ class BlockExecutor {
     uint64_t chunk = static_cast<uint64_t>(stepReadsSrc(step.op) ? step.srcOff : step.dstOff) + ctx_.sub;
     uint64_t n = step.op == StepOp::Nop ? 0 : tileLength(d_, chunk, ctx_.tile);
     if (n == 0) return WaitResult::Ready;
-    const bool recv = stepReceives(step.op), send = stepSends(step.op);
-    if (recv || send) {
-      WaitResult w = waitFor([&] { return (!recv || plan_.recv.canRecv()) && (!send || plan_.send.canSend()); });
+    const FifoHandle* recv = stepReceives(step.op) ? &plan_.recvs[step.recvConn] : nullptr;
+    const FifoHandle* send = stepSends(step.op) ? &plan_.sends[step.sendConn] : nullptr;
+    if (recv != nullptr || send != nullptr) {
+      WaitResult w = waitFor([&] { return (recv == nullptr || recv->canRecv()) && (send == nullptr || send->canSend()); });
       if (w != WaitResult::Ready) return w;
     }
-    applyStep(d_, plan_, step, bufs_, ctx_.sub, ctx_.tile, n);
+    applyStep(d_, step, recv, send, bufs_, ctx_.sub, ctx_.tile, n);
     if (exec::isLeader()) {
-      if (recv) plan_.recv.commitRecv();
-      if (send) plan_.send.commitSend();
+      if (recv != nullptr) recv->commitRecv();
+      if (send != nullptr) send->commitSend();
     }
     markProgress();
     return WaitResult::Ready;
@@ -152,15 +153,17 @@ class BlockExecutor {
     }
     if (uint32_t s = atomics::loadAcquire(&d_.shared->failStatus)) return s;
     if (deadlineNs_ != 0 && exec::nowNs() > deadlineNs_) return occlTimeout;
-    if (plan_.send.valid()) {
-      if (uint32_t p = plan_.send.poisonStatus()) return p;
-      if (plan_.send.peerSignatureDiffers(d_.signature, /*peerIsReceiver=*/true)) return occlInvalidUsage;
-    }
-    if (plan_.recv.valid()) {
-      if (uint32_t p = plan_.recv.poisonStatus()) return p;
-      if (plan_.recv.peerSignatureDiffers(d_.signature, /*peerIsReceiver=*/false)) return occlInvalidUsage;
-    }
+    for (uint32_t i = 0; i < plan_.nSends; ++i)
+      if (uint32_t c = connectorFailure(plan_.sends[i], /*peerIsReceiver=*/true)) return c;
+    for (uint32_t i = 0; i < plan_.nRecvs; ++i)
+      if (uint32_t c = connectorFailure(plan_.recvs[i], /*peerIsReceiver=*/false)) return c;
     return 0;
+  }
+
+  // A poisoned connector, or a peer that registered this collective differently.
+  OCCL_HD uint32_t connectorFailure(const FifoHandle& c, bool peerIsReceiver) const {
+    if (uint32_t p = c.poisonStatus()) return p;
+    return c.peerSignatureDiffers(d_.signature, peerIsReceiver) ? static_cast<uint32_t>(occlInvalidUsage) : 0u;
   }
 
   OCCL_HD TryOutcome stop(WaitResult w) {

@@ -1,10 +1,12 @@
 #include "host/collective.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
 #include "absl/strings/str_format.h"
 #include "host/algorithms.hpp"
+#include "ir_loader/validate.hpp"
 #include "primitives/dtypes.hpp"
 #include "primitives/reduce_ops.hpp"
 
@@ -20,9 +22,16 @@ DeviceStep flatten(const ir::Step& s) {
   d.srcOff = s.srcOff;
   d.dstOff = s.dstOff;
   d.count = s.count;
-  d.depBlock = s.depBlock;
-  d.depStep = s.depStep;
+  d.depBlock = static_cast<int16_t>(s.depBlock);  // validated: < kMaxDaemonBlocks, < kMaxStepsPerBlock
+  d.depStep = static_cast<int16_t>(s.depStep);
+  d.sendConn = kNoConnector;
+  d.recvConn = kNoConnector;
   return d;
+}
+
+// Position of `peer` in a block's connector list (connectionPeers() lists every peer its steps use).
+uint16_t indexOf(const std::vector<int32_t>& peers, int32_t peer) {
+  return static_cast<uint16_t>(std::find(peers.begin(), peers.end(), peer) - peers.begin());
 }
 
 // Elements of the user's send and receive buffers, NCCL's definitions. Only the root reads a
@@ -121,60 +130,7 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   desc_.inflightWindow = static_cast<uint32_t>(cfg.maxInflightPerColl);
   desc_.priority = desc.priority;
 
-  auto allocDaemon = [&](size_t bytes) -> Result<void*> {
-    Result<void*> p = backend_->allocDaemon(bytes);
-    if (p.ok()) daemonAllocations_.push_back(p.value());
-    return p;
-  };
-
-  // Steps of every block, back to back, then the block plans pointing into them.
-  std::vector<DeviceStep> steps;
-  std::vector<BlockPlan> plans(nBlocks);
-  std::vector<size_t> firstStep(nBlocks);
-  for (uint32_t b = 0; b < nBlocks; ++b) {
-    if (mine.blocks[b].steps.size() > kMaxStepsPerBlock)
-      return Status::error(occlInvalidArgument, absl::StrFormat("algorithm %s: block %d has %d steps, at most %d",
-                                                                program.name, b, mine.blocks[b].steps.size(), kMaxStepsPerBlock));
-    firstStep[b] = steps.size();
-    for (const ir::Step& s : mine.blocks[b].steps) steps.push_back(flatten(s));
-  }
-  Result<void*> stepMem = allocDaemon(std::max<size_t>(steps.size(), 1) * sizeof(DeviceStep));
-  if (!stepMem.ok()) return stepMem.status();
-  if (Status s = backend_->copyToDaemon(stepMem.value(), steps.data(), steps.size() * sizeof(DeviceStep)); !s.ok()) return s;
-  auto* deviceSteps = static_cast<DeviceStep*>(stepMem.value());
-
-  const auto slots = static_cast<uint32_t>(cfg.connectorSlots);
-  for (uint32_t b = 0; b < nBlocks; ++b) {
-    const ir::BlockProgram& bp = mine.blocks[b];
-    plans[b].steps = deviceSteps + firstStep[b];
-    plans[b].nSteps = static_cast<uint32_t>(bp.steps.size());
-    if (bp.sendPeer >= 0) {
-      transport::ConnectorKey key{desc_.collId, setup.rank, bp.sendPeer, bp.channel};
-      auto mem = setup.connectors->attach(key, transport::ConnectorEnd::Sender, slots, cfg.connectorSlotBytes);
-      if (!mem.ok()) return mem.status();
-      connectors_.push_back(mem.value());
-      plans[b].send = handleOf(*mem.value(), slots, cfg.connectorSlotBytes);
-      Result<uint64_t> peerSig = mem.value()->exchangeSignature(/*isSender=*/true, desc_.signature);
-      if (!peerSig.ok()) return peerSig.status();
-      if (peerSig.value() != 0 && peerSig.value() != desc_.signature)
-        return Status::error(occlInvalidUsage, mismatchMessage(desc_.collId, desc, bp.sendPeer));
-    }
-    if (bp.recvPeer >= 0) {
-      transport::ConnectorKey key{desc_.collId, bp.recvPeer, setup.rank, bp.channel};
-      auto mem = setup.connectors->attach(key, transport::ConnectorEnd::Receiver, slots, cfg.connectorSlotBytes);
-      if (!mem.ok()) return mem.status();
-      connectors_.push_back(mem.value());
-      plans[b].recv = handleOf(*mem.value(), slots, cfg.connectorSlotBytes);
-      Result<uint64_t> peerSig = mem.value()->exchangeSignature(/*isSender=*/false, desc_.signature);
-      if (!peerSig.ok()) return peerSig.status();
-      if (peerSig.value() != 0 && peerSig.value() != desc_.signature)
-        return Status::error(occlInvalidUsage, mismatchMessage(desc_.collId, desc, bp.recvPeer));
-    }
-  }
-  Result<void*> planMem = allocDaemon(nBlocks * sizeof(BlockPlan));
-  if (!planMem.ok()) return planMem.status();
-  if (Status s = backend_->copyToDaemon(planMem.value(), plans.data(), nBlocks * sizeof(BlockPlan)); !s.ok()) return s;
-  desc_.blocks = static_cast<const BlockPlan*>(planMem.value());
+  if (Status s = buildBlocks(setup, desc, mine, program.name); !s.ok()) return s;
 
   Result<void*> shared = allocDaemon(sizeof(CollShared));
   Result<void*> contexts = allocDaemon(nBlocks * sizeof(BlockContext));
@@ -192,6 +148,77 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
     if (!scratch.ok()) return scratch.status();
     desc_.scratch = static_cast<char*>(scratch.value());
   }
+  return Status::success();
+}
+
+Result<void*> Collective::allocDaemon(size_t bytes) {
+  Result<void*> p = backend_->allocDaemon(bytes);
+  if (p.ok()) daemonAllocations_.push_back(p.value());
+  return p;
+}
+
+Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, const occlCollDesc_t& desc, int peer,
+                                               int channel, transport::ConnectorEnd end) {
+  const occlConfig_t& cfg = *setup.config;
+  const bool sending = end == transport::ConnectorEnd::Sender;
+  const transport::ConnectorKey key{desc_.collId, sending ? setup.rank : peer, sending ? peer : setup.rank, channel};
+  const auto slots = static_cast<uint32_t>(cfg.connectorSlots);
+  auto mem = setup.connectors->attach(key, end, slots, cfg.connectorSlotBytes);
+  if (!mem.ok()) return mem.status();
+  connectors_.push_back(mem.value());
+  Result<uint64_t> peerSig = mem.value()->exchangeSignature(sending, desc_.signature);
+  if (!peerSig.ok()) return peerSig.status();
+  if (peerSig.value() != 0 && peerSig.value() != desc_.signature)
+    return Status::error(occlInvalidUsage, mismatchMessage(desc_.collId, desc, peer));
+  return handleOf(*mem.value(), slots, cfg.connectorSlotBytes);
+}
+
+Status Collective::buildBlocks(const CollectiveSetup& setup, const occlCollDesc_t& desc, const ir::RankProgram& mine,
+                               const std::string& algorithm) {
+  // Per block: its steps, back to back, and its connectors (sends, then receives), back to back.
+  struct Extent {
+    size_t firstStep, firstConnector;
+    uint32_t nSteps;
+    uint16_t nSends, nRecvs;
+  };
+  std::vector<DeviceStep> steps;
+  std::vector<FifoHandle> connectors;
+  std::vector<Extent> extents;
+  for (size_t b = 0; b < mine.blocks.size(); ++b) {
+    const ir::BlockProgram& bp = mine.blocks[b];
+    if (bp.steps.size() > kMaxStepsPerBlock)
+      return Status::error(occlInvalidArgument, absl::StrFormat("algorithm %s: block %d has %d steps, at most %d",
+                                                                algorithm, b, bp.steps.size(), kMaxStepsPerBlock));
+    const std::vector<int32_t> sendPeers = ir::connectionPeers(bp, true), recvPeers = ir::connectionPeers(bp, false);
+    extents.push_back({steps.size(), connectors.size(), static_cast<uint32_t>(bp.steps.size()),
+                       static_cast<uint16_t>(sendPeers.size()), static_cast<uint16_t>(recvPeers.size())});
+    for (auto [peers, end] : {std::pair{&sendPeers, transport::ConnectorEnd::Sender},
+                              std::pair{&recvPeers, transport::ConnectorEnd::Receiver}}) {
+      for (int32_t peer : *peers) {
+        Result<FifoHandle> h = attachConnector(setup, desc, peer, bp.channel, end);
+        if (!h.ok()) return h.status();
+        connectors.push_back(h.value());
+      }
+    }
+    for (const ir::Step& s : bp.steps) {
+      DeviceStep d = flatten(s);
+      if (ir::opSends(s.op)) d.sendConn = indexOf(sendPeers, ir::sendPeerOf(bp, s));
+      if (ir::opReceives(s.op)) d.recvConn = indexOf(recvPeers, ir::recvPeerOf(bp, s));
+      steps.push_back(d);
+    }
+  }
+  Result<DeviceStep*> stepMem = copyToDaemon(steps);
+  Result<FifoHandle*> connectorMem = copyToDaemon(connectors);
+  if (!stepMem.ok()) return stepMem.status();
+  if (!connectorMem.ok()) return connectorMem.status();
+  std::vector<BlockPlan> plans;
+  for (const Extent& e : extents) {
+    const FifoHandle* sends = connectorMem.value() + e.firstConnector;
+    plans.push_back(BlockPlan{stepMem.value() + e.firstStep, sends, sends + e.nSends, e.nSteps, e.nSends, e.nRecvs});
+  }
+  Result<BlockPlan*> planMem = copyToDaemon(plans);
+  if (!planMem.ok()) return planMem.status();
+  desc_.blocks = planMem.value();
   return Status::success();
 }
 

@@ -3,15 +3,18 @@
 // waiting for their CQE, in submission order).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "daemon/coll_desc.hpp"
 #include "host/backend.hpp"
 #include "host/status.hpp"
+#include "ir_loader/program.hpp"
 #include "occl/occl.h"
 #include "transport/connector.hpp"
 
@@ -81,6 +84,22 @@ class Collective {
  private:
   Collective() = default;
   Status build(const CollectiveSetup& setup, const occlCollDesc_t& desc);
+  // Steps, connectors and block plans of this rank's part, in daemon memory (desc_.blocks).
+  Status buildBlocks(const CollectiveSetup& setup, const occlCollDesc_t& desc, const ir::RankProgram& mine,
+                     const std::string& algorithm);
+  // This rank's end of the connector to (Sender) or from `peer` on `channel`; checks the peer's
+  // registration signature when the peer has registered already.
+  Result<FifoHandle> attachConnector(const CollectiveSetup& setup, const occlCollDesc_t& desc, int peer, int channel,
+                                     transport::ConnectorEnd end);
+  Result<void*> allocDaemon(size_t bytes);
+  template <typename T>
+  Result<T*> copyToDaemon(const std::vector<T>& items) {
+    const size_t bytes = std::max<size_t>(items.size(), 1) * sizeof(T);
+    Result<void*> mem = allocDaemon(bytes);
+    if (!mem.ok()) return mem.status();
+    if (Status s = backend_->copyToDaemon(mem.value(), items.data(), items.size() * sizeof(T)); !s.ok()) return s;
+    return static_cast<T*>(mem.value());
+  }
 
   occlCollDesc_t user_{};
   CollDesc desc_{};

@@ -39,10 +39,15 @@ struct Step {
   int32_t depStep = -1;
   bool hasDep = false;  // other blocks wait on this step
   bool postOp = false;  // stores a final reduced value: avg divides by nRanks here
+  // Generated programs only: the peer this step sends to / receives from, -1 = its block's.
+  int32_t sendPeer = -1;
+  int32_t recvPeer = -1;
   int32_t sourceLine = 0;  // line in the IR file, 0 for generated programs
 };
 
-// One daemon block's part: MSCCL-IR's threadblock. At most one send and one recv peer.
+// One daemon block's part. An MSCCL-IR threadblock names one send and one recv peer for all its
+// steps; a generated block may also let each step name its own (a direct AllToAll on one block).
+// A block owns one connector per (peer, direction) on its channel.
 struct BlockProgram {
   int32_t sendPeer = -1;
   int32_t recvPeer = -1;
@@ -50,6 +55,9 @@ struct BlockProgram {
   std::vector<Step> steps;
   int32_t sourceLine = 0;
 };
+
+inline int32_t sendPeerOf(const BlockProgram& b, const Step& s) { return s.sendPeer >= 0 ? s.sendPeer : b.sendPeer; }
+inline int32_t recvPeerOf(const BlockProgram& b, const Step& s) { return s.recvPeer >= 0 ? s.recvPeer : b.recvPeer; }
 
 struct RankProgram {
   int32_t inputChunks = 0;

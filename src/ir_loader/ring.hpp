@@ -43,12 +43,9 @@ Program makeChainReduce(int nRanks, int nChannels, int root);
 // rank before root only stores.
 Program makeChainBroadcast(int nRanks, int nChannels, int root);
 
-// AllToAll over nBlocks daemon blocks. A block owns one send and one receive connector, so block b
-// uses a fixed stride s_b (1, n-1, 2, n-2, ...): it sends to rank+s_b and receives from rank-s_b.
-// With nBlocks >= nRanks-1 every stride exists and every pair exchanges directly (MSCCL's
-// allpairs, one hop). With fewer blocks (the default config has one), the data for distance d
-// travels k hops over the stride ring with the fewest hops (k*s = d mod n), intermediate ranks
-// forwarding it through one scratch chunk.
+// Direct AllToAll: every rank sends chunk q of its input straight to rank q, which stores it as
+// chunk `rank` of its output, one hop per pair. The n-1 peers are dealt round-robin to at most
+// n-1 blocks; a block owns a connector per peer it serves, so one block suffices.
 Program makeAllToAll(int nRanks, int nBlocks);
 
 // Point-to-point: `sender` sends its input to `receiver`'s output over nChannels blocks, each

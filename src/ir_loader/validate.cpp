@@ -3,6 +3,8 @@
 // pass, so they may index peers and steps without re-checking.
 #include "ir_loader/validate.hpp"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ir_loader/validate_graph.hpp"
@@ -63,6 +65,18 @@ bool opReceives(OpType op) {
   return op == OpType::Recv || op == OpType::RecvCopySend || op == OpType::RecvReduceSend ||
          op == OpType::RecvReduceCopy || op == OpType::RecvReduceCopySend;
 }
+std::vector<int32_t> connectionPeers(const BlockProgram& b, bool sending) {
+  std::vector<int32_t> peers;
+  auto note = [&](int32_t peer) {
+    if (peer >= 0 && std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
+  };
+  note(sending ? b.sendPeer : b.recvPeer);
+  for (const Step& s : b.steps) {
+    if (sending ? opSends(s.op) : opReceives(s.op)) note(sending ? sendPeerOf(b, s) : recvPeerOf(b, s));
+  }
+  return peers;
+}
+
 // rcs forwards what it received, so it reads no local source; rrs reduces into what it forwards,
 // so it writes no local destination.
 bool opReadsSrc(OpType op) {
@@ -161,9 +175,11 @@ class LocalChecker {
     const BlockProgram& block = p_.ranks[r].blocks[b];
     const Step& st = block.steps[s];
     auto bad = [&](std::string msg) { errors_.add(st.sourceLine, stepElement(r, b, s), std::move(msg)); };
-    if (opSends(st.op) && block.sendPeer < 0)
+    checkPeer(st.sendPeer, r, "step send", bad);
+    checkPeer(st.recvPeer, r, "step recv", bad);
+    if (opSends(st.op) && sendPeerOf(block, st) < 0)
       bad(absl::StrCat("'", opName(st.op), "' sends, but its threadblock has no send peer (send=-1)"));
-    if (opReceives(st.op) && block.recvPeer < 0)
+    if (opReceives(st.op) && recvPeerOf(block, st) < 0)
       bad(absl::StrCat("'", opName(st.op), "' receives, but its threadblock has no recv peer (recv=-1)"));
     const int32_t minCount = st.op == OpType::Nop ? 0 : 1;
     if (st.count < minCount) bad(absl::StrCat("cnt must be >= ", minCount, ", got ", st.count));
@@ -211,8 +227,8 @@ std::string summarize(const Program& p) {
     std::string conns;
     for (const BlockProgram& b : rank.blocks) {
       steps += b.steps.size();
-      if (b.sendPeer >= 0) absl::StrAppend(&conns, " (", b.sendPeer, ",", b.channel, ",send)");
-      if (b.recvPeer >= 0) absl::StrAppend(&conns, " (", b.recvPeer, ",", b.channel, ",recv)");
+      for (int32_t peer : connectionPeers(b, true)) absl::StrAppend(&conns, " (", peer, ",", b.channel, ",send)");
+      for (int32_t peer : connectionPeers(b, false)) absl::StrAppend(&conns, " (", peer, ",", b.channel, ",recv)");
     }
     absl::StrAppendFormat(&out, "  rank %d: %d threadblocks, %d steps, chunks i=%d o=%d s=%d; connections (peer,channel,dir):%s\n",
                           r, rank.blocks.size(), steps, rank.inputChunks, rank.outputChunks, rank.scratchChunks,

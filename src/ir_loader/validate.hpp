@@ -63,6 +63,10 @@ bool opReceives(OpType op);
 bool opReadsSrc(OpType op);
 bool opWritesDst(OpType op);
 
+// The peers a block sends to (sending) or receives from, in the order it first names them: the
+// block's own peer first, then those of its steps. The block owns one connector for each.
+std::vector<int32_t> connectionPeers(const BlockProgram& b, bool sending);
+
 // Chunks of the user's input/output buffer one loop covers, or -1 when nChunksPerLoop does not
 // divide into whole per-rank chunks for this collective.
 int64_t userBufferChunks(const Program& p, BufferKind b);

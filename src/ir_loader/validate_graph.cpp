@@ -80,34 +80,39 @@ class CrossRankChecker {
 
   // (a): a second threadblock on the same (peer, channel, direction) would share a connector.
   void collectConnections() {
-    std::map<std::tuple<int32_t, int32_t, int32_t, bool>, int32_t> owner;
     for (int32_t r = 0; r < p_.nRanks; ++r) {
       for (int32_t b = 0; b < static_cast<int32_t>(p_.ranks[r].blocks.size()); ++b) {
-        const BlockProgram& blk = block(r, b);
         for (bool sending : {true, false}) {
-          const int32_t peer = sending ? blk.sendPeer : blk.recvPeer;
-          if (peer < 0) continue;
-          auto [it, fresh] = owner.try_emplace({r, peer, blk.channel, sending}, b);
-          if (!fresh) {
-            errors_.add(blk.sourceLine, blockElement(r, b),
-                        absl::StrFormat("%s peer %d on channel %d is already used by %s; each (peer, channel, "
-                                        "direction) needs its own connector", sending ? "send" : "recv", peer,
-                                        blk.channel, describeBlock(r, it->second)));
-            continue;
-          }
-          ConnectionEnds& ends = connections_[sending ? ConnectionKey{r, peer, blk.channel} : ConnectionKey{peer, r, blk.channel}];
-          (sending ? ends.sendBlock : ends.recvBlock) = b;
+          for (int32_t peer : connectionPeers(block(r, b), sending)) addEnd(r, b, peer, sending);
         }
       }
     }
   }
 
-  std::vector<int32_t> stepsWhere(int32_t r, int32_t b, bool (*pred)(OpType)) const {
+  void addEnd(int32_t r, int32_t b, int32_t peer, bool sending) {
+    const BlockProgram& blk = block(r, b);
+    auto [it, fresh] = owner_.try_emplace({r, peer, blk.channel, sending}, b);
+    if (!fresh) {
+      errors_.add(blk.sourceLine, blockElement(r, b),
+                  absl::StrFormat("%s peer %d on channel %d is already used by %s; each (peer, channel, direction) "
+                                  "needs its own connector", sending ? "send" : "recv", peer, blk.channel,
+                                  describeBlock(r, it->second)));
+      return;
+    }
+    ConnectionEnds& ends = connections_[sending ? ConnectionKey{r, peer, blk.channel} : ConnectionKey{peer, r, blk.channel}];
+    (sending ? ends.sendBlock : ends.recvBlock) = b;
+  }
+
+  // Steps of block b of rank r that send to (sending) or receive from `peer`, in program order.
+  std::vector<int32_t> stepsWith(int32_t r, int32_t b, int32_t peer, bool sending) const {
     std::vector<int32_t> out;
     if (b < 0) return out;
-    const auto& steps = block(r, b).steps;
-    for (int32_t s = 0; s < static_cast<int32_t>(steps.size()); ++s)
-      if (pred(steps[s].op)) out.push_back(s);
+    const BlockProgram& blk = block(r, b);
+    for (int32_t s = 0; s < static_cast<int32_t>(blk.steps.size()); ++s) {
+      const Step& st = blk.steps[s];
+      if (sending ? opSends(st.op) && sendPeerOf(blk, st) == peer : opReceives(st.op) && recvPeerOf(blk, st) == peer)
+        out.push_back(s);
+    }
     return out;
   }
 
@@ -115,8 +120,8 @@ class CrossRankChecker {
   // must pair up exactly; only the first mismatch is reported, later ones are its echoes.
   void matchConnection(const ConnectionKey& key, const ConnectionEnds& ends) {
     const auto [from, to, chan] = key;
-    const std::vector<int32_t> sends = stepsWhere(from, ends.sendBlock, opSends);
-    const std::vector<int32_t> recvs = stepsWhere(to, ends.recvBlock, opReceives);
+    const std::vector<int32_t> sends = stepsWith(from, ends.sendBlock, to, /*sending=*/true);
+    const std::vector<int32_t> recvs = stepsWith(to, ends.recvBlock, from, /*sending=*/false);
     const size_t paired = std::min(sends.size(), recvs.size());
     for (size_t i = 0; i < paired; ++i) {
       const NodeRef s{from, ends.sendBlock, sends[i]}, r{to, ends.recvBlock, recvs[i]};
@@ -242,6 +247,7 @@ class CrossRankChecker {
   std::vector<int64_t> sender_;  // node whose send a receiving node consumes, -1 if none
   std::vector<int64_t> order_;   // nodes in an order that respects every wait (when acyclic)
   std::map<ConnectionKey, ConnectionEnds> connections_;
+  std::map<std::tuple<int32_t, int32_t, int32_t, bool>, int32_t> owner_;  // (rank, peer, channel, sending) -> block
 };
 
 // Replays one tile in wait order, tracking for every chunk how many ranks' inputs it sums, to

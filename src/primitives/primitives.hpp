@@ -80,18 +80,19 @@ struct ReduceCopyCall {
   }
 };
 
-// Performs the data movement of `step` on tile `t` of its `sub`-th chunk, once the connectors it
-// needs are ready (the caller has waited). Returns nothing: it cannot fail.
-OCCL_HD inline void applyStep(const CollDesc& d, const BlockPlan& plan, const DeviceStep& step,
-                              const TaskBuffers& bufs, uint32_t sub, uint32_t tile, uint64_t n) {
+// Performs the data movement of `step` on tile `t` of its `sub`-th chunk, once its connectors
+// (`recv`, `send`: nullptr when the step has none) are ready: the caller has waited. It cannot fail.
+OCCL_HD inline void applyStep(const CollDesc& d, const DeviceStep& step, const FifoHandle* recv,
+                              const FifoHandle* send, const TaskBuffers& bufs, uint32_t sub, uint32_t tile,
+                              uint64_t n) {
   const uint64_t eb = d.elemBytes;
   char* src = bufs.get(step.srcBuf) + tileOffset(d, step.srcOff + sub, tile) * eb;
   char* dst = bufs.get(step.dstBuf) + tileOffset(d, step.dstOff + sub, tile) * eb;
   // Avg is a sum whose final reduction step divides by the rank count (kStepPostOp).
   const bool postOp = (step.flags & kStepPostOp) != 0 && d.redOp == occlAvg;
   const int post = postOp ? static_cast<int>(d.nRanks) : 0;
-  const void* recvSlot = stepReceives(step.op) ? plan.recv.recvSlot() : nullptr;
-  void* sendSlot = stepSends(step.op) ? plan.send.sendSlot() : nullptr;
+  const void* recvSlot = recv != nullptr ? recv->recvSlot() : nullptr;
+  void* sendSlot = send != nullptr ? send->sendSlot() : nullptr;
 
   ReduceCopyCall call{nullptr, nullptr, nullptr, nullptr, static_cast<size_t>(n), 0};
   switch (step.op) {

@@ -58,6 +58,13 @@ std::string allErrors(const LoadResult& r) { return formatErrors(r.errors, "test
                                        << message << "'; got:\n" << allErrors(r);
 }
 
+::testing::AssertionResult HasError(std::vector<LoadError> errors, int line, std::string_view element,
+                                    std::string_view message) {
+  LoadResult r;
+  r.errors = std::move(errors);
+  return HasError(r, line, element, message);
+}
+
 constexpr const char* kRing = "allreduce_ring_4r_1ch_1i_simple.xml";
 constexpr const char* kAllGatherOop = "allgather_ring_oop_4r_auto.xml";
 constexpr const char* kAllToAll = "alltoall_allpairs_4r_1i_simple.xml";
@@ -341,6 +348,31 @@ TEST(ValidateProgram, AcceptsAndRejectsGeneratedPrograms) {
   EXPECT_TRUE(validateProgram(p).empty());
   p.ranks[0].blocks[0].steps[2].dstOff = 7;
   EXPECT_FALSE(validateProgram(p).empty());
+}
+
+// Steps that name their own peers (the direct AllToAll): each (peer, direction) still belongs to
+// one block, peers are range-checked, and sends and receives still pair up per connection.
+TEST(ValidateProgram, StepPeers) {
+  const Program direct = makeAllToAll(4, 2);
+  ASSERT_TRUE(validateProgram(direct).empty()) << formatErrors(validateProgram(direct), "direct");
+  EXPECT_NE(summarize(direct).find("rank 0: 2 threadblocks, 7 steps, chunks i=4 o=4 s=0; connections (peer,channel,dir): "
+                                   "(1,0,send) (3,0,send) (3,0,recv) (1,0,recv) (2,0,send) (2,0,recv)"),
+            std::string::npos)
+      << summarize(direct);
+
+  Program p = direct;  // block 1 of rank 0 also sends to rank 1, which block 0 already does
+  p.ranks[0].blocks[1].steps[0].sendPeer = 1;
+  EXPECT_TRUE(HasError(validateProgram(p), 0, "<gpu id=0>/<tb id=1>", "send peer 1 on channel 0 is already used by <gpu id=0>/<tb id=0>"));
+  p = direct;
+  p.ranks[2].blocks[0].steps[2].recvPeer = 2;
+  EXPECT_TRUE(HasError(validateProgram(p), 0, "<gpu id=2>/<tb id=0>/<step s=2>", "step recv peer must not be the rank itself (2)"));
+  p = direct;
+  p.ranks[2].blocks[0].steps[1].sendPeer = 9;
+  EXPECT_TRUE(HasError(validateProgram(p), 0, "<gpu id=2>/<tb id=0>/<step s=1>", "step send peer must be -1 or in 0..3, got 9"));
+  p = direct;  // rank 3 never receives what rank 2 sends it
+  auto& steps = p.ranks[3].blocks[0].steps;
+  steps.erase(steps.begin() + 2);
+  EXPECT_TRUE(HasError(validateProgram(p), 0, "<gpu id=2>/<tb id=0>/<step s=1>", "sends to rank 3 on channel 0, but no threadblock of rank 3 receives from rank 2"));
 }
 
 // Every generator output passes validation, and where a generator marks avg's division agrees
