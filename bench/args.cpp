@@ -122,6 +122,7 @@ const std::vector<Flag>& flags() {
          auto c = collFromName(v);
          if (!c) return "allreduce, allgather, reducescatter, reduce, broadcast, alltoall or sendrecv";
          o.coll = *c;
+         o.collGiven = true;
          return "";
        }},
       {'\0', "backend", true,
@@ -191,7 +192,7 @@ ParsedArgs parseArgs(const std::vector<std::string>& args) {
   ParsedArgs out;
   Options& o = out.options;
   if (!args.empty())
-    if (auto c = collFromName(basename(args[0]))) o.coll = *c;
+    if (auto c = collFromName(basename(args[0]))) o.coll = *c, o.collGiven = true;
   bool sawPositional = false;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -218,6 +219,7 @@ ParsedArgs parseArgs(const std::vector<std::string>& args) {
       }
       sawPositional = true;
       o.coll = *c;
+      o.collGiven = true;
       continue;
     }
     if (flag == nullptr) {

@@ -7,8 +7,11 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <thread>
 
+#include "ir_loader/msccl_ir.hpp"
+#include "ir_loader/validate.hpp"
 #include "plan.hpp"
 #include "runner.hpp"
 
@@ -146,7 +149,29 @@ BenchOutcome runProcess(const Options& o, const occlConfig_t& config, std::ostre
 
 }  // namespace
 
-BenchOutcome runBench(const Options& o, std::ostream& out, std::ostream& err) {
+// --algo FILE: the collective comes from the file unless the command line names one (then they
+// must agree), the ranks must be as many as it is written for, and the daemon needs a block for
+// every threadblock of a rank.
+std::string adoptProgram(Options& o, occlConfig_t& config, bool launcher) {
+  if (o.algorithm.empty() || o.algorithm == "ring") return "";
+  ir::LoadResult loaded = ir::loadMscclIrFile(o.algorithm);
+  if (!loaded.ok()) return "--algo: " + ir::formatErrors(loaded.errors, o.algorithm);
+  const ir::Program& p = *loaded.program;
+  const std::optional<Coll> fileColl = collFromName(ir::collName(p.coll));
+  if (!fileColl) return "--algo " + o.algorithm + ": occl-bench cannot measure a " + ir::collName(p.coll) + " program";
+  if (o.collGiven && *fileColl != o.coll)
+    return "--algo " + o.algorithm + " is a program for " + ir::collName(p.coll) + "; the collective asked for is " +
+           collName(o.coll);
+  o.coll = *fileColl;
+  if (!launcher && o.localRanks != p.nRanks)
+    return "--algo " + o.algorithm + " is written for " + std::to_string(p.nRanks) + " ranks: run it with -g " +
+           std::to_string(p.nRanks) + " (got -g " + std::to_string(o.localRanks) + ")";
+  for (const ir::RankProgram& r : p.ranks) config.daemonBlocks = std::max<int>(config.daemonBlocks, static_cast<int>(r.blocks.size()));
+  return "";
+}
+
+BenchOutcome runBench(const Options& requested, std::ostream& out, std::ostream& err) {
+  Options o = requested;
   const bool launcher = underLauncher(o);
   if (std::string e = unsupported(o, launcher); !e.empty()) return fail(err, kExitUsage, e);
   if (!launcher && !o.jsonPath.empty() && !std::ofstream(o.jsonPath, std::ios::app))
@@ -158,6 +183,7 @@ BenchOutcome runBench(const Options& o, std::ostream& out, std::ostream& err) {
                     occlGetLastError(nullptr));
   config.backend = occlBackendHost;  // see unsupported(): auto means host until device buffers exist
   config.daemonBlocks = std::max(config.daemonBlocks, o.blocks);  // --blocks N needs N daemon blocks
+  if (std::string e = adoptProgram(o, config, launcher); !e.empty()) return fail(err, kExitUsage, e);
   return launcher ? runProcess(o, config, out, err) : runThreads(o, config, out, err);
 }
 

@@ -19,6 +19,7 @@ enum class Coll { AllReduce, AllGather, ReduceScatter, Reduce, Broadcast, AllToA
 
 struct Options {
   Coll coll = Coll::AllReduce;
+  bool collGiven = false;  // named on the command line or by the program name (all_gather_perf)
   // Sizes in bytes, nccl-tests' defaults: one 32 MiB run.
   uint64_t minBytes = uint64_t{32} << 20;
   uint64_t maxBytes = uint64_t{32} << 20;

@@ -106,7 +106,26 @@ void Report::row(const RowResult& row) {
   print(row.error.empty() ? formatRow(row) : formatFailedRow(row));
 }
 
-void Report::end() { print(formatFooter(wrongTotal(), avgBusBw())); }
+void Report::end() { print(algorithmTally() + formatFooter(wrongTotal(), avgBusBw())); }
+
+// "# algorithm: allgather_ring out-of-place 12, ring in-place 12": which algorithm ran how
+// often, so a run of --algo shows where MSCCL's rules sent sizes to the built-in fallback.
+std::string Report::algorithmTally() const {
+  std::vector<std::pair<std::string, int>> counts;
+  for (const RowResult& r : rows_) {
+    for (auto [place, label] : {std::pair{&r.outOfPlace, "out-of-place"}, std::pair{&r.inPlace, "in-place"}}) {
+      if (!r.error.empty() || !place->ran || place->algorithm.empty()) continue;
+      const std::string key = place->algorithm + " " + label;
+      auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == key; });
+      if (it == counts.end()) counts.emplace_back(key, 1);
+      else it->second += 1;
+    }
+  }
+  if (counts.empty()) return "";
+  std::string line = "# algorithm:";
+  for (size_t i = 0; i < counts.size(); ++i) line += printf_("%s %s %d", i == 0 ? "" : ",", counts[i].first.c_str(), counts[i].second);
+  return line + "\n";
+}
 
 int64_t Report::wrongTotal() const {
   int64_t total = 0;

@@ -19,6 +19,7 @@ struct PlaceResult {
   double algBw = 0;    // GB/s
   double busBw = 0;    // GB/s
   int64_t wrong = -1;  // summed over ranks; -1 = not checked (-c 0)
+  std::string algorithm;  // what ran (occlCollGetAlgorithm), as rank 0 registered it
 };
 
 struct RowResult {
@@ -62,6 +63,7 @@ class Report {
   int64_t wrongTotal() const;
   double avgBusBw() const;
   int failedRows() const;
+  std::string algorithmTally() const;
   int nRanks() const { return nRanks_; }
   const Options& options() const { return options_; }
 

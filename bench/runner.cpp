@@ -191,6 +191,9 @@ RunStatus RankRunner::barrier() {
 // channel failed).
 PlaceResult RankRunner::measure(const Row& row, bool inPlace, std::string& error, bool& fatal) {
   PlaceResult place;
+  const char* algorithm = nullptr;
+  if (!row.regs.empty() && occlCollGetAlgorithm(comm_, row.regs.front().collId, inPlace ? 1 : 0, &algorithm) == occlSuccess)
+    place.algorithm = algorithm;
   const RunBuffers buffers = buffersFor(row.plan, inPlace);
   auto record = [&](const RunStatus& s) {
     if (s.ok()) return;

@@ -37,18 +37,22 @@ class SwitchProbe {
     d.collType = occlCollAllReduce;
     d.nBlocks = 1;
     d.nRanks = 2;
-    d.totalElems = d.chunkElems = nTiles * kTileElems;
-    d.nChunks = 1;
-    d.nTiles = nTiles;
+    d.totalElems = nTiles * kTileElems;
     d.tileElems = kTileElems;
     d.elemBytes = sizeof(float);
-    d.blocks = &plan_;
+    ProgramForm& form = d.forms[kFormOutOfPlace];
+    form.blocks = &plan_;
+    form.chunkElems = d.totalElems;
+    form.nChunks = 1;
+    form.nTiles = nTiles;
+    d.forms[kFormInPlace] = form;
     d.shared = &shared_;
     d.contexts = &context_;
     d.stats = &stats_;
     d.inflightWindow = 1;
     pages_[0] = page_.data();
-    task_ = TaskEntry{0, 0, 0, reinterpret_cast<uint64_t>(input_.data()), reinterpret_cast<uint64_t>(output_.data()), 0};
+    task_ = TaskEntry{0, 0, 0, reinterpret_cast<uint64_t>(input_.data()), reinterpret_cast<uint64_t>(output_.data()), 0,
+                      kFormOutOfPlace, 0};
     block_.tasks = &task_;
     block_.capacity = 1;
     block_.nTasks = 1;

@@ -180,8 +180,21 @@ occlResult_t occlCommUserRank(occlComm_t comm, int* rank);
 
 occlResult_t occlCollRegister(occlComm_t comm, uint64_t collId, const occlCollDesc_t* desc);
 occlResult_t occlCollDeregister(occlComm_t comm, uint64_t collId);
-/* Loads an MSCCL-IR file under `name`, usable as occlCollDesc_t.algorithm. */
+/*
+ * Loads and validates the MSCCL-IR file at `path` under `name` (replacing what the name held),
+ * for occlCollDesc_t.algorithm on this communicator. A registration may also name a file path
+ * directly. A collective registered with an MSCCL-IR program runs it where MSCCL would: same
+ * collective and rank count (else registration fails), a count whose bytes (count x datatype
+ * size x nranks for allgather/alltoall/reduce_scatter) lie in [minBytes, maxBytes] and split into
+ * whole chunks, and a submission whose placement the program declares (inplace, outofplace);
+ * every other submission runs the built-in algorithm. Every rank must submit a given run with the
+ * same placement, as with MSCCL. occlCollGetAlgorithm says what runs.
+ */
 occlResult_t occlAlgorithmLoad(occlComm_t comm, const char* name, const char* path);
+/* The name of the algorithm submissions of collId run in place (inPlace != 0) or out of place:
+ * the MSCCL-IR program's name, or the built-in one's ("ring", "chain", "direct", "p2p"). The
+ * string stays valid while collId is registered. */
+occlResult_t occlCollGetAlgorithm(occlComm_t comm, uint64_t collId, int inPlace, const char** algorithm);
 
 /*
  * Submits one run of collId. The callback fires exactly once, on the poller thread, with the

@@ -85,6 +85,23 @@ struct alignas(64) CollShared {
   uint32_t finished[kMaxInflightPerColl];  // blocks done with submission seq, at seq % window
 };
 
+// One executable form of a collective on this rank: a program flattened into block plans, with
+// the chunk geometry and scratch it needs. A collective has one form per placement; both are the
+// same when one program serves in-place and out-of-place calls (every built-in one does).
+struct ProgramForm {
+  const BlockPlan* blocks;  // [CollDesc::nBlocks]; nSteps == 0 for a block with no part in this form
+  char* scratch;
+  uint64_t chunkElems;      // uniform chunk size (or the largest, when ragged)
+  uint32_t nChunks;         // chunks per loop
+  uint32_t nTiles;          // tiles per chunk
+  uint32_t ragged;          // chunk c spans [c*total/nChunks, (c+1)*total/nChunks)
+  uint32_t pad;
+};
+static_assert(sizeof(ProgramForm) == 40, "ProgramForm layout is shared by host and device");
+
+inline constexpr uint32_t kFormOutOfPlace = 0;
+inline constexpr uint32_t kFormInPlace = 1;
+
 // Static context: immutable while the collective is registered.
 struct CollDesc {
   uint64_t collId;
@@ -93,18 +110,14 @@ struct CollDesc {
   uint8_t dtype;
   uint8_t redOp;
   uint8_t collType;
-  uint8_t ragged;        // chunk c spans [c*total/nChunks, (c+1)*total/nChunks)
-  uint32_t nBlocks;      // blocks that run a part of this collective
+  uint8_t pad0;
+  uint32_t nBlocks;      // blocks that take part, in either form
   uint32_t nRanks;       // avg divides by this
   uint64_t totalElems;   // count * multiplier: what the chunks divide
-  uint64_t chunkElems;   // uniform chunk size (or the largest, when ragged)
-  uint32_t nChunks;      // chunks per loop
-  uint32_t nTiles;       // tiles per chunk
   uint64_t tileElems;    // elements per connector slot
   uint64_t elemBytes;
   uint64_t timeoutNs;    // 0 = none
-  char* scratch;
-  const BlockPlan* blocks;  // [nBlocks]
+  ProgramForm forms[2];  // by placement: kFormOutOfPlace, kFormInPlace
   CollShared* shared;
   BlockContext* contexts;   // [nBlocks]
   BlockStats* stats;        // [nBlocks]

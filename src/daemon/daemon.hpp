@@ -99,9 +99,11 @@ OCCL_HD inline void failCollective(const CollDesc& d, int block, uint32_t code) 
   uint32_t expected = 0;
   atomics::compareExchange(&d.shared->failStatus, expected, code);
   uint32_t remote = (code == occlInvalidUsage) ? code : static_cast<uint32_t>(occlRemoteError);
-  const BlockPlan& plan = d.blocks[block];
-  for (uint32_t i = 0; i < plan.nSends; ++i) plan.sends[i].poisonWith(remote);
-  for (uint32_t i = 0; i < plan.nRecvs; ++i) plan.recvs[i].poisonWith(remote);
+  for (const ProgramForm& form : d.forms) {
+    const BlockPlan& plan = form.blocks[block];
+    for (uint32_t i = 0; i < plan.nSends; ++i) plan.sends[i].poisonWith(remote);
+    for (uint32_t i = 0; i < plan.nRecvs; ++i) plan.recvs[i].poisonWith(remote);
+  }
 }
 
 // One try of task `position`; returns true when the task left the queue. Every lane runs the
@@ -121,9 +123,10 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
     ctx.started = 1;
     ctx.startNs = now;
   }
-  TaskBuffers bufs{reinterpret_cast<char*>(task.sendbuf), reinterpret_cast<char*>(task.recvbuf), d.scratch};
+  const ProgramForm& form = d.forms[task.form];
+  TaskBuffers bufs{reinterpret_cast<char*>(task.sendbuf), reinterpret_cast<char*>(task.recvbuf), form.scratch};
   uint64_t deadline = d.timeoutNs != 0 ? task.popNs + d.timeoutNs : 0;
-  BlockExecutor ex(d, block, ctx, bufs, budgetFor(env, bs, position), env.abortFlag, deadline);
+  BlockExecutor ex(d, form, block, ctx, bufs, budgetFor(env, bs, position), env.abortFlag, deadline);
   TryOutcome out = ex.run();
   progressed = progressed || out.progressed;
   yielded = out.yielded;
@@ -177,7 +180,8 @@ OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int bl
     }
     const CollDesc* d = env.colls.get(e.collIndex);
     if (d == nullptr || static_cast<uint32_t>(block) >= d->nBlocks) continue;
-    TaskEntry t{e.collIndex, byPriority ? d->priority : 0, e.seq, e.sendbuf, e.recvbuf, exec::nowNs()};
+    const uint32_t form = (e.flags & kSqeInPlace) ? kFormInPlace : kFormOutOfPlace;
+    TaskEntry t{e.collIndex, byPriority ? d->priority : 0, e.seq, e.sendbuf, e.recvbuf, exec::nowNs(), form, 0};
     insertTask(bs, t, byPriority);
   }
   return any;

@@ -51,9 +51,9 @@ OCCL_HD inline bool progressReached(uint64_t word, uint64_t target) {
 
 class BlockExecutor {
  public:
-  OCCL_HD BlockExecutor(const CollDesc& desc, int block, BlockContext& ctx, const TaskBuffers& bufs,
-                        SpinBudget budget, const uint32_t* abortFlag, uint64_t deadlineNs)
-      : d_(desc), plan_(desc.blocks[block]), block_(block), ctx_(ctx), bufs_(bufs), budget_(budget),
+  OCCL_HD BlockExecutor(const CollDesc& desc, const ProgramForm& form, int block, BlockContext& ctx,
+                        const TaskBuffers& bufs, SpinBudget budget, const uint32_t* abortFlag, uint64_t deadlineNs)
+      : d_(desc), form_(form), plan_(form.blocks[block]), block_(block), ctx_(ctx), bufs_(bufs), budget_(budget),
         abortFlag_(abortFlag), deadlineNs_(deadlineNs) {}
 
   OCCL_HD TryOutcome run() {
@@ -61,7 +61,8 @@ class BlockExecutor {
     // otherwise complete after occlCommAbort instead of failing with occlAborted.
     if (exec::broadcastFromLeader([&] { return abortFlag_ != nullptr && atomics::loadAcquire(abortFlag_) != 0; }))
       return stop(WaitResult::Failed);
-    for (; ctx_.tile < d_.nTiles; ++ctx_.tile, ctx_.step = 0) {
+    if (plan_.nSteps == 0) ctx_.tile = form_.nTiles;  // no part in this form: done at once
+    for (; ctx_.tile < form_.nTiles; ++ctx_.tile, ctx_.step = 0) {
       if (ctx_.tile != 0 && ctx_.step == 0 && ctx_.sub == 0 && progressed_ &&
           (budget_.yieldEachTile || exec::broadcastFromLeader([&] { return urgentArrival(); })))
         return stop(WaitResult::Yielded);
@@ -89,7 +90,7 @@ class BlockExecutor {
 
   OCCL_HD WaitResult runPrimitive(const DeviceStep& step) {
     uint64_t chunk = static_cast<uint64_t>(stepReadsSrc(step.op) ? step.srcOff : step.dstOff) + ctx_.sub;
-    uint64_t n = step.op == StepOp::Nop ? 0 : tileLength(d_, chunk, ctx_.tile);
+    uint64_t n = step.op == StepOp::Nop ? 0 : tileLength(d_, form_, chunk, ctx_.tile);
     if (n == 0) return WaitResult::Ready;
     const FifoHandle* recv = stepReceives(step.op) ? &plan_.recvs[step.recvConn] : nullptr;
     const FifoHandle* send = stepSends(step.op) ? &plan_.sends[step.sendConn] : nullptr;
@@ -97,7 +98,7 @@ class BlockExecutor {
       WaitResult w = waitFor([&] { return (recv == nullptr || recv->canRecv()) && (send == nullptr || send->canSend()); });
       if (w != WaitResult::Ready) return w;
     }
-    applyStep(d_, step, recv, send, bufs_, ctx_.sub, ctx_.tile, n);
+    applyStep(d_, form_, step, recv, send, bufs_, ctx_.sub, ctx_.tile, n);
     if (exec::isLeader()) {
       if (recv != nullptr) recv->commitRecv();
       if (send != nullptr) send->commitSend();
@@ -172,6 +173,7 @@ class BlockExecutor {
   }
 
   const CollDesc& d_;
+  const ProgramForm& form_;
   const BlockPlan& plan_;
   int block_;
   BlockContext& ctx_;

@@ -21,8 +21,10 @@ struct TaskEntry {
   uint64_t sendbuf;
   uint64_t recvbuf;
   uint64_t popNs;  // when this block took it from the SQ (its own clock)
+  uint32_t form;   // kFormInPlace or kFormOutOfPlace: which ProgramForm runs it
+  uint32_t pad;
 };
-static_assert(sizeof(TaskEntry) == 40, "TaskEntry layout is shared by host and device");
+static_assert(sizeof(TaskEntry) == 48, "TaskEntry layout is shared by host and device");
 
 struct alignas(64) BlockState {
   uint64_t sqCursor;       // next SQ ticket this block reads

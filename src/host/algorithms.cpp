@@ -1,7 +1,14 @@
 #include "host/algorithms.hpp"
 
+#include <optional>
+#include <string_view>
+
 #include "absl/strings/str_format.h"
+#include "daemon/coll_desc.hpp"
+#include "ir_loader/fingerprint.hpp"
 #include "ir_loader/ring.hpp"
+#include "ir_loader/validate.hpp"
+#include "primitives/dtypes.hpp"
 
 namespace occl::host {
 namespace {
@@ -78,48 +85,75 @@ const char* collTypeName(int type) {
   return type >= 0 && type < occlNumCollTypes ? kNames[type] : "unknown";
 }
 
-Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int nRanks, int daemonBlocks) {
+namespace {
+
+std::optional<ir::CollKind> irKindOf(int type) {
+  switch (type) {
+    case occlCollAllReduce: return ir::CollKind::AllReduce;
+    case occlCollAllGather: return ir::CollKind::AllGather;
+    case occlCollReduceScatter: return ir::CollKind::ReduceScatter;
+    case occlCollReduce: return ir::CollKind::Reduce;
+    case occlCollBroadcast: return ir::CollKind::Broadcast;
+    case occlCollAllToAll: return ir::CollKind::AllToAll;
+    default: return std::nullopt;
+  }
+}
+
+// What the caller named must be able to run this collective at all: a wrong collective, rank
+// count or block count is an error, not a silent fallback.
+Status checkNamedProgram(const ir::Program& p, const occlCollDesc_t& d, int rank, int nRanks, int daemonBlocks) {
+  const std::string what = absl::StrFormat("desc.algorithm = \"%s\" (program %s)", d.algorithm, p.name);
+  const std::optional<ir::CollKind> kind = irKindOf(d.type);
+  if (!kind) return invalid(absl::StrFormat("%s: MSCCL-IR programs run collectives, not %s", what, collTypeName(d.type)));
+  if (p.coll != *kind)
+    return invalid(absl::StrFormat("%s is a %s program; desc.type is %s", what, ir::collName(p.coll), collTypeName(d.type)));
+  if (p.nRanks != nRanks)
+    return invalid(absl::StrFormat("%s is written for %d ranks; the communicator has %d", what, p.nRanks, nRanks));
+  const size_t blocks = p.ranks[static_cast<size_t>(rank)].blocks.size();
+  if (blocks > static_cast<size_t>(daemonBlocks))
+    return invalid(absl::StrFormat("%s gives rank %d %d threadblocks; config.daemonBlocks = %d is too few", what, rank,
+                                   blocks, daemonBlocks));
+  return Status::success();
+}
+
+// MSCCL's size rule: a positive count whose bytes (count x datatype size x the collective's
+// multiplier) lie in [minBytes, maxBytes], split into whole chunks.
+bool sizeFits(const ir::Program& p, const occlCollDesc_t& d, int nRanks) {
+  const uint64_t elems = static_cast<uint64_t>(d.count) * ir::chunkMultiplier(p.coll, nRanks);
+  const uint64_t bytes = elems * dtypeSize(d.datatype);
+  return d.count > 0 && elems % static_cast<uint64_t>(p.nChunksPerLoop) == 0 && bytes >= p.minBytes &&
+         bytes <= p.maxBytes;
+}
+
+}  // namespace
+
+Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int nRanks, int daemonBlocks,
+                                        AlgorithmLibrary& library) {
   if (Status s = validateCommon(d); !s.ok()) return s;
   if (Status s = validateRoot(d, rank, nRanks); !s.ok()) return s;
   const int nBlocks = blocksFor(d, daemonBlocks);
   if (nBlocks > daemonBlocks)
     return invalid(absl::StrFormat("desc.nBlocks = %d exceeds config.daemonBlocks = %d", nBlocks, daemonBlocks));
-  if (d.algorithm != nullptr && std::string(d.algorithm) != "ring")
-    return invalid(absl::StrFormat("desc.algorithm = \"%s\": only \"ring\" (or NULL) is available", d.algorithm));
-  return AlgorithmChoice{generate(d, rank, nRanks, nBlocks), nBlocks};
+  auto builtIn = std::make_shared<const ir::Program>(generate(d, rank, nRanks, nBlocks));
+  if (d.algorithm == nullptr || std::string_view(d.algorithm) == "ring") return AlgorithmChoice{{builtIn, builtIn}};
+
+  Result<std::shared_ptr<const ir::Program>> named = library.find(d.algorithm);
+  if (!named.ok()) return named.status();
+  const ir::Program& p = *named.value();
+  if (Status s = checkNamedProgram(p, d, rank, nRanks, daemonBlocks); !s.ok()) return s;
+  const bool fits = sizeFits(p, d, nRanks);
+  AlgorithmChoice choice;
+  choice.forms[kFormOutOfPlace] = fits && p.outOfPlace ? named.value() : builtIn;
+  choice.forms[kFormInPlace] = fits && p.inPlace ? named.value() : builtIn;
+  return choice;
 }
-
-namespace {
-// FNV-1a: the signature must be identical in every process, so no per-process seeded hash.
-class Fnv1a {
- public:
-  template <typename T>
-  Fnv1a& add(const T& value) {
-    const auto* bytes = reinterpret_cast<const unsigned char*>(&value);
-    for (size_t i = 0; i < sizeof(T); ++i) mix(bytes[i]);
-    return *this;
-  }
-  Fnv1a& add(const std::string& text) {
-    for (unsigned char c : text) mix(c);
-    return add(text.size());
-  }
-  uint64_t value() const { return h_; }
-
- private:
-  void mix(unsigned char c) {
-    h_ ^= c;
-    h_ *= 1099511628211ull;
-  }
-  uint64_t h_ = 14695981039346656037ull;
-};
-}  // namespace
 
 // Only what changes the data movement is hashed, so ranks that differ in an ignored field (the op
 // of an AllGather, the root of an AllReduce) still match; both ends of a Send/Recv hash the same
 // (sender, receiver) pair instead of their opposite types.
-uint64_t registrationSignature(const occlCollDesc_t& d, int rank, int nRanks, const std::string& programName,
-                               int nBlocks, uint32_t slots, uint64_t slotBytes) {
-  Fnv1a h;
+uint64_t registrationSignature(const occlCollDesc_t& d, int rank, int nRanks, const AlgorithmChoice& choice,
+                               uint32_t slots, uint64_t slotBytes) {
+  ir::Fnv1a h;
   if (pointToPoint(d.type)) {
     const Endpoints e = endpoints(d, rank);
     h.add(int64_t{occlCollSend}).add(int64_t{e.sender}).add(int64_t{e.receiver});
@@ -128,8 +162,8 @@ uint64_t registrationSignature(const occlCollDesc_t& d, int rank, int nRanks, co
     if (rooted(d.type)) h.add(int64_t{d.root});
   }
   if (collectiveReduces(d.type)) h.add(int64_t{d.op});
-  h.add(uint64_t{d.count}).add(int64_t{d.datatype});
-  h.add(programName).add(int64_t{nBlocks}).add(int64_t{nRanks}).add(uint64_t{slots}).add(slotBytes);
+  h.add(uint64_t{d.count}).add(int64_t{d.datatype}).add(int64_t{nRanks}).add(uint64_t{slots}).add(slotBytes);
+  for (const auto& form : choice.forms) h.add(ir::fingerprint(*form));
   return h.value() | 1;  // 0 means "not registered yet" in a connector header
 }
 

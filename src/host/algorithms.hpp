@@ -1,28 +1,35 @@
 // Algorithm selection at registration: which Program runs a registered collective.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "host/algorithm_library.hpp"
 #include "host/status.hpp"
 #include "ir_loader/program.hpp"
 #include "occl/occl.h"
 
 namespace occl::host {
 
+// Which program a submission runs, by placement: forms[kFormOutOfPlace] and forms[kFormInPlace]
+// (daemon/coll_desc.hpp). The requested MSCCL-IR program where MSCCL would run it, else the
+// built-in algorithm; the same pointer twice when one program serves both placements.
 struct AlgorithmChoice {
-  ir::Program program;
-  int nBlocks;  // daemon blocks the collective uses
+  std::array<std::shared_ptr<const ir::Program>, 2> forms;
 };
 
-// Validates the description against the communicator (rank count, root/peer range, types,
-// ops) and returns the program to run. Errors name the offending field.
-Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& desc, int rank, int nRanks, int daemonBlocks);
+// Validates the description against the communicator (rank count, root/peer range, types, ops,
+// the algorithm it names) and chooses the programs. Errors name the offending field.
+Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& desc, int rank, int nRanks, int daemonBlocks,
+                                        AlgorithmLibrary& library);
 
 // The registration signature both ends of every connector must agree on. Fields the collective
-// ignores are left out, and both ends of a Send/Recv hash the same (sender, receiver) pair.
-uint64_t registrationSignature(const occlCollDesc_t& desc, int rank, int nRanks, const std::string& programName,
-                               int nBlocks, uint32_t slots, uint64_t slotBytes);
+// ignores are left out, and both ends of a Send/Recv hash the same (sender, receiver) pair; the
+// programs enter by fingerprint, so ranks that loaded different files under one name disagree.
+uint64_t registrationSignature(const occlCollDesc_t& desc, int rank, int nRanks, const AlgorithmChoice& choice,
+                               uint32_t slots, uint64_t slotBytes);
 
 const char* collTypeName(int type);
 

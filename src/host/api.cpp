@@ -340,8 +340,18 @@ occlResult_t occlCollDeregister(occlComm_t comm, uint64_t collId) {
 
 occlResult_t occlAlgorithmLoad(occlComm_t comm, const char* name, const char* path) {
   if (occlResult_t r = checkComm(comm)) return r;
-  if (name == nullptr || path == nullptr) return fail(comm, Status::error(occlInvalidArgument, "name or path is NULL"));
-  return fail(comm, Status::error(occlInvalidUsage, "MSCCL-IR algorithms are not available in this build yet"));
+  if (name == nullptr) return fail(comm, Status::error(occlInvalidArgument, "name is NULL"));
+  if (path == nullptr) return fail(comm, Status::error(occlInvalidArgument, "path is NULL"));
+  return fail(comm, comm->impl->loadAlgorithm(name, path));
+}
+
+occlResult_t occlCollGetAlgorithm(occlComm_t comm, uint64_t collId, int inPlace, const char** algorithm) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  if (algorithm == nullptr) return fail(comm, Status::error(occlInvalidArgument, "algorithm is NULL"));
+  Result<const std::string*> name = comm->impl->algorithmOf(collId, inPlace != 0);
+  if (!name.ok()) return fail(comm, name.status());
+  *algorithm = name.value()->c_str();
+  return occlSuccess;
 }
 
 occlResult_t occlSubmit(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback,

@@ -80,57 +80,48 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   user_ = desc;
   user_.algorithm = nullptr;  // the caller's string need not outlive registration
   const occlConfig_t& cfg = *setup.config;
-  Result<AlgorithmChoice> choice = selectAlgorithm(desc, setup.rank, setup.nRanks, cfg.daemonBlocks);
+  Result<AlgorithmChoice> choice = selectAlgorithm(desc, setup.rank, setup.nRanks, cfg.daemonBlocks, *setup.library);
   if (!choice.ok()) return choice.status();
-  const ir::Program& program = choice.value().program;
-  const ir::RankProgram& mine = program.ranks.at(setup.rank);
-  const uint32_t nBlocks = static_cast<uint32_t>(mine.blocks.size());
+  const auto& forms = choice.value().forms;
+  uint32_t nBlocks = 0;
+  for (uint32_t f : {kFormOutOfPlace, kFormInPlace}) {
+    algorithmNames_[f] = forms[f]->name;
+    nBlocks = std::max(nBlocks, static_cast<uint32_t>(forms[f]->ranks.at(setup.rank).blocks.size()));
+  }
   // The daemon would never pick up a submission with no block, so its callback would never fire.
   if (nBlocks == 0)
     return Status::error(occlInvalidArgument, absl::StrFormat("algorithm %s gives rank %d no part in %s",
-                                                              program.name, setup.rank, collTypeName(desc.type)));
+                                                              forms[0]->name, setup.rank, collTypeName(desc.type)));
 
-  // Geometry: overflow-checked sizes, chunks and tiles.
+  // Sizes, overflow-checked; the chunk geometry is per form.
   const uint64_t elemBytes = dtypeSize(desc.datatype);
-  const uint64_t mult = ir::chunkMultiplier(program.coll, setup.nRanks);
+  const uint64_t mult = ir::chunkMultiplier(forms[0]->coll, setup.nRanks);
   if (desc.count > std::numeric_limits<uint64_t>::max() / 8 / mult / elemBytes)
     return Status::error(occlInvalidArgument, absl::StrFormat("desc.count = %d overflows the buffer size", desc.count));
-  const uint64_t total = desc.count * mult;
-  const uint64_t nChunks = static_cast<uint64_t>(program.nChunksPerLoop);
-  if (!program.raggedChunksAllowed && total % nChunks != 0)
-    return Status::error(occlInvalidArgument,
-                         absl::StrFormat("desc.count = %d: algorithm %s needs count*%d divisible by %d", desc.count,
-                                         program.name, mult, nChunks));
-  const uint64_t chunkElems = (total + nChunks - 1) / nChunks;
-  const uint64_t tileElems = cfg.connectorSlotBytes / elemBytes;
-  const uint64_t nTiles = chunkElems == 0 ? 0 : (chunkElems + tileElems - 1) / tileElems;
-  if (nTiles >= kMaxTiles)
-    return Status::error(occlInvalidArgument,
-                         absl::StrFormat("desc.count = %d needs %d tiles of %d bytes; at most %d: raise "
-                                         "config.connectorSlotBytes",
-                                         desc.count, nTiles, cfg.connectorSlotBytes, kMaxTiles - 1));
   std::tie(sendElems_, recvElems_) = bufferElems(desc, setup.rank, setup.nRanks);
 
-  desc_.signature = registrationSignature(desc, setup.rank, setup.nRanks, program.name, static_cast<int>(nBlocks),
+  desc_.signature = registrationSignature(desc, setup.rank, setup.nRanks, choice.value(),
                                           static_cast<uint32_t>(cfg.connectorSlots), cfg.connectorSlotBytes);
   desc_.dtype = static_cast<uint8_t>(desc.datatype);
   // Copies dispatch on (dtype, op) too, so an op a non-reducing collective ignores must not stay invalid.
   desc_.redOp = static_cast<uint8_t>(collectiveReduces(desc.type) ? desc.op : occlSum);
   desc_.collType = static_cast<uint8_t>(desc.type);
-  desc_.ragged = program.raggedChunksAllowed && total % nChunks != 0;
   desc_.nBlocks = nBlocks;
   desc_.nRanks = static_cast<uint32_t>(setup.nRanks);
-  desc_.totalElems = total;
-  desc_.chunkElems = chunkElems;
-  desc_.nChunks = static_cast<uint32_t>(nChunks);
-  desc_.nTiles = static_cast<uint32_t>(nTiles);
-  desc_.tileElems = tileElems;
+  desc_.totalElems = desc.count * mult;
+  desc_.tileElems = cfg.connectorSlotBytes / elemBytes;
   desc_.elemBytes = elemBytes;
   desc_.timeoutNs = static_cast<uint64_t>(cfg.collTimeoutMs) * 1000000ull;
   desc_.inflightWindow = static_cast<uint32_t>(cfg.maxInflightPerColl);
   desc_.priority = desc.priority;
 
-  if (Status s = buildBlocks(setup, desc, mine, program.name); !s.ok()) return s;
+  for (uint32_t f : {kFormOutOfPlace, kFormInPlace}) {
+    if (f == kFormInPlace && forms[f] == forms[kFormOutOfPlace]) {
+      desc_.forms[f] = desc_.forms[kFormOutOfPlace];  // one program serves both placements
+      continue;
+    }
+    if (Status s = buildForm(setup, desc, *forms[f], f); !s.ok()) return s;
+  }
 
   Result<void*> shared = allocDaemon(sizeof(CollShared));
   Result<void*> contexts = allocDaemon(nBlocks * sizeof(BlockContext));
@@ -141,12 +132,38 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   desc_.shared = static_cast<CollShared*>(shared.value());
   desc_.contexts = static_cast<BlockContext*>(contexts.value());
   desc_.stats = static_cast<BlockStats*>(stats.value());
+  return Status::success();
+}
 
-  const uint64_t scratchBytes = static_cast<uint64_t>(mine.scratchChunks) * chunkElems * elemBytes;
+Status Collective::buildForm(const CollectiveSetup& setup, const occlCollDesc_t& desc, const ir::Program& program,
+                             uint32_t formIndex) {
+  ProgramForm& form = desc_.forms[formIndex];
+  const uint64_t total = desc_.totalElems, nChunks = static_cast<uint64_t>(program.nChunksPerLoop);
+  if (!program.raggedChunksAllowed && total % nChunks != 0)
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("desc.count = %d: algorithm %s needs count*%d divisible by %d", desc.count,
+                                         program.name, total / std::max<uint64_t>(desc.count, 1), nChunks));
+  const uint64_t chunkElems = (total + nChunks - 1) / nChunks;
+  const uint64_t nTiles = chunkElems == 0 ? 0 : (chunkElems + desc_.tileElems - 1) / desc_.tileElems;
+  if (nTiles >= kMaxTiles)
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("desc.count = %d needs %d tiles of %d bytes; at most %d: raise "
+                                         "config.connectorSlotBytes",
+                                         desc.count, nTiles, setup.config->connectorSlotBytes, kMaxTiles - 1));
+  form.chunkElems = chunkElems;
+  form.nChunks = static_cast<uint32_t>(nChunks);
+  form.nTiles = static_cast<uint32_t>(nTiles);
+  form.ragged = program.raggedChunksAllowed && total % nChunks != 0 ? 1 : 0;
+
+  const ir::RankProgram& mine = program.ranks.at(setup.rank);
+  Result<const BlockPlan*> plans = buildBlocks(setup, desc, mine, program.name, formIndex);
+  if (!plans.ok()) return plans.status();
+  form.blocks = plans.value();
+  const uint64_t scratchBytes = static_cast<uint64_t>(mine.scratchChunks) * chunkElems * desc_.elemBytes;
   if (scratchBytes > 0) {
     Result<void*> scratch = allocDaemon(scratchBytes);
     if (!scratch.ok()) return scratch.status();
-    desc_.scratch = static_cast<char*>(scratch.value());
+    form.scratch = static_cast<char*>(scratch.value());
   }
   return Status::success();
 }
@@ -158,10 +175,11 @@ Result<void*> Collective::allocDaemon(size_t bytes) {
 }
 
 Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, const occlCollDesc_t& desc, int peer,
-                                               int channel, transport::ConnectorEnd end) {
+                                               int channel, uint32_t formIndex, transport::ConnectorEnd end) {
   const occlConfig_t& cfg = *setup.config;
   const bool sending = end == transport::ConnectorEnd::Sender;
-  const transport::ConnectorKey key{desc_.collId, sending ? setup.rank : peer, sending ? peer : setup.rank, channel};
+  const transport::ConnectorKey key{desc_.collId, sending ? setup.rank : peer, sending ? peer : setup.rank, channel,
+                                    static_cast<int32_t>(formIndex)};
   const auto slots = static_cast<uint32_t>(cfg.connectorSlots);
   auto mem = setup.connectors->attach(key, end, slots, cfg.connectorSlotBytes);
   if (!mem.ok()) return mem.status();
@@ -173,8 +191,9 @@ Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, con
   return handleOf(*mem.value(), slots, cfg.connectorSlotBytes);
 }
 
-Status Collective::buildBlocks(const CollectiveSetup& setup, const occlCollDesc_t& desc, const ir::RankProgram& mine,
-                               const std::string& algorithm) {
+Result<const BlockPlan*> Collective::buildBlocks(const CollectiveSetup& setup, const occlCollDesc_t& desc,
+                                                 const ir::RankProgram& mine, const std::string& algorithm,
+                                                 uint32_t formIndex) {
   // Per block: its steps, back to back, and its connectors (sends, then receives), back to back.
   struct Extent {
     size_t firstStep, firstConnector;
@@ -195,7 +214,7 @@ Status Collective::buildBlocks(const CollectiveSetup& setup, const occlCollDesc_
     for (auto [peers, end] : {std::pair{&sendPeers, transport::ConnectorEnd::Sender},
                               std::pair{&recvPeers, transport::ConnectorEnd::Receiver}}) {
       for (int32_t peer : *peers) {
-        Result<FifoHandle> h = attachConnector(setup, desc, peer, bp.channel, end);
+        Result<FifoHandle> h = attachConnector(setup, desc, peer, bp.channel, formIndex, end);
         if (!h.ok()) return h.status();
         connectors.push_back(h.value());
       }
@@ -211,15 +230,16 @@ Status Collective::buildBlocks(const CollectiveSetup& setup, const occlCollDesc_
   Result<FifoHandle*> connectorMem = copyToDaemon(connectors);
   if (!stepMem.ok()) return stepMem.status();
   if (!connectorMem.ok()) return connectorMem.status();
-  std::vector<BlockPlan> plans;
-  for (const Extent& e : extents) {
+  // Blocks past this form's own take no part in it (the other form has more): empty plans.
+  std::vector<BlockPlan> plans(desc_.nBlocks, BlockPlan{stepMem.value(), nullptr, nullptr, 0, 0, 0});
+  for (size_t b = 0; b < extents.size(); ++b) {
+    const Extent& e = extents[b];
     const FifoHandle* sends = connectorMem.value() + e.firstConnector;
-    plans.push_back(BlockPlan{stepMem.value() + e.firstStep, sends, sends + e.nSends, e.nSteps, e.nSends, e.nRecvs});
+    plans[b] = BlockPlan{stepMem.value() + e.firstStep, sends, sends + e.nSends, e.nSteps, e.nSends, e.nRecvs};
   }
   Result<BlockPlan*> planMem = copyToDaemon(plans);
   if (!planMem.ok()) return planMem.status();
-  desc_.blocks = planMem.value();
-  return Status::success();
+  return static_cast<const BlockPlan*>(planMem.value());
 }
 
 Collective::~Collective() {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "daemon/coll_desc.hpp"
+#include "host/algorithm_library.hpp"
 #include "host/backend.hpp"
 #include "host/status.hpp"
 #include "ir_loader/program.hpp"
@@ -33,6 +34,7 @@ struct CollectiveSetup {
   const occlConfig_t* config;
   Backend* backend;
   transport::ConnectorFactory* connectors;
+  AlgorithmLibrary* library;
 };
 
 class Collective {
@@ -54,6 +56,8 @@ class Collective {
   // Elements of the user's send and receive buffers, for validation.
   uint64_t sendElems() const { return sendElems_; }
   uint64_t recvElems() const { return recvElems_; }
+  // The algorithm a submission runs, by placement (kFormInPlace, kFormOutOfPlace).
+  const std::string& algorithmName(uint32_t form) const { return algorithmNames_[form]; }
 
   // Submission side (under the communicator's submit lock).
   uint64_t nextSeq() const { return nextSeq_.load(std::memory_order_acquire); }
@@ -84,13 +88,16 @@ class Collective {
  private:
   Collective() = default;
   Status build(const CollectiveSetup& setup, const occlCollDesc_t& desc);
-  // Steps, connectors and block plans of this rank's part, in daemon memory (desc_.blocks).
-  Status buildBlocks(const CollectiveSetup& setup, const occlCollDesc_t& desc, const ir::RankProgram& mine,
-                     const std::string& algorithm);
-  // This rank's end of the connector to (Sender) or from `peer` on `channel`; checks the peer's
-  // registration signature when the peer has registered already.
+  // desc_.forms[formIndex]: `program` flattened for this rank, its geometry and scratch.
+  Status buildForm(const CollectiveSetup& setup, const occlCollDesc_t& desc, const ir::Program& program,
+                   uint32_t formIndex);
+  // Steps, connectors and desc_.nBlocks block plans of this rank's part, in daemon memory.
+  Result<const BlockPlan*> buildBlocks(const CollectiveSetup& setup, const occlCollDesc_t& desc,
+                                       const ir::RankProgram& mine, const std::string& algorithm, uint32_t formIndex);
+  // This rank's end of the connector to (Sender) or from `peer` on `channel` for one form; checks
+  // the peer's registration signature when the peer has registered already.
   Result<FifoHandle> attachConnector(const CollectiveSetup& setup, const occlCollDesc_t& desc, int peer, int channel,
-                                     transport::ConnectorEnd end);
+                                     uint32_t formIndex, transport::ConnectorEnd end);
   Result<void*> allocDaemon(size_t bytes);
   template <typename T>
   Result<T*> copyToDaemon(const std::vector<T>& items) {
@@ -109,6 +116,7 @@ class Collective {
   std::vector<std::shared_ptr<transport::ConnectorMemory>> connectors_;
   uint64_t sendElems_ = 0;
   uint64_t recvElems_ = 0;
+  std::array<std::string, 2> algorithmNames_;
   std::atomic<uint64_t> nextSeq_{0};
   std::atomic<uint64_t> completedSeq_{0};
   std::atomic<uint64_t> submissions_{0};

@@ -242,7 +242,7 @@ Status Comm::registerCollective(uint64_t collId, const occlCollDesc_t& desc) {
     return Status::error(occlInvalidUsage, absl::StrFormat("collId 0x%x is already registered on rank %d", collId, rank_));
   Result<uint32_t> index = allocateIndex();
   if (!index.ok()) return index.status();
-  CollectiveSetup setup{rank_, nRanks_, &config_, backend_.get(), connectors_.get()};
+  CollectiveSetup setup{rank_, nRanks_, &config_, backend_.get(), connectors_.get(), &library_};
   Result<std::unique_ptr<Collective>> coll = Collective::create(setup, collId, index.value(), desc);
   CollDesc* entry = coll.ok() ? tableEntry(index.value()) : nullptr;
   if (!coll.ok() || entry == nullptr) {
@@ -298,16 +298,7 @@ Status Comm::validateBuffers(const Collective& c, const void* sendbuf, const voi
   auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
   uint64_t sBytes = c.sendElems() * eb, rBytes = c.recvElems() * eb;
   if (s + sBytes <= r || r + rBytes <= s) return Status::success();  // disjoint
-  // Overlap is allowed only at NCCL's in-place position.
-  uint64_t rankOffset = static_cast<uint64_t>(rank_) * d.count * eb;
-  bool inPlace = false;
-  switch (d.type) {
-    case occlCollAllGather: inPlace = s == r + rankOffset; break;
-    case occlCollReduceScatter: inPlace = r == s + rankOffset; break;
-    case occlCollAllToAll: inPlace = false; break;
-    default: inPlace = s == r; break;
-  }
-  if (inPlace) return Status::success();
+  if (inPlace(c, sendbuf, recvbuf)) return Status::success();  // the only overlap allowed
   return Status::error(occlInvalidArgument,
                        absl::StrFormat("sendbuf and recvbuf of collId 0x%x overlap but are not in place (%s in-place "
                                        "means %s)",
@@ -316,6 +307,19 @@ Status Comm::validateBuffers(const Collective& c, const void* sendbuf, const voi
                                        : d.type == occlCollReduceScatter ? "recvbuf == sendbuf + rank*count"
                                        : d.type == occlCollAllToAll      ? "nothing: buffers must not overlap"
                                                                          : "sendbuf == recvbuf"));
+}
+
+bool Comm::inPlace(const Collective& c, const void* sendbuf, const void* recvbuf) const {
+  const occlCollDesc_t& d = c.userDesc();
+  if (sendbuf == nullptr || recvbuf == nullptr) return false;
+  const auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
+  const uint64_t rankOffset = static_cast<uint64_t>(rank_) * d.count * dtypeSize(d.datatype);
+  switch (d.type) {
+    case occlCollAllGather: return s == r + rankOffset;
+    case occlCollReduceScatter: return r == s + rankOffset;
+    case occlCollAllToAll: return false;  // NCCL has no in-place AllToAll: the buffers must not overlap
+    default: return s == r;
+  }
 }
 
 Status Comm::submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg) {
@@ -349,7 +353,8 @@ Status Comm::submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCal
     std::lock_guard<std::mutex> registry(registryMu_);
     c.slotFor(seq) = CallbackSlot{callback, arg, 0, false};
   }
-  SqeView e{kSqeSubmit, c.index(), seq, reinterpret_cast<uint64_t>(sendbuf), reinterpret_cast<uint64_t>(recvbuf)};
+  const uint32_t flags = inPlace(c, sendbuf, recvbuf) ? kSqeInPlace : kSqeSubmit;
+  SqeView e{flags, c.index(), seq, reinterpret_cast<uint64_t>(sendbuf), reinterpret_cast<uint64_t>(recvbuf)};
   c.noteSubmitted();
   submittedTotal_.fetch_add(1, std::memory_order_acq_rel);
   if (Status s = pushSqe(e); !s.ok()) {
@@ -360,6 +365,14 @@ Status Comm::submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCal
   lock.unlock();
   backend_->notifySubmission();
   return Status::success();
+}
+
+Result<const std::string*> Comm::algorithmOf(uint64_t collId, bool inPlace) {
+  std::lock_guard<std::mutex> lock(submitMu_);
+  auto it = byId_.find(collId);
+  if (it == byId_.end())
+    return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));
+  return &it->second->algorithmName(inPlace ? kFormInPlace : kFormOutOfPlace);
 }
 
 Result<occlCollStats_t> Comm::collectiveStats(uint64_t collId) {

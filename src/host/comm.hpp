@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "daemon/daemon.hpp"
+#include "host/algorithm_library.hpp"
 #include "host/backend.hpp"
 #include "host/collective.hpp"
 #include "host/status.hpp"
@@ -49,6 +50,9 @@ class Comm {
   Status submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg);
   Status waitAll(int64_t timeoutMs);
   Result<occlCollStats_t> collectiveStats(uint64_t collId);
+  // occlAlgorithmLoad, and the name of the algorithm a registered collective runs by placement.
+  Status loadAlgorithm(const std::string& name, const std::string& path) { return library_.load(name, path); }
+  Result<const std::string*> algorithmOf(uint64_t collId, bool inPlace);
   Status finalize();
   // Fails every pending submission with `reason` and stops the daemon without waiting for peers.
   Status abort(occlResult_t reason);
@@ -72,6 +76,8 @@ class Comm {
   void shutdown();
   Status pushSqe(const SqeView& e);
   Status validateBuffers(const Collective& c, const void* sendbuf, const void* recvbuf) const;
+  // NCCL's in-place position of the two buffers for this rank.
+  bool inPlace(const Collective& c, const void* sendbuf, const void* recvbuf) const;
   Result<uint32_t> allocateIndex();
   CollDesc* tableEntry(uint32_t index);
   Collective* byIndex(uint32_t index) const;
@@ -87,6 +93,7 @@ class Comm {
   const occlConfig_t config_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<transport::ConnectorFactory> connectors_;
+  AlgorithmLibrary library_;
   std::unique_ptr<Bootstrap> bootstrap_;
 
   // Daemon-visible state (Backend::allocShared / allocDaemon).

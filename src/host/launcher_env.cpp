@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "absl/strings/str_format.h"
+#include "ir_loader/fingerprint.hpp"
 
 namespace occl::host {
 namespace {
@@ -36,11 +37,7 @@ Result<int> parsePort(std::string_view variable, const std::string& value) {
   return port;
 }
 
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
-}
+uint64_t fnv1a(std::string_view s) { return ir::Fnv1a().add(s).value(); }
 
 // Rank and size from one launcher's pair of variables; nullopt when neither is set.
 Result<std::optional<LauncherEnv>> rankAndSize(const char* rankVar, const char* sizeVar, const char* source) {

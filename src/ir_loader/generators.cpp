@@ -21,6 +21,7 @@ Program makeAllToAll(int nRanks, int nBlocks) {
   p.nChannels = 1;
   p.nChunksPerLoop = nRanks;  // chunk q = the count elements for (or from) rank q: uniform
   p.raggedChunksAllowed = true;
+  p.inPlace = p.outOfPlace = true;  // reads only input, writes only output (ring.hpp)
   const int blocks = std::max(1, std::min(nBlocks, nRanks - 1));
   for (int r = 0; r < nRanks; ++r) {
     RankProgram rp;
@@ -51,6 +52,7 @@ Program makeSendRecv(int nRanks, int nChannels, int sender, int receiver) {
   p.nChannels = nChannels;
   p.nChunksPerLoop = nChannels;
   p.raggedChunksAllowed = true;  // channel k sends chunk k into chunk k
+  p.inPlace = p.outOfPlace = true;  // reads only input, writes only output (ring.hpp)
   p.ranks.resize(static_cast<size_t>(nRanks));
   RankProgram& from = p.ranks[static_cast<size_t>(sender)];
   RankProgram& to = p.ranks[static_cast<size_t>(receiver)];

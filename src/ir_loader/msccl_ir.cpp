@@ -214,8 +214,14 @@ class Parser {
     std::optional<int64_t> ngpus = a.integer("ngpus", 1, kMaxRanks);
     if (auto v = a.choice("coll", kColls)) p.coll = *v;
     if (auto v = a.integer("inplace", 0, 1)) p.inPlace = *v == 1;
+    p.outOfPlace = !p.inPlace;  // what MSCCLang files without outofplace mean
+    if (a.has("outofplace")) {
+      if (auto v = a.integer("outofplace", 0, 1)) p.outOfPlace = *v == 1;
+    }
+    if (!a.failed() && !p.inPlace && !p.outOfPlace) a.error("inplace and outofplace are both 0: no call could run it");
     if (auto v = a.bytes("minBytes", 0)) p.minBytes = *v;
-    if (auto v = a.bytes("maxBytes", std::numeric_limits<uint64_t>::max())) p.maxBytes = *v;
+    // MSCCL reads maxBytes="0" as "no upper bound".
+    if (auto v = a.bytes("maxBytes", 0)) p.maxBytes = *v == 0 ? std::numeric_limits<uint64_t>::max() : *v;
     if (!a.failed() && p.minBytes > p.maxBytes)
       a.error(absl::StrCat("minBytes (", p.minBytes, ") must not exceed maxBytes (", p.maxBytes, ")"));
     // Without a valid ngpus the gpus are still parsed, to report their own errors.

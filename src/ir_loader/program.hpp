@@ -71,7 +71,10 @@ struct Program {
   std::string name;
   std::string protocol = "Simple";
   CollKind coll = CollKind::AllReduce;
+  // MSCCL's placements: a call runs this program only if it is in place and inPlace is set, or
+  // out of place and outOfPlace is set; other calls fall back to the built-in algorithm.
   bool inPlace = false;
+  bool outOfPlace = true;
   int32_t nRanks = 0;
   int32_t nChannels = 1;
   int32_t nChunksPerLoop = 1;

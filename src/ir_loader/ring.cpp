@@ -23,6 +23,7 @@ Program buildPerChannel(const char* name, CollKind coll, int nRanks, int nChanne
   p.nChannels = nChannels;
   p.nChunksPerLoop = nChunksPerLoop;
   p.raggedChunksAllowed = true;  // every transfer pairs chunks of equal length (ring.hpp)
+  p.inPlace = p.outOfPlace = true;  // reads only input, writes only output (ring.hpp)
   for (int r = 0; r < nRanks; ++r) {
     RankProgram rp;
     rp.inputChunks = inputChunks;

@@ -211,6 +211,13 @@ std::vector<LoadError> validateProgram(const Program& p) {
   return errors.take();
 }
 
+namespace {
+const char* placementName(const Program& p) {
+  if (p.inPlace && p.outOfPlace) return "in-place and out-of-place";
+  return p.inPlace ? "in-place" : "out-of-place";
+}
+}  // namespace
+
 std::string summarize(const Program& p) {
   size_t totalSteps = 0, totalBlocks = 0;
   for (const RankProgram& r : p.ranks) {
@@ -219,7 +226,7 @@ std::string summarize(const Program& p) {
   }
   std::string out = absl::StrFormat(
       "%s: %s, %s, proto %s, %d ranks, %d channels, %d chunks per loop, %d threadblocks, %d steps\n", p.name,
-      collName(p.coll), p.inPlace ? "in-place" : "out-of-place", p.protocol, p.nRanks, p.nChannels,
+      collName(p.coll), placementName(p), p.protocol, p.nRanks, p.nChannels,
       p.nChunksPerLoop, totalBlocks, totalSteps);
   for (size_t r = 0; r < p.ranks.size(); ++r) {
     const RankProgram& rank = p.ranks[r];

@@ -270,9 +270,10 @@ class PostOpMarker {
 
   Step& step(const NodeRef& n) { return p_.ranks[n.rank].blocks[n.block].steps[n.step]; }
 
-  // In-place AllReduce/Reduce/Broadcast alias output to input; other layouts keep them apart.
+  // A program run only in place aliases output to input for AllReduce/Reduce/Broadcast; other
+  // layouts (and programs that also run out of place) keep them apart.
   BufferKind resolve(BufferKind b) const {
-    const bool alias = p_.inPlace && (p_.coll == CollKind::AllReduce || p_.coll == CollKind::Reduce ||
+    const bool alias = p_.inPlace && !p_.outOfPlace && (p_.coll == CollKind::AllReduce || p_.coll == CollKind::Reduce ||
                                       p_.coll == CollKind::Broadcast);
     return alias && b == BufferKind::Output ? BufferKind::Input : b;
   }

@@ -47,22 +47,22 @@ OCCL_HD inline bool stepWritesDst(StepOp op) {
          op == StepOp::RecvReduceCopySend || op == StepOp::Copy || op == StepOp::Reduce;
 }
 
-// Chunk geometry: chunk c of any buffer, tile t of that chunk.
-OCCL_HD inline uint64_t chunkStart(const CollDesc& d, uint64_t c) {
-  return d.ragged ? c * d.totalElems / d.nChunks : c * d.chunkElems;
+// Chunk geometry of form `f`: chunk c of any buffer, tile t of that chunk.
+OCCL_HD inline uint64_t chunkStart(const CollDesc& d, const ProgramForm& f, uint64_t c) {
+  return f.ragged ? c * d.totalElems / f.nChunks : c * f.chunkElems;
 }
-OCCL_HD inline uint64_t chunkLength(const CollDesc& d, uint64_t c) {
-  return d.ragged ? chunkStart(d, c + 1) - chunkStart(d, c) : d.chunkElems;
+OCCL_HD inline uint64_t chunkLength(const CollDesc& d, const ProgramForm& f, uint64_t c) {
+  return f.ragged ? chunkStart(d, f, c + 1) - chunkStart(d, f, c) : f.chunkElems;
 }
 // Elements of tile `t` of chunk `c`; 0 when the chunk is shorter (both ends of a connector
 // compute the same length and skip the slot together).
-OCCL_HD inline uint64_t tileLength(const CollDesc& d, uint64_t c, uint32_t t) {
-  uint64_t len = chunkLength(d, c), first = static_cast<uint64_t>(t) * d.tileElems;
+OCCL_HD inline uint64_t tileLength(const CollDesc& d, const ProgramForm& f, uint64_t c, uint32_t t) {
+  uint64_t len = chunkLength(d, f, c), first = static_cast<uint64_t>(t) * d.tileElems;
   if (len <= first) return 0;
   return len - first < d.tileElems ? len - first : d.tileElems;
 }
-OCCL_HD inline uint64_t tileOffset(const CollDesc& d, uint64_t c, uint32_t t) {
-  return chunkStart(d, c) + static_cast<uint64_t>(t) * d.tileElems;
+OCCL_HD inline uint64_t tileOffset(const CollDesc& d, const ProgramForm& f, uint64_t c, uint32_t t) {
+  return chunkStart(d, f, c) + static_cast<uint64_t>(t) * d.tileElems;
 }
 
 struct ReduceCopyCall {
@@ -82,12 +82,12 @@ struct ReduceCopyCall {
 
 // Performs the data movement of `step` on tile `t` of its `sub`-th chunk, once its connectors
 // (`recv`, `send`: nullptr when the step has none) are ready: the caller has waited. It cannot fail.
-OCCL_HD inline void applyStep(const CollDesc& d, const DeviceStep& step, const FifoHandle* recv,
+OCCL_HD inline void applyStep(const CollDesc& d, const ProgramForm& f, const DeviceStep& step, const FifoHandle* recv,
                               const FifoHandle* send, const TaskBuffers& bufs, uint32_t sub, uint32_t tile,
                               uint64_t n) {
   const uint64_t eb = d.elemBytes;
-  char* src = bufs.get(step.srcBuf) + tileOffset(d, step.srcOff + sub, tile) * eb;
-  char* dst = bufs.get(step.dstBuf) + tileOffset(d, step.dstOff + sub, tile) * eb;
+  char* src = bufs.get(step.srcBuf) + tileOffset(d, f, step.srcOff + sub, tile) * eb;
+  char* dst = bufs.get(step.dstBuf) + tileOffset(d, f, step.dstOff + sub, tile) * eb;
   // Avg is a sum whose final reduction step divides by the rank count (kStepPostOp).
   const bool postOp = (step.flags & kStepPostOp) != 0 && d.redOp == occlAvg;
   const int post = postOp ? static_cast<int>(d.nRanks) : 0;

@@ -13,7 +13,8 @@ namespace occl {
 
 enum SqeFlags : uint32_t {
   kSqeSubmit = 0,
-  kSqeExit = 1u << 0,  // the daemon stops after this entry (finalize)
+  kSqeExit = 1u << 0,     // the daemon stops after this entry (finalize)
+  kSqeInPlace = 1u << 1,  // an in-place call (NCCL's definition): run the collective's in-place form
 };
 
 struct alignas(64) Sqe {

@@ -22,11 +22,12 @@ struct ConnectorKey {
   int32_t sender;
   int32_t receiver;
   int32_t channel;
+  int32_t form = 0;  // a collective's in-place form may run another program than its out-of-place one
 
   bool operator==(const ConnectorKey&) const = default;
   template <typename H>
   friend H AbslHashValue(H h, const ConnectorKey& k) {
-    return H::combine(std::move(h), k.collId, k.sender, k.receiver, k.channel);
+    return H::combine(std::move(h), k.collId, k.sender, k.receiver, k.channel, k.form);
   }
   std::string describe() const;
 };

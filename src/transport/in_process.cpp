@@ -77,7 +77,8 @@ std::unique_ptr<ConnectorFactory> makeInProcessFactory(std::shared_ptr<InProcess
 }
 
 std::string ConnectorKey::describe() const {
-  return absl::StrFormat("(coll 0x%x, %d -> %d, channel %d)", collId, sender, receiver, channel);
+  if (form == 0) return absl::StrFormat("(coll 0x%x, %d -> %d, channel %d)", collId, sender, receiver, channel);
+  return absl::StrFormat("(coll 0x%x, %d -> %d, channel %d, form %d)", collId, sender, receiver, channel, form);
 }
 
 host::Status claimGeometry(FifoHeader* header, uint32_t nSlots, uint64_t slotBytes, const ConnectorKey& key) {

@@ -112,8 +112,8 @@ class ShmFactory : public ConnectorFactory {
 
   host::Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
                                                         uint64_t slotBytes) override {
-    const std::string name = absl::StrFormat("/occl-%016x-%016x-%d-%d-%d-%d", nonce_, key.collId, key.sender,
-                                             key.receiver, key.channel, nextGeneration(key, end));
+    const std::string name = absl::StrFormat("/occl-%016x-%016x-%d-%d-%d-%d-%d", nonce_, key.collId, key.sender,
+                                             key.receiver, key.channel, key.form, nextGeneration(key, end));
     const size_t bytes = fifoBytes(nSlots, slotBytes);
     host::Result<int> fd = openSized(name, bytes, timeoutMs_);
     if (!fd.ok()) return fd.status();

@@ -286,18 +286,30 @@ TEST(BenchEndToEnd, UncheckedRunsPrintNA) {
   EXPECT_NE(r.out.find("    N/A\n"), std::string::npos) << r.out;
 }
 
-// A registration that fails on every rank is reported per size, the sweep goes on, and the exit
-// code says so. An unreadable algorithm file fails whatever collectives exist by now.
-TEST(BenchEndToEnd, FailedRegistrationIsReportedPerSizeAndTheRunContinues) {
+// --algo FILE: the collective comes from the file, every element is checked, and the tally says
+// which sizes and placements ran the program. A file that cannot run is refused before any size.
+TEST(BenchEndToEnd, MscclIrProgramRunsAndIsReported) {
+  const std::string dir = std::string(OCCL_SHARED_DIR) + "/msccl-ir/";
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "../shared/msccl-ir not found at " << dir;
+  const std::string file = dir + "allgather_ring_oop_4r_auto.xml";
+  const CliRun r = runMain({"--algo", file, "-g", "4", "-b", "64", "-e", "16K", "-f", "16", "-n", "2", "-w", "1"});
+  EXPECT_EQ(r.exitCode, kExitOk) << r.out << r.err;
+  EXPECT_NE(r.out.find("# occl-bench allgather"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# algorithm: allgather_ring out-of-place 3, ring in-place 3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
+
+  CliRun bad = runMain({"allreduce", "--algo", file, "-g", "4"});
+  EXPECT_EQ(bad.exitCode, kExitUsage);
+  EXPECT_NE(bad.err.find("is a program for allgather; the collective asked for is allreduce"), std::string::npos) << bad.err;
+  bad = runMain({"--algo", file, "-g", "2"});
+  EXPECT_NE(bad.err.find("is written for 4 ranks: run it with -g 4 (got -g 2)"), std::string::npos) << bad.err;
   const std::filesystem::path bogus = tempPath("bogus.xml");
   std::ofstream(bogus) << "this is not MSCCL-IR\n";
-  const CliRun r = runMain({"-b", "8", "-e", "64", "-f", "2", "-g", "2", "-n", "1", "--algo", bogus.string()});
+  bad = runMain({"-g", "2", "--algo", bogus.string()});
   std::filesystem::remove(bogus);
-  EXPECT_EQ(r.exitCode, kExitFailed);
-  size_t failed = 0;
-  for (size_t at = r.out.find(": FAILED: "); at != std::string::npos; at = r.out.find(": FAILED: ", at + 1)) ++failed;
-  EXPECT_EQ(failed, 4u) << r.out;  // 8, 16, 32, 64
-  EXPECT_NE(r.out.find("# Out of bounds values"), std::string::npos) << r.out;
+  EXPECT_EQ(bad.exitCode, kExitUsage);
+  EXPECT_NE(bad.err.find("bogus.xml: line 2, <document>: XML parse error"), std::string::npos) << bad.err;
+  EXPECT_EQ(bad.out.find("FAILED"), std::string::npos) << "nothing ran: " << bad.out;
 }
 
 TEST(BenchEndToEnd, JsonAndCompareNote) {

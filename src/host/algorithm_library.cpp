@@ -1,0 +1,41 @@
+#include "host/algorithm_library.hpp"
+
+#include "absl/strings/str_format.h"
+#include "ir_loader/msccl_ir.hpp"
+#include "ir_loader/validate.hpp"
+
+namespace occl::host {
+
+Result<std::shared_ptr<const ir::Program>> AlgorithmLibrary::loadFile(const std::string& path) {
+  ir::LoadResult loaded = ir::loadMscclIrFile(path);
+  if (!loaded.ok()) return Status::error(occlInvalidArgument, ir::formatErrors(loaded.errors, path));
+  return std::make_shared<const ir::Program>(std::move(*loaded.program));
+}
+
+Status AlgorithmLibrary::load(const std::string& name, const std::string& path) {
+  if (name.empty() || name == "ring")
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("name \"%s\": expected a non-empty name other than \"ring\" (the built-in "
+                                         "algorithms)", name));
+  Result<std::shared_ptr<const ir::Program>> program = loadFile(path);
+  if (!program.ok()) return program.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  byName_[name] = program.value();
+  return Status::success();
+}
+
+Result<std::shared_ptr<const ir::Program>> AlgorithmLibrary::find(const std::string& nameOrPath) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = byName_.find(nameOrPath); it != byName_.end()) return it->second;
+    if (auto it = byPath_.find(nameOrPath); it != byPath_.end()) return it->second;
+  }
+  Result<std::shared_ptr<const ir::Program>> program = loadFile(nameOrPath);
+  if (!program.ok())
+    return program.status().withContext(
+        absl::StrFormat("desc.algorithm = \"%s\" is no name given to occlAlgorithmLoad, and as a file", nameOrPath));
+  std::lock_guard<std::mutex> lock(mu_);
+  return byPath_.try_emplace(nameOrPath, program.value()).first->second;
+}
+
+}  // namespace occl::host
