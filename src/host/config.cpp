@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <strings.h>
 #include <string_view>
 
@@ -12,24 +13,51 @@
 namespace occl::host {
 namespace {
 
+// An empty variable counts as unset: `OCCL_X= cmd` is the usual way to drop an exported value
+// for one command.
+const char* envValue(const char* name) {
+  const char* text = std::getenv(name);
+  return text == nullptr || *text == '\0' ? nullptr : text;
+}
+
+// A non-negative decimal integer that fits `Field`: a value the field cannot hold would otherwise
+// be truncated into another, perhaps valid, value.
 template <typename Field>
 Status readInt(const char* name, Field& field) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return Status::success();
+  const char* text = envValue(name);
+  if (text == nullptr) return Status::success();
   std::string_view sv(text);
-  long long value = 0;
+  unsigned long long value = 0;
   auto [end, ec] = std::from_chars(sv.data(), sv.data() + sv.size(), value);
-  if (ec != std::errc() || end != sv.data() + sv.size() || value < 0) {
+  if (ec == std::errc::invalid_argument || end != sv.data() + sv.size()) {
     return Status::error(occlInvalidArgument,
                          absl::StrFormat("environment variable %s=\"%s\" is not a non-negative integer", name, text));
+  }
+  constexpr auto kMax = static_cast<unsigned long long>(std::numeric_limits<Field>::max());
+  if (ec == std::errc::result_out_of_range || value > kMax) {
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("environment variable %s=\"%s\" is out of range: at most %d", name, text,
+                                         kMax));
   }
   field = static_cast<Field>(value);
   return Status::success();
 }
 
+// The test knobs are switches: "2" or "yes" is more likely a typo than a request.
+Status readFlag(const char* name, int& field) {
+  const char* text = envValue(name);
+  if (text == nullptr) return Status::success();
+  if (std::string_view(text) != "0" && std::string_view(text) != "1") {
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("environment variable %s=\"%s\" must be 0 or 1", name, text));
+  }
+  field = text[0] - '0';
+  return Status::success();
+}
+
 Status readChoice(const char* name, int& field, std::initializer_list<std::pair<const char*, int>> choices) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return Status::success();
+  const char* text = envValue(name);
+  if (text == nullptr) return Status::success();
   std::string accepted;
   for (const auto& [word, value] : choices) {
     if (strcasecmp(text, word) == 0) {
@@ -88,8 +116,8 @@ Status applyEnvironment(occlConfig_t& c) {
   if (s.ok()) s = readInt("OCCL_IDLE_QUIT_US", c.idleQuitUs);
   if (s.ok()) s = readInt("OCCL_TIMEOUT_MS", c.collTimeoutMs);
   if (s.ok()) s = readInt("OCCL_INIT_TIMEOUT_MS", c.initTimeoutMs);
-  if (s.ok()) s = readInt("OCCL_FORCE_PREEMPT", c.forcePreempt);
-  if (s.ok()) s = readInt("OCCL_DISABLE_PREEMPTION", c.disablePreemption);
+  if (s.ok()) s = readFlag("OCCL_FORCE_PREEMPT", c.forcePreempt);
+  if (s.ok()) s = readFlag("OCCL_DISABLE_PREEMPTION", c.disablePreemption);
   return s;
 }
 
