@@ -38,6 +38,16 @@ struct SpinBudget {
   bool yieldEachTile;
 };
 
+// Stickiness: every primitive that succeeds raises the threshold of the collective's next waits,
+// up to kMaxBoostedThreshold rounds (over a minute on either backend, so a higher one would change
+// nothing). Saturates instead of wrapping: a wrapped threshold would make a flowing collective the
+// easiest one to preempt. A configured threshold above the cap is left as it is.
+inline constexpr uint32_t kMaxBoostedThreshold = 1u << 30;
+OCCL_HD inline uint32_t boostedThreshold(uint32_t threshold, uint32_t boost) {
+  if (threshold >= kMaxBoostedThreshold) return threshold;
+  return boost >= kMaxBoostedThreshold - threshold ? kMaxBoostedThreshold : threshold + boost;
+}
+
 // Dependency words order (submission, tile, steps done) so one comparison answers "has block b
 // finished step s of tile t of submission q".
 OCCL_HD inline uint64_t progressWord(uint64_t seq, uint32_t tile, uint32_t stepsDone) {
@@ -109,7 +119,7 @@ class BlockExecutor {
 
   OCCL_HD void markProgress() {
     progressed_ = true;
-    budget_.threshold += budget_.threshold < 0x40000000u ? budget_.boost : 0;
+    budget_.threshold = boostedThreshold(budget_.threshold, budget_.boost);
   }
 
   OCCL_HD void publishProgress(uint32_t stepsDone) {

@@ -1,0 +1,172 @@
+// The spin-threshold policy of src/daemon/daemon.hpp and executor.hpp, exactly: stickiness gives
+// the front of the task queue the highest threshold, falling by thresholdStep per position down
+// to thresholdMin; every successful primitive adds thresholdBoost (saturating); the fixed policy
+// gives everyone thresholdMax; forcePreempt means 1 round; disablePreemption means no limit.
+// Priority order adds the two ways a try gives way to a more urgent submission.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <iterator>
+
+#include "daemon/daemon.hpp"
+
+namespace occl {
+namespace {
+
+constexpr uint32_t kRoundNs = 64;
+
+// The documented defaults (docs/configuration.md), with the host's time bound per round.
+SchedPolicy defaults() {
+  return SchedPolicy{occlOrderFifo, occlSpinPolicyStickiness, 4096, 64, 512, 1024, 4, 0, 0, kRoundNs};
+}
+
+TEST(SpinPolicyTest, StickinessFallsWithQueuePositionDownToTheFloor) {
+  const SchedPolicy p = defaults();
+  const uint32_t expected[] = {4096, 3584, 3072, 2560, 2048, 1536, 1024, 512, 64, 64};
+  for (uint32_t position = 0; position < std::size(expected); ++position) {
+    SpinBudget b = spinBudgetFor(p, position);
+    EXPECT_EQ(b.threshold, expected[position]) << "position " << position;
+    EXPECT_EQ(b.boost, 1024u);
+    EXPECT_FALSE(b.unlimited);
+    EXPECT_EQ(b.roundNs, kRoundNs);
+    EXPECT_EQ(b.sqPublished, nullptr);
+    EXPECT_FALSE(b.yieldEachTile);
+  }
+}
+
+TEST(SpinPolicyTest, TheFloorAppliesOnceMaxMinusTheDropWouldReachIt) {
+  SchedPolicy p = defaults();
+  p.thresholdMax = 1000;
+  p.thresholdMin = 100;
+  p.thresholdStep = 300;
+  EXPECT_EQ(spinBudgetFor(p, 2).threshold, 400u);
+  EXPECT_EQ(spinBudgetFor(p, 3).threshold, 100u);  // 1000 - 900 = 100: the floor itself
+  p.thresholdStep = 299;
+  EXPECT_EQ(spinBudgetFor(p, 3).threshold, 103u);
+  EXPECT_EQ(spinBudgetFor(p, 4).threshold, 100u);
+}
+
+TEST(SpinPolicyTest, HugePositionsAndStepsDoNotWrapAboveTheFloor) {
+  SchedPolicy p = defaults();
+  p.thresholdStep = 0xffffffffu;
+  EXPECT_EQ(spinBudgetFor(p, 0).threshold, 4096u);
+  EXPECT_EQ(spinBudgetFor(p, 1).threshold, 64u);
+  EXPECT_EQ(spinBudgetFor(p, 0xffffffffu).threshold, 64u);
+  p.thresholdStep = 0;  // no decrease: every position spins as long as the front
+  EXPECT_EQ(spinBudgetFor(p, 0xffffffffu).threshold, 4096u);
+}
+
+TEST(SpinPolicyTest, FixedPolicyGivesEveryPositionTheMaximumAndNoBoost) {
+  SchedPolicy p = defaults();
+  p.spin = occlSpinPolicyFixed;
+  for (uint32_t position : {0u, 1u, 7u, 1000u}) {
+    SpinBudget b = spinBudgetFor(p, position);
+    EXPECT_EQ(b.threshold, 4096u) << "position " << position;
+    EXPECT_EQ(b.boost, 0u);
+    EXPECT_FALSE(b.unlimited);
+    EXPECT_EQ(b.roundNs, kRoundNs);
+  }
+}
+
+TEST(SpinPolicyTest, ForcePreemptGivesUpAfterOneRoundWhateverThePolicy) {
+  for (uint32_t spin : {occlSpinPolicyStickiness, occlSpinPolicyFixed}) {
+    SchedPolicy p = defaults();
+    p.spin = spin;
+    p.forcePreempt = 1;
+    for (uint32_t position : {0u, 5u}) {
+      SpinBudget b = spinBudgetFor(p, position);
+      EXPECT_EQ(b.threshold, 1u);
+      EXPECT_EQ(b.boost, 0u);
+      EXPECT_FALSE(b.unlimited);
+    }
+  }
+}
+
+TEST(SpinPolicyTest, DisablePreemptionSpinsWithoutLimitAndOverridesForcePreempt) {
+  SchedPolicy p = defaults();
+  p.disablePreemption = 1;
+  EXPECT_TRUE(spinBudgetFor(p, 0).unlimited);
+  EXPECT_TRUE(spinBudgetFor(p, 9).unlimited);
+  p.forcePreempt = 1;  // validateConfig rejects both; the daemon still never preempts then
+  EXPECT_TRUE(spinBudgetFor(p, 0).unlimited);
+  EXPECT_EQ(spinBudgetFor(p, 0).boost, 0u);
+}
+
+TEST(SpinPolicyTest, EachSuccessfulPrimitiveAddsTheBoostAndSaturates) {
+  uint32_t t = spinBudgetFor(defaults(), 7).threshold;
+  ASSERT_EQ(t, 512u);
+  for (uint32_t expected : {1536u, 2560u, 3584u, 4608u}) {
+    t = boostedThreshold(t, 1024);
+    EXPECT_EQ(t, expected);
+  }
+  EXPECT_EQ(boostedThreshold(4096, 0), 4096u);
+  EXPECT_EQ(boostedThreshold(kMaxBoostedThreshold - 10, 1024), kMaxBoostedThreshold);
+  EXPECT_EQ(boostedThreshold(4096, 0xffffffffu), kMaxBoostedThreshold);  // used to wrap to 4095
+  EXPECT_EQ(boostedThreshold(0xfffffff0u, 1024), 0xfffffff0u);  // a configured maximum is never lowered
+}
+
+// A block's view for budgetFor: `priorities` are the task queue, front first.
+struct QueueView {
+  uint64_t sqPublished = 10;
+  TaskEntry tasks[3]{};
+  BlockState block{};
+  DaemonEnv env{};
+
+  QueueView(SchedPolicy policy, std::initializer_list<int32_t> priorities) {
+    env.policy = policy;
+    env.sq.published = &sqPublished;
+    block.tasks = tasks;
+    block.capacity = 3;
+    block.sqCursor = 7;
+    for (int32_t prio : priorities) tasks[block.nTasks++].priority = prio;
+  }
+};
+
+TEST(SpinPolicyTest, FifoOrderAddsNothingToThePositionsBudget) {
+  QueueView q(defaults(), {0, 5});
+  SpinBudget b = budgetFor(q.env, q.block, 1);
+  EXPECT_EQ(b.threshold, 3584u);
+  EXPECT_EQ(b.sqPublished, nullptr);
+  EXPECT_FALSE(b.yieldEachTile);
+}
+
+TEST(SpinPolicyTest, PriorityOrderGivesWayToNewSubmissionsWhileTheQueueHasRoom) {
+  SchedPolicy p = defaults();
+  p.order = occlOrderPriority;
+  QueueView q(p, {5, 5});
+  SpinBudget b = budgetFor(q.env, q.block, 1);
+  EXPECT_EQ(b.threshold, 3584u);
+  EXPECT_EQ(b.sqPublished, &q.sqPublished);
+  EXPECT_EQ(b.sqSeen, 7u);
+  EXPECT_FALSE(b.yieldEachTile);  // equal priority ahead: nothing more urgent waits
+
+  q.tasks[q.block.nTasks++].priority = 1;  // full: a new submission could not be taken anyway
+  EXPECT_EQ(budgetFor(q.env, q.block, 1).sqPublished, nullptr);
+  q.block.nTasks -= 1;
+  q.block.exitSeen = 1;  // nothing is read after the exit SQE
+  EXPECT_EQ(budgetFor(q.env, q.block, 1).sqPublished, nullptr);
+}
+
+TEST(SpinPolicyTest, PriorityOrderYieldsEachTileOnlyBehindAMoreUrgentTask) {
+  SchedPolicy p = defaults();
+  p.order = occlOrderPriority;
+  QueueView q(p, {9, 3, 3});
+  EXPECT_FALSE(budgetFor(q.env, q.block, 0).yieldEachTile);
+  EXPECT_TRUE(budgetFor(q.env, q.block, 1).yieldEachTile);
+  EXPECT_TRUE(budgetFor(q.env, q.block, 2).yieldEachTile);
+}
+
+TEST(SpinPolicyTest, PriorityOrderWithoutPreemptionNeverGivesWay) {
+  SchedPolicy p = defaults();
+  p.order = occlOrderPriority;
+  p.disablePreemption = 1;
+  QueueView q(p, {9, 3});
+  SpinBudget b = budgetFor(q.env, q.block, 1);
+  EXPECT_TRUE(b.unlimited);
+  EXPECT_EQ(b.sqPublished, nullptr);
+  EXPECT_FALSE(b.yieldEachTile);
+}
+
+}  // namespace
+}  // namespace occl
