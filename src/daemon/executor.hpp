@@ -15,7 +15,10 @@ enum class TryStatus : uint8_t { Done, Preempted, Failed };
 
 struct TryOutcome {
   TryStatus status;
-  bool progressed;  // at least one primitive or dependency completed on this try
+  // A primitive moved data on this try. Not the same as "the context moved": passing a nop (or
+  // a zero-length tile) moves the context without moving data, and the first try of a submission
+  // marks it started; those contexts are saved (daemon.hpp) but the block made no progress.
+  bool progressed;
   uint32_t failCode;  // occlResult_t when Failed
   bool yielded;       // Preempted because a more urgent submission may be waiting in the SQ
 };

@@ -1,10 +1,13 @@
 // Preemption proven from both sides: forced preemption at every wait changes no bit of the
-// results, the statistics add up, and with preemption disabled a crossed submission order
-// really hangs (so the other tests exercise the ordering problem, not a lucky schedule).
+// results, the statistics add up, a preemption that moved nothing saves nothing, and with
+// preemption disabled a crossed submission order really hangs (so the other tests exercise the
+// ordering problem, not a lucky schedule).
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "deadlock/torture.hpp"
 #include "support/ranks.hpp"
@@ -207,6 +210,60 @@ TEST(PreemptionTest, WithPreemptionTheSameCrossedOrderCompletes) {
                                 {job.comms[1], CrossedOrder::kA}, {job.comms[1], CrossedOrder::kB}});
   EXPECT_GT(s.preemptions, 0u);
   EXPECT_EQ(statsProblems(s, 1), "");
+}
+
+
+// Polls rank `comm`'s statistics of `collId` until `atLeast` preemptions (bounded).
+occlCollStats_t statsOncePreempted(occlComm_t comm, uint64_t collId, uint64_t atLeast) {
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  occlCollStats_t s{};
+  while (std::chrono::steady_clock::now() < deadline) {
+    EXPECT_EQ(occlCollGetStats(comm, collId, &s), occlSuccess) << occlGetLastError(comm);
+    if (s.preemptions >= atLeast) return s;
+    std::this_thread::sleep_for(1ms);
+  }
+  ADD_FAILURE() << "collId 0x" << std::hex << collId << std::dec << " preempted " << s.preemptions << " times, not "
+                << atLeast;
+  return s;
+}
+
+// Rank 0 submits an AllReduce that rank 1 has not submitted yet. Its first try starts it and
+// sends what the ring lets it send before the first receive, then waits for rank 1 in vain; every
+// later try is preempted at that same receive and moves nothing. So the context is saved exactly
+// once however often it is preempted and loaded, until rank 1 joins.
+TEST(PreemptionTest, APreemptionWhoseTryMovedNothingDoesNotSave) {
+  constexpr size_t kCount = 1024;  // one tile per chunk
+  constexpr uint64_t kId = 0x5A;
+  std::vector<std::vector<float>> send(2, std::vector<float>(kCount, 1.0f)), recv(2, std::vector<float>(kCount));
+  test::CallbackCounter callbacks;
+  occlConfig_t config = test::testConfig();
+  config.daemonBlocks = 1;  // the counts below are those of one block
+  CommSet comms;
+  ASSERT_EQ(comms.initAll(2, config, nullptr), occlSuccess) << occlGetLastError(nullptr);
+  CollPlan plan;
+  plan.count = kCount;
+  const occlCollDesc_t desc = allReduceDesc(plan);
+  for (size_t r = 0; r < 2; ++r)
+    ASSERT_EQ(occlCollRegister(comms[r], kId, &desc), occlSuccess) << occlGetLastError(comms[r]);
+  ASSERT_EQ(occlSubmit(comms[0], kId, send[0].data(), recv[0].data(), &test::CallbackCounter::callback, &callbacks),
+            occlSuccess);
+
+  const occlCollStats_t early = statsOncePreempted(comms[0], kId, 10);
+  const occlCollStats_t later = statsOncePreempted(comms[0], kId, early.preemptions + 40);
+  EXPECT_EQ(early.contextSaves, 1u);
+  EXPECT_EQ(later.contextSaves, 1u);
+  EXPECT_GE(early.contextLoads, early.preemptions);  // read after preemptions: never behind it
+  EXPECT_GT(later.contextLoads, early.contextLoads);
+  EXPECT_EQ(later.completions, 0u);
+
+  ASSERT_EQ(occlSubmit(comms[1], kId, send[1].data(), recv[1].data(), &test::CallbackCounter::callback, &callbacks),
+            occlSuccess);
+  ASSERT_TRUE(callbacks.waitFor(2, 30s));
+  for (const auto& [id, status] : callbacks.fired()) EXPECT_EQ(status, occlSuccess) << occlGetErrorString(status);
+  for (const auto& out : recv)
+    for (float v : out) ASSERT_EQ(v, 2.0f);
+  const occlCollStats_t done = sumStats({{comms[0], kId}});
+  EXPECT_EQ(statsProblems(done, 1), "");
 }
 
 }  // namespace

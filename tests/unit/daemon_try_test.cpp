@@ -1,0 +1,214 @@
+// The daemon's lazy save, driven by hand on the host: a rank's daemon without a communicator,
+// whose connectors the test fills itself (playing the peer), so the outcome of every try is fixed
+// and nothing runs concurrently. Shows that "dirty" (the try moved the context, so it is saved)
+// and "progressed" (a primitive moved data, so the block is not idle) are separate flags: a
+// first try that only starts the submission, and a try that only passes a dependency and a nop,
+// save without progressing; a try that gives up at the wait it was loaded at does neither.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "daemon/daemon.hpp"
+
+namespace occl {
+namespace {
+
+constexpr uint32_t kChunkElems = 16;  // float32: one chunk fills one 64-byte slot
+constexpr uint64_t kSlotBytes = kChunkElems * sizeof(float);
+constexpr uint32_t kSlots = 2;
+constexpr uint32_t kChunks = 3;
+
+// Connector memory as the transports lay it out (header, then slots from kFifoDataOffset).
+struct alignas(64) ConnectorMemory {
+  FifoHeader header;
+  char pad[kFifoDataOffset - sizeof(FifoHeader)];
+  char slots[kSlots * kSlotBytes];
+};
+
+// A connector whose receiving end belongs to the daemon; the test is the sender.
+class Connector {
+ public:
+  FifoHandle handle() const { return FifoHandle{&memory_->header, memory_->slots, kSlots, 0, kSlotBytes}; }
+  void sendChunkOf(float value) const {
+    FifoHandle h = handle();
+    ASSERT_TRUE(h.canSend());
+    auto* slot = reinterpret_cast<float*>(h.sendSlot());
+    std::fill(slot, slot + kChunkElems, value);
+    h.commitSend();
+  }
+
+ private:
+  std::unique_ptr<ConnectorMemory> memory_ = std::make_unique<ConnectorMemory>();
+};
+
+struct Counters {
+  uint64_t preemptions, contextLoads, contextSaves;
+  bool operator==(const Counters&) const = default;
+};
+std::ostream& operator<<(std::ostream& out, const Counters& c) {
+  return out << "{preemptions " << c.preemptions << ", loads " << c.contextLoads << ", saves " << c.contextSaves
+             << "}";
+}
+
+// One registered collective of two daemon blocks, built as src/host/collective.cpp would:
+//   block 0: step 0  nop, after block 1 has done its step 0;  step 1  receive chunks 0 and 1 from `a`
+//   block 1: step 0  receive chunk 2 from `b` (block 0 depends on it)
+// Thresholds are counted in rounds only (no time bound), so a wait on an empty connector gives up
+// after exactly kThreshold rounds.
+class DaemonRig {
+ public:
+  static constexpr uint32_t kThreshold = 8;
+  Connector a, b;
+  std::vector<float> output = std::vector<float>(kChunks * kChunkElems, -1.0f);
+
+  DaemonRig() {
+    steps0_[0] = DeviceStep{StepOp::Nop, BufKind::Input, BufKind::Output, 0, 0, 0, 1, 1, 0};
+    steps0_[1] = DeviceStep{StepOp::Recv, BufKind::Input, BufKind::Output, 0, 0, 0, 2, -1, 0};
+    steps1_[0] = DeviceStep{StepOp::Recv, BufKind::Input, BufKind::Output, kStepHasDep, 0, 2, 1, -1, 0};
+    plans_[0] = BlockPlan{steps0_, 2, 0, FifoHandle{}, a.handle()};
+    plans_[1] = BlockPlan{steps1_, 1, 0, FifoHandle{}, b.handle()};
+    pages_[0] = page_.data();
+    page_[0] = describeCollective();
+    for (int blk = 0; blk < 2; ++blk) {
+      blocks_[blk].tasks = tasks_[blk];
+      blocks_[blk].capacity = 4;
+    }
+    env_.sq = SubmissionQueue{sqSlots_, 4, 2, &sqPublished_};
+    env_.cq = CompletionQueue{cqSlots_, 4};
+    env_.colls = CollTable{pages_.data()};
+    env_.blocks = blocks_;
+    env_.nBlocks = 2;
+    env_.policy = SchedPolicy{occlOrderFifo, occlSpinPolicyStickiness, kThreshold, 1, 1, 4, 4, 0, 0, 0};
+    env_.abortFlag = &abortFlag_;
+    env_.cqPublished = &cqPublished_;
+  }
+
+  // Publishes submission 0 and lets both blocks take it, so that each later pass of a block is
+  // exactly one try of it (the pass that takes an SQE counts the arrival as progress).
+  void submitAndTake() {
+    ASSERT_TRUE(env_.sq.tryPush(0, SqeView{kSqeSubmit, 0, 0, 0, reinterpret_cast<uint64_t>(output.data())}));
+    for (int blk = 0; blk < 2; ++blk) {
+      ASSERT_TRUE(pollSubmissions(env_, blocks_[blk], blk));
+      ASSERT_EQ(blocks_[blk].nTasks, 1u);
+    }
+  }
+  PassResult pass(int block) { return daemonPass(env_, block); }
+  Counters counters(int block) const {
+    const BlockStats& s = stats_[block];
+    return {s.preemptions, s.contextLoads, s.contextSaves};
+  }
+  uint64_t completions(int block) const { return stats_[block].completions; }
+  uint64_t cqesPublished() const { return cqPublished_; }
+  uint64_t cqe() const { return cqSlots_[0]; }
+
+ private:
+  CollDesc describeCollective() {
+    CollDesc d{};
+    d.collId = 0x77;
+    d.dtype = occlFloat32;
+    d.redOp = occlSum;
+    d.nBlocks = 2;
+    d.nRanks = 2;
+    d.totalElems = kChunks * kChunkElems;
+    d.chunkElems = kChunkElems;
+    d.nChunks = kChunks;
+    d.nTiles = 1;
+    d.tileElems = kChunkElems;
+    d.elemBytes = sizeof(float);
+    d.blocks = plans_;
+    d.shared = &shared_;
+    d.contexts = contexts_;
+    d.stats = stats_;
+    d.inflightWindow = 1;
+    return d;
+  }
+
+  DeviceStep steps0_[2]{};
+  DeviceStep steps1_[1]{};
+  BlockPlan plans_[2]{};
+  CollShared shared_{};
+  BlockContext contexts_[2]{};
+  BlockStats stats_[2]{};
+  std::vector<CollDesc> page_ = std::vector<CollDesc>(CollTable::kPageSize);
+  std::vector<CollDesc*> pages_ = std::vector<CollDesc*>(CollTable::kMaxPages, nullptr);
+  Sqe sqSlots_[4]{};
+  uint64_t sqPublished_ = 0;
+  uint64_t cqSlots_[4]{};
+  TaskEntry tasks_[2][4]{};
+  BlockState blocks_[2]{};
+  uint32_t abortFlag_ = 0;
+  uint64_t cqPublished_ = 0;
+  DaemonEnv env_{};
+};
+
+TEST(DaemonTryTest, AFirstTryThatRunsNothingSavesOnceAndItsRetriesSaveNothing) {
+  DaemonRig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.submitAndTake());
+
+  // Block 1 waits for its peer: its first try marks the submission started, which must be
+  // saved, yet no data moved, so the block is idle (it may back off and park).
+  PassResult first = rig.pass(1);
+  EXPECT_FALSE(first.progressed);
+  EXPECT_TRUE(first.pending);
+  EXPECT_EQ(rig.counters(1), (Counters{1, 1, 1}));
+
+  for (uint64_t retry = 2; retry <= 5; ++retry) {
+    EXPECT_FALSE(rig.pass(1).progressed);
+    EXPECT_EQ(rig.counters(1), (Counters{retry, retry, 1})) << "retry " << retry;
+  }
+}
+
+TEST(DaemonTryTest, DirtyAndProgressedAreSeparateThroughOneSubmission) {
+  DaemonRig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.submitAndTake());
+
+  // Block 0 waits for block 1's step: the first try saves (started), the retry saves nothing.
+  EXPECT_FALSE(rig.pass(0).progressed);
+  EXPECT_EQ(rig.counters(0), (Counters{1, 1, 1}));
+  EXPECT_FALSE(rig.pass(0).progressed);
+  EXPECT_EQ(rig.counters(0), (Counters{2, 2, 1}));
+
+  // Block 1 receives its chunk and finishes; block 0 has not, so no CQE yet.
+  ASSERT_NO_FATAL_FAILURE(rig.b.sendChunkOf(3.0f));
+  PassResult blockOneDone = rig.pass(1);
+  EXPECT_TRUE(blockOneDone.progressed);
+  EXPECT_FALSE(blockOneDone.pending);
+  EXPECT_EQ(rig.counters(1), (Counters{0, 1, 0}));
+  EXPECT_EQ(rig.cqesPublished(), 0u);
+
+  // Block 0 passes the dependency and the nop, then waits at its receive: the context moved
+  // (saved) but no data did (not progressed).
+  EXPECT_FALSE(rig.pass(0).progressed);
+  EXPECT_EQ(rig.counters(0), (Counters{3, 3, 2}));
+  EXPECT_FALSE(rig.pass(0).progressed);
+  EXPECT_EQ(rig.counters(0), (Counters{4, 4, 2}));
+
+  // One chunk arrives: received (progressed) and the context moved to the next chunk (saved).
+  ASSERT_NO_FATAL_FAILURE(rig.a.sendChunkOf(1.0f));
+  EXPECT_TRUE(rig.pass(0).progressed);
+  EXPECT_EQ(rig.counters(0), (Counters{5, 5, 3}));
+  EXPECT_FALSE(rig.pass(0).progressed);
+  EXPECT_EQ(rig.counters(0), (Counters{6, 6, 3}));
+
+  // The last chunk: block 0 completes, is the last block, and publishes the CQE.
+  ASSERT_NO_FATAL_FAILURE(rig.a.sendChunkOf(2.0f));
+  PassResult blockZeroDone = rig.pass(0);
+  EXPECT_TRUE(blockZeroDone.progressed);
+  EXPECT_FALSE(blockZeroDone.pending);
+  EXPECT_EQ(rig.counters(0), (Counters{6, 7, 3}));
+  EXPECT_EQ(rig.completions(0), 1u);
+  EXPECT_EQ(rig.cqesPublished(), 1u);
+  EXPECT_EQ(rig.cqe(), cqe::pack(0, occlSuccess, 0));
+
+  std::vector<float> expected(kChunks * kChunkElems);
+  std::fill_n(expected.begin(), kChunkElems, 1.0f);
+  std::fill_n(expected.begin() + kChunkElems, kChunkElems, 2.0f);
+  std::fill_n(expected.begin() + 2 * kChunkElems, kChunkElems, 3.0f);
+  EXPECT_EQ(rig.output, expected);
+}
+
+}  // namespace
+}  // namespace occl
