@@ -1,10 +1,11 @@
 // Preemption proven from both sides: forced preemption at every wait changes no bit of the
 // results, the statistics add up, a preemption that moved nothing saves nothing, and with
-// preemption disabled a crossed submission order really hangs (so the other tests exercise the
-// ordering problem, not a lucky schedule).
+// preemption disabled a crossed submission order and the paper's disordered workload really hang
+// (so the other tests exercise the ordering problem, not a lucky schedule).
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -264,6 +265,60 @@ TEST(PreemptionTest, APreemptionWhoseTryMovedNothingDoesNotSave) {
     for (float v : out) ASSERT_EQ(v, 2.0f);
   const occlCollStats_t done = sumStats({{comms[0], kId}});
   EXPECT_EQ(statsProblems(done, 1), "");
+}
+
+// describePending()'s text when every collective of `plans` has one submission pending.
+std::string everyCollectivePending(const std::vector<std::vector<CollPlan>>& plans) {
+  std::ostringstream out;
+  for (size_t r = 0; r < plans.size(); ++r) {
+    out << (r == 0 ? "rank " : "; rank ") << r << ":";
+    for (const CollPlan& p : plans[r]) out << " 0x" << std::hex << p.collId << std::dec << " (1 pending)";
+  }
+  return out.str();
+}
+
+// The paper's disordered workload (8 ranks, 8 AllReduces of 256 B..1 MiB, per-rank orders) with
+// preemption disabled hangs on its first iteration, and the bounded wait reports it. The hang is
+// certain, not a matter of timing: in iteration 0, submissionOrder() rotates rank r's order to
+// start with collective r, so every rank's first submission is a different collective. A rank's
+// single daemon block takes its first submission to the front of its FIFO task queue and, never
+// preempted, spins on it until it completes; it completes only once all 8 ranks run it, and each
+// of the other 7 ranks spins on its own first collective. So no collective ever completes.
+TEST(PreemptionTest, WithoutPreemptionThePaperWorkloadHangsOnItsFirstIteration) {
+  constexpr int kRanks = 8, kColls = 8;
+  for (int r = 0; r < kRanks; ++r)
+    ASSERT_EQ(submissionOrder(r, 0, kColls, Order::Shuffled, RunOptions{}.seed).front(), static_cast<size_t>(r))
+        << "rank " << r << " no longer starts iteration 0 with its own collective: the hang is not certain";
+  occlConfig_t config = test::testConfig();
+  config.disablePreemption = 1;
+  config.daemonBlocks = 1;
+  config.orderPolicy = occlOrderFifo;
+  PendingTracker tracker(kRanks);
+  std::vector<RankBuffers> buffers(kRanks);  // the stuck submissions write them until the abort
+  CommSet comms;
+  size_t first = 0;
+  ASSERT_EQ(comms.initAll(kRanks, config, &first), occlSuccess) << occlGetLastError(nullptr);
+  auto plans = singleCommPlans(comms, first, kRanks, geometricCounts(kColls, 256, 1 << 20));
+  std::string error;
+  for (const auto& p : plans) ASSERT_EQ(registerAll(p, &error), occlSuccess) << error;
+
+  RunOptions o;
+  o.iters = 1;
+  o.iterTimeout = 2s;
+  std::vector<RankResult> results(kRanks);
+  test::runRanks(kRanks, [&](int r) { results[r] = runRank(r, plans[r], o, tracker, buffers[r]); });
+
+  // Every rank has submitted all 8 (runRank submits before it waits), none has completed.
+  const std::string pending = tracker.describePending();  // runRank has printed it on timing out
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_TRUE(results[r].timedOut) << "rank " << r;
+    EXPECT_EQ(results[r].itersDone, 0) << "rank " << r;
+  }
+  EXPECT_EQ(pending, everyCollectivePending(plans));
+
+  comms.abortAll();  // fails the stuck submissions; their callbacks have fired once it returns
+  EXPECT_EQ(tracker.describePending(), "nothing pending");
+  EXPECT_EQ(tracker.failedCallbacks(), static_cast<uint64_t>(kRanks * kColls));
 }
 
 }  // namespace
