@@ -138,14 +138,23 @@ occlResult_t occlCollDescInit(occlCollDesc_t* desc);
 
 typedef void (*occlCallback_t)(uint64_t collId, occlResult_t status, void* arg);
 
+/*
+ * Counters of one registered collective on this rank. Counts are summed over the daemon blocks
+ * that run a part of it; the two times are summed over submissions and averaged over those
+ * blocks, each block measuring on its own clock.
+ */
 typedef struct {
   uint64_t submissions;
   uint64_t completions;
   uint64_t preemptions;     /* tries that ended because a wait passed its threshold */
-  uint64_t contextLoads;
-  uint64_t contextSaves;    /* lazy: only when the context changed */
-  uint64_t queueWaitNs;     /* summed over submissions: SQE published to first execution */
-  uint64_t executionNs;     /* summed over submissions: first execution to completion */
+  uint64_t contextLoads;    /* tries: the preemptions, plus one per block per completion */
+  uint64_t contextSaves;    /* lazy: only preemptions whose try moved the context */
+  /* From the moment a daemon block took the submission from the submission queue to that
+   * block's first try of it. Time the entry spent in the queue before a block polled it (the
+   * daemon busy with a long try, or parked and waking up) is not included. */
+  uint64_t queueWaitNs;
+  /* From that first try to successful completion, time spent preempted included. */
+  uint64_t executionNs;
 } occlCollStats_t;
 
 const char* occlGetErrorString(occlResult_t result);
