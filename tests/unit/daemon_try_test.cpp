@@ -65,11 +65,13 @@ class DaemonRig {
   std::vector<float> output = std::vector<float>(kChunks * kChunkElems, -1.0f);
 
   DaemonRig() {
-    steps0_[0] = DeviceStep{StepOp::Nop, BufKind::Input, BufKind::Output, 0, 0, 0, 1, 1, 0};
-    steps0_[1] = DeviceStep{StepOp::Recv, BufKind::Input, BufKind::Output, 0, 0, 0, 2, -1, 0};
-    steps1_[0] = DeviceStep{StepOp::Recv, BufKind::Input, BufKind::Output, kStepHasDep, 0, 2, 1, -1, 0};
-    plans_[0] = BlockPlan{steps0_, 2, 0, FifoHandle{}, a.handle()};
-    plans_[1] = BlockPlan{steps1_, 1, 0, FifoHandle{}, b.handle()};
+    steps0_[0] = DeviceStep{StepOp::Nop, BufKind::Input, BufKind::Output, 0, 0, 0, 1, 1, 0, kNoConnector, kNoConnector};
+    steps0_[1] = DeviceStep{StepOp::Recv, BufKind::Input, BufKind::Output, 0, 0, 0, 2, -1, 0, kNoConnector, 0};
+    steps1_[0] = DeviceStep{StepOp::Recv, BufKind::Input, BufKind::Output, kStepHasDep, 0, 2, 1, -1, 0, kNoConnector, 0};
+    recvs_[0] = a.handle();
+    recvs_[1] = b.handle();
+    plans_[0] = BlockPlan{steps0_, nullptr, &recvs_[0], 2, 0, 1};
+    plans_[1] = BlockPlan{steps1_, nullptr, &recvs_[1], 1, 0, 1};
     pages_[0] = page_.data();
     page_[0] = describeCollective();
     for (int blk = 0; blk < 2; ++blk) {
@@ -113,12 +115,14 @@ class DaemonRig {
     d.nBlocks = 2;
     d.nRanks = 2;
     d.totalElems = kChunks * kChunkElems;
-    d.chunkElems = kChunkElems;
-    d.nChunks = kChunks;
-    d.nTiles = 1;
     d.tileElems = kChunkElems;
     d.elemBytes = sizeof(float);
-    d.blocks = plans_;
+    ProgramForm& form = d.forms[kFormOutOfPlace];
+    form.blocks = plans_;
+    form.chunkElems = kChunkElems;
+    form.nChunks = kChunks;
+    form.nTiles = 1;
+    d.forms[kFormInPlace] = form;
     d.shared = &shared_;
     d.contexts = contexts_;
     d.stats = stats_;
@@ -128,6 +132,7 @@ class DaemonRig {
 
   DeviceStep steps0_[2]{};
   DeviceStep steps1_[1]{};
+  FifoHandle recvs_[2]{};
   BlockPlan plans_[2]{};
   CollShared shared_{};
   BlockContext contexts_[2]{};
