@@ -158,7 +158,9 @@ typedef struct {
 } occlCollStats_t;
 
 const char* occlGetErrorString(occlResult_t result);
-/* The last error message of `comm`, or of the calling thread when comm is NULL. Never NULL. */
+/* The last error message of `comm`, or of the calling thread when comm is NULL. Never NULL. A
+ * submission that completes with an error sets it too (naming the collId and the cause) before
+ * its callback fires. */
 const char* occlGetLastError(occlComm_t comm);
 occlResult_t occlGetVersion(int* version);
 

@@ -84,6 +84,7 @@ class Comm {
   void setByIndex(uint32_t index, Collective* c);
 
   void pollerLoop();
+  std::string completionFailure(uint64_t collId, uint64_t seq, occlResult_t status) const;
   void processCqe(uint64_t word);
   void fireInOrder(uint32_t index);
   void setAsyncError(occlResult_t code, const std::string& why);

@@ -65,6 +65,24 @@ void Comm::processCqe(uint64_t word) {
   fireInOrder(cqe.collIndex);
 }
 
+// What a failed completion means, for occlGetLastError: the CQE carries only the code.
+std::string Comm::completionFailure(uint64_t collId, uint64_t seq, occlResult_t status) const {
+  const std::string head = absl::StrFormat("collId 0x%x, submission %d: ", collId, seq);
+  switch (status) {
+    case occlInvalidUsage:
+      return head + "a peer registered this collId differently (type, count, datatype, op, root, algorithm and "
+                    "connector geometry must match on every rank)";
+    case occlTimeout:
+      return head + absl::StrFormat("did not complete within config.collTimeoutMs = %d ms", config_.collTimeoutMs);
+    case occlRemoteError: {
+      std::lock_guard<std::mutex> error(errorMu_);
+      return head + "a peer failed it" + (asyncWhy_.empty() ? "" : ": " + asyncWhy_);
+    }
+    case occlAborted: return head + "the communicator was aborted";
+    default: return head + occlGetErrorString(status);
+  }
+}
+
 void Comm::fireInOrder(uint32_t index) {
   for (;;) {
     std::unique_lock<std::mutex> lock(registryMu_);
@@ -75,11 +93,17 @@ void Comm::fireInOrder(uint32_t index) {
     const CallbackSlot fired = slot;
     const uint64_t collId = c->collId();
     slot = CallbackSlot{};
+    const uint64_t seq = c->completedSeq();
     c->advanceCompleted();  // before the callback, so it may submit again
     lock.unlock();
-    if (fired.fn != nullptr) fired.fn(collId, static_cast<occlResult_t>(fired.status), fired.arg);
-    firedTotal_.fetch_add(1, std::memory_order_acq_rel);
-    if (waiters_.load(std::memory_order_acquire) > 0) {
+    const auto status = static_cast<occlResult_t>(fired.status);
+    // Before the callback: a callback that asks occlGetLastError finds why.
+    if (status != occlSuccess) (void)record(Status::error(status, completionFailure(collId, seq, status)));
+    if (fired.fn != nullptr) fired.fn(collId, status, fired.arg);
+    // seq_cst with waitAll's increment of waiters_ and its read of firedTotal_: with weaker orders
+    // both sides may read the old value, and the waiter sleeps through its wake-up.
+    firedTotal_.fetch_add(1, std::memory_order_seq_cst);
+    if (waiters_.load(std::memory_order_seq_cst) > 0) {
       std::lock_guard<std::mutex> wake(waitMu_);
       waitCv_.notify_all();
     }
@@ -90,9 +114,9 @@ Status Comm::waitAll(int64_t timeoutMs) {
   if (onPollerThread())
     return Status::error(occlInvalidUsage, "occlCommWaitAll called from a callback: it would wait for itself");
   const uint64_t target = submittedTotal_.load(std::memory_order_acquire);
-  auto done = [&] { return firedTotal_.load(std::memory_order_acquire) >= target; };
+  auto done = [&] { return firedTotal_.load(std::memory_order_seq_cst) >= target; };
   if (done()) return Status::success();
-  waiters_.fetch_add(1);
+  waiters_.fetch_add(1, std::memory_order_seq_cst);
   std::unique_lock<std::mutex> lock(waitMu_);
   bool ok = true;
   if (timeoutMs < 0) {
