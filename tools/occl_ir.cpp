@@ -16,8 +16,9 @@ constexpr const char* kUsage =
     "\n"
     "check   parse and validate each MSCCL-IR XML file (the MSCCLang compiler's output): attributes,\n"
     "        limits, buffer bounds, peers, send/receive matching across ranks, dependencies and\n"
-    "        deadlock freedom. Prints a summary of each valid file (ranks, threadblocks, steps,\n"
-    "        connections) on stdout and each problem, as FILE: line N, <element>: message, on stderr.\n"
+    "        deadlock freedom. Prints a summary of each valid file (ranks, threadblocks, steps, the\n"
+    "        connectorSlots it needs, connections) on stdout and each problem, as\n"
+    "        FILE: line N, <element>: message, on stderr.\n"
     "\n"
     "exit status: 0 every file is valid, 1 some file is not, 2 usage error\n";
 

@@ -321,6 +321,7 @@ LoadResult loadMscclIrString(std::string_view xml, std::string_view sourceName) 
   std::vector<LoadError> problems = validateProgram(*p);
   if (!problems.empty()) return {std::nullopt, std::move(problems)};
   markPostOps(*p);  // MSCCL-IR has no attribute for it; a program too large to replay keeps none
+  p->minConnectorSlots = minConnectorSlots(*p);
   return {std::move(p), {}};
 }
 

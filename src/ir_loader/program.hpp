@@ -83,6 +83,10 @@ struct Program {
   // Generated ring programs map chunk i of a sender to chunk i of its receiver, so the buffer may
   // be split into chunks of unequal size; IR programs need count*mult divisible by nChunksPerLoop.
   bool raggedChunksAllowed = false;
+  // Connector slots the program needs so that no tile deadlocks (minConnectorSlots()). The
+  // MSCCL-IR loader fills it; generated programs keep the default, uncomputed: they need at most
+  // 2, the runtime minimum (checked by the tests).
+  int32_t minConnectorSlots = 1;
   std::vector<RankProgram> ranks;
 };
 

@@ -204,10 +204,15 @@ class LocalChecker {
 
 }  // namespace
 
+std::optional<ChunkWaitGraph> validatedWaitGraph(const Program& p, ErrorList& errors) {
+  LocalChecker(p, errors).run();
+  if (!errors.empty()) return std::nullopt;
+  return checkCrossRank(p, errors);
+}
+
 std::vector<LoadError> validateProgram(const Program& p) {
   ErrorList errors;
-  LocalChecker(p, errors).run();
-  if (errors.empty()) checkCrossRank(p, errors);
+  validatedWaitGraph(p, errors);
   return errors.take();
 }
 
@@ -228,6 +233,7 @@ std::string summarize(const Program& p) {
       "%s: %s, %s, proto %s, %d ranks, %d channels, %d chunks per loop, %d threadblocks, %d steps\n", p.name,
       collName(p.coll), placementName(p), p.protocol, p.nRanks, p.nChannels,
       p.nChunksPerLoop, totalBlocks, totalSteps);
+  absl::StrAppendFormat(&out, "  needs connectorSlots >= %d\n", p.minConnectorSlots);
   for (size_t r = 0; r < p.ranks.size(); ++r) {
     const RankProgram& rank = p.ranks[r];
     size_t steps = 0;

@@ -72,8 +72,16 @@ std::vector<int32_t> connectionPeers(const BlockProgram& b, bool sending);
 int64_t userBufferChunks(const Program& p, BufferKind b);
 
 // Every check: limits, per-step bounds and peers, then (only if those pass) connection matching,
-// dependencies and acyclicity. Empty result = the program is safe to run.
+// dependencies and acyclicity of one tile's waits with unbounded connectors. Empty result = the
+// program is safe to run on connectors of at least minConnectorSlots(p) slots.
 std::vector<LoadError> validateProgram(const Program& p);
+
+// The fewest connector slots (occlConfig_t::connectorSlots) with which one tile of `p` cannot
+// deadlock. A connector holds that many chunk-tiles, so the k-th chunk a tile sends on a
+// connection waits until its receiver has consumed chunk k - slots; sends that run ahead of the
+// matching receives (all-pairs exchanges) or fused steps that hold a received chunk while they
+// wait for room (rings) need more than one. 0 exactly when validateProgram(p) reports a problem.
+int32_t minConnectorSlots(const Program& p);
 
 // Sets Step::postOp on the steps whose reduction completes a value (all ranks' inputs summed):
 // where avg divides. Needs a program that passes validateProgram(); the MSCCL-IR loader calls it,
@@ -81,7 +89,8 @@ std::vector<LoadError> validateProgram(const Program& p);
 // too large to replay.
 bool markPostOps(Program& p);
 
-// Human-readable overview: ranks, threadblocks per rank, steps, connections (peer, channel, dir).
+// Human-readable overview: ranks, threadblocks per rank, steps, connector slots needed
+// (Program::minConnectorSlots), connections (peer, channel, dir).
 std::string summarize(const Program& p);
 
 }  // namespace occl::ir

@@ -1,10 +1,14 @@
 // Cross-rank checks: connection uniqueness, send/receive matching, dependencies, and deadlock
-// freedom. Every tile runs each block's steps once, in order; a step waits for its dependency and
-// (if it receives) for the matching send. Connectors hold at least two slots, so within one tile
-// a send never waits for its receiver: the waits of one tile form a graph that must be acyclic.
-// The same graph's order drives markPostOps(), which finds where a reduction completes.
+// freedom. Every tile runs each block's steps once, in order, chunk by chunk; a step waits for its
+// dependency, a receiving chunk for its matching send, a sending chunk for room in its connector.
+// How much room there is is a runtime setting, so validation asks only that the waits of one tile
+// (capacity.hpp) form an acyclic graph with unbounded connectors: a program that deadlocks even
+// then is rejected; the slots it needs on top are minConnectorSlots()'s answer. The same graph's
+// order drives markPostOps(), which finds where a reduction completes.
 #include <algorithm>
+#include <iterator>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -13,10 +17,6 @@
 
 namespace occl::ir {
 namespace {
-
-struct NodeRef {
-  int32_t rank, block, step;
-};
 
 // Both ends of one directed connection (sender rank, receiver rank, channel).
 struct ConnectionEnds {
@@ -29,14 +29,14 @@ constexpr size_t kMaxCycleShown = 16;
 
 class CrossRankChecker {
  public:
-  CrossRankChecker(const Program& p, ErrorList& errors) : p_(p), errors_(errors) {}
+  CrossRankChecker(const Program& p, ErrorList& errors) : p_(p), errors_(errors), steps_(p), sender_(steps_.size(), -1) {}
 
-  const std::vector<NodeRef>& nodes() const { return nodes_; }
+  const StepIndex& steps() const { return steps_; }
   const std::vector<int64_t>& order() const { return order_; }
   const std::vector<int64_t>& sender() const { return sender_; }
+  std::optional<ChunkWaitGraph> takeGraph() { return std::move(graph_); }
 
   void run() {
-    indexNodes();
     collectConnections();
     if (!errors_.empty()) return;
     for (const auto& [key, ends] : connections_) {
@@ -48,12 +48,11 @@ class CrossRankChecker {
   }
 
  private:
-  const Step& step(const NodeRef& n) const { return p_.ranks[n.rank].blocks[n.block].steps[n.step]; }
+  const Step& step(const StepRef& n) const { return p_.ranks[n.rank].blocks[n.block].steps[n.step]; }
   const BlockProgram& block(int32_t r, int32_t b) const { return p_.ranks[r].blocks[b]; }
-  int64_t node(int32_t r, int32_t b, int32_t s) const { return base_[r][b] + s; }
 
   // "<gpu id=0>/<tb id=1>/<step s=2> (line 7)": how a message names the other end of a problem.
-  std::string describe(const NodeRef& n) const {
+  std::string describe(const StepRef& n) const {
     std::string out = stepElement(n.rank, n.block, n.step);
     if (int line = step(n).sourceLine; line > 0) absl::StrAppend(&out, " (line ", line, ")");
     return out;
@@ -63,19 +62,8 @@ class CrossRankChecker {
     if (int line = block(r, b).sourceLine; line > 0) absl::StrAppend(&out, " (line ", line, ")");
     return out;
   }
-  void stepError(const NodeRef& n, std::string msg) {
+  void stepError(const StepRef& n, std::string msg) {
     errors_.add(step(n).sourceLine, stepElement(n.rank, n.block, n.step), std::move(msg));
-  }
-
-  void indexNodes() {
-    base_.resize(p_.ranks.size());
-    for (int32_t r = 0; r < p_.nRanks; ++r) {
-      for (int32_t b = 0; b < static_cast<int32_t>(p_.ranks[r].blocks.size()); ++b) {
-        base_[r].push_back(static_cast<int64_t>(nodes_.size()));
-        for (int32_t s = 0; s < static_cast<int32_t>(block(r, b).steps.size()); ++s) nodes_.push_back({r, b, s});
-      }
-    }
-    sender_.assign(nodes_.size(), -1);
   }
 
   // (a): a second threadblock on the same (peer, channel, direction) would share a connector.
@@ -123,17 +111,21 @@ class CrossRankChecker {
     const std::vector<int32_t> sends = stepsWith(from, ends.sendBlock, to, /*sending=*/true);
     const std::vector<int32_t> recvs = stepsWith(to, ends.recvBlock, from, /*sending=*/false);
     const size_t paired = std::min(sends.size(), recvs.size());
+    MatchedConnection matched;
     for (size_t i = 0; i < paired; ++i) {
-      const NodeRef s{from, ends.sendBlock, sends[i]}, r{to, ends.recvBlock, recvs[i]};
+      const StepRef s{from, ends.sendBlock, sends[i]}, r{to, ends.recvBlock, recvs[i]};
       if (step(s).count != step(r).count) {
         stepError(r, absl::StrFormat("receive #%d from rank %d on channel %d has cnt=%d, but the matching send %s "
                                      "has cnt=%d", i + 1, from, chan, step(r).count, describe(s), step(s).count));
         return;
       }
-      sender_[node(r.rank, r.block, r.step)] = node(s.rank, s.block, s.step);
+      matched.sends.push_back(steps_.id(s.rank, s.block, s.step));
+      matched.recvs.push_back(steps_.id(r.rank, r.block, r.step));
+      sender_[matched.recvs.back()] = matched.sends.back();
     }
+    matched_.push_back(std::move(matched));
     if (sends.size() > paired) {
-      const NodeRef s{from, ends.sendBlock, sends[paired]};
+      const StepRef s{from, ends.sendBlock, sends[paired]};
       stepError(s, ends.recvBlock < 0
                        ? absl::StrFormat("sends to rank %d on channel %d, but no threadblock of rank %d receives from "
                                          "rank %d on channel %d", to, chan, to, from, chan)
@@ -141,7 +133,7 @@ class CrossRankChecker {
                                          "receive(s) from rank %d", paired + 1, to, chan,
                                          describeBlock(to, ends.recvBlock), paired, from));
     } else if (recvs.size() > paired) {
-      const NodeRef r{to, ends.recvBlock, recvs[paired]};
+      const StepRef r{to, ends.recvBlock, recvs[paired]};
       stepError(r, ends.sendBlock < 0
                        ? absl::StrFormat("receives from rank %d on channel %d, but no threadblock of rank %d sends to "
                                          "rank %d on channel %d", from, chan, from, to, chan)
@@ -154,9 +146,10 @@ class CrossRankChecker {
   // (c): a block only publishes progress after hasdep=1 steps, so waiting on any other step
   // would never finish; an unused hasdep=1 is what a dropped dependency leaves behind.
   void checkDependencies() {
-    std::vector<bool> waitedOn(nodes_.size(), false);
-    for (const NodeRef& n : nodes_) {
+    std::vector<bool> waitedOn(static_cast<size_t>(steps_.size()), false);
+    for (int64_t id = 0; id < steps_.size(); ++id) {
       if (errors_.full()) return;
+      const StepRef& n = steps_[id];
       const Step& st = step(n);
       if (st.depBlock < 0) continue;
       const auto& blocks = p_.ranks[n.rank].blocks;
@@ -166,87 +159,71 @@ class CrossRankChecker {
         stepError(n, absl::StrFormat("deps=%d names no step of %s, which has %d steps", st.depStep,
                                      describeBlock(n.rank, st.depBlock), blocks[st.depBlock].steps.size()));
       } else {
-        const NodeRef target{n.rank, st.depBlock, st.depStep};
+        const StepRef target{n.rank, st.depBlock, st.depStep};
         if (!step(target).hasDep) stepError(n, absl::StrCat("depends on ", describe(target), ", which lacks hasdep=1"));
-        waitedOn[node(target.rank, target.block, target.step)] = true;
+        waitedOn[steps_.id(target.rank, target.block, target.step)] = true;
       }
     }
-    for (size_t i = 0; i < nodes_.size() && !errors_.full(); ++i)
-      if (step(nodes_[i]).hasDep && !waitedOn[i]) stepError(nodes_[i], "has hasdep=1 but no step depends on it");
+    for (int64_t id = 0; id < steps_.size() && !errors_.full(); ++id)
+      if (step(steps_[id]).hasDep && !waitedOn[id]) stepError(steps_[id], "has hasdep=1 but no step depends on it");
   }
 
-  // What node i waits for: its predecessor in the block, its dependency, its matching send.
-  int preds(int64_t i, int64_t out[3]) const {
-    const NodeRef& n = nodes_[i];
-    const Step& st = step(n);
-    int k = 0;
-    if (n.step > 0) out[k++] = i - 1;
-    if (st.depBlock >= 0) out[k++] = node(n.rank, st.depBlock, st.depStep);
-    if (sender_[i] >= 0) out[k++] = sender_[i];
-    return k;
-  }
-
-  // (d): Kahn's algorithm; whatever it cannot order lies on or behind a cycle.
+  // (d): with unbounded connectors only program order, dependencies and matching sends wait.
   void checkAcyclic() {
-    const int64_t n = static_cast<int64_t>(nodes_.size());
-    std::vector<int64_t> succStart(n + 1, 0), succ, indeg(n, 0), pre(3);
-    for (int64_t i = 0; i < n; ++i) {
-      const int k = preds(i, pre.data());
-      indeg[i] = k;
-      for (int j = 0; j < k; ++j) ++succStart[pre[j] + 1];
+    const int64_t nodes = ChunkWaitGraph::countNodes(p_);
+    if (nodes > kMaxWaitGraphNodes) {
+      errors_.add(0, "<algo>", absl::StrFormat("one tile has %d chunk steps (the cnt of every send or receive, 1 for "
+                                               "each other step), more than the %d the deadlock check accepts",
+                                               nodes, kMaxWaitGraphNodes));
+      return;
     }
-    for (int64_t i = 0; i < n; ++i) succStart[i + 1] += succStart[i];
-    succ.resize(succStart[n]);
-    std::vector<int64_t> fill(succStart.begin(), succStart.end() - 1);
-    for (int64_t i = 0; i < n; ++i) {
-      const int k = preds(i, pre.data());
-      for (int j = 0; j < k; ++j) succ[fill[pre[j]]++] = i;
+    graph_.emplace(p_, steps_, matched_);
+    const ChunkWaitGraph::Schedule schedule = graph_->schedule(kUnboundedSlots);
+    if (!schedule.cycle.empty()) {
+      reportCycle(schedule.cycle);
+      graph_.reset();
+      return;
     }
-    std::vector<int64_t>& ready = order_;
-    for (int64_t i = 0; i < n; ++i)
-      if (indeg[i] == 0) ready.push_back(i);
-    for (size_t head = 0; head < ready.size(); ++head)
-      for (int64_t e = succStart[ready[head]]; e < succStart[ready[head] + 1]; ++e)
-        if (--indeg[succ[e]] == 0) ready.push_back(succ[e]);
-    if (static_cast<int64_t>(ready.size()) == n) return;
-    const auto stuck = std::find_if(indeg.begin(), indeg.end(), [](int64_t d) { return d > 0; });
-    reportCycle(stuck - indeg.begin(), indeg);
+    // A step is done with its last chunk; that order respects every step-level wait too.
+    for (int32_t node : schedule.order)
+      if (graph_->lastOfStep(node)) order_.push_back(graph_->stepOf(node));
   }
 
-  // Every unordered node waits on some unordered node, so walking those waits from any of them
-  // must come back to a node already seen: that loop is the cycle.
-  void reportCycle(int64_t start, const std::vector<int64_t>& indeg) {
-    std::vector<int64_t> path, pre(3);
-    std::map<int64_t, size_t> seenAt;
-    int64_t cur = start;
-    while (seenAt.find(cur) == seenAt.end()) {
-      seenAt[cur] = path.size();
-      path.push_back(cur);
-      const int k = preds(cur, pre.data());
-      for (int j = 0; j < k; ++j)
-        if (indeg[pre[j]] > 0) {
-          cur = pre[j];
-          break;
-        }
+  // The steps a cycle of chunks passes through: a step's consecutive chunks merge into one, and a
+  // step met twice closes a shorter cycle of steps, which is the one reported.
+  std::vector<int64_t> stepCycle(const std::vector<int32_t>& chunkCycle) const {
+    std::vector<int64_t> cycle;
+    for (int32_t node : chunkCycle)
+      if (cycle.empty() || cycle.back() != graph_->stepOf(node)) cycle.push_back(graph_->stepOf(node));
+    if (cycle.size() > 1 && cycle.front() == cycle.back()) cycle.pop_back();
+    std::map<int64_t, std::ptrdiff_t> firstAt;
+    for (std::ptrdiff_t i = 0; i < std::ssize(cycle); ++i) {
+      const auto [seen, fresh] = firstAt.try_emplace(cycle[i], i);
+      if (!fresh) return {cycle.begin() + seen->second, cycle.begin() + i};
     }
-    std::vector<int64_t> cycle(path.begin() + static_cast<std::ptrdiff_t>(seenAt[cur]), path.end());
-    std::reverse(cycle.begin(), cycle.end());  // the walk followed waits backwards
+    return cycle;
+  }
+
+  void reportCycle(const std::vector<int32_t>& chunkCycle) {
+    const std::vector<int64_t> cycle = stepCycle(chunkCycle);
     std::string chain;
-    for (size_t i = 0; i < cycle.size() && i < kMaxCycleShown; ++i) absl::StrAppend(&chain, describe(nodes_[cycle[i]]), " -> ");
+    for (size_t i = 0; i < cycle.size() && i < kMaxCycleShown; ++i)
+      absl::StrAppend(&chain, describe(steps_[cycle[i]]), " -> ");
     if (cycle.size() > kMaxCycleShown) absl::StrAppend(&chain, "... -> ");
-    absl::StrAppend(&chain, describe(nodes_[cycle.front()]));
-    stepError(nodes_[cycle.front()],
+    absl::StrAppend(&chain, describe(steps_[cycle.front()]));
+    stepError(steps_[cycle.front()],
               absl::StrFormat("deadlock: %d steps wait on each other in a cycle (each must finish before the next "
                               "can): %s", cycle.size(), chain));
   }
 
   const Program& p_;
   ErrorList& errors_;
-  std::vector<std::vector<int64_t>> base_;  // first node of (rank, block)
-  std::vector<NodeRef> nodes_;
-  std::vector<int64_t> sender_;  // node whose send a receiving node consumes, -1 if none
-  std::vector<int64_t> order_;   // nodes in an order that respects every wait (when acyclic)
+  StepIndex steps_;
+  std::vector<int64_t> sender_;  // step whose send a receiving step consumes, -1 if none
+  std::vector<int64_t> order_;   // steps in an order that respects every wait (when acyclic)
   std::map<ConnectionKey, ConnectionEnds> connections_;
+  std::vector<MatchedConnection> matched_;
+  std::optional<ChunkWaitGraph> graph_;  // once (d) passed
   std::map<std::tuple<int32_t, int32_t, int32_t, bool>, int32_t> owner_;  // (rank, peer, channel, sending) -> block
 };
 
@@ -255,11 +232,12 @@ class CrossRankChecker {
 // of tracking sets cannot spot double counting, but that would make the sum wrong anyway.
 class PostOpMarker {
  public:
-  PostOpMarker(Program& p, const CrossRankChecker& graph) : p_(p), g_(graph), messages_(graph.nodes().size()) {}
+  PostOpMarker(Program& p, const CrossRankChecker& graph)
+      : p_(p), g_(graph), messages_(static_cast<size_t>(graph.steps().size())) {}
 
   bool run() {
     int64_t work = 0;
-    for (const NodeRef& n : g_.nodes()) work += step(n).count;
+    for (int64_t id = 0; id < g_.steps().size(); ++id) work += step(g_.steps()[id]).count;
     if (work > kMaxReplayChunks) return false;
     for (int64_t i : g_.order()) apply(i);
     return true;
@@ -268,7 +246,7 @@ class PostOpMarker {
  private:
   static constexpr int64_t kMaxReplayChunks = 1 << 22;
 
-  Step& step(const NodeRef& n) { return p_.ranks[n.rank].blocks[n.block].steps[n.step]; }
+  Step& step(const StepRef& n) { return p_.ranks[n.rank].blocks[n.block].steps[n.step]; }
 
   // A program run only in place aliases output to input for AllReduce/Reduce/Broadcast; other
   // layouts (and programs that also run out of place) keep them apart.
@@ -286,7 +264,7 @@ class PostOpMarker {
   }
 
   void apply(int64_t i) {
-    const NodeRef& n = g_.nodes()[i];
+    const StepRef& n = g_.steps()[i];
     Step& st = step(n);
     const OpType op = st.op;
     if (op == OpType::Nop) return;
@@ -307,13 +285,17 @@ class PostOpMarker {
 
   Program& p_;
   const CrossRankChecker& g_;
-  std::vector<std::vector<int32_t>> messages_;  // per sending node: contributions of each chunk sent
+  std::vector<std::vector<int32_t>> messages_;  // per sending step: contributions of each chunk sent
   std::map<uint64_t, int32_t> state_;
 };
 
 }  // namespace
 
-void checkCrossRank(const Program& p, ErrorList& errors) { CrossRankChecker(p, errors).run(); }
+std::optional<ChunkWaitGraph> checkCrossRank(const Program& p, ErrorList& errors) {
+  CrossRankChecker checker(p, errors);
+  checker.run();
+  return checker.takeGraph();
+}
 
 bool markPostOps(Program& p) {
   ErrorList errors;

@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 #include <sys/wait.h>
 
@@ -65,6 +67,72 @@ std::string allErrors(const LoadResult& r) { return formatErrors(r.errors, "test
   return HasError(r, line, element, message);
 }
 
+// An oracle independent of the wait graph: runs `tiles` tiles of a program the way the executor
+// does, with `slots` slots per connector, and says whether every block finishes. A block takes
+// its next chunk once its receive connector has data and its send connector has room, and at a
+// step's sub 0 once its dependency has completed that step in this tile. A chunk that may go stays
+// allowed until its block takes it, so the order blocks take turns in cannot change the outcome.
+bool runsToCompletion(const Program& p, int32_t slots, int32_t tiles) {
+  struct Cursor {
+    int32_t tile = 0, step = 0, sub = 0;
+  };
+  struct Fifo {
+    int64_t sent = 0, received = 0;
+  };
+  std::map<std::tuple<int32_t, int32_t, int32_t>, Fifo> fifos;  // (sender, receiver, channel)
+  std::vector<std::vector<Cursor>> at(p.ranks.size());
+  for (size_t r = 0; r < p.ranks.size(); ++r) at[r].resize(p.ranks[r].blocks.size());
+  auto stepDone = [&](int32_t r, int32_t b, int32_t tile, int32_t step) {
+    const Cursor& c = at[r][b];
+    return c.tile > tile || (c.tile == tile && c.step > step);
+  };
+  // Advances block b of rank r by one chunk, step or tile if it may; false when it must wait.
+  auto advance = [&](int32_t r, int32_t b) {
+    const BlockProgram& block = p.ranks[r].blocks[b];
+    Cursor& c = at[r][b];
+    if (c.tile == tiles) return false;
+    if (c.step == static_cast<int32_t>(block.steps.size())) {
+      c = {c.tile + 1, 0, 0};
+      return true;
+    }
+    const Step& st = block.steps[c.step];
+    if (c.sub == 0 && st.depBlock >= 0 && !stepDone(r, st.depBlock, c.tile, st.depStep)) return false;
+    if (c.sub == st.count) {
+      c = {c.tile, c.step + 1, 0};
+      return true;
+    }
+    Fifo* in = opReceives(st.op) ? &fifos[{recvPeerOf(block, st), r, block.channel}] : nullptr;
+    Fifo* out = opSends(st.op) ? &fifos[{r, sendPeerOf(block, st), block.channel}] : nullptr;
+    if ((in != nullptr && in->received == in->sent) || (out != nullptr && out->sent - out->received == slots))
+      return false;
+    if (in != nullptr) ++in->received;
+    if (out != nullptr) ++out->sent;
+    ++c.sub;
+    return true;
+  };
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int32_t r = 0; r < static_cast<int32_t>(p.ranks.size()); ++r)
+      for (int32_t b = 0; b < static_cast<int32_t>(p.ranks[r].blocks.size()); ++b)
+        while (advance(r, b)) moved = true;
+  }
+  for (const std::vector<Cursor>& blocks : at)
+    for (const Cursor& c : blocks)
+      if (c.tile != tiles) return false;
+  return true;
+}
+
+// minConnectorSlots(p) is exact: with that many slots several tiles run through, with one fewer
+// even the first tile hangs.
+::testing::AssertionResult SlotsMatchExecution(const Program& p) {
+  const int32_t slots = minConnectorSlots(p);
+  if (slots < 1) return ::testing::AssertionFailure() << "minConnectorSlots = " << slots;
+  if (!runsToCompletion(p, slots, 3)) return ::testing::AssertionFailure() << "hangs with " << slots << " slots";
+  if (slots > 1 && runsToCompletion(p, slots - 1, 1))
+    return ::testing::AssertionFailure() << "runs with " << slots - 1 << " slots, fewer than " << slots;
+  return ::testing::AssertionSuccess();
+}
+
 constexpr const char* kRing = "allreduce_ring_4r_1ch_1i_simple.xml";
 constexpr const char* kAllGatherOop = "allgather_ring_oop_4r_auto.xml";
 constexpr const char* kAllToAll = "alltoall_allpairs_4r_1i_simple.xml";
@@ -74,6 +142,7 @@ struct FixtureShape {
   CollKind coll;
   int blocksPerRank;
   int totalSteps;
+  int minSlots;
 };
 
 void PrintTo(const FixtureShape& f, std::ostream* os) { *os << f.file; }
@@ -95,21 +164,38 @@ TEST_P(FixtureTest, LoadsAndValidates) {
   }
   EXPECT_EQ(steps, f.totalSteps);
   EXPECT_TRUE(validateProgram(p).empty());
+  EXPECT_EQ(p.minConnectorSlots, f.minSlots);
+  EXPECT_EQ(minConnectorSlots(p), f.minSlots);
+  EXPECT_TRUE(SlotsMatchExecution(p));
   const std::string summary = summarize(p);
   EXPECT_NE(summary.find("4 ranks"), std::string::npos) << summary;
   EXPECT_NE(summary.find(std::to_string(f.totalSteps) + " steps\n"), std::string::npos) << summary;
   EXPECT_NE(summary.find("rank 3: " + std::to_string(f.blocksPerRank) + " threadblocks"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("needs connectorSlots >= " + std::to_string(f.minSlots) + "\n"), std::string::npos) << summary;
 }
 
+// Connector slots each fixture needs (minSlots). A ring block holds the chunk it received while its
+// fused step (rcs, rrs, rrcs) waits for room to forward it; with one slot every rank's connector
+// still holds the chunk its successor is holding, so all four wait in a circle: rings need 2.
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, FixtureTest,
-    ::testing::Values(FixtureShape{"allgather_ring_inplace_4r_1ch_1i_simple.xml", CollKind::AllGather, 1, 16},
-                      FixtureShape{kAllGatherOop, CollKind::AllGather, 5, 20},
-                      FixtureShape{"allreduce_allpairs_4r_1i_ll.xml", CollKind::AllReduce, 4, 140},
-                      FixtureShape{kRing, CollKind::AllReduce, 1, 28},
-                      FixtureShape{"allreduce_ring_inplace_auto_4r_1i.xml", CollKind::AllReduce, 1, 28},
-                      FixtureShape{kAllToAll, CollKind::AllToAll, 6, 28},
-                      FixtureShape{"reduce_scatter_ring_oop_4r_1i_simple.xml", CollKind::ReduceScatter, 1, 20}),
+    ::testing::Values(
+        // s, rcs, rcs, r around the ring: the two rcs steps forward while holding, so 2.
+        FixtureShape{"allgather_ring_inplace_4r_1ch_1i_simple.xml", CollKind::AllGather, 1, 16, 2},
+        // Every connection (one per channel) carries one chunk per tile: nothing ever waits for
+        // room, so 1.
+        FixtureShape{kAllGatherOop, CollKind::AllGather, 5, 20, 1},
+        // Each pair's threadblocks send cnt=4 before receiving cnt=4 from each other: with fewer
+        // than 4 slots both stop mid-send on a full connector that only the other's receive could
+        // drain. The second exchange (s cnt=4, r cnt=4) again needs room for 4, so 4.
+        FixtureShape{"allreduce_allpairs_4r_1i_ll.xml", CollKind::AllReduce, 4, 140, 4},
+        // s, rrs, rrs, rrcs, rcs, rcs, r: fused steps forward while holding, so 2.
+        FixtureShape{kRing, CollKind::AllReduce, 1, 28, 2},
+        FixtureShape{"allreduce_ring_inplace_auto_4r_1i.xml", CollKind::AllReduce, 1, 28, 2},
+        // One threadblock per (peer, direction), one chunk each per tile: 1.
+        FixtureShape{kAllToAll, CollKind::AllToAll, 6, 28, 1},
+        // s, rrcs, rrcs, rrc: the rrcs steps forward while holding, so 2.
+        FixtureShape{"reduce_scatter_ring_oop_4r_1i_simple.xml", CollKind::ReduceScatter, 1, 20, 2}),
     [](const ::testing::TestParamInfo<FixtureShape>& info) {
       std::string name = std::string(info.param.file).substr(0, std::string_view(info.param.file).find('.'));
       for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
@@ -380,6 +466,8 @@ TEST(ValidateProgram, StepPeers) {
 void expectValidGenerated(const Program& generated, const std::string& what) {
   const std::vector<LoadError> errors = validateProgram(generated);
   ASSERT_TRUE(errors.empty()) << what << ":\n" << formatErrors(errors, what);
+  EXPECT_LE(minConnectorSlots(generated), 2) << what << ": more than the runtime's minimum connectorSlots";
+  EXPECT_TRUE(SlotsMatchExecution(generated)) << what;
   Program inferred = generated;
   ASSERT_TRUE(markPostOps(inferred)) << what;
   for (size_t r = 0; r < generated.ranks.size(); ++r)
@@ -410,6 +498,108 @@ TEST(ValidateProgram, GeneratorsAreValidAndMarkTheSamePostOps) {
     for (int blocks = 1; blocks <= n; ++blocks)
       expectValidGenerated(makeAllToAll(n, blocks), "alltoall " + std::to_string(n) + " ranks, " + std::to_string(blocks) + " blocks");
   }
+}
+
+TEST(ValidateProgram, GeneratedSlotCounts) {
+  // Rings forward a held chunk with fused steps (rrs, rrcs, rcs), so they need 2 slots from 3
+  // ranks on (AllGather and ReduceScatter), AllReduce from 2 (its rrcs). Chains, the direct
+  // AllToAll and Send/Recv move one chunk per connection per tile, so capacity never binds.
+  for (int c = 1; c <= 2; ++c) {
+    EXPECT_EQ(minConnectorSlots(makeRingAllReduce(2, c)), 2);
+    EXPECT_EQ(minConnectorSlots(makeRingAllReduce(5, c)), 2);
+    EXPECT_EQ(minConnectorSlots(makeRingAllGather(2, c)), 1);
+    EXPECT_EQ(minConnectorSlots(makeRingAllGather(3, c)), 2);
+    EXPECT_EQ(minConnectorSlots(makeRingReduceScatter(2, c)), 1);
+    EXPECT_EQ(minConnectorSlots(makeRingReduceScatter(3, c)), 2);
+    EXPECT_EQ(minConnectorSlots(makeChainReduce(5, c, 2)), 1);
+    EXPECT_EQ(minConnectorSlots(makeChainBroadcast(5, c, 2)), 1);
+    EXPECT_EQ(minConnectorSlots(makeSendRecv(5, c, 1, 3)), 1);
+  }
+  EXPECT_EQ(minConnectorSlots(makeAllToAll(6, 1)), 1);
+  EXPECT_EQ(minConnectorSlots(makeAllToAll(6, 5)), 1);
+}
+
+// Two ranks with one block each, both peers the other rank: rank r runs ops[r], each step
+// moving `count` chunks of a `count`-chunk buffer.
+Program twoRankProgram(const std::vector<OpType>& ops0, const std::vector<OpType>& ops1, int32_t count) {
+  Program p;
+  p.name = "pair";
+  p.nRanks = 2;
+  p.nChunksPerLoop = count;
+  p.ranks.resize(2);
+  for (int r = 0; r < 2; ++r) {
+    RankProgram& rank = p.ranks[r];
+    rank.inputChunks = rank.outputChunks = count;
+    BlockProgram b;
+    b.sendPeer = b.recvPeer = 1 - r;
+    for (OpType op : r == 0 ? ops0 : ops1) {
+      b.steps.push_back(makeStep(op, 0));
+      b.steps.back().count = count;
+    }
+    rank.blocks.push_back(b);
+  }
+  return p;
+}
+
+// Each rank sends c chunks to the other before it receives any: the first receive can only start
+// once both have sent everything, so each connector must hold all c at once.
+TEST(ValidateProgram, SendsAheadOfReceivesNeedASlotPerChunk) {
+  for (int32_t c = 1; c <= 6; ++c) {
+    const Program oneStep = twoRankProgram({OpType::Send, OpType::Recv}, {OpType::Send, OpType::Recv}, c);
+    ASSERT_TRUE(validateProgram(oneStep).empty()) << formatErrors(validateProgram(oneStep), "pair");
+    EXPECT_EQ(minConnectorSlots(oneStep), c);
+    EXPECT_TRUE(SlotsMatchExecution(oneStep)) << "cnt=" << c;
+
+    const std::vector<OpType> sendsThenRecvs = [&] {
+      std::vector<OpType> ops(static_cast<size_t>(c), OpType::Send);
+      ops.insert(ops.end(), static_cast<size_t>(c), OpType::Recv);
+      return ops;
+    }();
+    const Program manySteps = twoRankProgram(sendsThenRecvs, sendsThenRecvs, 1);
+    ASSERT_TRUE(validateProgram(manySteps).empty()) << formatErrors(validateProgram(manySteps), "pair");
+    EXPECT_EQ(minConnectorSlots(manySteps), c);
+    EXPECT_TRUE(SlotsMatchExecution(manySteps)) << c << " steps";
+  }
+}
+
+// A cnt=c send matched with a cnt=c receive runs chunk by chunk: the receiver drains chunk k
+// before the sender needs room for chunk k+1, so one slot is enough however large c is (a
+// model where a send waits for the whole receiving step would see a cycle here).
+TEST(ValidateProgram, MultiChunkTransfersNeedOneSlotUnlessFused) {
+  for (int32_t c = 1; c <= 5; ++c) {
+    const Program oneWay = twoRankProgram({OpType::Send}, {OpType::Recv}, c);
+    ASSERT_TRUE(validateProgram(oneWay).empty()) << formatErrors(validateProgram(oneWay), "one way");
+    EXPECT_EQ(minConnectorSlots(oneWay), 1);
+    const Program pingPong = twoRankProgram({OpType::Send, OpType::Recv}, {OpType::Recv, OpType::Send}, c);
+    EXPECT_EQ(minConnectorSlots(pingPong), 1);
+    EXPECT_TRUE(SlotsMatchExecution(pingPong)) << "cnt=" << c;
+  }
+  // Fused: rrcs receives a chunk and needs room to forward it at once, and the peer's connector
+  // is still full of the chunk the peer's own rrcs is holding.
+  const Program ring = twoRankRing();
+  EXPECT_EQ(minConnectorSlots(ring), 2);
+  EXPECT_TRUE(SlotsMatchExecution(ring));
+}
+
+// Deadlock with unbounded connectors is still a validation error, reported by step; no slot
+// count helps.
+TEST(ValidateProgram, RejectsDeadlockWithUnboundedConnectors) {
+  const Program p = twoRankProgram({OpType::Recv, OpType::Send}, {OpType::Recv, OpType::Send}, 3);
+  const std::vector<LoadError> errors = validateProgram(p);
+  EXPECT_TRUE(HasError(errors, 0, "<step s=", "deadlock: 4 steps wait on each other"));
+  EXPECT_TRUE(HasError(errors, 0, "", "<gpu id=0>/<tb id=0>/<step s=0>"));
+  EXPECT_TRUE(HasError(errors, 0, "", "<gpu id=1>/<tb id=0>/<step s=1>"));
+  EXPECT_EQ(minConnectorSlots(p), 0);
+  EXPECT_FALSE(runsToCompletion(p, 1024, 1));
+}
+
+TEST(ValidateProgram, RefusesWaitGraphsPastTheNodeLimit) {
+  // 2 ranks x 33 steps x 65536 chunks: 4325376 chunk steps, past the 4194304 accepted.
+  const Program p = twoRankProgram(std::vector<OpType>(33, OpType::Send), std::vector<OpType>(33, OpType::Recv), 65536);
+  EXPECT_TRUE(HasError(validateProgram(p), 0, "<algo>",
+                       "one tile has 4325376 chunk steps (the cnt of every send or receive, 1 for each other step), "
+                       "more than the 4194304 the deadlock check accepts"));
+  EXPECT_EQ(minConnectorSlots(p), 0);
 }
 
 // Where avg divides: the one step per chunk whose reduction completes the sum of all ranks.
@@ -491,6 +681,7 @@ TEST(OcclIrCli, ChecksFiles) {
   std::string out;
   EXPECT_EQ(run("check " + kFixtureDir + kRing + " " + kFixtureDir + kAllToAll, &out), 0) << out;
   EXPECT_NE(out.find("rank 0: 1 threadblocks, 7 steps"), std::string::npos) << out;
+  EXPECT_NE(out.find("  needs connectorSlots >= 2\n"), std::string::npos) << out;
   const std::string badPath = std::string(OCCL_TEST_BINARY_DIR) + "/ir_loader_test_bad.xml";
   std::ofstream(badPath) << replaceOnce(xml, R"( cnt="1")", "");
   out.clear();
