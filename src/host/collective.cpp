@@ -138,6 +138,13 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
 Status Collective::buildForm(const CollectiveSetup& setup, const occlCollDesc_t& desc, const ir::Program& program,
                              uint32_t formIndex) {
   ProgramForm& form = desc_.forms[formIndex];
+  // Fewer slots than the program fills before its receivers drain them would hang it inside one
+  // collective, where preemption cannot help.
+  if (setup.config->connectorSlots < program.minConnectorSlots)
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("algorithm %s needs config.connectorSlots >= %d (it sends that many chunks "
+                                         "on a connection before they are received); it is %d",
+                                         program.name, program.minConnectorSlots, setup.config->connectorSlots));
   const uint64_t total = desc_.totalElems, nChunks = static_cast<uint64_t>(program.nChunksPerLoop);
   if (!program.raggedChunksAllowed && total % nChunks != 0)
     return Status::error(occlInvalidArgument,

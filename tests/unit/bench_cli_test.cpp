@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -310,6 +311,27 @@ TEST(BenchEndToEnd, MscclIrProgramRunsAndIsReported) {
   EXPECT_EQ(bad.exitCode, kExitUsage);
   EXPECT_NE(bad.err.find("bogus.xml: line 2, <document>: XML parse error"), std::string::npos) << bad.err;
   EXPECT_EQ(bad.out.find("FAILED"), std::string::npos) << "nothing ran: " << bad.out;
+}
+
+// A registration that fails on every rank is reported per size, the sweep goes on, and the exit
+// code says so: all-pairs needs four connector slots, so with two the sizes it takes fail, while
+// 32 B (8 floats, not whole chunks of its 16) runs the built-in ring.
+TEST(BenchEndToEnd, FailedRegistrationIsReportedPerSizeAndTheRunContinues) {
+  const std::string file = std::string(OCCL_SHARED_DIR) + "/msccl-ir/allreduce_allpairs_4r_1i_ll.xml";
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << "../shared/msccl-ir not found";
+  const char* saved = std::getenv("OCCL_CONN_SLOTS");
+  const std::string previous = saved != nullptr ? saved : "";
+  setenv("OCCL_CONN_SLOTS", "2", 1);
+  const CliRun r = runMain({"--algo", file, "-g", "4", "-b", "32", "-e", "256", "-f", "2", "-n", "1", "-w", "0"});
+  if (saved != nullptr) setenv("OCCL_CONN_SLOTS", previous.c_str(), 1);
+  else unsetenv("OCCL_CONN_SLOTS");
+  EXPECT_EQ(r.exitCode, kExitFailed) << r.out << r.err;
+  size_t failed = 0;
+  for (size_t at = r.out.find(": FAILED: "); at != std::string::npos; at = r.out.find(": FAILED: ", at + 1)) ++failed;
+  EXPECT_EQ(failed, 3u) << r.out;  // 64, 128, 256
+  EXPECT_NE(r.out.find("needs config.connectorSlots >= 4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# algorithm: ring out-of-place 1, ring in-place 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
 }
 
 TEST(BenchEndToEnd, JsonAndCompareNote) {

@@ -164,6 +164,26 @@ TEST(IrRun, ASabotagedProgramIsWhatRunsInItsPlacement) {
   EXPECT_TRUE(wrong) << "in place, the sabotaged program gave right sums: it did not run";
 }
 
+// all-pairs sends four chunks on a connection before it receives any: with fewer slots it would
+// hang inside the collective, so registration refuses it (where the program would run at all).
+TEST(IrRun, TooFewConnectorSlotsAreRefusedAtRegistration) {
+  const std::string path = kFixtureDir + "allreduce_allpairs_4r_1i_ll.xml";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "../shared/msccl-ir not found at " << kFixtureDir;
+  occlConfig_t config = irConfig(4, false);
+  config.connectorSlots = 2;
+  CommGroup comms(4, config);
+  expectOk(occlAlgorithmLoad(comms[0], kLoaded, path.c_str()), comms[0], "load");
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.count = 16 * 100;
+  d.algorithm = kLoaded;
+  EXPECT_EQ(occlCollRegister(comms[0], 1, &d), occlInvalidArgument);
+  const std::string why = occlGetLastError(comms[0]);
+  EXPECT_NE(why.find("algorithm allreduce_pairs needs config.connectorSlots >= 4"), std::string::npos) << why;
+  d.count = 7;  // not whole chunks: the built-in ring runs, and needs only two slots
+  expectOk(occlCollRegister(comms[0], 2, &d), comms[0], "register a count the program does not take");
+}
+
 // Every fixture in the placement it runs, next to ring collectives, registered and submitted
 // in a different random order on every rank.
 TEST(IrDisorder, IrAndRingCollectivesInRandomPerRankOrders) {
