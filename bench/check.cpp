@@ -27,17 +27,6 @@ decltype(auto) withType(int dtype, F&& f) {
   }
 }
 
-template <typename T>
-T fromInt(int64_t v) {
-  if constexpr (std::is_same_v<T, Half>) {
-    return toHalf(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    return toBFloat16(static_cast<float>(v));
-  } else {
-    return static_cast<T>(v);
-  }
-}
-
 // Largest integer up to which every integer is exact in T: partial sums must stay below it for a
 // floating sum to be independent of the order. Integer types wrap, which is order-independent.
 template <typename T>

@@ -36,15 +36,6 @@ occlConfig_t configFor(const TortureOptions& o, bool forcePreempt) {
   return c;
 }
 
-void addStats(occlCollStats_t& into, const occlCollStats_t& s) {
-  into.submissions += s.submissions;
-  into.completions += s.completions;
-  into.preemptions += s.preemptions;
-  into.contextLoads += s.contextLoads;
-  into.contextSaves += s.contextSaves;
-  into.queueWaitNs += s.queueWaitNs;
-  into.executionNs += s.executionNs;
-}
 
 // One run of the workload; `forcePreempt` may differ from the options (switch-cost estimate).
 bool runOnce(const TortureOptions& o, bool forcePreempt, Outcome& out) {

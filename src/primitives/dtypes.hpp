@@ -231,6 +231,16 @@ OCCL_HD inline T fromCompute(ComputeType<T> x) {
 template <typename T>
 inline constexpr bool kIsFloating = kIsReducedFloat<T> || std::is_floating_point_v<T>;
 
+// A small integer as T, exactly (test inputs and expected values: every type holds them).
+template <typename T>
+inline T fromInt(int64_t v) {
+  if constexpr (kIsReducedFloat<T>) {
+    return fromCompute<T>(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
 // ---- occlDataType_t <-> C++ type ----
 
 template <typename... Ts>

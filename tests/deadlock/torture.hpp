@@ -157,6 +157,8 @@ std::vector<size_t> geometricCounts(size_t k, size_t minBytes, size_t maxBytes);
 
 // Sums the statistics of one collective over communicators.
 occlCollStats_t sumStats(const std::vector<std::pair<occlComm_t, uint64_t>>& colls);
+// Adds every counter of `s` into `into`.
+void addStats(occlCollStats_t& into, const occlCollStats_t& s);
 // Empty when consistent after every submission completed: completions == submissions,
 // contextLoads == preemptions + nBlocks * completions, contextSaves <= preemptions.
 std::string statsProblems(const occlCollStats_t& s, int nBlocks);

@@ -190,18 +190,21 @@ std::vector<std::vector<CollPlan>> singleCommPlans(const CommSet& comms, size_t 
   return plans;
 }
 
+void addStats(occlCollStats_t& into, const occlCollStats_t& s) {
+  into.submissions += s.submissions;
+  into.completions += s.completions;
+  into.preemptions += s.preemptions;
+  into.contextLoads += s.contextLoads;
+  into.contextSaves += s.contextSaves;
+  into.queueWaitNs += s.queueWaitNs;
+  into.executionNs += s.executionNs;
+}
+
 occlCollStats_t sumStats(const std::vector<std::pair<occlComm_t, uint64_t>>& colls) {
   occlCollStats_t total{};
   for (const auto& [comm, id] : colls) {
     occlCollStats_t s{};
-    if (occlCollGetStats(comm, id, &s) != occlSuccess) continue;
-    total.submissions += s.submissions;
-    total.completions += s.completions;
-    total.preemptions += s.preemptions;
-    total.contextLoads += s.contextLoads;
-    total.contextSaves += s.contextSaves;
-    total.queueWaitNs += s.queueWaitNs;
-    total.executionNs += s.executionNs;
+    if (occlCollGetStats(comm, id, &s) == occlSuccess) addStats(total, s);
   }
   return total;
 }

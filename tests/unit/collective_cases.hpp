@@ -125,17 +125,6 @@ inline int64_t reduced(const Spec& s, int nRanks, size_t index) {
 }
 
 template <typename T>
-T fromInt(int64_t v) {
-  if constexpr (std::is_same_v<T, Half>) {
-    return toHalf(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    return toBFloat16(static_cast<float>(v));
-  } else {
-    return static_cast<T>(v);
-  }
-}
-
-template <typename T>
 double toDouble(T v) {
   if constexpr (kIsReducedFloat<T>) {
     return static_cast<double>(toFloat(v));
