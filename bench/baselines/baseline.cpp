@@ -1,0 +1,125 @@
+#include "baseline.hpp"
+
+#include <chrono>
+#include <climits>
+
+#include "check.hpp"
+#include "memory.hpp"
+#include "plan.hpp"
+#include "report.hpp"
+
+namespace occl::bench::baseline {
+namespace {
+
+// Options that occl-bench takes but a baseline cannot honour; "" when there is none.
+std::string refused(const Options& o) {
+  if (o.coll != Coll::AllReduce)
+    return std::string("the collective: only allreduce is measured (got ") + collName(o.coll) + ")";
+  if (o.dtypes != std::vector<int>{occlFloat32}) return "-d/--datatype: only float is measured";
+  if (o.ops != std::vector<int>{occlSum}) return "-o/--op: only sum is measured";
+  if (!o.algorithm.empty()) return "--algo: occl only";
+  if (o.blocks != 0) return "--blocks: occl only";
+  if (o.compareNccl) return "--compare: occl only";
+  if (!o.jsonPath.empty()) return "--json: occl-bench only";
+  if (o.backend == occlBackendCuda) return "--backend cuda: the baselines run on the host";
+  // MPI counts are ints; keep both baselines on the same range.
+  if (o.maxBytes / sizeof(float) > static_cast<uint64_t>(INT_MAX)) return "-e/--maxbytes: at most 8G (2^31 floats)";
+  return "";
+}
+
+// Both runs of a row read and write the same rank-local buffers, as occl-bench's do.
+struct Buffers {
+  HostBuffer send;
+  HostBuffer recv;
+};
+
+// What occl-bench's RankRunner::measure times, call for call: the input is written once, the
+// warm-up runs, a barrier lines the ranks up, then the clock covers `iters` blocking AllReduces
+// back to back (occl-bench waits for each callback before the next submission, so each of its
+// iterations is also one complete collective). The result is this rank's time per iteration;
+// the row reports the max over ranks. One more run on fresh, poisoned buffers is then checked.
+PlaceResult measure(const Options& o, Library& library, const SizePlan& plan, int rank, int nRanks, Buffers& buffers,
+                    bool inPlace) {
+  const CheckSpec spec{plan, occlSum, 0, rank, nRanks};
+  buffers.send.reserve(plan.sendElems * plan.elemSize);
+  buffers.recv.reserve(plan.recvElems * plan.elemSize);
+  auto* recv = static_cast<float*>(buffers.recv.data());
+  auto* send = inPlace ? recv : static_cast<float*>(buffers.send.data());
+  const RunBuffers run{send, recv};
+  PlaceResult place;
+  writeInput(spec, send);
+  for (int i = 0; i < o.warmupIters; ++i) library.allreduce(send, recv, plan.count);
+  library.barrier();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < o.iters; ++i) library.allreduce(send, recv, plan.count);
+  const auto stop = std::chrono::steady_clock::now();
+  place.timeUs = std::chrono::duration<double, std::micro>(stop - start).count() / o.iters;
+  if (o.check) {
+    prepareRun(spec, run);
+    library.allreduce(send, recv, plan.count);
+    place.wrong = countWrong(spec, recv);
+  }
+  place.ran = true;
+  return place;
+}
+
+// Turns this rank's numbers into the row every rank agrees on: max time, summed wrong counts.
+void agree(const Options& o, Library& library, uint64_t bytes, int nRanks, PlaceResult& place) {
+  place.timeUs = library.max(place.timeUs);
+  place.wrong = o.check ? static_cast<int64_t>(library.sum(static_cast<double>(place.wrong))) : -1;
+  setBandwidth(place, bytes, busBwFactor(Coll::AllReduce, nRanks));
+}
+
+}  // namespace
+
+std::string parse(const std::vector<std::string>& args, Options& options) {
+  const ParsedArgs parsed = parseArgs(args);
+  if (!parsed.ok()) return parsed.error;
+  options = parsed.options;
+  return options.help ? "" : refused(options);
+}
+
+std::string usage(const std::string& program, const std::string& launchHelp) {
+  return "usage: " + program +
+         " [allreduce] [flags]   (occl-bench's flags; float sum AllReduce only)\n"
+         "  -b,--minbytes N        smallest size (K/M/G suffixes), default 32M\n"
+         "  -e,--maxbytes N        largest size, default 32M\n"
+         "  -f,--stepfactor N      multiply the size by N between runs\n"
+         "  -i,--stepbytes N       add N bytes between runs (default 1M; the last of -f/-i wins)\n"
+         "  -n,--iters N           timed iterations per size, default 20\n"
+         "  -w,--warmup_iters N    untimed iterations per size, default 1\n"
+         "  -c,--check 0|1         verify every element, default 1\n"
+         "  -h,--help              this text\n" +
+         launchHelp;
+}
+
+std::string sweepLine(const Options& o) {
+  const bool factor = o.stepFactor > 1;
+  return "# minBytes " + std::to_string(o.minBytes) + " maxBytes " + std::to_string(o.maxBytes) + " step: " +
+         std::to_string(factor ? o.stepFactor : o.stepBytes) + (factor ? "(factor)" : "(bytes)") +
+         " warmup iters: " + std::to_string(o.warmupIters) + " iters: " + std::to_string(o.iters) +
+         " validation: " + (o.check ? "1" : "0") + "\n";
+}
+
+int runSweep(const Options& o, Library& library, int rank, int nRanks, std::ostream* out, const std::string& preamble) {
+  Report report(out, o, nRanks);
+  if (out != nullptr) *out << preamble << "#\n" << tableHeader() << std::flush;
+  Buffers buffers;
+  for (uint64_t bytes : sizeSequence(o)) {
+    RowResult row;
+    const SizePlan plan = planFor(Coll::AllReduce, bytes, occlFloat32, nRanks);
+    row.bytes = plan.bytes;
+    row.count = plan.count;
+    row.dtype = occlFloat32;
+    row.op = occlSum;
+    row.outOfPlace = measure(o, library, plan, rank, nRanks, buffers, false);
+    row.inPlace = measure(o, library, plan, rank, nRanks, buffers, true);
+    agree(o, library, row.bytes, nRanks, row.outOfPlace);
+    agree(o, library, row.bytes, nRanks, row.inPlace);
+    report.row(row);
+  }
+  report.end();
+  return report.wrongTotal() > 0 ? kExitFailed : kExitOk;
+}
+
+}  // namespace occl::bench::baseline

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# occl against Open MPI and Gloo: AllReduce (float sum) on 4 ranks of this machine, every table
+# measured by the same loop (see bench/baselines/baseline.hpp) and printed in occl-bench's format.
+#
+#   bench/baselines/run_host_comparison.sh OUTDIR
+#
+# Writes OUTDIR/<run>.txt (the table, then a "# loadavg" line), OUTDIR/<run>.err, and
+# OUTDIR/summary.txt: the smallest size's time and the largest size's busbw of every run side by
+# side, with /proc/loadavg before and after each run. A run on a loaded machine says little:
+# compare the load columns before comparing the numbers.
+#
+# Runs: occl-threads (occl-bench -g 4), occl-processes (one rank per process), mpi
+# (mpi-allreduce-bench under mpirun), gloo-threads (-g 4, in-memory store) and gloo-processes
+# (file store). occl's processes start under mpirun where it is installed, else as background
+# processes with torchrun's variables, as gloo's always do. A baseline whose library is missing is skipped
+# (Debian: openmpi-bin libopenmpi-dev libgloo-dev).
+#
+# Environment: BUILD_DIR (build-cpu), JOBS (2), NRANKS (4), MINBYTES (8), MAXBYTES (64M),
+# FACTOR (2), ITERS (20), WARMUP (5), RUN_TIMEOUT seconds per run (1800).
+set -euo pipefail
+
+if [ $# -ne 1 ]; then
+  echo "usage: $0 OUTDIR" >&2
+  exit 2
+fi
+cd "$(dirname "$0")/../.."
+mkdir -p "$1"
+OUT="$(cd "$1" && pwd)"
+BUILD_DIR="${BUILD_DIR:-build-cpu}"
+JOBS="${JOBS:-2}"
+NRANKS="${NRANKS:-4}"
+RUN_TIMEOUT="${RUN_TIMEOUT:-1800}"
+SWEEP=(-b "${MINBYTES:-8}" -e "${MAXBYTES:-64M}" -f "${FACTOR:-2}" -n "${ITERS:-20}" -w "${WARMUP:-5}" -c 1)
+BIN="$BUILD_DIR/bench"
+
+# Build: configure once (CPU only), then just the three programs.
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DOCCL_ENABLE_CUDA=OFF
+fi
+targets=(occl-bench)
+known="$(cmake --build "$BUILD_DIR" --target help)"
+for t in mpi-allreduce-bench gloo-allreduce-bench; do
+  if [[ "$known" == *"$t"* ]]; then
+    targets+=("$t")
+  else
+    echo "run_host_comparison: $t is not configured (library not found): skipped" >&2
+  fi
+done
+cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}"
+has() { [[ " ${targets[*]} " == *" $1 "* ]]; }
+
+MPIRUN=()
+if command -v mpirun > /dev/null; then
+  # Binding off: 4 ranks may share fewer cores, and threads (occl -g 4, gloo -g 4) are not bound
+  # either. Root is refused without the flag (containers).
+  MPIRUN=(mpirun -np "$NRANKS" --oversubscribe --bind-to none)
+  [ "$(id -u)" -ne 0 ] || MPIRUN+=(--allow-run-as-root)
+fi
+
+# One process per rank with torchrun's variables (occl-bench's and gloo-allreduce-bench's other
+# launcher); only rank 0 prints the table.
+env_ranks() {
+  local pids=() rc=0 store port=$((29500 + RANDOM % 1000))
+  store="$(mktemp -d)"  # gloo's file store must start empty
+  for ((r = 0; r < NRANKS; r++)); do
+    RANK=$r WORLD_SIZE=$NRANKS MASTER_ADDR=127.0.0.1 MASTER_PORT=$port GLOO_STORE_DIR="$store" \
+      timeout "$RUN_TIMEOUT" "$@" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  rm -rf "$store"
+  return "$rc"
+}
+
+# The time of the first row and the busbw of the last, out of place and in place, and #wrong.
+row_numbers() {
+  awk '/^ *[0-9]/ { if (!first) first = $6 " " $10; last = $8 " " $12 }
+       /Out of bounds values/ { wrong = $7 }
+       END { print (first ? first : "- -"), (last ? last : "- -"), (wrong != "" ? wrong : "-") }' "$1"
+}
+
+summary_line() {  # NAME RC LOAD_BEFORE LOAD_AFTER
+  local n
+  read -r -a n <<< "$(row_numbers "$OUT/$1.txt")"
+  local status=ok
+  [ "$2" -eq 0 ] || status="FAILED(rc=$2)"
+  printf "%-15s %9s %9s %9s %9s %6s  %-14s -> %-14s %s\n" "$1" "${n[0]}" "${n[1]}" "${n[2]}" "${n[3]}" "${n[4]}" \
+    "$3" "$4" "$status" >> "$OUT/summary.txt"
+}
+
+failed=0
+run() {  # NAME COMMAND...: the table to OUTDIR/NAME.txt, stderr to NAME.err
+  local name=$1 rc=0 before after
+  shift
+  echo "run_host_comparison: $name: $*" >&2
+  before="$(cut -d' ' -f1-3 /proc/loadavg)"
+  "$@" > "$OUT/$name.txt" 2> "$OUT/$name.err" || rc=$?
+  after="$(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "# loadavg before: $before after: $after" >> "$OUT/$name.txt"
+  summary_line "$name" "$rc" "$before" "$after"
+  [ "$rc" -eq 0 ] || failed=1
+}
+
+{
+  echo "# AllReduce float sum, $NRANKS ranks on $(hostname) ($(nproc) cores), ${SWEEP[*]}, $(date -u +%FT%TZ)"
+  echo "# first size: time (us); last size: busbw (GB/s); oop = out of place, ip = in place"
+  printf "%-15s %9s %9s %9s %9s %6s  %-14s    %-14s\n" "# run" "t.oop" "t.ip" "bw.oop" "bw.ip" "#wrong" \
+    "load before" "load after"
+} > "$OUT/summary.txt"
+
+run occl-threads timeout "$RUN_TIMEOUT" "$BIN/occl-bench" allreduce --backend host -g "$NRANKS" "${SWEEP[@]}"
+if [ ${#MPIRUN[@]} -gt 0 ]; then
+  run occl-processes timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" "$BIN/occl-bench" allreduce --backend host "${SWEEP[@]}"
+else
+  run occl-processes env_ranks "$BIN/occl-bench" allreduce --backend host "${SWEEP[@]}"
+fi
+if has mpi-allreduce-bench && [ ${#MPIRUN[@]} -gt 0 ]; then
+  run mpi timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" "$BIN/baselines/mpi-allreduce-bench" "${SWEEP[@]}"
+fi
+if has gloo-allreduce-bench; then
+  run gloo-threads timeout "$RUN_TIMEOUT" "$BIN/baselines/gloo-allreduce-bench" -g "$NRANKS" "${SWEEP[@]}"
+  run gloo-processes env_ranks "$BIN/baselines/gloo-allreduce-bench" "${SWEEP[@]}"
+fi
+
+cat "$OUT/summary.txt"
+exit $failed
