@@ -33,9 +33,12 @@ RUN_TIMEOUT="${RUN_TIMEOUT:-1800}"
 SWEEP=(-b "${MINBYTES:-8}" -e "${MAXBYTES:-64M}" -f "${FACTOR:-2}" -n "${ITERS:-20}" -w "${WARMUP:-5}" -c 1)
 BIN="$BUILD_DIR/bench"
 
-# Build: configure once (CPU only), then just the three programs.
+# Build: configure (CPU only; again in an existing folder, so that a baseline whose library was
+# installed since is found), then just the three programs.
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DOCCL_ENABLE_CUDA=OFF
+else
+  cmake "$BUILD_DIR" > /dev/null
 fi
 targets=(occl-bench)
 known="$(cmake --build "$BUILD_DIR" --target help)"
