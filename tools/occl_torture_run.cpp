@@ -130,12 +130,12 @@ void printSwitchCost(const TortureOptions& o, const Outcome& base) {
               "after one 64-B receive with the context saved (%llu saves)\n",
               probe.noSaveNs, probe.withSaveNs, static_cast<unsigned long long>(probe.savesSeen));
   if (!o.switchCost || o.noPreempt) {
-    std::printf("switch cost (whole run): not estimated (%s)\n", o.noPreempt ? "--no-preempt" : "--no-switch-cost");
+    std::printf("forced vs normal preemption (whole run): not run (%s)\n", o.noPreempt ? "--no-preempt" : "--no-switch-cost");
     return;
   }
   Outcome other;
   if (!runOnce(o, !o.forcePreempt, other) || other.hung || other.wrong != 0) {
-    std::printf("switch cost (whole run): not estimated (the %s run failed)\n",
+    std::printf("forced vs normal preemption (whole run): not compared (the %s run failed)\n",
                 o.forcePreempt ? "normal" : "forced-preemption");
     return;
   }
@@ -143,11 +143,14 @@ void printSwitchCost(const TortureOptions& o, const Outcome& base) {
   const Outcome& normal = o.forcePreempt ? other : base;
   const double extra = static_cast<double>(forced.total.preemptions) - static_cast<double>(normal.total.preemptions);
   const double perRank = extra / o.ranks;  // ranks switch in parallel: charge wall time per rank
-  std::printf("switch cost (whole run): forced preemption %.3f s with %llu switches vs %.3f s with %llu: ", forced.seconds,
+  std::printf("forced vs normal preemption (whole run): %.3f s with %llu switches vs %.3f s with %llu: ", forced.seconds,
               static_cast<unsigned long long>(forced.total.preemptions), normal.seconds,
               static_cast<unsigned long long>(normal.total.preemptions));
   if (perRank <= 0) std::printf("no extra switches\n");
-  else std::printf("%+.2f us per extra switch per rank\n", (forced.seconds - normal.seconds) / perRank * 1e6);
+  else
+    std::printf("%+.2f us per extra switch per rank, the spin waits forced preemption skips included (not a switch "
+                "cost: the probe above is)\n",
+                (forced.seconds - normal.seconds) / perRank * 1e6);
 }
 
 }  // namespace
