@@ -3,7 +3,7 @@
 # over a corpus seeded from ../shared/msccl-ir. Exits non-zero on any crash, leak, or slow input.
 #
 # usage: tests/fuzz/run_fuzz.sh [SECONDS]        (default 60)
-# env:   OCCL_FUZZ_BUILD_DIR  build directory  (default ${TMPDIR:-/tmp}/occl-build-fuzz)
+# env:   OCCL_FUZZ_BUILD_DIR  build directory  (default <repo>/build-fuzz: one per checkout)
 #        OCCL_SHARED_DIR      shared checkout  (default <repo>/../shared)
 #        CLANG_CXX / CLANG_CC compilers        (default clang++ / clang)
 #        OCCL_FUZZ_JOBS       build parallelism (default 2)
@@ -11,7 +11,7 @@ set -euo pipefail
 
 seconds="${1:-60}"
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-build="${OCCL_FUZZ_BUILD_DIR:-${TMPDIR:-/tmp}/occl-build-fuzz}"
+build="${OCCL_FUZZ_BUILD_DIR:-$repo/build-fuzz}"
 shared="${OCCL_SHARED_DIR:-$repo/../shared}"
 cxx="${CLANG_CXX:-clang++}"
 cc="${CLANG_CC:-clang}"
