@@ -261,18 +261,22 @@ std::vector<uint64_t> sizeSequence(const Options& o) {
   return sizes;
 }
 
-std::string usage(const std::string& program) {
-  return "usage: " + program +
-         " [COLLECTIVE] [flags]\n"
-         "  COLLECTIVE (or --coll): allreduce allgather reducescatter reduce broadcast alltoall sendrecv\n"
-         "                          (nccl-tests names such as all_reduce_perf work too, also as argv[0])\n"
-         "  -b,--minbytes N        smallest size (K/M/G suffixes), default 32M\n"
+std::string sweepUsage() {
+  return "  -b,--minbytes N        smallest size (K/M/G suffixes), default 32M\n"
          "  -e,--maxbytes N        largest size, default 32M\n"
          "  -f,--stepfactor N      multiply the size by N between runs\n"
          "  -i,--stepbytes N       add N bytes between runs (default 1M; the last of -f/-i wins)\n"
          "  -n,--iters N           timed iterations per size, default 20\n"
          "  -w,--warmup_iters N    untimed iterations per size, default 1\n"
-         "  -c,--check 0|1         verify every element, default 1\n"
+         "  -c,--check 0|1         verify every element, default 1\n";
+}
+
+std::string usage(const std::string& program) {
+  return "usage: " + program +
+         " [COLLECTIVE] [flags]\n"
+         "  COLLECTIVE (or --coll): allreduce allgather reducescatter reduce broadcast alltoall sendrecv\n"
+         "                          (nccl-tests names such as all_reduce_perf work too, also as argv[0])\n" +
+         sweepUsage() +
          "  -d,--datatype T        int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 | all\n"
          "  -o,--op OP             sum prod min max avg | all (reducing collectives only)\n"
          "  -r,--root R            root of reduce and broadcast, default 0\n"

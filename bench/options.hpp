@@ -68,5 +68,8 @@ size_t dtypeSize(int dtype);
 std::vector<uint64_t> sizeSequence(const Options& options);
 
 std::string usage(const std::string& program);
+// The lines of usage() for the size sweep and the check (-b -e -f -i -n -w -c), which the
+// baselines in bench/baselines share.
+std::string sweepUsage();
 
 }  // namespace occl::bench

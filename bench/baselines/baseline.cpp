@@ -81,14 +81,8 @@ std::string parse(const std::vector<std::string>& args, Options& options) {
 
 std::string usage(const std::string& program, const std::string& launchHelp) {
   return "usage: " + program +
-         " [allreduce] [flags]   (occl-bench's flags; float sum AllReduce only)\n"
-         "  -b,--minbytes N        smallest size (K/M/G suffixes), default 32M\n"
-         "  -e,--maxbytes N        largest size, default 32M\n"
-         "  -f,--stepfactor N      multiply the size by N between runs\n"
-         "  -i,--stepbytes N       add N bytes between runs (default 1M; the last of -f/-i wins)\n"
-         "  -n,--iters N           timed iterations per size, default 20\n"
-         "  -w,--warmup_iters N    untimed iterations per size, default 1\n"
-         "  -c,--check 0|1         verify every element, default 1\n"
+         " [allreduce] [flags]   (occl-bench's flags; float sum AllReduce only)\n" +
+         sweepUsage() +
          "  -h,--help              this text\n" +
          launchHelp;
 }

@@ -1,38 +1,19 @@
 // Compile-only: proves that the shared primitives headers build as device code. The kernels
-// instantiate the device reduceCopy for every (dtype, op) pair through dispatchTypeOp — exactly
-// as the executor does — plus the conversions and operators on their own. Nothing launches them.
+// instantiate the device reduceCopy for every (dtype, op) pair through dispatchTypeOp with the
+// executor's own ReduceCopyCall, plus the conversions and operators on their own. Nothing launches them.
 #include <cstddef>
 #include <cstdint>
 
 #include "primitives/dispatch.hpp"
 #include "primitives/dtypes.hpp"
+#include "primitives/primitives.hpp"
 #include "primitives/reduce_copy.hpp"
 #include "primitives/reduce_ops.hpp"
 
 namespace occl {
-namespace {
 
-// The functor form (a template call operator).
-struct ReduceCopyArgs {
-  const void* a;
-  const void* b;
-  void* d0;
-  void* d1;
-  size_t n;
-  int postDivisor;
-
-  template <typename T, typename Op>
-  __device__ void operator()() const {
-    reduceCopy<T, Op>(static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(d0), static_cast<T*>(d1),
-                      n, postDivisor);
-  }
-};
-
-}  // namespace
-
-__global__ void reduceCopyEveryTypeOp(int dtype, int op, ReduceCopyArgs args) {
-  dispatchTypeOp(dtype, op, args);
-}
+// The functor form the executor dispatches (primitives.hpp's ReduceCopyCall).
+__global__ void reduceCopyEveryTypeOp(int dtype, int op, ReduceCopyCall args) { dispatchTypeOp(dtype, op, args); }
 
 // The template-lambda forms (kept cheap: every dispatch instantiates all pairs), and the
 // explicit-lanes entry point on half a block.

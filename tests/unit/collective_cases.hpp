@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -275,6 +276,21 @@ struct Case {
 
 inline Case makeCase(const Spec& s, int nRanks) { return Case{s, nextCollId(), prepare(s, nRanks)}; }
 
+// Every case of the batch on this rank: done or pending, with its preemption counters.
+inline void printPending(occlComm_t comm, int rank, const std::vector<Case>& cases, CallbackCounter& done) {
+  const auto fired = done.fired();
+  std::string report = absl::StrFormat("rank %d: %d callbacks fired after 20 s\n", rank, fired.size());
+  for (const Case& c : cases) {
+    if (!participates(c.spec, rank)) continue;
+    const bool seen = std::any_of(fired.begin(), fired.end(), [&](const auto& f) { return f.first == c.collId; });
+    occlCollStats_t st{};
+    occlCollGetStats(comm, c.collId, &st);
+    absl::StrAppendFormat(&report, "  rank %d 0x%x %s %s: preemptions %d loads %d saves %d\n", rank, c.collId,
+                          seen ? "done" : "PENDING", describe(c.spec), st.preemptions, st.contextLoads, st.contextSaves);
+  }
+  std::fputs(report.c_str(), stderr);
+}
+
 // One rank's part of a batch: register (in `order`), submit (in `order`), wait, deregister.
 inline void runRank(occlComm_t comm, int rank, std::vector<Case>& cases, const std::vector<size_t>& order) {
   CallbackCounter done;
@@ -293,23 +309,13 @@ inline void runRank(occlComm_t comm, int rank, std::vector<Case>& cases, const s
              "submit " + describe(c.spec));
     ++mine;
   }
-  if (!done.waitFor(mine, std::chrono::seconds(20))) {
-    fprintf(stderr, "TIMEOUT rank %d mine %zu fired %zu\n", rank, mine, done.fired().size());
-    auto f = done.fired();
-    for (const Case& c : cases) {
-      bool seen = false;
-      for (auto& p : f) seen |= p.first == c.collId;
-      occlCollStats_t st{};
-      occlCollGetStats(comm, c.collId, &st);
-      fprintf(stderr, "  rank %d %lx %s %s preempt %lu loads %lu saves %lu\n", rank, c.collId, seen ? "done" : "PENDING", describe(c.spec).c_str(), st.preemptions, st.contextLoads, st.contextSaves);
-    }
-  }
+  // After 20 s the rank says what it still waits for (and keeps waiting): a hang shows its state.
+  if (!done.waitFor(mine, std::chrono::seconds(20))) printPending(comm, rank, cases, done);
   if (!done.waitFor(mine)) throw std::runtime_error("rank " + std::to_string(rank) + ": callbacks timed out");
   for (const auto& [id, status] : done.fired()) {
-    if (status != occlSuccess) fprintf(stderr, "FAILED rank %d coll %lx status %d: %s\n", rank, id, status, occlGetLastError(comm));
     if (status != occlSuccess)
-      throw std::runtime_error(absl::StrFormat("rank %d: collId 0x%x completed with %s", rank, id,
-                                               occlGetErrorString(status)));
+      throw std::runtime_error(absl::StrFormat("rank %d: collId 0x%x completed with %s: %s", rank, id,
+                                               occlGetErrorString(status), occlGetLastError(comm)));
   }
   for (const Case& c : cases)
     if (participates(c.spec, rank)) expectOk(occlCollDeregister(comm, c.collId), comm, "deregister");
