@@ -146,10 +146,12 @@ Status Collective::buildForm(const CollectiveSetup& setup, const occlCollDesc_t&
                                          "on a connection before they are received); it is %d",
                                          program.name, program.minConnectorSlots, setup.config->connectorSlots));
   const uint64_t total = desc_.totalElems, nChunks = static_cast<uint64_t>(program.nChunksPerLoop);
+  // selectAlgorithm gives a program without ragged chunks only sizes that split into whole
+  // chunks; were that broken, the chunks below would reach past the user's buffers.
   if (!program.raggedChunksAllowed && total % nChunks != 0)
-    return Status::error(occlInvalidArgument,
-                         absl::StrFormat("desc.count = %d: algorithm %s needs count*%d divisible by %d", desc.count,
-                                         program.name, total / std::max<uint64_t>(desc.count, 1), nChunks));
+    return Status::error(occlInternalError, absl::StrFormat("algorithm %s was chosen for %d elements, which do not "
+                                                            "split into its %d chunks",
+                                                            program.name, total, nChunks));
   const uint64_t chunkElems = (total + nChunks - 1) / nChunks;
   const uint64_t nTiles = chunkElems == 0 ? 0 : (chunkElems + desc_.tileElems - 1) / desc_.tileElems;
   if (nTiles >= kMaxTiles)
