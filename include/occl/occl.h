@@ -73,7 +73,12 @@ typedef enum {
   occlNumCollTypes = 8
 } occlCollType_t;
 
-typedef enum { occlBackendAuto = 0, occlBackendHost = 1, occlBackendCuda = 2 } occlBackend_t;
+typedef enum {
+  occlBackendAuto = 0,
+  occlBackendHost = 1,
+  occlBackendCuda = 2,
+  occlBackendSimt = 3 /* the CUDA daemon's device code on host threads (emulated blocks; for tests) */
+} occlBackend_t;
 
 typedef enum { occlOrderFifo = 0, occlOrderPriority = 1 } occlOrderPolicy_t;
 
@@ -111,6 +116,9 @@ typedef struct {
   int64_t initTimeoutMs;    /* bootstrap and connection set-up bound */
   int forcePreempt;         /* test knob: preempt at every wait (threshold 1) */
   int disablePreemption;    /* test knob: never preempt (shows the deadlock occl removes) */
+  int simtLanes;            /* simt backend: threads (lanes) of an emulated daemon block, 1..64 */
+  int simtSmSlots;          /* simt backend: daemon blocks its emulated device holds at once; 0 = no limit */
+  uint32_t simtJitterSeed;  /* simt backend: nonzero delays non-leader lanes at random (seeded) */
 } occlConfig_t;
 
 occlResult_t occlConfigInit(occlConfig_t* config);

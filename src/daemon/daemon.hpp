@@ -7,12 +7,12 @@
 
 #include <cstdint>
 
-#include "daemon/coll_desc.hpp"
+#include "device/coll_desc.hpp"
 #include "daemon/executor.hpp"
 #include "daemon/task_queue.hpp"
 #include "occl/occl.h"
 #include "queues/cq.hpp"
-#include "queues/detail/compat.hpp"
+#include "device/compat.hpp"
 #include "queues/sq.hpp"
 
 namespace occl {
@@ -199,7 +199,9 @@ OCCL_HD inline bool shouldPollSq(const DaemonEnv& env, const BlockState& bs) {
 OCCL_HD inline PassResult daemonPass(const DaemonEnv& env, int block) {
   BlockState& bs = env.blocks[block];
   bool progressed = false;
-  if (shouldPollSq(env, bs)) {
+  // The leader decides (it alone updates passesSincePoll, right below): lanes that decided
+  // themselves took different branches once in a while and met at different barriers.
+  if (exec::broadcastFromLeader([&] { return shouldPollSq(env, bs); })) {
     progressed = pollSubmissions(env, bs, block);
     leaderUpdate([&] { bs.passesSincePoll = 0; });
   } else {
@@ -211,7 +213,8 @@ OCCL_HD inline PassResult daemonPass(const DaemonEnv& env, int block) {
     if (tryTask(env, bs, block, i, progressed, yielded)) removeTask(bs, i);
     else ++i;
     if (env.policy.order == occlOrderPriority) {
-      const bool arrived = (yielded || shouldPollSq(env, bs)) && pollSubmissions(env, bs, block);
+      const bool arrived =
+          (yielded || exec::broadcastFromLeader([&] { return shouldPollSq(env, bs); })) && pollSubmissions(env, bs, block);
       progressed = progressed || arrived;
       if (arrived || yielded) i = 0;  // the front (perhaps a new arrival) goes first again
     }

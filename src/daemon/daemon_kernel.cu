@@ -1,7 +1,7 @@
-// The CUDA daemon: one persistent kernel per rank, block b running daemonPass(env, b) until the
-// block's quit vote says the launch is over (quit_vote.hpp) or the exit SQE has been read. All
-// scheduling, preemption and completion logic is the shared header code; this file only owns the
-// loop and the launch.
+// The CUDA daemon: one persistent kernel per rank, block b running daemonBlockMain(env, launch, b)
+// (daemon_main.hpp: passes until the quit vote says the launch is over or the exit SQE has been
+// read). All scheduling, preemption and completion logic is the shared header code, which the
+// simt backend runs on host threads too; this file only owns the launch.
 //
 // Where state lives: the environment is copied into shared memory once per launch (it is
 // immutable and read on every pass). Block state (task queue, SQ cursor), collective contexts
@@ -26,14 +26,7 @@ __global__ void __launch_bounds__(kDaemonMaxThreads) daemonKernel(DaemonEnv envA
   if (exec::isLeader()) env = envArg;
   exec::blockSync();
 
-  const int block = static_cast<int>(blockIdx.x);
-  BlockQuit quit(launch.quitWord, launch.epoch, launch.limits, exec::nowNs());
-  bool stay = exec::broadcastFromLeader([&] { return quit.join(); });
-  while (stay) {
-    const PassResult r = daemonPass(env, block);
-    stay = !exec::broadcastFromLeader([&] { return quit.afterPass(r, exec::nowNs()); });
-  }
-  if (exec::isLeader()) quit.leave(launch.endedEpoch);
+  daemonBlockMain(env, launch, static_cast<int>(blockIdx.x));
 }
 
 }  // namespace

@@ -1,25 +1,15 @@
 // Host-callable entry points of the CUDA daemon kernel (daemon_kernel.cu). The kernel itself is
-// a loop over the shared daemonPass (daemon.hpp) plus the quit vote (quit_vote.hpp); this header
-// only lets host code that is not compiled by nvcc (the CUDA backend) launch and size it.
+// the shared daemonBlockMain (daemon_main.hpp); this header only lets host code that is not
+// compiled by nvcc (the CUDA backend) launch and size it.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
-#include "daemon/daemon.hpp"
-#include "daemon/quit_vote.hpp"
+#include "daemon/daemon_main.hpp"
 
 namespace occl {
-
-// What one launch needs besides the environment.
-struct DaemonLaunch {
-  uint64_t* quitWord;     // device memory, see quit_vote.hpp
-  uint32_t* endedEpoch;   // mapped memory: the epoch of the last launch that ended
-  uint32_t epoch;         // new for every launch, never 0
-  uint32_t pad;
-  QuitLimits limits;
-};
 
 // Launches nBlocks = env.nBlocks blocks of `threads` threads on `stream`. `env` is copied into
 // the launch (it is immutable once the communicator has started), so every pointer in it must be

@@ -4,10 +4,10 @@
 
 #include <cstdint>
 
-#include "daemon/coll_desc.hpp"
+#include "device/coll_desc.hpp"
 #include "occl/occl.h"
 #include "primitives/primitives.hpp"
-#include "queues/detail/compat.hpp"
+#include "device/compat.hpp"
 
 namespace occl {
 
@@ -131,11 +131,13 @@ class BlockExecutor {
 
   // Spins until `ready` holds, the threshold passes, or the collective must fail (abort, timeout,
   // a poisoned connector, another block's failure recorded in failStatus).
+  // `site` names the caller's wait at the simt block's barriers, so lanes in two different waits
+  // are told apart.
   template <typename Ready>
-  OCCL_HD WaitResult waitFor(Ready&& ready) {
+  OCCL_HD WaitResult waitFor(Ready&& ready, exec::SyncSite site = exec::SyncSite::here()) {
     uint64_t startNs = 0;
     for (uint32_t spins = 0;; ++spins) {
-      if (exec::broadcastFromLeader(ready)) return WaitResult::Ready;
+      if (exec::broadcastFromLeader(ready, site)) return WaitResult::Ready;
       if ((spins & 63u) == 63u && exec::broadcastFromLeader([&] { return failureCode() != 0; }))
         return WaitResult::Failed;
       if ((spins & 63u) == 0u && exec::broadcastFromLeader([&] { return urgentArrival(); })) return WaitResult::Yielded;

@@ -29,7 +29,7 @@
 #include <cstdint>
 
 #include "daemon/daemon.hpp"
-#include "queues/detail/compat.hpp"
+#include "device/compat.hpp"
 
 namespace occl {
 

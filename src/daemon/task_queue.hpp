@@ -4,12 +4,14 @@
 // policy to the same submissions tends to wait on the same collective at the same time.
 //
 // Block state is mutated by the leader lane only, then the block synchronises (on the host a
-// block is one thread and both are no-ops).
+// block is one thread and both are no-ops). A decision that reads block state the leader
+// mutates is the leader's too, broadcast (exec::broadcastFromLeader): a lane that evaluated it
+// itself could read the state before or after the leader's next update and take the other branch.
 #pragma once
 
 #include <cstdint>
 
-#include "queues/detail/compat.hpp"
+#include "device/compat.hpp"
 #include "queues/sq.hpp"
 
 namespace occl {
@@ -40,9 +42,9 @@ struct alignas(64) BlockState {
 };
 
 template <typename F>
-OCCL_HD inline void leaderUpdate(F&& f) {
+OCCL_HD inline void leaderUpdate(F&& f, exec::SyncSite site = exec::SyncSite::here()) {
   if (exec::isLeader()) f();
-  exec::blockSync();
+  exec::blockSync(site);
 }
 
 OCCL_HD inline void insertTask(BlockState& bs, const TaskEntry& t, bool byPriority) {

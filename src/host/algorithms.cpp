@@ -4,7 +4,7 @@
 #include <string_view>
 
 #include "absl/strings/str_format.h"
-#include "daemon/coll_desc.hpp"
+#include "device/coll_desc.hpp"
 #include "ir_loader/fingerprint.hpp"
 #include "ir_loader/ring.hpp"
 #include "ir_loader/validate.hpp"

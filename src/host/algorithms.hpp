@@ -14,7 +14,7 @@
 namespace occl::host {
 
 // Which program a submission runs, by placement: forms[kFormOutOfPlace] and forms[kFormInPlace]
-// (daemon/coll_desc.hpp). The requested MSCCL-IR program where MSCCL would run it, else the
+// (device/coll_desc.hpp). The requested MSCCL-IR program where MSCCL would run it, else the
 // built-in algorithm; the same pointer twice when one program serves both placements.
 struct AlgorithmChoice {
   std::array<std::shared_ptr<const ir::Program>, 2> forms;

@@ -65,10 +65,11 @@ occlResult_t makeComm(occlComm_t* out, occl::host::CommOptions options) {
 //   and a device is present. Auto without a device falls back to host threads; cuda without one,
 //   or a devlist without one, fails with occlUnhandledCudaError "no CUDA device: ...".
 Result<int> daemonDevice(const occlConfig_t& c, const int* devlist, int index, int localRank, bool autoPrefersGpu) {
-  if (c.backend == occlBackendHost) {
+  if (c.backend == occlBackendHost || c.backend == occlBackendSimt) {
     if (devlist == nullptr) return -1;
-    return Status::error(occlInvalidArgument, "devlist names CUDA devices but config.backend = host: pass NULL for "
-                                              "host ranks");
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("devlist names CUDA devices but config.backend = %s: pass NULL for its ranks",
+                                         c.backend == occlBackendHost ? "host" : "simt"));
   }
   const bool wantsGpu = devlist != nullptr || c.backend == occlBackendCuda;
   if (!wantsGpu && !autoPrefersGpu) return -1;
@@ -92,6 +93,7 @@ Result<int> daemonDevice(const occlConfig_t& c, const int* devlist, int index, i
 }
 
 Result<std::unique_ptr<occl::host::Backend>> backendFor(const occlConfig_t& c, int device) {
+  if (c.backend == occlBackendSimt) return occl::host::makeSimtBackend(c);
   if (device < 0) return occl::host::makeHostBackend(c);
 #if OCCL_HAVE_CUDA
   return occl::host::makeCudaBackend(c, device);

@@ -1,6 +1,7 @@
 // A backend decides where the daemon's memory lives and how the daemon runs: threads of this
-// process (host backend) or a persistent CUDA kernel (cuda backend). The communicator builds the
-// same DaemonEnv for both.
+// process (host backend), a persistent CUDA kernel (cuda backend), or that kernel's device code
+// on emulated blocks of host threads (simt backend). The communicator builds the same DaemonEnv
+// for all three.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +45,7 @@ class Backend {
 };
 
 std::unique_ptr<Backend> makeHostBackend(const occlConfig_t& config);
+Result<std::unique_ptr<Backend>> makeSimtBackend(const occlConfig_t& config);
 #if OCCL_HAVE_CUDA
 Result<std::unique_ptr<Backend>> makeCudaBackend(const occlConfig_t& config, int device);
 #endif

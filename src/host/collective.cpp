@@ -15,9 +15,9 @@ namespace {
 
 DeviceStep flatten(const ir::Step& s) {
   DeviceStep d{};
-  d.op = static_cast<StepOp>(s.op);
-  d.srcBuf = static_cast<BufKind>(s.srcBuf);
-  d.dstBuf = static_cast<BufKind>(s.dstBuf);
+  d.op = s.op;
+  d.srcBuf = s.srcBuf;
+  d.dstBuf = s.dstBuf;
   d.flags = static_cast<uint8_t>((s.hasDep ? kStepHasDep : 0) | (s.postOp ? kStepPostOp : 0));
   d.srcOff = s.srcOff;
   d.dstOff = s.dstOff;

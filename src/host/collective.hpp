@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/coll_desc.hpp"
+#include "device/coll_desc.hpp"
 #include "host/algorithm_library.hpp"
 #include "host/backend.hpp"
 #include "host/status.hpp"

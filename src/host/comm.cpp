@@ -28,9 +28,10 @@ void backoff(int attempt) {
 // tens of milliseconds and starve the ranks that could progress. So host rounds are also bounded
 // in time, at the length of a GPU round (a 64 ns sleep), and the spin thresholds mean about the
 // same time on both backends. The GPU's rounds are that fixed sleep: counting them is enough.
+// The simt backend's lanes are host threads too, and are bounded like the host's.
 uint32_t spinRoundNs(const Backend& backend) {
   constexpr uint32_t kHostSpinRoundNs = 64;
-  return std::string_view(backend.name()) == "host" ? kHostSpinRoundNs : 0;
+  return std::string_view(backend.name()) == "cuda" ? 0 : kHostSpinRoundNs;
 }
 
 }  // namespace

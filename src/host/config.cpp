@@ -94,10 +94,13 @@ void setDefaults(occlConfig_t& c) {
   c.initTimeoutMs = 120000;
   c.forcePreempt = 0;
   c.disablePreemption = 0;
+  c.simtLanes = 4;
+  c.simtSmSlots = 0;
+  c.simtJitterSeed = 0;
 }
 
 Status applyEnvironment(occlConfig_t& c) {
-  Status s = readChoice("OCCL_BACKEND", c.backend, {{"auto", occlBackendAuto}, {"host", occlBackendHost}, {"cuda", occlBackendCuda}});
+  Status s = readChoice("OCCL_BACKEND", c.backend, {{"auto", occlBackendAuto}, {"host", occlBackendHost}, {"cuda", occlBackendCuda}, {"simt", occlBackendSimt}});
   if (s.ok()) s = readInt("OCCL_DAEMON_BLOCKS", c.daemonBlocks);
   if (s.ok()) s = readInt("OCCL_THREADS_PER_BLOCK", c.threadsPerBlock);
   if (s.ok()) s = readInt("OCCL_SQ_DEPTH", c.sqDepth);
@@ -118,6 +121,9 @@ Status applyEnvironment(occlConfig_t& c) {
   if (s.ok()) s = readInt("OCCL_INIT_TIMEOUT_MS", c.initTimeoutMs);
   if (s.ok()) s = readFlag("OCCL_FORCE_PREEMPT", c.forcePreempt);
   if (s.ok()) s = readFlag("OCCL_DISABLE_PREEMPTION", c.disablePreemption);
+  if (s.ok()) s = readInt("OCCL_SIMT_LANES", c.simtLanes);
+  if (s.ok()) s = readInt("OCCL_SIMT_SM_SLOTS", c.simtSmSlots);
+  if (s.ok()) s = readInt("OCCL_SIMT_JITTER", c.simtJitterSeed);
   return s;
 }
 
@@ -137,7 +143,7 @@ Status initConfig(occlConfig_t& config) {
 Status validateConfig(const occlConfig_t& c) {
   if (c.structSize != sizeof(occlConfig_t))
     return rangeError("structSize", static_cast<int64_t>(c.structSize), "sizeof(occlConfig_t): call occlConfigInit first");
-  if (c.backend < occlBackendAuto || c.backend > occlBackendCuda) return rangeError("backend", c.backend, "an occlBackend_t");
+  if (c.backend < occlBackendAuto || c.backend > occlBackendSimt) return rangeError("backend", c.backend, "an occlBackend_t");
   if (c.daemonBlocks < 1 || c.daemonBlocks > 64) return rangeError("daemonBlocks", c.daemonBlocks, "1..64");
   if (c.threadsPerBlock < 32 || c.threadsPerBlock > 1024 || c.threadsPerBlock % 32 != 0)
     return rangeError("threadsPerBlock", c.threadsPerBlock, "a multiple of 32 in 32..1024");
@@ -159,6 +165,8 @@ Status validateConfig(const occlConfig_t& c) {
   if (c.collTimeoutMs < 0) return rangeError("collTimeoutMs", c.collTimeoutMs, ">= 0 (0 = never)");
   if (c.initTimeoutMs <= 0) return rangeError("initTimeoutMs", c.initTimeoutMs, "> 0");
   if (c.forcePreempt && c.disablePreemption) return rangeError("forcePreempt", c.forcePreempt, "0 when disablePreemption is set");
+  if (c.simtLanes < 1 || c.simtLanes > 64) return rangeError("simtLanes", c.simtLanes, "1..64");
+  if (c.simtSmSlots < 0 || c.simtSmSlots > 4096) return rangeError("simtSmSlots", c.simtSmSlots, "0..4096 (0 = no limit)");
   return Status::success();
 }
 

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <string_view>
 
 #include "absl/strings/str_format.h"
@@ -18,9 +19,21 @@ inline Status cudaStatus(cudaError_t e, std::string_view api, int device) {
                                                                cudaGetErrorString(e), cudaGetErrorName(e)));
 }
 
+// Hardware queues per device (CUDA_DEVICE_MAX_CONNECTIONS, 8 unless set, 32 at most): each
+// rank's daemon stream keeps one busy for good, so with 8 ranks on a GPU the auxiliary stream
+// would share a queue with a daemon and wait behind it. Read once, when the process creates its
+// CUDA context: occl raises it before its first CUDA call unless the application has chosen a
+// value. An application that initialised CUDA earlier must set it itself to run more than 7
+// ranks per GPU (docs/configuration.md).
+inline void raiseDeviceConnections() {
+  static const bool once = [] { return setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0) == 0; }();
+  (void)once;
+}
+
 // The number of CUDA devices, or occlUnhandledCudaError "no CUDA device: ..." when there is none
 // (no driver, no GPU, or CUDA_VISIBLE_DEVICES hides them all).
 inline Result<int> cudaDeviceCount() {
+  raiseDeviceConnections();
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {

@@ -4,7 +4,6 @@
 // submission doorbell until the next SQE.
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -12,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "host/backend.hpp"
 #include "host/doorbell.hpp"
+#include "host/host_memory.hpp"
 
 namespace occl::host {
 namespace {
@@ -21,8 +21,8 @@ class HostBackend : public Backend {
   explicit HostBackend(const occlConfig_t& config) : idleQuitUs_(config.idleQuitUs) {}
   ~HostBackend() override { (void)stop(); }
 
-  Result<void*> allocShared(size_t bytes) override { return allocZeroed(bytes); }
-  Result<void*> allocDaemon(size_t bytes) override { return allocZeroed(bytes); }
+  Result<void*> allocShared(size_t bytes) override { return allocHostZeroed(bytes); }
+  Result<void*> allocDaemon(size_t bytes) override { return allocHostZeroed(bytes); }
   Status copyToDaemon(void* dst, const void* src, size_t bytes) override {
     std::memcpy(dst, src, bytes);
     return Status::success();
@@ -67,15 +67,6 @@ class HostBackend : public Backend {
   const char* name() const override { return "host"; }
 
  private:
-  static Result<void*> allocZeroed(size_t bytes) {
-    size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded);
-    if (p == nullptr)
-      return Status::error(occlSystemError, absl::StrFormat("allocating %d bytes of daemon memory failed", bytes));
-    std::memset(p, 0, rounded);
-    return p;
-  }
-
   bool sqHasWork(int block) const {
     return atomics::loadAcquire(env_->sq.published) > env_->blocks[block].sqCursor;
   }

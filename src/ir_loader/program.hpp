@@ -1,6 +1,6 @@
 // The host-side form of a collective algorithm: what the MSCCL-IR loader parses and what the
 // ring/direct generators produce. The host flattens one rank's part into the daemon's
-// device-visible DeviceProgram (src/daemon/device_program.hpp) at registration.
+// device-visible block plans (src/device/coll_desc.hpp) at registration.
 #pragma once
 
 #include <cstddef>
@@ -9,22 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "device/step.hpp"
+
 namespace occl::ir {
 
-// MSCCL-IR's step types, in the order of src/daemon/device_program.hpp's StepOp.
-enum class OpType : uint8_t {
-  Nop,                 // dependency only
-  Send,                // s:    send src
-  Recv,                // r:    recv into dst
-  RecvCopySend,        // rcs:  recv into dst and forward
-  RecvReduceSend,      // rrs:  recv, reduce with src, forward
-  RecvReduceCopy,      // rrc:  recv, reduce with src, store to dst
-  RecvReduceCopySend,  // rrcs: recv, reduce with src, store to dst, forward
-  Copy,                // cpy:  dst = src
-  Reduce,              // re:   dst = dst op src
-};
-
-enum class BufferKind : uint8_t { Input, Output, Scratch };
+// MSCCL-IR's step types and buffers are the daemon's own (device/step.hpp):
+//   Nop (dependency only), Send (s), Recv (r), RecvCopySend (rcs), RecvReduceSend (rrs),
+//   RecvReduceCopy (rrc), RecvReduceCopySend (rrcs), Copy (cpy: dst = src), Reduce (re: dst op= src).
+using OpType = occl::StepOp;
+using BufferKind = occl::BufKind;
 
 enum class CollKind : uint8_t { AllReduce, AllGather, ReduceScatter, Reduce, Broadcast, AllToAll, Send, Recv };
 

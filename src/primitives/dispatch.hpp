@@ -16,7 +16,7 @@
 #include "occl/occl.h"
 #include "primitives/dtypes.hpp"
 #include "primitives/reduce_ops.hpp"
-#include "queues/detail/compat.hpp"
+#include "device/compat.hpp"
 
 namespace occl {
 

@@ -21,7 +21,7 @@
 #include <type_traits>
 
 #include "occl/occl.h"
-#include "queues/detail/compat.hpp"
+#include "device/compat.hpp"
 
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>

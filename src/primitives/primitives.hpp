@@ -6,11 +6,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "daemon/coll_desc.hpp"
+#include "device/coll_desc.hpp"
 #include "occl/occl.h"
 #include "primitives/dispatch.hpp"
 #include "primitives/reduce_copy.hpp"
-#include "queues/detail/compat.hpp"
+#include "device/compat.hpp"
 #include "queues/fifo.hpp"
 
 namespace occl {

@@ -9,11 +9,11 @@
 // never overlap partially: each element is read and written at the same index only.
 //
 // Host: a daemon block is one thread. Plain loops that GCC vectorises at -O3; memcpy for copies.
-// Device: every lane of the calling block must call with the same arguments; each lane handles a
-// strided share with 16-byte loads/stores, scalar for the unaligned head and the tail. The caller
-// synchronises the block (exec::blockSync) before publishing what was written. Loads are plain
-// loads: the caller has already made the source visible (acquire on the connector, then a block
-// barrier), as for any other data the block reads.
+// Device (and the simt backend's emulated blocks): every lane of the calling block must call
+// with the same arguments; each lane handles a strided share with 16-byte loads/stores, scalar
+// for the unaligned head and the tail. The caller synchronises the block (exec::blockSync) before
+// publishing what was written. Loads are plain loads: the caller has already made the source
+// visible (acquire on the connector, then a block barrier), as for any other data the block reads.
 #pragma once
 
 #include <cstddef>
@@ -22,7 +22,7 @@
 
 #include "primitives/dtypes.hpp"
 #include "primitives/reduce_ops.hpp"
-#include "queues/detail/compat.hpp"
+#include "device/compat.hpp"
 
 // The host loops read and write at one index per iteration, so exact aliasing (in-place) carries
 // no dependence between iterations. `ivdep` says exactly that; __restrict would also promise that
@@ -279,7 +279,12 @@ OCCL_HD inline void reduceCopy(const T* a, const T* b, T* d0, T* d1, size_t n, i
 #if OCCL_ON_DEVICE
   reduceCopyLanes<T, Op>(a, b, d0, d1, n, postDivisor, exec::lane(), exec::laneCount());
 #else
-  detail::reduceCopyHost<T, Op>(a, b, d0, d1, n, postDivisor);
+  // A simt block's lanes take the device path; a block of one (host backend) the host loops.
+  if (exec::laneCount() > 1) {
+    reduceCopyLanes<T, Op>(a, b, d0, d1, n, postDivisor, exec::lane(), exec::laneCount());
+  } else {
+    detail::reduceCopyHost<T, Op>(a, b, d0, d1, n, postDivisor);
+  }
 #endif
 }
 

@@ -23,7 +23,7 @@
 
 #include "occl/occl.h"
 #include "primitives/dtypes.hpp"
-#include "queues/detail/compat.hpp"
+#include "device/compat.hpp"
 
 namespace occl::ops {
 

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "queues/detail/compat.hpp"
+#include "device/compat.hpp"
 
 namespace occl {
 

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "queues/detail/compat.hpp"
+#include "device/compat.hpp"
 
 namespace occl {
 

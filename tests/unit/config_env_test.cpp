@@ -50,6 +50,9 @@ const std::vector<Variable>& documentedVariables() {
       {"OCCL_INIT_TIMEOUT_MS", "4500", [](const occlConfig_t& c) { return c.initTimeoutMs; }, 4500},
       {"OCCL_FORCE_PREEMPT", "1", [](const occlConfig_t& c) { return int64_t{c.forcePreempt}; }, 1},
       {"OCCL_DISABLE_PREEMPTION", "1", [](const occlConfig_t& c) { return int64_t{c.disablePreemption}; }, 1},
+      {"OCCL_SIMT_LANES", "7", [](const occlConfig_t& c) { return int64_t{c.simtLanes}; }, 7},
+      {"OCCL_SIMT_SM_SLOTS", "12", [](const occlConfig_t& c) { return int64_t{c.simtSmSlots}; }, 12},
+      {"OCCL_SIMT_JITTER", "4294967295", [](const occlConfig_t& c) { return int64_t{c.simtJitterSeed}; }, 4294967295},
   };
   return vars;
 }
@@ -165,7 +168,7 @@ TEST_F(ConfigEnvTest, AWordOutsideItsChoicesListsThem) {
   const std::vector<std::pair<const char*, const char*>> cases = {
       {"OCCL_BACKEND", "gpu"}, {"OCCL_ORDER", "lifo"}, {"OCCL_SPIN_POLICY", "sticky"}};
   const std::map<std::string, std::string> choices = {
-      {"OCCL_BACKEND", "auto|host|cuda"}, {"OCCL_ORDER", "fifo|priority"}, {"OCCL_SPIN_POLICY", "stickiness|fixed"}};
+      {"OCCL_BACKEND", "auto|host|cuda|simt"}, {"OCCL_ORDER", "fifo|priority"}, {"OCCL_SPIN_POLICY", "stickiness|fixed"}};
   for (const auto& [name, value] : cases) {
     std::string error;
     ASSERT_FALSE(configWith(name, value, &error).has_value()) << name << "=\"" << value << "\" was accepted";

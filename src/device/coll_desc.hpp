@@ -6,40 +6,12 @@
 
 #include <cstdint>
 
-#include "queues/detail/compat.hpp"
-#include "queues/fifo.hpp"
+#include "device/compat.hpp"
+#include "device/step.hpp"
 
 namespace occl {
 
-inline constexpr int kMaxDaemonBlocks = 64;
-inline constexpr uint32_t kMaxStepsPerBlock = 4096;  // step fits 12 bits of a progress word, and an int16_t
-inline constexpr uint32_t kMaxTiles = 1u << 20;      // tile fits 20 bits of a progress word
-inline constexpr uint32_t kMaxInflightPerColl = 64;  // submissions of one collective in flight
-
-enum class StepOp : uint8_t { Nop, Send, Recv, RecvCopySend, RecvReduceSend, RecvReduceCopy, RecvReduceCopySend, Copy, Reduce };
-enum class BufKind : uint8_t { Input, Output, Scratch };
-
-enum StepFlags : uint8_t {
-  kStepHasDep = 1u << 0,  // other blocks wait on this step
-  kStepPostOp = 1u << 1,  // this step stores a final reduced value: apply avg's division
-};
-
-inline constexpr uint16_t kNoConnector = 0xffff;
-
-struct DeviceStep {
-  StepOp op;
-  BufKind srcBuf;
-  BufKind dstBuf;
-  uint8_t flags;      // StepFlags
-  int32_t srcOff;     // chunks
-  int32_t dstOff;     // chunks
-  int32_t count;      // chunks
-  int16_t depBlock;   // -1 = none
-  int16_t depStep;
-  uint16_t sendConn;  // index into BlockPlan::sends, kNoConnector when the step sends nothing
-  uint16_t recvConn;  // index into BlockPlan::recvs, kNoConnector when it receives nothing
-};
-static_assert(sizeof(DeviceStep) == 24, "DeviceStep layout is shared by host and device");
+struct FifoHandle;  // queues/fifo.hpp: a block plan only points at its connectors
 
 // A block's steps and its connectors: one per peer it sends to and one per peer it receives
 // from (an MSCCL-IR threadblock has at most one of each; a direct AllToAll block has one per peer).

@@ -5,9 +5,12 @@
 // - OCCL_HD marks functions callable from both sides.
 // - Atomics: acquire/release at system scope, so the CPU, the GPU and peer GPUs agree. Never
 //   volatile plus fences.
-// - Execution hooks: a daemon block is one CPU thread on the host and a CUDA block on the GPU.
+// - Execution hooks: a daemon block is one CPU thread on the host backend, a CUDA block on the
+//   GPU, and W host threads on the simt backend (an emulated CUDA block, device/simt_block.hpp).
 //   lane()/laneCount() split data-path loops among the block's threads, blockSync() is the
-//   block barrier, broadcastFromLeader() makes one thread's observation uniform.
+//   block barrier, broadcastFromLeader() makes one thread's observation uniform. Every barrier
+//   takes the call site it is written at (SyncSite): the GPU ignores it, the simt block aborts
+//   when its lanes wait at different sites, which on a GPU would pair up silently.
 #pragma once
 
 #include <chrono>
@@ -74,11 +77,36 @@ OCCL_HD inline bool compareExchange(T* p, T& expected, T desired) {
 
 namespace occl::exec {
 
+// Where a barrier is written: the default arguments capture the caller's file and line.
+struct SyncSite {
+  const char* file;
+  int line;
+  OCCL_HD static constexpr SyncSite here(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    return {file, line};
+  }
+};
+
+#if !OCCL_ON_DEVICE
+// The lane a host thread is in an emulated block (device/simt_block.hpp); a thread outside any
+// (the host backend's daemon threads, the host itself) is lane 0 of a block of one.
+namespace simt {
+class Block;
+struct LaneId {
+  Block* block = nullptr;
+  int index = 0;
+  int count = 1;
+};
+extern thread_local LaneId tLane;
+void barrier(Block& block, SyncSite site);
+int* broadcastSlot(Block& block);
+}  // namespace simt
+#endif
+
 OCCL_HD inline int lane() {
 #if OCCL_ON_DEVICE
   return static_cast<int>(threadIdx.x);
 #else
-  return 0;
+  return simt::tLane.index;
 #endif
 }
 
@@ -86,15 +114,17 @@ OCCL_HD inline int laneCount() {
 #if OCCL_ON_DEVICE
   return static_cast<int>(blockDim.x);
 #else
-  return 1;
+  return simt::tLane.count;
 #endif
 }
 
 OCCL_HD inline bool isLeader() { return lane() == 0; }
 
-OCCL_HD inline void blockSync() {
+OCCL_HD inline void blockSync(SyncSite site = SyncSite::here()) {
 #if OCCL_ON_DEVICE
   __syncthreads();
+#else
+  if (simt::tLane.block != nullptr) simt::barrier(*simt::tLane.block, site);
 #endif
 }
 
@@ -111,7 +141,7 @@ OCCL_HD inline void spinPause() {
 // Evaluates `pred` on the leader lane and returns its answer on every lane, so that every
 // thread of a block takes the same branch after a wait.
 template <typename Pred>
-OCCL_HD inline bool broadcastFromLeader(Pred&& pred) {
+OCCL_HD inline bool broadcastFromLeader(Pred&& pred, SyncSite site = SyncSite::here()) {
 #if OCCL_ON_DEVICE
   __shared__ int answer;
   if (threadIdx.x == 0) answer = pred() ? 1 : 0;
@@ -120,7 +150,14 @@ OCCL_HD inline bool broadcastFromLeader(Pred&& pred) {
   __syncthreads();
   return result;
 #else
-  return pred();
+  simt::Block* block = simt::tLane.block;
+  if (block == nullptr) return pred();
+  int* answer = simt::broadcastSlot(*block);
+  if (simt::tLane.index == 0) *answer = pred() ? 1 : 0;
+  simt::barrier(*block, site);
+  bool result = *answer != 0;
+  simt::barrier(*block, site);
+  return result;
 #endif
 }
 

@@ -1,0 +1,197 @@
+#include "host/kernel_backend.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+
+namespace occl::host {
+namespace {
+
+// A block with tasks that cannot progress quits after this many idle periods, at least
+// kMinStuckQuitUs: long enough that a slow peer is not mistaken for a deadlock, short enough
+// that a cudaDeviceSynchronize elsewhere waits only this long for the daemon (Fig. 1(c)).
+constexpr int64_t kStuckQuitFactor = 10;
+constexpr int64_t kMinStuckQuitUs = 5000;
+// After a launch that quit stuck without completing anything, the next launch waits this long,
+// doubling up to the stuck-quit time, so the device gets idle windows instead of a busy loop.
+constexpr int64_t kFirstRelaunchDelayUs = 200;
+// The poller spins this long before it starts sleeping: completions often come in bursts.
+constexpr int64_t kPollSpinUs = 50;
+constexpr int64_t kPollMaxSleepUs = 500;
+// stop() waits this long for the kernel to read the exit SQE and drain.
+constexpr int64_t kStopTimeoutMs = 30000;
+
+int64_t usSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+KernelBackend::KernelBackend(const occlConfig_t& config, std::string where)
+    : where_(std::move(where)),
+      nBlocks_(config.daemonBlocks),
+      idleQuitUs_(config.idleQuitUs),
+      stuckQuitUs_(std::max<int64_t>(kStuckQuitFactor * config.idleQuitUs, kMinStuckQuitUs)) {}
+
+void KernelBackend::setLaunchWords(uint64_t* quitWord, uint32_t* endedEpoch) {
+  quitWord_ = quitWord;
+  endedEpoch_ = endedEpoch;
+}
+
+bool KernelBackend::kernelMayStillRun() {
+  std::lock_guard<std::mutex> lock(launchMu_);
+  return stopTimedOut_;
+}
+
+Status KernelBackend::start(DaemonEnv* env) {
+  if (env->nBlocks != static_cast<uint32_t>(nBlocks_))
+    return Status::error(occlInternalError, absl::StrFormat("daemon environment has %d blocks, the %s backend was "
+                                                            "sized for %d",
+                                                            env->nBlocks, name(), nBlocks_));
+  std::lock_guard<std::mutex> lock(launchMu_);
+  env_ = env;
+  envCopy_ = *env;
+  return Status::success();  // event-driven: the first SQE launches the kernel
+}
+
+// The latest launch has sealed its quit vote (or there was none): it reads no further SQEs.
+bool KernelBackend::launchOver() const {
+  return !everLaunched_ || atomics::loadAcquire(endedEpoch_) == epoch_;
+}
+
+// Meaningful once the launch is over: SQEs no block has read, or tasks a block still holds.
+KernelBackend::Work KernelBackend::pendingWork() const {
+  const uint64_t published = env_->sq.publishedCount();
+  Work work = Work::None;
+  for (uint32_t b = 0; b < env_->nBlocks; ++b) {
+    BlockState& bs = env_->blocks[b];
+    if (atomics::loadAcquire(&bs.sqCursor) < published) return Work::Unread;
+    if (atomics::loadAcquire(&bs.nTasks) != 0) work = Work::Queued;
+  }
+  return work;
+}
+
+// Decides, once per launch, how soon the next one may follow: at once after a launch that
+// completed something, later and later after launches that only sat stuck.
+void KernelBackend::noteLaunchEnded() {
+  if (endNoted_) return;
+  endNoted_ = true;
+  endedAt_ = Clock::now();
+  if (atomics::loadAcquire(env_->cqPublished) != cqAtLaunch_) {
+    relaunchDelayUs_ = 0;
+  } else {
+    relaunchDelayUs_ = std::min(relaunchDelayUs_ == 0 ? kFirstRelaunchDelayUs : 2 * relaunchDelayUs_, stuckQuitUs_);
+  }
+}
+
+bool KernelBackend::relaunchDue() const { return usSince(endedAt_) >= relaunchDelayUs_; }
+
+Status KernelBackend::launch() {
+  DaemonLaunch l{quitWord_, endedEpoch_, epoch_ + 1, 0,
+                 QuitLimits{static_cast<uint64_t>(idleQuitUs_) * 1000, static_cast<uint64_t>(stuckQuitUs_) * 1000}};
+  const uint64_t cq = atomics::loadAcquire(env_->cqPublished);
+  if (Status s = launchKernel(envCopy_, l); !s.ok()) return s;
+  epoch_ = l.epoch;
+  everLaunched_ = true;
+  endNoted_ = false;
+  cqAtLaunch_ = cq;
+  return Status::success();
+}
+
+// Unread SQEs launch at once (a submission raced with the quit vote); tasks left by a launch
+// that quit stuck wait for the relaunch delay.
+void KernelBackend::relaunchIfNeeded(bool honourDelay) {
+  if (!fatal_.ok() || env_ == nullptr || !launchOver()) return;
+  if (everLaunched_) noteLaunchEnded();
+  const Work work = pendingWork();
+  if (work == Work::None) return;
+  if (work == Work::Queued && honourDelay && !relaunchDue()) return;
+  if (Status s = launch(); !s.ok()) fail(s);
+}
+
+// A kernel that faults never seals its vote; only the launch order tells.
+void KernelBackend::checkKernelHealth() {
+  if (!everLaunched_ || !fatal_.ok()) return;
+  if (Status s = kernelHealth(); !s.ok()) fail(s);
+}
+
+// Unrecoverable: no more launches, and the abort flag makes new submissions fail fast.
+void KernelBackend::fail(const Status& s) {
+  if (!fatal_.ok()) return;
+  fatal_ = s;
+  std::fprintf(stderr, "occl: %s backend on %s stopped: %s\n", name(), where_.c_str(), s.message.c_str());
+  if (env_ != nullptr) {
+    uint32_t expected = 0;
+    atomics::compareExchange(env_->abortFlag, expected, static_cast<uint32_t>(occlUnhandledCudaError));
+  }
+}
+
+// A new SQE is new information (it may be what the queued tasks wait for): no relaunch delay.
+void KernelBackend::notifySubmission() {
+  std::lock_guard<std::mutex> lock(launchMu_);
+  if (!stopped_) relaunchIfNeeded(/*honourDelay=*/false);
+}
+
+// A GPU cannot ring a futex: poll the CQ counter, spinning briefly, then sleeping longer and
+// longer. Each round also relaunches a daemon that quit with work left.
+void KernelBackend::waitForCompletion(uint64_t consumed, int64_t timeoutUs) {
+  const auto start = Clock::now();
+  int64_t sleepUs = 10;
+  for (;;) {
+    if (env_ == nullptr || atomics::loadAcquire(env_->cqPublished) > consumed) return;
+    {
+      std::lock_guard<std::mutex> lock(launchMu_);
+      checkKernelHealth();
+      if (!stopped_) relaunchIfNeeded(/*honourDelay=*/true);
+    }
+    const int64_t elapsed = usSince(start);
+    if (elapsed >= timeoutUs) return;
+    if (elapsed < kPollSpinUs) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(std::min(sleepUs, timeoutUs - elapsed)));
+    sleepUs = std::min(2 * sleepUs, kPollMaxSleepUs);
+  }
+}
+
+// Relaunches without delay until every block has read the exit SQE and drained its tasks (the
+// abort flag, if set, fails whatever is left quickly).
+Status KernelBackend::stop() {
+  std::unique_lock<std::mutex> lock(launchMu_);
+  if (env_ == nullptr || stopped_) return fatal_;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(kStopTimeoutMs);
+  for (;;) {
+    if (!fatal_.ok()) break;
+    if (launchOver()) {
+      if (pendingWork() == Work::None) break;
+      relaunchIfNeeded(/*honourDelay=*/false);
+      continue;
+    }
+    if (Clock::now() > deadline) {
+      stopTimedOut_ = true;
+      fail(Status::error(occlTimeout, absl::StrFormat("the daemon kernel did not exit within %d ms of the exit "
+                                                      "request (launch %d running, launch %d was the last to end)",
+                                                      kStopTimeoutMs, epoch_, atomics::loadAcquire(endedEpoch_))));
+      break;
+    }
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    lock.lock();
+  }
+  stopped_ = true;
+  if (everLaunched_ && fatal_.ok()) {
+    // Sealed: the blocks are leaving, so this returns promptly (or reports a fault). Not under
+    // the lock: a block may still need the poller to drain a full CQ before it can leave.
+    lock.unlock();
+    Status s = waitKernels();
+    lock.lock();
+    if (!s.ok()) fail(s);
+  }
+  return fatal_;
+}
+
+}  // namespace occl::host

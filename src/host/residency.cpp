@@ -1,0 +1,71 @@
+#include "host/residency.hpp"
+
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+
+namespace occl::host {
+namespace {
+
+std::mutex& registryMu() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<std::string, int>& registry() {
+  static std::map<std::string, int> reserved;
+  return reserved;
+}
+
+}  // namespace
+
+ResidencyReservation::ResidencyReservation(ResidencyReservation&& o) noexcept
+    : device_(std::move(o.device_)), blocks_(std::exchange(o.blocks_, 0)) {}
+
+ResidencyReservation& ResidencyReservation::operator=(ResidencyReservation&& o) noexcept {
+  if (this != &o) {
+    ResidencyReservation old(std::move(*this));
+    device_ = std::move(o.device_);
+    blocks_ = std::exchange(o.blocks_, 0);
+  }
+  return *this;
+}
+
+ResidencyReservation::~ResidencyReservation() {
+  if (blocks_ == 0) return;
+  std::lock_guard<std::mutex> lock(registryMu());
+  auto it = registry().find(device_);
+  if (it == registry().end()) return;
+  it->second -= blocks_;
+  if (it->second <= 0) registry().erase(it);
+}
+
+Result<ResidencyReservation> reserveResidency(const std::string& device, int blocks, int capacity,
+                                              const std::string& what) {
+  std::lock_guard<std::mutex> lock(registryMu());
+  int& used = registry()[device];
+  if (blocks > capacity - used) {
+    const int inUse = used;
+    if (used == 0) registry().erase(device);
+    if (inUse == 0)
+      return Status::error(occlInvalidArgument,
+                           absl::StrFormat("config.daemonBlocks = %d: %s holds at most %d %s at once", blocks, device,
+                                           capacity, what));
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("config.daemonBlocks = %d: %s holds at most %d %s at once and other ranks of "
+                                         "this process already keep %d resident there; every daemon block must be "
+                                         "resident, so use fewer daemon blocks or fewer ranks per device",
+                                         blocks, device, capacity, what, inUse));
+  }
+  used += blocks;
+  return ResidencyReservation(device, blocks);
+}
+
+int residentBlocks(const std::string& device) {
+  std::lock_guard<std::mutex> lock(registryMu());
+  auto it = registry().find(device);
+  return it == registry().end() ? 0 : it->second;
+}
+
+}  // namespace occl::host
