@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "support/ranks.hpp"
-#include "unit/collective_cases.hpp"
+#include "support/collective_cases.hpp"
 
 namespace occl::test {
 namespace {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "collective_cases.hpp"
+#include "support/collective_cases.hpp"
 #include "support/ranks.hpp"
 
 namespace occl::test {

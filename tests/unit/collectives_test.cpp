@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "collective_cases.hpp"
+#include "support/collective_cases.hpp"
 #include "ir_loader/ring.hpp"
 #include "ir_loader/validate.hpp"
 #include "support/ranks.hpp"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "collective_cases.hpp"
+#include "support/collective_cases.hpp"
 #include "ir_loader/msccl_ir.hpp"
 #include "support/ranks.hpp"
 
