@@ -29,6 +29,7 @@ struct SchedPolicy {
   uint32_t disablePreemption;
   uint32_t spinRoundNs;  // time bound of one spin round (SpinBudget::roundNs); 0 = rounds only
 };
+static_assert(sizeof(SchedPolicy) == 40, "SchedPolicy layout is shared by host and device");
 
 // Everything a daemon block needs; plain data the host builds once per communicator.
 struct DaemonEnv {
@@ -42,6 +43,7 @@ struct DaemonEnv {
   uint32_t* abortFlag;     // set by occlCommAbort
   uint64_t* cqPublished;   // CQEs written, so the host can wake its poller and count outstanding work
 };
+static_assert(sizeof(DaemonEnv) == 120, "DaemonEnv is a kernel argument: one layout on both sides");
 
 struct PassResult {
   bool progressed;  // a primitive ran, a task completed, or an SQE arrived

@@ -40,6 +40,7 @@ struct alignas(64) BlockState {
   uint32_t passesSincePoll;
   SqeView incoming;        // the SQE the leader just read, for the whole block
 };
+static_assert(sizeof(BlockState) == 128, "BlockState layout is shared by host and device");
 
 template <typename F>
 OCCL_HD inline void leaderUpdate(F&& f, exec::SyncSite site = exec::SyncSite::here()) {

@@ -56,6 +56,7 @@ struct alignas(64) CollShared {
   uint32_t pad;
   uint32_t finished[kMaxInflightPerColl];  // blocks done with submission seq, at seq % window
 };
+static_assert(sizeof(CollShared) == 832, "CollShared layout is shared by host and device");
 
 // One executable form of a collective on this rank: a program flattened into block plans, with
 // the chunk geometry and scratch it needs. A collective has one form per placement; both are the
@@ -96,6 +97,7 @@ struct CollDesc {
   uint32_t inflightWindow;  // submissions in flight at most, <= kMaxInflightPerColl
   int32_t priority;
 };
+static_assert(sizeof(CollDesc) == 176, "CollDesc layout is shared by host and device");
 
 // Two-level table of registered collectives: pages are allocated on demand and never move, so
 // the daemon can read an entry while the host registers another one.
@@ -110,5 +112,6 @@ struct CollTable {
     return page == nullptr ? nullptr : &page[index & (kPageSize - 1)];
   }
 };
+static_assert(sizeof(CollTable) == 8, "CollTable layout is shared by host and device");
 
 }  // namespace occl

@@ -80,9 +80,16 @@ class Collective {
   occlCollStats_t stats(Backend& backend) const;
 
   // After an abort: a peer that waits on this rank through any of these connectors fails with
-  // `status` instead of waiting for data that will never come.
-  void poisonConnectors(uint32_t status) const {
-    for (const auto& c : connectors_) FifoHandle{c->header(), c->data(), 0, 0, 0}.poisonWith(status);
+  // `status` instead of waiting for data that will never come. Through the connector memory,
+  // which may be device memory the host cannot address. Returns the first failure (every
+  // connector is still tried).
+  Status poisonConnectors(uint32_t status) const {
+    Status first;
+    for (const auto& c : connectors_) {
+      Status s = c->poison(status);
+      if (first.ok() && !s.ok()) first = s;
+    }
+    return first;
   }
 
  private:

@@ -164,8 +164,12 @@ Status Comm::abort(occlResult_t reason) {
   // The daemon poisoned the connectors of what was pending; those of every other registered
   // collective go too, or a peer that submits one later would wait for this rank until its timeout.
   std::lock_guard<std::mutex> lock(submitMu_);
-  for (const auto& [collId, coll] : byId_) coll->poisonConnectors(occlRemoteError);
-  return Status::success();
+  Status poisoned;
+  for (const auto& [collId, coll] : byId_) {
+    Status s = coll->poisonConnectors(occlRemoteError);
+    if (poisoned.ok() && !s.ok()) poisoned = s.withContext(absl::StrFormat("poisoning the connectors of collId 0x%x", collId));
+  }
+  return poisoned;
 }
 
 void Comm::failFromPeer(const std::string& why) {

@@ -65,5 +65,6 @@ struct CompletionQueue {
     return true;
   }
 };
+static_assert(sizeof(CompletionQueue) == 16, "CompletionQueue layout is shared by host and device");
 
 }  // namespace occl

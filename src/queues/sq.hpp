@@ -81,5 +81,6 @@ struct SubmissionQueue {
 
   OCCL_HD uint64_t publishedCount() const { return atomics::loadAcquire(published); }
 };
+static_assert(sizeof(SubmissionQueue) == 24, "SubmissionQueue layout is shared by host and device");
 
 }  // namespace occl

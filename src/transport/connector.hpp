@@ -49,6 +49,16 @@ class ConnectorMemory {
     return atomics::loadAcquire(isSender ? &h->receiverSig : &h->senderSig);
   }
 
+  // Fails every user of this connector with `status` (FifoHeader::poison); a connector already
+  // poisoned keeps its first status. The host's way in after an abort, while the daemon poisons
+  // through its FifoHandle. Memory the host cannot address (a FIFO in device memory) overrides
+  // this: a host CAS on device memory is a segfault (defect D2).
+  virtual host::Status poison(uint32_t status) {
+    uint32_t expected = 0;
+    atomics::compareExchange(&header()->poison, expected, status);
+    return host::Status::success();
+  }
+
  protected:
   void* base_ = nullptr;
 };

@@ -58,6 +58,23 @@ class DeviceFifo : public ConnectorMemory {
     return isSender ? receiverSig_ : senderSig_;
   }
 
+  // No host atomics on device memory: read the word, and write it only while it is clear. A
+  // daemon that poisons it between the two copies loses its status to this one; both are
+  // failures, and every reader only asks whether the word is nonzero.
+  Status poison(uint32_t status) override {
+    DeviceGuard guard(device_);
+    if (Status s = guard.status(); !s.ok()) return s;
+    uint32_t current = 0;
+    Status s = cudaStatus(cudaMemcpyAsync(&current, &header()->poison, sizeof(current), cudaMemcpyDeviceToHost, stream_),
+                          "cudaMemcpyAsync(connector poison)", device_);
+    if (s.ok()) s = cudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", device_);
+    if (!s.ok() || current != 0) return s;
+    s = cudaStatus(cudaMemcpyAsync(&header()->poison, &status, sizeof(status), cudaMemcpyHostToDevice, stream_),
+                   "cudaMemcpyAsync(connector poison)", device_);
+    if (s.ok()) s = cudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", device_);
+    return s;
+  }
+
  private:
   std::shared_ptr<CudaWorld> world_;  // owns the pool and the stream
   int device_;
