@@ -9,7 +9,7 @@
 // block that left early would strand its part of every later collective until the others left
 // too. So blocks vote. One 64-bit word in device memory per communicator holds
 //
-//   epoch << 32 | sealed << 31 | joined << 16 | votes
+//   epoch << 32 | sealed << 31 | left << 20 | joined << 10 | votes
 //
 // A block joins when it starts, votes when it wants to quit, and withdraws its vote when it
 // progresses again. The vote that makes votes == joined seals the word; a sealed word makes every
@@ -17,6 +17,11 @@
 // once then still ends, instead of waiting for blocks that never run). Each launch passes a new
 // epoch, and a word from an older epoch reads as empty, so nothing is reset between launches.
 // A block leaving for the exit SQE votes for good, so every launch ends sealed.
+//
+// A block that joined counts itself out (`left`) when it leaves, sealed or not; the one that
+// makes a sealed word's left == joined is the last, and only it tells the host. Blocks finish the
+// pass they are in before they see the seal, so the first block to leave is not the end: a host
+// that took it for one would read block state (task queues, SQ cursors) still being written.
 //
 // The word is read-modify-written by the blocks only, in device memory: GPU atomics on host
 // memory are not atomic with respect to the host unless the platform says so
@@ -36,25 +41,27 @@ namespace occl {
 namespace quitword {
 
 inline constexpr uint64_t kSealed = 1ull << 31;
-inline constexpr uint32_t kCountBits = 15;
+inline constexpr uint32_t kCountBits = 10;
 inline constexpr uint32_t kCountMask = (1u << kCountBits) - 1;
 static_assert(kMaxDaemonBlocks <= kCountMask, "a block count must fit its field");
 
 struct Fields {
   bool sealed;
+  uint32_t left;
   uint32_t joined;
   uint32_t votes;
 };
 
 OCCL_HD inline Fields decode(uint64_t word, uint32_t epoch) {
-  if (static_cast<uint32_t>(word >> 32) != epoch) return {false, 0, 0};  // an older launch's word
-  return {(word & kSealed) != 0, static_cast<uint32_t>(word >> 16) & kCountMask,
-          static_cast<uint32_t>(word) & kCountMask};
+  if (static_cast<uint32_t>(word >> 32) != epoch) return {false, 0, 0, 0};  // an older launch's word
+  return {(word & kSealed) != 0, static_cast<uint32_t>(word >> (2 * kCountBits)) & kCountMask,
+          static_cast<uint32_t>(word >> kCountBits) & kCountMask, static_cast<uint32_t>(word) & kCountMask};
 }
 
 OCCL_HD inline uint64_t encode(uint32_t epoch, const Fields& f) {
   return (static_cast<uint64_t>(epoch) << 32) | (f.sealed ? kSealed : 0) |
-         (static_cast<uint64_t>(f.joined & kCountMask) << 16) | (f.votes & kCountMask);
+         (static_cast<uint64_t>(f.left & kCountMask) << (2 * kCountBits)) |
+         (static_cast<uint64_t>(f.joined & kCountMask) << kCountBits) | (f.votes & kCountMask);
 }
 
 // Applies `change` to the word of `epoch` with a CAS loop, unless the word is sealed. Returns
@@ -104,6 +111,17 @@ OCCL_HD inline bool launchSealed(uint64_t* word, uint32_t epoch) {
   return quitword::decode(atomics::loadAcquire(word), epoch).sealed;
 }
 
+// A block that joined counts itself out. True: the launch is sealed and this was the last block
+// in it, so every block's writes before leaving happen before this CAS (each left through one).
+OCCL_HD inline bool leaveLaunch(uint64_t* word, uint32_t epoch) {
+  uint64_t seen = atomics::loadAcquire(word);
+  for (;;) {
+    quitword::Fields f = quitword::decode(seen, epoch);
+    f.left += 1;
+    if (atomics::compareExchange(word, seen, quitword::encode(epoch, f))) return f.sealed && f.left == f.joined;
+  }
+}
+
 struct QuitLimits {
   uint64_t idleNs;   // nothing queued and no progress for this long: want to quit
   uint64_t stuckNs;  // tasks queued but none progressing for this long: want to quit
@@ -116,12 +134,16 @@ class BlockQuit {
       : word_(word), epoch_(epoch), limits_(limits), lastProgressNs_(nowNs) {}
 
   // Joins the launch; false when the block must leave at once.
-  OCCL_HD bool join() { return joinLaunch(word_, epoch_); }
+  OCCL_HD bool join() {
+    joined_ = joinLaunch(word_, epoch_);
+    return joined_;
+  }
 
-  // On leaving: tells the host (`endedEpoch`, mapped memory) once the launch is sealed. A block
-  // that leaves for the exit SQE before the others have voted leaves that to the last of them.
+  // On leaving: the last block of a sealed launch tells the host (`endedEpoch`, mapped memory).
+  // A block that leaves for the exit SQE before the others have voted leaves that to them, and a
+  // block that never joined (the launch was sealed before it started) has nothing to count.
   OCCL_HD void leave(uint32_t* endedEpoch) const {
-    if (launchSealed(word_, epoch_)) atomics::storeRelease(endedEpoch, epoch_);
+    if (joined_ && leaveLaunch(word_, epoch_)) atomics::storeRelease(endedEpoch, epoch_);
   }
 
   // After each pass: true when the block must leave the kernel now.
@@ -150,6 +172,7 @@ class BlockQuit {
   QuitLimits limits_;
   uint64_t lastProgressNs_;
   bool voted_ = false;
+  bool joined_ = false;
 };
 
 }  // namespace occl

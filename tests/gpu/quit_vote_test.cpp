@@ -81,6 +81,29 @@ TEST(BlockQuit, LeaveTellsTheHostOnlyOnceSealed) {
   EXPECT_EQ(ended, 9u);
 }
 
+// Blocks finish the pass they are in before they see the seal: the host must hear of the end
+// from the last block out, or it reads block state a late block is still writing. A block that
+// started after the seal (it never joined) does not count.
+TEST(BlockQuit, OnlyTheLastBlockOutOfASealedLaunchTellsTheHost) {
+  uint64_t word = 0;
+  uint32_t ended = 0;
+  const QuitLimits limits{10, 10};
+  BlockQuit a(&word, 4, limits, 0), b(&word, 4, limits, 0), late(&word, 4, limits, 0);
+  ASSERT_TRUE(a.join());
+  ASSERT_TRUE(b.join());
+  const PassResult idle{false, false, false};
+  EXPECT_FALSE(a.afterPass(idle, 20));  // votes: 1 of 2
+  EXPECT_TRUE(b.afterPass(idle, 20));   // votes: 2 of 2, sealed
+  b.leave(&ended);
+  EXPECT_EQ(ended, 0u) << "a is still in its pass";
+  EXPECT_FALSE(late.join());
+  late.leave(&ended);
+  EXPECT_EQ(ended, 0u) << "a block that never joined ended the launch";
+  EXPECT_TRUE(a.afterPass(idle, 30));  // a sees the seal
+  a.leave(&ended);
+  EXPECT_EQ(ended, 4u);
+}
+
 TEST(BlockQuit, ProgressWithdrawsAndExitVotesForGood) {
   uint64_t word = 0;
   const QuitLimits limits{10, 10};
@@ -96,7 +119,7 @@ TEST(BlockQuit, ProgressWithdrawsAndExitVotesForGood) {
 }
 
 // Blocks voting, withdrawing and voting again at once: the word ends sealed with every block's
-// vote in it (a sealed word never changes, so it was sealed by the full quorum).
+// vote in it (a sealed word's votes never change, so it was sealed by the full quorum).
 TEST(QuitVote, ConcurrentVotersSealWithTheFullQuorum) {
   constexpr int kBlocks = 16;
   for (uint32_t epoch = 1; epoch <= 50; ++epoch) {
