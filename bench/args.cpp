@@ -77,6 +77,22 @@ std::string opList(std::string_view v, Options& o) {
   return "";
 }
 
+// "0,0,1": one CUDA device number per rank; the count is checked against -g once all flags are in.
+std::string devlistValue(std::string_view v, std::vector<int>& out) {
+  const char* expected = "a comma-separated list of CUDA device numbers (integers >= 0), one per rank of -g/--ngpus";
+  std::vector<int> devices;
+  for (size_t start = 0;;) {
+    const size_t comma = v.find(',', start);
+    auto n = parseInt(v.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+    if (!n || *n < 0 || *n > std::numeric_limits<int>::max()) return expected;
+    devices.push_back(static_cast<int>(*n));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  out = std::move(devices);
+  return "";
+}
+
 // An MSCCL-IR file, or "ring" (occl's built-in name) so that scripts can pass it explicitly.
 std::string algorithmValue(std::string_view v, std::string& out) {
   std::ifstream probe{std::string(v)};
@@ -134,6 +150,7 @@ const std::vector<Flag>& flags() {
          else return "host, cuda or auto";
          return "";
        }},
+      {'\0', "devlist", true, [](auto v, Options& o) { return devlistValue(v, o.devlist); }},
       {'\0', "algo", true, [](auto v, Options& o) { return algorithmValue(v, o.algorithm); }},
       {'\0', "blocks", true, [](auto v, Options& o) { return intInRange(v, 1, kMaxBlocks, o.blocks); }},
       {'\0', "compare", true,
@@ -178,6 +195,18 @@ std::string checkConsistency(const Options& o) {
            std::to_string(o.maxBytes) + ")";
   if (o.stepFactor > 1 && o.minBytes == 0)
     return "-b/--minbytes: expected >= 1 with -f/--stepfactor (0 times a factor never grows)";
+  if (!o.devlist.empty() && static_cast<int>(o.devlist.size()) != o.localRanks)
+    return "--devlist: " + std::to_string(o.devlist.size()) + " device(s) given; expected " +
+           std::to_string(o.localRanks) + ", one per rank of -g/--ngpus " + std::to_string(o.localRanks);
+  if (!o.devlist.empty() && o.backend == occlBackendHost)
+    return "--devlist names CUDA devices, but --backend host runs the ranks on host threads; expected --backend cuda "
+           "(or auto)";
+  if (o.compareNccl && o.backend == occlBackendHost)
+    return "--compare nccl: NCCL runs on GPUs, but --backend host runs occl on host threads; expected --backend cuda "
+           "(or auto)";
+  if (o.compareNccl && o.coll == Coll::SendRecv)
+    return "--compare nccl: sendrecv has no NCCL comparison; expected allreduce, allgather, reducescatter, reduce, "
+           "broadcast or alltoall";
   if (sizeSequence(o).size() > kMaxSizes)
     return "-i/--stepbytes: the range -b..-e holds more than " + std::to_string(kMaxSizes) +
            " sizes; expected a larger step";
@@ -281,10 +310,15 @@ std::string usage(const std::string& program) {
          "  -o,--op OP             sum prod min max avg | all (reducing collectives only)\n"
          "  -r,--root R            root of reduce and broadcast, default 0\n"
          "  -g,--ngpus N           ranks in this process (threads), default 1\n"
-         "  --backend B            host | cuda | auto, default auto\n"
+         "  --backend B            host | cuda | auto, default auto: host ranks, or cuda when\n"
+         "                         --devlist or --compare nccl asks for GPUs. cuda: device buffers,\n"
+         "                         rank r on device r % (CUDA devices) unless --devlist says otherwise\n"
+         "  --devlist D0,D1,...    CUDA device of each rank of -g (as occlCommInitAll's devlist;\n"
+         "                         repeats allowed): as many entries as -g\n"
          "  --algo FILE.xml        MSCCL-IR algorithm (occlCollDesc_t.algorithm)\n"
          "  --blocks N             daemon blocks per collective (occlCollDesc_t.nBlocks)\n"
-         "  --compare nccl         also run NCCL on the same sizes (CUDA builds with a GPU)\n"
+         "  --compare nccl         also time NCCL on the same sizes and GPUs, one rank per GPU\n"
+         "                         (builds with NCCL; ranks as threads on distinct devices)\n"
          "  --json FILE            also write the results as JSON\n"
          "  --mpi                  one rank per process from the launcher's environment\n"
          "                         (implied when OMPI_COMM_WORLD_SIZE or WORLD_SIZE is set)\n"

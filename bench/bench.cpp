@@ -10,8 +10,10 @@
 #include <optional>
 #include <thread>
 
+#include "compare_nccl.hpp"
 #include "ir_loader/msccl_ir.hpp"
 #include "ir_loader/validate.hpp"
+#include "placement.hpp"
 #include "plan.hpp"
 #include "runner.hpp"
 
@@ -40,11 +42,12 @@ BenchOutcome fail(std::ostream& err, int code, const std::string& message) {
   return o;
 }
 
-// Checks that need no communicator; "" when the options can run here.
+// Checks that need no communicator and no device; "" when the options can run here.
 std::string unsupported(const Options& o, bool launcher) {
-  if (o.backend == occlBackendCuda)
-    return "--backend cuda: occl-bench passes host buffers only so far (device buffers are not implemented in "
-           "bench/memory.hpp); use --backend host";
+  if (o.compareNccl)
+    if (std::string e = ncclMissingFromBuild(); !e.empty()) return e;
+  if (launcher && o.compareNccl)
+    return "--compare nccl: ranks as threads only (-g N, one per GPU); under mpirun/torchrun/--mpi it does not run";
   if (launcher && o.localRanks > 1)
     return "-g/--ngpus: expected 1 under mpirun/torchrun/--mpi (one rank per process); got " +
            std::to_string(o.localRanks);
@@ -57,9 +60,9 @@ std::string rootError(const Options& o, int nRanks) {
          std::to_string(nRanks - 1);
 }
 
-std::string runRank(const Options& o, occlComm_t& comm, int rank, int nRanks, Report& report, ErrorSink& errors,
-                    std::chrono::milliseconds bound) {
-  RankRunner runner(o, comm, rank, nRanks, report, errors, bound);
+std::string runRank(const Options& o, occlComm_t& comm, int rank, int nRanks, int device, Report& report,
+                    ErrorSink& errors, std::chrono::milliseconds bound) {
+  RankRunner runner(o, comm, rank, nRanks, device, report, errors, bound);
   std::string fatal;
   try {
     fatal = runner.run();
@@ -79,9 +82,10 @@ void closeComm(occlComm_t comm) {
   occlCommDestroy(comm);
 }
 
-// `fatal[i]` belongs to rank `firstRank + i`; `writer` says whether this process writes JSON.
+// `fatal[i]` belongs to rank `firstRank + i`; `writer` says whether this process writes JSON;
+// `ncclError`: why --compare nccl failed, if it did.
 BenchOutcome summarize(const Options& o, const Report& report, const std::vector<std::string>& fatal, int firstRank,
-                       bool writer, std::ostream& err) {
+                       bool writer, const std::string& ncclError, std::ostream& err) {
   BenchOutcome out;
   out.rows = report.rows();
   out.wrongTotal = report.wrongTotal();
@@ -93,7 +97,8 @@ BenchOutcome summarize(const Options& o, const Report& report, const std::vector
     anyFatal = true;
     err << "occl-bench: rank " << firstRank + static_cast<int>(i) << ": fatal: " << fatal[i] << "\n";
   }
-  if (anyFatal || out.failedRows > 0 || out.wrongTotal > 0) out.exitCode = kExitFailed;
+  if (!ncclError.empty()) err << "occl-bench: " << ncclError << "\n";
+  if (anyFatal || out.failedRows > 0 || out.wrongTotal > 0 || !ncclError.empty()) out.exitCode = kExitFailed;
   if (writer && !o.jsonPath.empty()) {
     std::ofstream file(o.jsonPath);
     writeJson(file, report);
@@ -105,11 +110,16 @@ BenchOutcome summarize(const Options& o, const Report& report, const std::vector
   return out;
 }
 
-BenchOutcome runThreads(const Options& o, const occlConfig_t& config, std::ostream& out, std::ostream& err) {
+BenchOutcome runThreads(const Options& o, const occlConfig_t& config, const Placement& placement, std::ostream& out,
+                        std::ostream& err) {
   const int n = o.localRanks;
   if (std::string e = rootError(o, n); !e.empty()) return fail(err, kExitUsage, e);
+  const std::vector<int> devices = placement.devices(n);
+  if (o.compareNccl)
+    if (std::string e = ncclDeviceClash(devices, placement.deviceCount); !e.empty()) return fail(err, kExitUsage, e);
+  const bool cuda = placement.backend == occlBackendCuda;
   std::vector<occlComm_t> comms(static_cast<size_t>(n), nullptr);
-  if (occlResult_t r = occlCommInitAll(comms.data(), n, nullptr, &config); r != occlSuccess)
+  if (occlResult_t r = occlCommInitAll(comms.data(), n, cuda ? devices.data() : nullptr, &config); r != occlSuccess)
     return fail(err, kExitFailed,
                 std::string("occlCommInitAll: ") + occlGetErrorString(r) + ": " + occlGetLastError(nullptr));
   ErrorSink errors{err, {}};
@@ -121,14 +131,19 @@ BenchOutcome runThreads(const Options& o, const occlConfig_t& config, std::ostre
     for (int r = 0; r < n; ++r)
       threads.emplace_back([&, r] {
         const size_t i = static_cast<size_t>(r);
-        fatal[i] = runRank(o, comms[i], r, n, *reports[i], errors, waitBound(config));
+        fatal[i] = runRank(o, comms[i], r, n, devices[i], *reports[i], errors, waitBound(config));
       });
   }
   for (occlComm_t c : comms) closeComm(c);
-  return summarize(o, *reports[0], fatal, 0, true, err);
+  // NCCL after occl's communicators are gone: no daemon kernel shares the GPUs with it.
+  std::string ncclError;
+  const bool ranAll = std::all_of(fatal.begin(), fatal.end(), [](const std::string& f) { return f.empty(); });
+  if (o.compareNccl && ranAll) ncclError = compareWithNccl(o, devices, *reports[0]);
+  return summarize(o, *reports[0], fatal, 0, true, ncclError, err);
 }
 
-BenchOutcome runProcess(const Options& o, const occlConfig_t& config, std::ostream& out, std::ostream& err) {
+BenchOutcome runProcess(const Options& o, const occlConfig_t& config, const Placement& placement, std::ostream& out,
+                        std::ostream& err) {
   occlComm_t comm = nullptr;
   if (occlResult_t r = occlCommInitFromEnv(&comm, &config); r != occlSuccess)
     return fail(err, kExitFailed,
@@ -142,9 +157,9 @@ BenchOutcome runProcess(const Options& o, const occlConfig_t& config, std::ostre
   }
   Report report(rank == 0 ? &out : nullptr, o, n);
   ErrorSink errors{err, {}};
-  std::vector<std::string> fatal{runRank(o, comm, rank, n, report, errors, waitBound(config))};
+  std::vector<std::string> fatal{runRank(o, comm, rank, n, placement.device(rank), report, errors, waitBound(config))};
   closeComm(comm);
-  return summarize(o, report, fatal, rank, rank == 0, err);
+  return summarize(o, report, fatal, rank, rank == 0, "", err);
 }
 
 }  // namespace
@@ -174,6 +189,9 @@ BenchOutcome runBench(const Options& requested, std::ostream& out, std::ostream&
   Options o = requested;
   const bool launcher = underLauncher(o);
   if (std::string e = unsupported(o, launcher); !e.empty()) return fail(err, kExitUsage, e);
+  const PlacementResult placed = placeRanks(o, launcher);
+  if (!placed.error.empty()) return fail(err, placed.exitCode, placed.error);
+  o.backend = placed.placement.backend;  // what the report prints: auto is resolved
   if (!launcher && !o.jsonPath.empty() && !std::ofstream(o.jsonPath, std::ios::app))
     return fail(err, kExitUsage, "--json: invalid value \"" + o.jsonPath + "\"; expected a writable file path");
   occlConfig_t config;
@@ -181,10 +199,11 @@ BenchOutcome runBench(const Options& requested, std::ostream& out, std::ostream&
     return fail(err, kExitFailed,
                 std::string("occlConfigInit (OCCL_* environment): ") + occlGetErrorString(r) + ": " +
                     occlGetLastError(nullptr));
-  config.backend = occlBackendHost;  // see unsupported(): auto means host until device buffers exist
+  config.backend = placed.placement.backend;
   config.daemonBlocks = std::max(config.daemonBlocks, o.blocks);  // --blocks N needs N daemon blocks
   if (std::string e = adoptProgram(o, config, launcher); !e.empty()) return fail(err, kExitUsage, e);
-  return launcher ? runProcess(o, config, out, err) : runThreads(o, config, out, err);
+  return launcher ? runProcess(o, config, placed.placement, out, err)
+                  : runThreads(o, config, placed.placement, out, err);
 }
 
 int benchMain(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {

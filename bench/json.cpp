@@ -42,10 +42,11 @@ std::string place(const PlaceResult& p) {
          "}";
 }
 
-std::string row(const RowResult& r) {
+std::string row(const RowResult& r, bool nccl) {
   std::string s = "{\"size\": " + std::to_string(r.bytes) + ", \"count\": " + std::to_string(r.count) +
                   ", \"type\": " + quoted(dtypeName(r.dtype)) +
                   ", \"redop\": " + quoted(r.op < 0 ? "none" : opName(r.op)) + ", \"root\": " + std::to_string(r.root);
+  if (nccl) s += ", \"nccl\": " + place(r.nccl);
   if (!r.error.empty()) return s + ", \"error\": " + quoted(r.error) + "}";
   return s + ", \"out_of_place\": " + place(r.outOfPlace) + ", \"in_place\": " + place(r.inPlace) + "}";
 }
@@ -55,13 +56,13 @@ std::string row(const RowResult& r) {
 void writeJson(std::ostream& out, const Report& report) {
   const Options& o = report.options();
   out << "{\n  \"collective\": " << quoted(collName(o.coll)) << ",\n  \"nranks\": " << report.nRanks()
-      << ",\n  \"backend\": \"host\",\n  \"options\": {\"minbytes\": " << o.minBytes << ", \"maxbytes\": " << o.maxBytes
+      << ",\n  \"backend\": \"" << report.backendName() << "\",\n  \"options\": {\"minbytes\": " << o.minBytes << ", \"maxbytes\": " << o.maxBytes
       << ", \"stepfactor\": " << o.stepFactor << ", \"stepbytes\": " << o.stepBytes << ", \"iters\": " << o.iters
       << ", \"warmup_iters\": " << o.warmupIters << ", \"check\": " << (o.check ? 1 : 0) << ", \"root\": " << o.root
       << ", \"ngpus\": " << o.localRanks << ", \"algorithm\": " << (o.algorithm.empty() ? "null" : quoted(o.algorithm))
       << ", \"blocks\": " << o.blocks << "},\n  \"results\": [";
   const auto& rows = report.rows();
-  for (size_t i = 0; i < rows.size(); ++i) out << (i ? ",\n    " : "\n    ") << row(rows[i]);
+  for (size_t i = 0; i < rows.size(); ++i) out << (i ? ",\n    " : "\n    ") << row(rows[i], o.compareNccl);
   out << (rows.empty() ? "" : "\n  ") << "],\n  \"out_of_bounds\": " << report.wrongTotal()
       << ",\n  \"failed_rows\": " << report.failedRows() << ",\n  \"avg_busbw_gbps\": " << number(report.avgBusBw())
       << "\n}\n";

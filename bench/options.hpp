@@ -1,5 +1,5 @@
 // occl-bench command line: the nccl-tests flags plus occl's own (collective, backend, algorithm,
-// blocks, NCCL comparison, JSON output). Parsing never exits or throws: a bad argument comes back
+// devices, blocks, NCCL comparison, JSON output). Parsing never exits or throws: a bad argument comes back
 // as a message naming the flag and what it expects, and the caller exits with code 2.
 #pragma once
 
@@ -33,6 +33,7 @@ struct Options {
   int root = 0;
   int localRanks = 1;  // -g: ranks as threads of this process
   occlBackend_t backend = occlBackendAuto;
+  std::vector<int> devlist;  // --devlist: the CUDA device of each rank of -g; empty = rank r on r % devices
   std::string algorithm;  // --algo: passed as occlCollDesc_t.algorithm; empty = built-in
   int blocks = 0;         // --blocks: occlCollDesc_t.nBlocks; 0 = the algorithm's default
   bool compareNccl = false;

@@ -33,6 +33,8 @@ occlCollDesc_t baseDesc(const SizePlan& plan, const Options& options, int op) {
   return d;
 }
 
+}  // namespace
+
 int collType(Coll coll) {
   switch (coll) {
     case Coll::AllReduce: return occlCollAllReduce;
@@ -45,8 +47,6 @@ int collType(Coll coll) {
   }
   return occlCollAllReduce;
 }
-
-}  // namespace
 
 SizePlan planFor(Coll coll, uint64_t bytes, int dtype, int nRanks) {
   SizePlan p{};

@@ -29,6 +29,8 @@ SizePlan planFor(Coll coll, uint64_t bytes, int dtype, int nRanks);
 // so that busbw is comparable with the hardware's bandwidth whatever the rank count.
 double busBwFactor(Coll coll, int nRanks);
 
+// occlCollType_t of `coll`; SendRecv gives its send half.
+int collType(Coll coll);
 bool isReducing(Coll coll);
 bool usesRoot(Coll coll);
 // AllToAll cannot run in place in occl (its buffers must not overlap); SendRecv is two

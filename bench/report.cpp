@@ -67,6 +67,16 @@ std::string formatFailedRow(const RowResult& row) {
          row.error + "\n";
 }
 
+std::string formatNcclRow(const RowResult& row) {
+  const PlaceResult& n = row.nccl;
+  const std::string ratio = row.error.empty() && row.outOfPlace.ran && n.timeUs > 0
+                                ? printf_("%9.2f", row.outOfPlace.timeUs / n.timeUs)
+                                : printf_("%9s", "N/A");
+  return printf_("# nccl %12llu  %12llu  %8s  %6s  %6d", static_cast<unsigned long long>(row.bytes),
+                 static_cast<unsigned long long>(row.count), dtypeName(row.dtype), opLabel(row.op).c_str(), row.root) +
+         printf_("  %7s  %6.2f  %6.2f", formatTime(n.timeUs).c_str(), n.algBw, n.busBw) + "  " + ratio + "\n";
+}
+
 std::string formatFooter(int64_t wrongTotal, double avgBusBw) {
   return printf_("# Out of bounds values : %lld %s\n", static_cast<long long>(wrongTotal),
                  wrongTotal == 0 ? "OK" : "FAILED") +
@@ -74,8 +84,9 @@ std::string formatFooter(int64_t wrongTotal, double avgBusBw) {
 }
 
 std::string formatPreamble(const Options& o, int nRanks, const std::vector<RankInfo>& ranks) {
-  std::string s = printf_("# occl-bench %s: occl %d.%d.%d, %d rank(s), backend host\n", collName(o.coll), OCCL_MAJOR,
-                          OCCL_MINOR, OCCL_PATCH, nRanks);
+  const bool cuda = o.backend == occlBackendCuda;
+  std::string s = printf_("# occl-bench %s: occl %d.%d.%d, %d rank(s), backend %s\n", collName(o.coll), OCCL_MAJOR,
+                          OCCL_MINOR, OCCL_PATCH, nRanks, cuda ? "cuda" : "host");
   const bool factor = o.stepFactor > 1;
   s += printf_(
       "# nThread 1 nGpus %d minBytes %llu maxBytes %llu step: %llu(%s) warmup iters: %d iters: %d agg iters: 1 "
@@ -87,8 +98,8 @@ std::string formatPreamble(const Options& o, int nRanks, const std::vector<RankI
   if (o.blocks > 0) s += printf_("# blocks per collective: %d\n", o.blocks);
   s += "#\n# Using devices\n";
   for (size_t r = 0; r < ranks.size(); ++r)
-    s += printf_("#  Rank %2zu Group  0 Pid %6lld on %10s device -1 [host] CPU daemon\n", r,
-                 static_cast<long long>(ranks[r].pid), ranks[r].host.c_str());
+    s += printf_("#  Rank %2zu Group  0 Pid %6lld on %10s device %2d %s\n", r, static_cast<long long>(ranks[r].pid),
+                 ranks[r].host.c_str(), ranks[r].device, ranks[r].device < 0 ? "[host] CPU daemon" : "[cuda] GPU daemon");
   return s + "#\n";
 }
 
@@ -107,6 +118,11 @@ void Report::row(const RowResult& row) {
 }
 
 void Report::end() { print(algorithmTally() + formatFooter(wrongTotal(), avgBusBw())); }
+
+void Report::ncclRow(size_t index, const PlaceResult& nccl) {
+  rows_.at(index).nccl = nccl;
+  print(formatNcclRow(rows_[index]));
+}
 
 // "# algorithm: allgather_ring out-of-place 12, ring in-place 12": which algorithm ran how
 // often, so a run of --algo shows where MSCCL's rules sent sizes to the built-in fallback.

@@ -31,11 +31,13 @@ struct RowResult {
   PlaceResult outOfPlace;
   PlaceResult inPlace;
   std::string error;  // non-empty: the row failed and has no numbers
+  PlaceResult nccl;   // --compare nccl: NCCL out of place on the same size (ran = false: not measured)
 };
 
 struct RankInfo {
   int64_t pid = 0;
   std::string host;
+  int device = -1;  // the rank's CUDA device; -1: host ranks
 };
 
 // Fills algBw/busBw of `place` from its time and the row's size.
@@ -45,6 +47,9 @@ std::string formatTime(double us);
 std::string tableHeader();
 std::string formatRow(const RowResult& row);
 std::string formatFailedRow(const RowResult& row);
+// "# nccl" comment line: the row's size columns, NCCL's time and bandwidths, and occl's
+// out-of-place time over NCCL's.
+std::string formatNcclRow(const RowResult& row);
 std::string formatFooter(int64_t wrongTotal, double avgBusBw);
 std::string formatPreamble(const Options& options, int nRanks, const std::vector<RankInfo>& ranks);
 
@@ -58,8 +63,11 @@ class Report {
   void note(const std::string& line);  // a "# " line
   void row(const RowResult& row);
   void end();
+  // --compare nccl, after end(): NCCL's numbers for rows()[index], printed and kept for JSON.
+  void ncclRow(size_t index, const PlaceResult& nccl);
 
   const std::vector<RowResult>& rows() const { return rows_; }
+  const char* backendName() const { return options_.backend == occlBackendCuda ? "cuda" : "host"; }
   int64_t wrongTotal() const;
   double avgBusBw() const;
   int failedRows() const;

@@ -6,13 +6,12 @@
 #include <cstddef>
 #include <cstring>
 
-#include "compare_nccl.hpp"
-
 namespace occl::bench {
 namespace {
 
-// Per rank in the introduction: pid, then 32 bytes of host name.
-constexpr size_t kInfoWords = 5;
+// Per rank in the introduction: pid, CUDA device (-1: host), then 32 bytes of host name.
+constexpr size_t kInfoWords = 6;
+constexpr size_t kHostWord = 2;
 
 std::string rowLabel(const Options& o, const RowResult& r) {
   return std::string(collName(o.coll)) + " " + std::to_string(r.bytes) + " B " + dtypeName(r.dtype) + " " +
@@ -39,16 +38,19 @@ void ErrorSink::line(int rank, const std::string& message) {
   err << "occl-bench: rank " << rank << ": " << message << "\n" << std::flush;
 }
 
-RankRunner::RankRunner(const Options& options, occlComm_t comm, int rank, int nRanks, Report& report,
-                       ErrorSink& errors, std::chrono::milliseconds bound)
+RankRunner::RankRunner(const Options& options, occlComm_t comm, int rank, int nRanks, int device, Report& report,
+                       ErrorSink& errors, std::chrono::milliseconds bound, BufferMaker make)
     : options_(options),
       comm_(comm),
       rank_(rank),
       nRanks_(nRanks),
+      device_(device),
       report_(report),
       errors_(errors),
       bound_(bound),
-      side_(comm, bound) {}
+      side_(comm, bound, make(device)),
+      send_(make(device)),
+      recv_(make(device)) {}
 
 void RankRunner::abortComm() {
   side_.detach();
@@ -59,8 +61,6 @@ void RankRunner::abortComm() {
 std::string RankRunner::run() {
   if (std::string e = side_.open(); !e.empty()) return e;
   if (std::string e = introduce(); !e.empty()) return e;
-  if (options_.compareNccl)
-    if (std::string why = ncclComparisonUnavailable(); !why.empty()) report_.note(why);
   const std::vector<uint64_t> sizes = sizeSequence(options_);
   // Collectives without an operator run once per size, printed as "none".
   const std::vector<int> ops = isReducing(options_.coll) ? options_.ops : std::vector<int>{-1};
@@ -81,15 +81,17 @@ std::string RankRunner::introduce() {
   std::vector<int64_t> words(static_cast<size_t>(nRanks_) * kInfoWords, 0);
   int64_t* mine = &words[static_cast<size_t>(rank_) * kInfoWords];
   mine[0] = static_cast<int64_t>(getpid());
-  char host[(kInfoWords - 1) * sizeof(int64_t)] = {};
+  mine[1] = device_;
+  char host[(kInfoWords - kHostWord) * sizeof(int64_t)] = {};
   gethostname(host, sizeof host - 1);
-  std::memcpy(&mine[1], host, sizeof host);
+  std::memcpy(&mine[kHostWord], host, sizeof host);
   if (RunStatus s = side_.sumVector(words); !s.ok()) return "exchanging rank information: " + s.error;
   std::vector<RankInfo> ranks(static_cast<size_t>(nRanks_));
   for (size_t r = 0; r < ranks.size(); ++r) {
     const int64_t* w = &words[r * kInfoWords];
     ranks[r].pid = w[0];
-    std::memcpy(host, &w[1], sizeof host);
+    ranks[r].device = static_cast<int>(w[1]);
+    std::memcpy(host, &w[kHostWord], sizeof host);
     host[sizeof host - 1] = '\0';
     ranks[r].host = host;
   }
@@ -160,14 +162,31 @@ void RankRunner::deregisterRow(const Row& row) {
   for (const Registration& reg : row.regs) occlCollDeregister(comm_, reg.collId);
 }
 
-RunBuffers RankRunner::buffersFor(const SizePlan& plan, bool inPlace) {
+RankRunner::Layout RankRunner::layoutFor(const SizePlan& plan, bool inPlace) {
   const size_t es = plan.elemSize;
-  send_.reserve(plan.sendElems * es);
-  recv_.reserve(std::max(plan.sendElems, plan.recvElems) * es);  // large enough to run in place
-  if (!inPlace) return {send_.data(), recv_.data()};
-  auto* base = static_cast<std::byte*>(recv_.data());
+  send_->reserve(plan.sendElems * es);
+  recv_->reserve(std::max(plan.sendElems, plan.recvElems) * es);  // large enough to run in place
+  if (!inPlace) return {send_.get(), 0, recv_.get(), 0};
   const InPlaceOffsets off = inPlaceOffsets(plan, rank_);
-  return {base + off.send * es, base + off.recv * es};
+  return {recv_.get(), off.send * es, recv_.get(), off.recv * es};
+}
+
+void RankRunner::writeInputs(const Row& row, const Layout& at) {
+  writeInput(row.spec, at.host().send);
+  at.send->upload(at.sendOffset, row.plan.sendElems * row.plan.elemSize);
+}
+
+// In place the two windows overlap in one host copy, where prepareRun writes the input over the
+// poison; uploading both windows from it puts that final state on the device.
+void RankRunner::prepareCheck(const Row& row, const Layout& at) {
+  prepareRun(row.spec, at.host());
+  at.recv->upload(at.recvOffset, row.plan.recvElems * row.plan.elemSize);
+  at.send->upload(at.sendOffset, row.plan.sendElems * row.plan.elemSize);
+}
+
+int64_t RankRunner::checkResults(const Row& row, const Layout& at) {
+  at.recv->download(at.recvOffset, row.plan.recvElems * row.plan.elemSize);
+  return countWrong(row.spec, at.host().recv);
 }
 
 RunStatus RankRunner::runOnce(const Row& row, const RunBuffers& buffers) {
@@ -194,13 +213,14 @@ PlaceResult RankRunner::measure(const Row& row, bool inPlace, std::string& error
   const char* algorithm = nullptr;
   if (!row.regs.empty() && occlCollGetAlgorithm(comm_, row.regs.front().collId, inPlace ? 1 : 0, &algorithm) == occlSuccess)
     place.algorithm = algorithm;
-  const RunBuffers buffers = buffersFor(row.plan, inPlace);
+  const Layout layout = layoutFor(row.plan, inPlace);
+  const RunBuffers buffers = layout.device();
   auto record = [&](const RunStatus& s) {
     if (s.ok()) return;
     if (error.empty()) error = s.error;
     fatal = fatal || s.lost;
   };
-  if (error.empty()) writeInput(row.spec, buffers.send);
+  if (error.empty()) writeInputs(row, layout);
   for (int i = 0; i < options_.warmupIters && error.empty(); ++i) record(runOnce(row, buffers));
   if (fatal) return place;
   if (RunStatus s = barrier(); !s.ok()) {
@@ -214,10 +234,10 @@ PlaceResult RankRunner::measure(const Row& row, bool inPlace, std::string& error
   if (!error.empty()) return place;
   place.timeUs = std::chrono::duration<double, std::micro>(stop - start).count() / options_.iters;
   if (options_.check) {
-    prepareRun(row.spec, buffers);
+    prepareCheck(row, layout);
     record(runOnce(row, buffers));
     if (!error.empty()) return place;
-    place.wrong = countWrong(row.spec, buffers.recv);
+    place.wrong = checkResults(row, layout);
   }
   place.ran = true;
   return place;

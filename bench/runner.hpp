@@ -2,9 +2,12 @@
 // times out-of-place then in-place runs, checks the results, and agrees with the other ranks on
 // the row's numbers through the side channel. Every rank makes the same side-channel calls in
 // the same order whatever happened locally, so a failure on one rank never strands the others.
+// Buffers live where the rank's daemon reads them (memory.hpp); inputs are written and results
+// checked on the host and staged across for device ranks, outside the timed loop.
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <ostream>
 #include <string>
@@ -29,8 +32,9 @@ struct ErrorSink {
 
 class RankRunner {
  public:
-  RankRunner(const Options& options, occlComm_t comm, int rank, int nRanks, Report& report, ErrorSink& errors,
-             std::chrono::milliseconds bound);
+  // `device`: the rank's CUDA device, or -1 for a host rank; `make` allocates its buffers there.
+  RankRunner(const Options& options, occlComm_t comm, int rank, int nRanks, int device, Report& report,
+             ErrorSink& errors, std::chrono::milliseconds bound, BufferMaker make = makeBuffer);
 
   // Runs every row; returns "" or a fatal error after which the communicator must be aborted.
   std::string run();
@@ -44,13 +48,26 @@ class RankRunner {
     CheckSpec spec;
     std::vector<Registration> regs;
   };
+  // Where a run's send and receive windows lie: a buffer and a byte offset each (in place, both
+  // in recv_).
+  struct Layout {
+    RunBuffer* send;
+    size_t sendOffset;
+    RunBuffer* recv;
+    size_t recvOffset;
+    RunBuffers device() const { return {send->data() + sendOffset, recv->data() + recvOffset}; }
+    RunBuffers host() const { return {send->host() + sendOffset, recv->host() + recvOffset}; }
+  };
 
   std::string introduce();
   std::string runRow(int dtype, int op, uint64_t bytes, uint64_t sizeIndex, RowResult& out);
   std::string registerRow(const Row& row);
   void deregisterRow(const Row& row);
   PlaceResult measure(const Row& row, bool inPlace, std::string& error, bool& lost);
-  RunBuffers buffersFor(const SizePlan& plan, bool inPlace);
+  Layout layoutFor(const SizePlan& plan, bool inPlace);
+  void writeInputs(const Row& row, const Layout& at);
+  void prepareCheck(const Row& row, const Layout& at);
+  int64_t checkResults(const Row& row, const Layout& at);
   RunStatus runOnce(const Row& row, const RunBuffers& buffers);
   RunStatus barrier();
 
@@ -58,13 +75,14 @@ class RankRunner {
   occlComm_t comm_;
   int rank_;
   int nRanks_;
+  int device_;  // CUDA device, or -1 for a host rank
   Report& report_;
   ErrorSink& errors_;
   std::chrono::milliseconds bound_;
   SideChannel side_;
   Completion done_;
-  HostBuffer send_;
-  HostBuffer recv_;
+  std::unique_ptr<RunBuffer> send_;
+  std::unique_ptr<RunBuffer> recv_;
 };
 
 }  // namespace occl::bench

@@ -1,5 +1,8 @@
 #include "side_channel.hpp"
 
+#include <cstddef>
+#include <cstring>
+
 #include "plan.hpp"
 
 namespace occl::bench {
@@ -43,18 +46,40 @@ std::string SideChannel::open() {
   return "";
 }
 
+RunStatus SideChannel::exchange(void* values, size_t bytes, std::span<const Submission> parts) {
+  std::memcpy(buffer_->host(), values, bytes);
+  buffer_->upload(0, bytes);
+  RunStatus status = submitAndWait(comm_, parts, done_, bound_);
+  if (!status.ok()) return status;
+  buffer_->download(0, bytes);
+  std::memcpy(values, buffer_->host(), bytes);
+  return status;
+}
+
 RunStatus SideChannel::combine(Maxes& maxes, Sums& sums) {
-  const Submission parts[] = {{sideChannelCollId(kMaxDoubles), maxes.data(), maxes.data()},
-                              {sideChannelCollId(kSumInt64), sums.data(), sums.data()}};
-  return submitAndWait(comm_, parts, done_, bound_);
+  // One staging area: the doubles, then the int64s (both 8-byte aligned).
+  struct Slots {
+    Maxes maxes;
+    Sums sums;
+  } slots{maxes, sums};
+  buffer_->reserve(sizeof slots);
+  std::byte* d = buffer_->data();
+  const Submission parts[] = {{sideChannelCollId(kMaxDoubles), d + offsetof(Slots, maxes), d + offsetof(Slots, maxes)},
+                              {sideChannelCollId(kSumInt64), d + offsetof(Slots, sums), d + offsetof(Slots, sums)}};
+  RunStatus status = exchange(&slots, sizeof slots, parts);
+  maxes = slots.maxes;
+  sums = slots.sums;
+  return status;
 }
 
 RunStatus SideChannel::sumVector(std::vector<int64_t>& values) {
   const uint64_t id = sideChannelCollId(kSumVector);
   occlCollDesc_t d = allReduceDesc(values.size(), occlInt64, occlSum);
   if (occlResult_t r = occlCollRegister(comm_, id, &d); r != occlSuccess) return {registerError(comm_, r), false};
-  const Submission part{id, values.data(), values.data()};
-  RunStatus status = submitAndWait(comm_, {&part, 1}, done_, bound_);
+  const size_t bytes = values.size() * sizeof(int64_t);
+  buffer_->reserve(bytes);
+  const Submission part{id, buffer_->data(), buffer_->data()};
+  RunStatus status = exchange(values.data(), bytes, {&part, 1});
   if (!status.lost) occlCollDeregister(comm_, id);
   return status;
 }

@@ -1,14 +1,20 @@
 // Cross-rank agreement for the benchmark itself (max time over ranks, sum of #wrong, whether a
 // row registered everywhere, who the ranks are), done through occl's own AllReduce on collIds
-// of its own. It works the same for ranks as threads and ranks as processes, with no MPI.
+// of its own. It works the same for ranks as threads and ranks as processes, with no MPI. The
+// values travel through a buffer of the rank's own kind (memory.hpp): device ranks' daemons
+// cannot read host memory in general.
 #pragma once
 
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "memory.hpp"
 #include "occl/occl.h"
 #include "submit.hpp"
 
@@ -20,7 +26,9 @@ class SideChannel {
   using Maxes = std::array<double, kSlots>;
   using Sums = std::array<int64_t, kSlots>;
 
-  SideChannel(occlComm_t comm, std::chrono::milliseconds bound) : comm_(comm), bound_(bound) {}
+  // `buffer`: memory of the rank's kind, which the values are staged through.
+  SideChannel(occlComm_t comm, std::chrono::milliseconds bound, std::unique_ptr<RunBuffer> buffer)
+      : comm_(comm), bound_(bound), buffer_(std::move(buffer)) {}
   SideChannel(const SideChannel&) = delete;
   SideChannel& operator=(const SideChannel&) = delete;
   ~SideChannel();
@@ -36,10 +44,14 @@ class SideChannel {
   void detach() { open_ = false; }
 
  private:
+  // Runs `parts` (which point into buffer_) on `bytes` of `values` staged through buffer_.
+  RunStatus exchange(void* values, size_t bytes, std::span<const Submission> parts);
+
   occlComm_t comm_;
   std::chrono::milliseconds bound_;
   bool open_ = false;
   Completion done_;
+  std::unique_ptr<RunBuffer> buffer_;
 };
 
 }  // namespace occl::bench

@@ -1,4 +1,4 @@
-// NCCL next to occl, for `occl-bench --compare nccl`: time an NCCL collective over the GPUs of
+// NCCL next to occl, for `occl-bench --compare nccl`: time NCCL collectives over the GPUs of
 // this process, and measure the device-to-device copy bandwidth that expresses a bus bandwidth
 // as a fraction of what the GPU's memory system can move.
 //
@@ -10,6 +10,7 @@
 #if OCCL_HAVE_NCCL_COMPARE
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "host/status.hpp"
@@ -25,7 +26,6 @@ struct NcclRunSpec {
   int datatype = occlFloat32;  // occlDataType_t; NCCL numbers types and ops the same way
   int op = occlSum;            // occlRedOp_t, reducing collectives only
   int root = 0;                // reduce and broadcast
-  std::vector<int> devices;    // one rank per GPU; distinct (NCCL refuses two ranks on one GPU)
   int warmupIters = 5;
   int iters = 20;
   // false: each iteration is launched on every rank and waited for before the next one, so the
@@ -34,13 +34,32 @@ struct NcclRunSpec {
   bool pipelined = false;
 };
 
-struct NcclTiming {
-  double meanUs = 0;   // per iteration, host clock: from the launch on the first rank to completion on all
-  int ncclVersion = 0;  // ncclGetVersion's code, e.g. 22809
-};
+struct NcclRank;
 
-// Runs `spec` with ncclCommInitAll over spec.devices, one stream per GPU, on buffers of its own.
-Result<NcclTiming> runNcclCollective(const NcclRunSpec& spec);
+// One NCCL communicator per GPU of `devices` (ncclCommInitAll), each with a stream and buffers
+// that grow to the largest size run so far: communicator set-up, which takes far longer than a
+// collective, is paid once per sweep rather than once per size.
+class NcclSession {
+ public:
+  // `devices`: one rank per GPU, all distinct (NCCL refuses two ranks on one GPU).
+  static Result<std::unique_ptr<NcclSession>> open(const std::vector<int>& devices);
+  ~NcclSession();
+  NcclSession(const NcclSession&) = delete;
+  NcclSession& operator=(const NcclSession&) = delete;
+
+  // Mean time of one iteration in microseconds, host clock: from the launch on the first rank
+  // to completion on all.
+  Result<double> timeUs(const NcclRunSpec& spec);
+  int ncclVersion() const { return version_; }  // ncclGetVersion's code, e.g. 22809
+
+ private:
+  NcclSession();
+  Status launchOnce(const NcclRunSpec& spec, size_t count);
+  Status waitAll();
+
+  std::vector<NcclRank> ranks_;
+  int version_ = 0;
+};
 
 // GB/s (1e9 bytes per second) of cudaMemcpyAsync device-to-device copies of `bytes` on
 // `device`, timed with events over `iters` copies. Each byte counts once, although it is read

@@ -12,6 +12,17 @@
 #include "primitives/dtypes.hpp"
 
 namespace occl::host {
+
+// One GPU's rank. Buffers only grow: `capacity` bytes each for send and receive.
+struct NcclRank {
+  int device = 0;
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  void* send = nullptr;
+  void* recv = nullptr;
+  size_t capacity = 0;
+};
+
 namespace {
 
 Status ncclStatus(ncclResult_t r, const char* api) {
@@ -31,8 +42,8 @@ struct Geometry {
   size_t count;
 };
 
-Geometry geometryOf(const NcclRunSpec& s, size_t elemBytes) {
-  const size_t n = s.devices.size(), elems = s.bytes / elemBytes;
+Geometry geometryOf(const NcclRunSpec& s, size_t nRanks) {
+  const size_t n = nRanks, elems = s.bytes / dtypeSize(s.datatype);
   switch (s.coll) {
     case occlCollAllGather: return {elems / n, elems / n * n, elems / n};
     case occlCollReduceScatter: return {elems / n * n, elems / n, elems / n};
@@ -41,102 +52,91 @@ Geometry geometryOf(const NcclRunSpec& s, size_t elemBytes) {
   }
 }
 
-Status validate(const NcclRunSpec& s) {
-  if (s.devices.empty()) return Status::error(occlInvalidArgument, "NCCL comparison: no devices");
-  if (std::set<int>(s.devices.begin(), s.devices.end()).size() != s.devices.size())
-    return Status::error(occlInvalidArgument, "NCCL comparison: NCCL runs at most one rank per GPU; the device list "
-                                              "repeats a device");
+Status validate(const NcclRunSpec& s, size_t nRanks) {
   if (s.coll < occlCollAllReduce || s.coll > occlCollAllToAll)
-    return Status::error(occlInvalidArgument, absl::StrFormat("NCCL comparison: collective %d is not one of allreduce.."
-                                                              "alltoall",
-                                                              s.coll));
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("NCCL comparison: collective %d is not one of allreduce..alltoall", s.coll));
   if (s.datatype < 0 || s.datatype >= occlNumTypes)
     return Status::error(occlInvalidArgument, absl::StrFormat("NCCL comparison: datatype %d", s.datatype));
   if (s.op < 0 || s.op >= occlNumOps) return Status::error(occlInvalidArgument, absl::StrFormat("NCCL comparison: op %d", s.op));
-  if (s.root < 0 || s.root >= static_cast<int>(s.devices.size()))
+  if (s.root < 0 || s.root >= static_cast<int>(nRanks))
     return Status::error(occlInvalidArgument, absl::StrFormat("NCCL comparison: root %d", s.root));
   if (s.iters < 1 || s.warmupIters < 0)
     return Status::error(occlInvalidArgument, "NCCL comparison: iters must be >= 1 and warmupIters >= 0");
   return Status::success();
 }
 
-struct NcclRank {
-  int device = 0;
-  ncclComm_t comm = nullptr;
-  cudaStream_t stream = nullptr;
-  void* send = nullptr;
-  void* recv = nullptr;
-};
+// Makes room for `bytes` in both buffers of `r`, zeroed on its own stream: the collectives run
+// on that stream, so they are ordered after the memsets without a device-wide synchronisation.
+Status reserve(NcclRank& r, size_t bytes) {
+  if (bytes <= r.capacity) return Status::success();
+  DeviceGuard guard(r.device);
+  if (Status s = guard.status(); !s.ok()) return s;
+  if (Status s = cudaStatus(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize", r.device); !s.ok()) return s;
+  cudaFree(r.send);
+  cudaFree(r.recv);
+  r.send = r.recv = nullptr;
+  r.capacity = 0;
+  if (Status s = cudaStatus(cudaMalloc(&r.send, bytes), "cudaMalloc", r.device); !s.ok()) return s;
+  if (Status s = cudaStatus(cudaMalloc(&r.recv, bytes), "cudaMalloc", r.device); !s.ok()) return s;
+  r.capacity = bytes;
+  if (Status s = cudaStatus(cudaMemsetAsync(r.send, 0, bytes, r.stream), "cudaMemsetAsync", r.device); !s.ok()) return s;
+  return cudaStatus(cudaMemsetAsync(r.recv, 0, bytes, r.stream), "cudaMemsetAsync", r.device);
+}
 
-// Owns the communicators, streams and buffers of one run.
-class NcclRun {
- public:
-  explicit NcclRun(const NcclRunSpec& spec) : spec_(spec), ranks_(spec.devices.size()) {}
-  ~NcclRun() {
-    for (NcclRank& r : ranks_) {
-      DeviceGuard guard(r.device);
-      if (r.comm != nullptr) ncclCommDestroy(r.comm);
-      if (r.stream != nullptr) cudaStreamDestroy(r.stream);
-      cudaFree(r.send);
-      cudaFree(r.recv);
-    }
+}  // namespace
+
+NcclSession::NcclSession() = default;
+
+NcclSession::~NcclSession() {
+  for (NcclRank& r : ranks_) {
+    DeviceGuard guard(r.device);
+    if (r.comm != nullptr) ncclCommDestroy(r.comm);
+    if (r.stream != nullptr) cudaStreamDestroy(r.stream);
+    cudaFree(r.send);
+    cudaFree(r.recv);
   }
-  NcclRun(const NcclRun&) = delete;
-  NcclRun& operator=(const NcclRun&) = delete;
+}
 
-  Status setUp();
-  Result<double> timeUs();
-
- private:
-  Status launchOnce();
-  Status waitAll();
-
-  const NcclRunSpec& spec_;
-  std::vector<NcclRank> ranks_;
-  Geometry geometry_{};
-};
-
-Status NcclRun::setUp() {
-  const size_t elemBytes = dtypeSize(spec_.datatype);
-  geometry_ = geometryOf(spec_, elemBytes);
-  std::vector<ncclComm_t> comms(ranks_.size());
-  if (Status s = ncclStatus(ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), spec_.devices.data()),
+Result<std::unique_ptr<NcclSession>> NcclSession::open(const std::vector<int>& devices) {
+  if (devices.empty()) return Status::error(occlInvalidArgument, "NCCL comparison: no devices");
+  if (std::set<int>(devices.begin(), devices.end()).size() != devices.size())
+    return Status::error(occlInvalidArgument,
+                         "NCCL comparison: NCCL runs at most one rank per GPU; the device list repeats a device");
+  std::unique_ptr<NcclSession> session(new NcclSession());
+  if (Status s = ncclStatus(ncclGetVersion(&session->version_), "ncclGetVersion"); !s.ok()) return s;
+  std::vector<ncclComm_t> comms(devices.size());
+  if (Status s = ncclStatus(ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), devices.data()),
                             "ncclCommInitAll");
       !s.ok())
     return s;
-  for (size_t i = 0; i < ranks_.size(); ++i) {
-    ranks_[i].device = spec_.devices[i];
-    ranks_[i].comm = comms[i];
-  }
-  for (NcclRank& r : ranks_) {
+  session->ranks_.resize(devices.size());
+  for (size_t i = 0; i < devices.size(); ++i) {
+    NcclRank& r = session->ranks_[i];
+    r.device = devices[i];
+    r.comm = comms[i];
     DeviceGuard guard(r.device);
     if (Status s = guard.status(); !s.ok()) return s;
-    const size_t sendBytes = std::max<size_t>(geometry_.sendElems * elemBytes, 1);
-    const size_t recvBytes = std::max<size_t>(geometry_.recvElems * elemBytes, 1);
-    for (Status s : {cudaStatus(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags",
-                                r.device),
-                     cudaStatus(cudaMalloc(&r.send, sendBytes), "cudaMalloc", r.device),
-                     cudaStatus(cudaMalloc(&r.recv, recvBytes), "cudaMalloc", r.device)})
-      if (!s.ok()) return s;
-    if (Status s = cudaStatus(cudaMemset(r.send, 0, sendBytes), "cudaMemset", r.device); !s.ok()) return s;
-    if (Status s = cudaStatus(cudaMemset(r.recv, 0, recvBytes), "cudaMemset", r.device); !s.ok()) return s;
+    if (Status s = cudaStatus(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags",
+                              r.device);
+        !s.ok())
+      return s;
   }
-  return cudaStatus(cudaDeviceSynchronize(), "cudaDeviceSynchronize", ranks_.back().device);
+  return session;
 }
 
-Status NcclRun::launchOnce() {
-  const auto type = static_cast<ncclDataType_t>(spec_.datatype);
-  const auto op = static_cast<ncclRedOp_t>(spec_.op);
-  const size_t count = geometry_.count;
+Status NcclSession::launchOnce(const NcclRunSpec& spec, size_t count) {
+  const auto type = static_cast<ncclDataType_t>(spec.datatype);
+  const auto op = static_cast<ncclRedOp_t>(spec.op);
   if (Status s = ncclStatus(ncclGroupStart(), "ncclGroupStart"); !s.ok()) return s;
   for (const NcclRank& r : ranks_) {
     ncclResult_t res = ncclSuccess;
-    switch (spec_.coll) {
+    switch (spec.coll) {
       case occlCollAllReduce: res = ncclAllReduce(r.send, r.recv, count, type, op, r.comm, r.stream); break;
       case occlCollAllGather: res = ncclAllGather(r.send, r.recv, count, type, r.comm, r.stream); break;
       case occlCollReduceScatter: res = ncclReduceScatter(r.send, r.recv, count, type, op, r.comm, r.stream); break;
-      case occlCollReduce: res = ncclReduce(r.send, r.recv, count, type, op, spec_.root, r.comm, r.stream); break;
-      case occlCollBroadcast: res = ncclBroadcast(r.send, r.recv, count, type, spec_.root, r.comm, r.stream); break;
+      case occlCollReduce: res = ncclReduce(r.send, r.recv, count, type, op, spec.root, r.comm, r.stream); break;
+      case occlCollBroadcast: res = ncclBroadcast(r.send, r.recv, count, type, spec.root, r.comm, r.stream); break;
       default: res = ncclAlltoAll(r.send, r.recv, count, type, r.comm, r.stream); break;
     }
     if (res != ncclSuccess) {
@@ -147,45 +147,36 @@ Status NcclRun::launchOnce() {
   return ncclStatus(ncclGroupEnd(), "ncclGroupEnd");
 }
 
-Status NcclRun::waitAll() {
+Status NcclSession::waitAll() {
   for (const NcclRank& r : ranks_)
     if (Status s = cudaStatus(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize", r.device); !s.ok()) return s;
   return Status::success();
 }
 
-Result<double> NcclRun::timeUs() {
+Result<double> NcclSession::timeUs(const NcclRunSpec& spec) {
+  if (Status s = validate(spec, ranks_.size()); !s.ok()) return s;
+  const Geometry g = geometryOf(spec, ranks_.size());
+  const size_t bytes = std::max<size_t>(std::max(g.sendElems, g.recvElems) * dtypeSize(spec.datatype), 1);
+  for (NcclRank& r : ranks_)
+    if (Status s = reserve(r, bytes); !s.ok()) return s;
   using Clock = std::chrono::steady_clock;
-  for (int i = 0; i < spec_.warmupIters; ++i)
-    if (Status s = launchOnce(); !s.ok()) return s;
+  for (int i = 0; i < spec.warmupIters; ++i)
+    if (Status s = launchOnce(spec, g.count); !s.ok()) return s;
   if (Status s = waitAll(); !s.ok()) return s;
   double totalUs = 0;
   auto start = Clock::now();
-  for (int i = 0; i < spec_.iters; ++i) {
-    if (!spec_.pipelined) start = Clock::now();
-    if (Status s = launchOnce(); !s.ok()) return s;
-    if (spec_.pipelined) continue;
+  for (int i = 0; i < spec.iters; ++i) {
+    if (!spec.pipelined) start = Clock::now();
+    if (Status s = launchOnce(spec, g.count); !s.ok()) return s;
+    if (spec.pipelined) continue;
     if (Status s = waitAll(); !s.ok()) return s;
     totalUs += std::chrono::duration<double, std::micro>(Clock::now() - start).count();
   }
-  if (spec_.pipelined) {
+  if (spec.pipelined) {
     if (Status s = waitAll(); !s.ok()) return s;
     totalUs = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
   }
-  return totalUs / spec_.iters;
-}
-
-}  // namespace
-
-Result<NcclTiming> runNcclCollective(const NcclRunSpec& spec) {
-  if (Status s = validate(spec); !s.ok()) return s;
-  NcclTiming timing;
-  if (Status s = ncclStatus(ncclGetVersion(&timing.ncclVersion), "ncclGetVersion"); !s.ok()) return s;
-  NcclRun run(spec);
-  if (Status s = run.setUp(); !s.ok()) return s;
-  Result<double> us = run.timeUs();
-  if (!us.ok()) return us.status();
-  timing.meanUs = us.value();
-  return timing;
+  return totalUs / spec.iters;
 }
 
 Result<double> deviceCopyBandwidthGBs(int device, size_t bytes, int iters) {

@@ -5,19 +5,27 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "bench.hpp"
 #include "check.hpp"
+#include "compare_nccl.hpp"
+#include "devices.hpp"
 #include "options.hpp"
+#include "placement.hpp"
 #include "plan.hpp"
 #include "report.hpp"
+#include "runner.hpp"
 
 namespace occl::bench {
 namespace {
@@ -124,8 +132,101 @@ TEST(BenchArgs, BadArgumentsExitWithCodeTwo) {
   EXPECT_NE(r.err.find("-d/--datatype: invalid value \"float8\"; expected"), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty());
   EXPECT_EQ(runMain({"reduce", "-r", "2", "-g", "2", "-b", "8", "-e", "8"}).exitCode, kExitUsage);
-  EXPECT_EQ(runMain({"--backend", "cuda", "-b", "8", "-e", "8"}).exitCode, kExitUsage);
+  EXPECT_EQ(runMain({"--devlist", "0,1", "-b", "8", "-e", "8"}).exitCode, kExitUsage);
   EXPECT_EQ(runMain({"--help"}).exitCode, kExitOk);
+}
+
+TEST(BenchArgs, DevlistGivesOneDevicePerRank) {
+  const ParsedArgs p = parse({"--devlist", "0,0,1", "-g", "3"});  // -g may come after --devlist
+  ASSERT_TRUE(p.ok()) << p.error;
+  EXPECT_EQ(p.options.devlist, (std::vector<int>{0, 0, 1}));
+  EXPECT_EQ(parse({"--devlist=2"}).options.devlist, std::vector<int>{2});
+  EXPECT_TRUE(parse({}).options.devlist.empty());
+}
+
+TEST(BenchArgs, BadDevlistNamesTheFlagAndTheExpectation) {
+  const std::string list = "expected a comma-separated list of CUDA device numbers (integers >= 0)";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--devlist", "0,1", "-g", "3"}, "--devlist: 2 device(s) given; expected 3, one per rank of -g/--ngpus 3"},
+      {{"--devlist", "0,0,0,0"}, "--devlist: 4 device(s) given; expected 1"},
+      {{"--devlist", "0,a", "-g", "2"}, "--devlist: invalid value \"0,a\"; " + list},
+      {{"--devlist", "1.5"}, "--devlist: invalid value \"1.5\"; " + list},
+      {{"--devlist", "0,,1", "-g", "3"}, "--devlist: invalid value \"0,,1\"; " + list},
+      {{"--devlist", ""}, "--devlist: invalid value \"\"; " + list},
+      {{"--devlist", "-1"}, "--devlist: invalid value \"-1\"; " + list},
+      {{"--devlist", "0,-2", "-g", "2"}, "--devlist: invalid value \"0,-2\"; " + list},
+      {{"--devlist", "99999999999", "-g", "1"}, "--devlist: invalid value \"99999999999\"; " + list},
+      {{"--devlist"}, "--devlist: missing value"},
+      {{"--devlist", "0", "--backend", "host"}, "--devlist names CUDA devices, but --backend host"},
+  };
+  for (const auto& [args, mentions] : cases) {
+    const CliRun r = runMain(args);
+    EXPECT_EQ(r.exitCode, kExitUsage) << args[1];
+    EXPECT_NE(r.err.find(mentions), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
+// Rank r on device r % count unless --devlist places it; host ranks have no device.
+TEST(BenchPlacement, DevicesFollowTheDevlistOrRankModuloCount) {
+  Placement p;
+  EXPECT_EQ(p.devices(2), (std::vector<int>{-1, -1}));
+  p.backend = occlBackendCuda;
+  p.deviceCount = 2;
+  EXPECT_EQ(p.devices(5), (std::vector<int>{0, 1, 0, 1, 0}));
+  p.devlist = {1, 1, 0};
+  EXPECT_EQ(p.devices(3), (std::vector<int>{1, 1, 0}));
+  EXPECT_EQ(ncclDeviceClash({0, 1, 2}, 4), "");
+  EXPECT_EQ(ncclDeviceClash({0, 1, 1}, 2),
+            "--compare nccl: NCCL runs one rank per GPU, but ranks 1 and 2 both run on CUDA device 1; expected "
+            "-g/--ngpus at most 2 or a --devlist without repeats");
+}
+
+// Without a GPU, asking for one fails at once with the reason and exit code 1: no table, no
+// crash. Where a GPU is present these runs would measure it, so the test does not apply there.
+TEST(BenchCuda, GpuRunsWithoutAGpuFailClearly) {
+  const DeviceCount devices = cudaDevices();
+  if (devices.count > 0) GTEST_SKIP() << devices.count << " CUDA device(s) present: --backend cuda runs";
+  const std::string why = buildHasCuda() ? "no CUDA device: cudaGetDeviceCount" : "this build has no CUDA backend";
+  for (const auto& [args, option] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--backend", "cuda", "-b", "8", "-e", "8"}, "--backend cuda"},
+           {{"--backend", "cuda", "-g", "2", "--devlist", "0,0", "-b", "8", "-e", "8"}, "--backend cuda"},
+           {{"--devlist", "0", "-b", "8", "-e", "8"}, "--devlist"}}) {
+    const CliRun r = runMain(args);
+    EXPECT_EQ(r.exitCode, kExitFailed) << r.err;
+    EXPECT_NE(r.err.find("occl-bench: " + option + ": " + devices.error), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
+TEST(BenchCompare, NcclWithHostRanksOrSendRecvIsABadArgument) {
+  CliRun r = runMain({"--compare", "nccl", "--backend", "host", "-b", "8", "-e", "8"});
+  EXPECT_EQ(r.exitCode, kExitUsage);
+  EXPECT_NE(r.err.find("--compare nccl: NCCL runs on GPUs, but --backend host runs occl on host threads; expected "
+                       "--backend cuda"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  r = runMain({"sendrecv", "--compare", "nccl", "-g", "2"});
+  EXPECT_EQ(r.exitCode, kExitUsage);
+  EXPECT_NE(r.err.find("--compare nccl: sendrecv has no NCCL comparison"), std::string::npos) << r.err;
+}
+
+// A build without NCCL says so whatever the machine; one with NCCL needs a GPU first.
+TEST(BenchCompare, NcclWithoutNcclOrGpuFailsClearly) {
+  const std::string missing = ncclMissingFromBuild();
+  const DeviceCount devices = cudaDevices();
+  if (missing.empty() && devices.count > 0) GTEST_SKIP() << "NCCL and a GPU are present: --compare nccl runs";
+  const CliRun r = runMain({"--compare", "nccl", "-b", "8", "-e", "8"});
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  if (!missing.empty()) {
+    EXPECT_EQ(r.exitCode, kExitUsage);
+    EXPECT_NE(r.err.find("--compare nccl: this build has no NCCL"), std::string::npos) << r.err;
+  } else {
+    EXPECT_EQ(r.exitCode, kExitFailed);
+    EXPECT_NE(r.err.find("--compare nccl: no CUDA device"), std::string::npos) << r.err;
+  }
 }
 
 TEST(BenchSizes, FollowNcclTestsSequence) {
@@ -182,8 +283,8 @@ TEST(BenchReport, RowMatchesNcclTestsColumns) {
   row.dtype = occlFloat32;
   row.op = occlSum;
   row.root = -1;
-  row.outOfPlace = {true, 123.456, 8.49, 12.74, 0};
-  row.inPlace = {true, 12345.6, 0.08, 0.13, -1};
+  row.outOfPlace = {true, 123.456, 8.49, 12.74, 0, ""};
+  row.inPlace = {true, 12345.6, 0.08, 0.13, -1, ""};
   EXPECT_EQ(formatRow(row),
             "     1048576        262144     float     sum      -1    123.5    8.49   12.74      0"
             "    12346    0.08    0.13    N/A\n");
@@ -244,8 +345,9 @@ TEST(BenchCheck, CountsEveryUnwrittenElement) {
       std::vector<std::byte> send(plan.sendElems * plan.elemSize), recv(plan.recvElems * plan.elemSize);
       prepareRun(spec, RunBuffers{send.data(), recv.data()});
       EXPECT_EQ(countWrong(spec, recv.data()), static_cast<int64_t>(plan.recvElems)) << collName(coll);
-      if (coll == Coll::Reduce)  // rank 1 is not the root here: it has no result to check
+      if (coll == Coll::Reduce) {  // rank 1 is not the root here: it has no result to check
         EXPECT_EQ(countWrong(CheckSpec{plan, occlProd, 0, 1, 4}, recv.data()), 0);
+      }
     }
   }
 }
@@ -334,18 +436,123 @@ TEST(BenchEndToEnd, FailedRegistrationIsReportedPerSizeAndTheRunContinues) {
   EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
 }
 
-TEST(BenchEndToEnd, JsonAndCompareNote) {
+TEST(BenchEndToEnd, JsonNamesTheBackend) {
   const std::filesystem::path json = tempPath("out.json");
-  const CliRun r = runMain({"-b", "16", "-e", "32", "-f", "2", "-g", "2", "-n", "1", "--json", json.string(), "--compare",
-                         "nccl"});
+  const CliRun r = runMain({"-b", "16", "-e", "32", "-f", "2", "-g", "2", "-n", "1", "--json", json.string()});
   EXPECT_EQ(r.exitCode, kExitOk) << r.err;
-  EXPECT_NE(r.out.find("NCCL comparison needs the CUDA backend and a GPU"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 rank(s), backend host"), std::string::npos) << r.out;
   std::ifstream in(json);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::filesystem::remove(json);
   EXPECT_NE(text.find("\"collective\": \"allreduce\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"backend\": \"host\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"size\": 32"), std::string::npos) << text;
   EXPECT_NE(text.find("\"out_of_bounds\": 0"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\"nccl\""), std::string::npos) << text;  // only with --compare nccl
+}
+
+TEST(BenchReport, NcclRowIsACommentWithOcclOverNcclTime) {
+  RowResult row;
+  row.bytes = 1048576;
+  row.count = 262144;
+  row.dtype = occlFloat32;
+  row.op = occlSum;
+  row.root = -1;
+  row.outOfPlace = {true, 100.0, 10.49, 15.73, 0, ""};
+  row.nccl = {true, 50.0, 20.97, 31.46, -1, ""};
+  EXPECT_EQ(formatNcclRow(row),
+            "# nccl      1048576        262144     float     sum      -1    50.00   20.97   31.46       2.00\n");
+  row.error = "occlCollRegister: not implemented";  // occl has no time to compare
+  EXPECT_EQ(formatNcclRow(row).substr(formatNcclRow(row).size() - 10), "      N/A\n");
+}
+
+// Device memory's contract, on the host: data() (what occl reads and writes) is other memory than
+// host(), and only upload() and download() move bytes between them. The runner and its side
+// channel must stage every input, result and agreed number through them, as for a GPU rank.
+std::atomic<int64_t> stagedUploads{0}, stagedDownloads{0};
+
+class StagedBuffer final : public RunBuffer {
+ public:
+  void reserve(size_t bytes) override {
+    far_.reserve(bytes);
+    near_.reserve(bytes);
+  }
+  std::byte* data() override { return far_.data(); }
+  std::byte* host() override { return near_.data(); }
+  void upload(size_t offset, size_t bytes) override {
+    std::memcpy(far_.data() + offset, near_.data() + offset, bytes);
+    ++stagedUploads;
+  }
+  void download(size_t offset, size_t bytes) override {
+    std::memcpy(near_.data() + offset, far_.data() + offset, bytes);
+    ++stagedDownloads;
+  }
+
+ private:
+  HostBuffer far_, near_;
+};
+
+std::unique_ptr<RunBuffer> makeStaged(int) { return std::make_unique<StagedBuffer>(); }
+
+// Rank 0's rows of a run with staged buffers on `n` host ranks; `table` gets what rank 0 printed.
+std::vector<RowResult> runStaged(const Options& o, int n, std::string& table) {
+  occlConfig_t config;
+  EXPECT_EQ(occlConfigInit(&config), occlSuccess);
+  config.backend = occlBackendHost;
+  std::vector<occlComm_t> comms(static_cast<size_t>(n), nullptr);
+  EXPECT_EQ(occlCommInitAll(comms.data(), n, nullptr, &config), occlSuccess) << occlGetLastError(nullptr);
+  std::ostringstream out, err;
+  ErrorSink errors{err, {}};
+  std::vector<std::unique_ptr<Report>> reports;
+  for (int r = 0; r < n; ++r) reports.push_back(std::make_unique<Report>(r == 0 ? &out : nullptr, o, n));
+  {
+    std::vector<std::jthread> threads;
+    for (int r = 0; r < n; ++r)
+      threads.emplace_back([&, r] {
+        const size_t i = static_cast<size_t>(r);
+        RankRunner runner(o, comms[i], r, n, -1, *reports[i], errors, std::chrono::seconds(120), makeStaged);
+        if (const std::string fatal = runner.run(); !fatal.empty()) {
+          ADD_FAILURE() << "rank " << r << ": " << fatal;
+          runner.abortComm();
+          comms[i] = nullptr;
+        }
+      });
+  }
+  for (occlComm_t c : comms) {
+    if (c == nullptr) continue;
+    occlCommFinalize(c);
+    occlCommDestroy(c);
+  }
+  EXPECT_TRUE(err.str().empty()) << err.str();
+  table = out.str();
+  return reports[0]->rows();
+}
+
+TEST(BenchRunner, StagesEveryInputAndResultThroughTheHostView) {
+  for (const char* coll : {"allreduce", "allgather", "reducescatter", "broadcast"}) {
+    const ParsedArgs p = parse({coll, "-b", "8", "-e", "8K", "-f", "32", "-g", "3", "-n", "2", "-w", "1", "-r", "2"});
+    ASSERT_TRUE(p.ok()) << p.error;
+    const int64_t uploads = stagedUploads, downloads = stagedDownloads;
+    std::string table;
+    const std::vector<RowResult> rows = runStaged(p.options, 3, table);
+    ASSERT_EQ(rows.size(), 3u) << coll;
+    // Every rank's pid reached rank 0 through the side channel's all-gather.
+    for (int r = 0; r < 3; ++r) {
+      char line[64];
+      std::snprintf(line, sizeof line, "#  Rank %2d Group  0 Pid %6d on", r, static_cast<int>(::getpid()));
+      EXPECT_NE(table.find(line), std::string::npos) << line << "\n" << table;
+    }
+    for (const RowResult& row : rows) {
+      EXPECT_TRUE(row.error.empty()) << coll << " " << row.bytes << ": " << row.error;
+      for (const PlaceResult* place : {&row.outOfPlace, &row.inPlace}) {
+        EXPECT_TRUE(place->ran) << coll << " " << row.bytes;
+        EXPECT_EQ(place->wrong, 0) << coll << " " << row.bytes;
+        EXPECT_GT(place->timeUs, 0.0) << coll << " " << row.bytes;  // the agreed max came back
+      }
+    }
+    EXPECT_GT(stagedUploads - uploads, 0) << coll;
+    EXPECT_GT(stagedDownloads - downloads, 0) << coll;
+  }
 }
 
 }  // namespace

@@ -94,16 +94,17 @@ run_bench() {
     echo "== bench: $BENCH_BIN was not built, skipped" | tee -a "$SUMMARY"
     return 0
   fi
-  local devlist=()
-  if "$BENCH_BIN" --help 2>&1 | grep -q -- "--devlist"; then
-    devlist=(--devlist "0,0,0,0")
-  else
-    echo "   occl-bench has no --devlist: -g 4 uses its default placement" | tee -a "$SUMMARY"
-  fi
+  # Four ranks share GPU 0 (the machine may have one); NCCL runs one rank per GPU, so the NCCL
+  # comparison is a one-rank run.
   step bench-allreduce-g1 240 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 256M -f 2 -g 1 \
     --json "$OUT/bench-allreduce-g1.json"
-  step bench-allreduce-g4 300 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 256M -f 2 -g 4 "${devlist[@]}" \
+  step bench-allreduce-g4 300 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 256M -f 2 -g 4 --devlist 0,0,0,0 \
     --json "$OUT/bench-allreduce-g4.json"
+  # src/ builds the comparison library only where CMake found NCCL (>= 2.28) in the CUDA toolkit.
+  if [ ! -f "$BUILD/src/liboccl_nccl_compare.a" ]; then
+    echo "== bench-allreduce-g1-nccl: this build has no NCCL (see the configure log), skipped" | tee -a "$SUMMARY"
+    return 0
+  fi
   step bench-allreduce-g1-nccl 300 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 256M -f 2 -g 1 --compare nccl \
     --json "$OUT/bench-allreduce-g1-nccl.json"
 }
