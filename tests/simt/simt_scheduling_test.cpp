@@ -12,6 +12,8 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -127,6 +129,38 @@ TEST(SimtLaunch, DestroyWithARegisteredCollectiveAndAStuckSubmission) {
   ASSERT_EQ(fired.size(), 1u) << "the stuck submission's callback was lost";
   EXPECT_NE(fired[0].second, occlSuccess);
   EXPECT_TRUE(pair.callbacks(1).empty());
+}
+
+// Defect D3: daemon blocks must all be resident at once, counted per device across the
+// process's ranks, not per rank. Ranks of one process on an emulated device of 5 SM slots: two
+// ranks of 2 blocks fit (and run), a third would need 6 and is refused at init with the numbers,
+// instead of a block that never runs and submissions that time out.
+TEST(SimtResidency, BlocksAreCountedPerDeviceAcrossRanks) {
+  occlConfig_t c = simtConfig();
+  c.simtSmSlots = 5;  // a slot count no other test uses: its own emulated device
+  c.daemonBlocks = 2;
+  {
+    CommGroup two(2, c);
+    occlComm_t third[3] = {nullptr, nullptr, nullptr};
+    EXPECT_EQ(occlCommInitAll(third, 1, nullptr, &c), occlInvalidArgument);
+    EXPECT_NE(std::string(occlGetLastError(nullptr)).find("holds at most 5 daemon blocks at once and other ranks of this "
+                                                          "process already keep 4 resident"),
+              std::string::npos)
+        << occlGetLastError(nullptr);
+    runRanks(2, [&](int r) {
+      occlCollDesc_t d;
+      occlCollDescInit(&d);
+      d.count = 4096;
+      expectOk(occlCollRegister(two[r], 1, &d), two[r], "register");
+      std::vector<float> buf(4096, static_cast<float>(r + 1));
+      CallbackCounter done;
+      expectOk(occlSubmit(two[r], 1, buf.data(), buf.data(), &CallbackCounter::callback, &done), two[r], "submit");
+      if (!done.waitFor(1) || done.fired()[0].second != occlSuccess || buf[4095] != 3.0f)
+        throw std::runtime_error("rank " + std::to_string(r) + ": the resident ranks did not complete");
+    });
+  }
+  // Destroyed communicators give their slots back.
+  CommGroup three(2, c);
 }
 
 }  // namespace
