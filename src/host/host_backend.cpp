@@ -4,7 +4,6 @@
 // submission doorbell until the next SQE.
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -16,23 +15,10 @@
 namespace occl::host {
 namespace {
 
-class HostBackend : public Backend {
+class HostBackend : public OnHostMemory<Backend> {
  public:
   explicit HostBackend(const occlConfig_t& config) : idleQuitUs_(config.idleQuitUs) {}
   ~HostBackend() override { (void)stop(); }
-
-  Result<void*> allocShared(size_t bytes) override { return allocHostZeroed(bytes); }
-  Result<void*> allocDaemon(size_t bytes) override { return allocHostZeroed(bytes); }
-  Status copyToDaemon(void* dst, const void* src, size_t bytes) override {
-    std::memcpy(dst, src, bytes);
-    return Status::success();
-  }
-  Status copyFromDaemon(void* dst, const void* src, size_t bytes) override {
-    std::memcpy(dst, src, bytes);
-    return Status::success();
-  }
-  void freeShared(void* p) override { std::free(p); }
-  void freeDaemon(void* p) override { std::free(p); }
 
   Status start(DaemonEnv* env) override {
     env_ = env;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "host/backend.hpp"
 #include "host/status.hpp"
 
 namespace occl::host {
@@ -18,5 +19,27 @@ inline Result<void*> allocHostZeroed(size_t bytes) {
   std::memset(p, 0, rounded);
   return p;
 }
+
+// Backend memory for daemons that run on host threads (host and simt backends): shared and
+// daemon memory are both zeroed host memory, and a copy is a memcpy. `Base` is Backend or a
+// backend class derived from it, whose constructors this inherits.
+template <typename Base>
+class OnHostMemory : public Base {
+ public:
+  using Base::Base;
+
+  Result<void*> allocShared(size_t bytes) override { return allocHostZeroed(bytes); }
+  Result<void*> allocDaemon(size_t bytes) override { return allocHostZeroed(bytes); }
+  Status copyToDaemon(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return Status::success();
+  }
+  Status copyFromDaemon(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return Status::success();
+  }
+  void freeShared(void* p) override { std::free(p); }
+  void freeDaemon(void* p) override { std::free(p); }
+};
 
 }  // namespace occl::host

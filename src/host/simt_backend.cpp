@@ -13,7 +13,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -113,10 +112,10 @@ class LaunchStream {
   std::thread worker_;  // last: starts once the rest is constructed
 };
 
-class SimtBackend final : public KernelBackend {
+class SimtBackend final : public OnHostMemory<KernelBackend> {
  public:
   explicit SimtBackend(const occlConfig_t& config)
-      : KernelBackend(config, SimtDevice::withSlots(config.simtSmSlots).name()),
+      : OnHostMemory(config, SimtDevice::withSlots(config.simtSmSlots).name()),
         lanes_(config.simtLanes),
         slots_(config.simtSmSlots),
         jitterSeed_(config.simtJitterSeed),
@@ -152,17 +151,7 @@ class SimtBackend final : public KernelBackend {
     return Status::success();
   }
 
-  Result<void*> allocShared(size_t bytes) override { return allocHostZeroed(bytes); }
-  Result<void*> allocDaemon(size_t bytes) override { return allocHostZeroed(bytes); }
-  Status copyToDaemon(void* dst, const void* src, size_t bytes) override {
-    std::memcpy(dst, src, bytes);
-    return Status::success();
-  }
-  Status copyFromDaemon(void* dst, const void* src, size_t bytes) override {
-    std::memcpy(dst, src, bytes);
-    return Status::success();
-  }
-  void freeShared(void* p) override { std::free(p); }
+  // A launch that never exited may still read it: leak rather than free.
   void freeDaemon(void* p) override {
     if (!kernelMayStillRun()) std::free(p);
   }
