@@ -276,13 +276,19 @@ TEST(BenchBandwidth, BusBandwidthFactorsAreNcclTests) {
   EXPECT_DOUBLE_EQ(p.busBw, 15.0);
 }
 
-TEST(BenchReport, RowMatchesNcclTestsColumns) {
+// A 1 MiB float sum AllReduce row, its times left to the test.
+RowResult floatSumRow() {
   RowResult row;
   row.bytes = 1048576;
   row.count = 262144;
   row.dtype = occlFloat32;
   row.op = occlSum;
   row.root = -1;
+  return row;
+}
+
+TEST(BenchReport, RowMatchesNcclTestsColumns) {
+  RowResult row = floatSumRow();
   row.outOfPlace = {true, 123.456, 8.49, 12.74, 0, ""};
   row.inPlace = {true, 12345.6, 0.08, 0.13, -1, ""};
   EXPECT_EQ(formatRow(row),
@@ -452,12 +458,7 @@ TEST(BenchEndToEnd, JsonNamesTheBackend) {
 }
 
 TEST(BenchReport, NcclRowIsACommentWithOcclOverNcclTime) {
-  RowResult row;
-  row.bytes = 1048576;
-  row.count = 262144;
-  row.dtype = occlFloat32;
-  row.op = occlSum;
-  row.root = -1;
+  RowResult row = floatSumRow();
   row.outOfPlace = {true, 100.0, 10.49, 15.73, 0, ""};
   row.nccl = {true, 50.0, 20.97, 31.46, -1, ""};
   EXPECT_EQ(formatNcclRow(row),
