@@ -1,6 +1,7 @@
 // occl-micro: the cost of occl's queue operations alone, on one thread, with no daemon.
-//   BM_SqPushPop/C  : one SQE published and read by each of C consumers (the last frees it).
-//   BM_CqPushTake/D : one CQE published by CAS into a D-slot CQ and taken by the poller.
+//   BM_SqPushPop/C  : one SQE published and read by each of C consumers, each reporting its cursor
+//                     (the producer reads the cursors again once per lap of the ring).
+//   BM_CqPushTake/D : one CQE stored into a block's D-slot ring and taken by the poller.
 // These are floors for the submit and completion paths that occl-bench measures end to end.
 #include <benchmark/benchmark.h>
 
@@ -16,16 +17,17 @@
 
 namespace {
 
-// SQ slots are cache-line aligned and zeroed: turn 0 = free for lap 0.
+// SQ slots are cache-line aligned and zeroed: turn 0 = never written.
 struct SqStorage {
   explicit SqStorage(uint32_t depth, uint32_t consumers)
-      : slots(static_cast<occl::Sqe*>(std::aligned_alloc(64, depth * sizeof(occl::Sqe)))) {
+      : slots(static_cast<occl::Sqe*>(std::aligned_alloc(64, depth * sizeof(occl::Sqe)))), reports(consumers) {
     if (slots == nullptr) throw std::bad_alloc();
     for (uint32_t i = 0; i < depth; ++i) new (&slots[i]) occl::Sqe{};
-    queue = occl::SubmissionQueue{slots, depth, consumers, &published};
+    queue = occl::SubmissionQueue{slots, reports.data(), &published, depth, consumers};
   }
   ~SqStorage() { std::free(slots); }
   occl::Sqe* slots;
+  std::vector<occl::BlockReport> reports;
   uint64_t published = 0;
   occl::SubmissionQueue queue{};
 };
@@ -34,17 +36,19 @@ void BM_SqPushPop(benchmark::State& state) {
   const auto consumers = static_cast<uint32_t>(state.range(0));
   SqStorage sq(1024, consumers);
   std::vector<uint64_t> cursors(consumers, 0);
-  uint64_t ticket = 0;
+  uint64_t ticket = 0, limit = 0;
   occl::SqeView in{occl::kSqeSubmit, 7, 0, 0x1000, 0x2000};
   occl::SqeView out{};
   for (auto _ : state) {
     in.seq = ticket;
-    if (!sq.queue.tryPush(ticket, in)) {
+    if (!sq.queue.tryPush(ticket, in, limit)) {
       state.SkipWithError("SQ full: a consumer fell behind");
       break;
     }
-    for (uint64_t& cursor : cursors)
-      if (!sq.queue.tryPop(cursor++, out)) state.SkipWithError("SQE not visible to a consumer");
+    for (uint32_t c = 0; c < consumers; ++c) {
+      if (!sq.queue.tryPop(cursors[c]++, out)) state.SkipWithError("SQE not visible to a consumer");
+      sq.queue.advance(c, cursors[c]);
+    }
     benchmark::DoNotOptimize(out);
     ++ticket;
   }
@@ -55,18 +59,18 @@ BENCHMARK(BM_SqPushPop)->Arg(1)->Arg(4)->Arg(16);
 void BM_CqPushTake(benchmark::State& state) {
   const auto depth = static_cast<uint32_t>(state.range(0));
   std::vector<uint64_t> slots(depth, 0);
-  occl::CompletionQueue cq{slots.data(), depth};
-  uint32_t hint = 0;
-  uint32_t next = 0;  // the poller's scan position
+  std::vector<occl::BlockReport> reports(1);
+  occl::CompletionQueue cq{slots.data(), reports.data(), depth, 1};
   uint64_t seq = 0;
   for (auto _ : state) {
-    const uint64_t word = occl::cqe::pack(3, occlSuccess, seq++);
+    const uint64_t word = occl::cqe::pack(3, occlSuccess, seq);
     uint64_t taken = 0;
-    if (!cq.tryPush(word, hint) || !cq.tryTake(next++, taken)) {
+    if (!cq.tryPush(0, seq, word) || !cq.tryTake(0, seq, taken)) {
       state.SkipWithError("CQE not where the poller looks");
       break;
     }
     benchmark::DoNotOptimize(occl::cqe::unpack(taken));
+    ++seq;
   }
   state.SetItemsProcessed(state.iterations());
 }

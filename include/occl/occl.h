@@ -99,7 +99,7 @@ typedef struct {
   int daemonBlocks;         /* daemon blocks (threads / CUDA blocks) per rank, 1..64 */
   int threadsPerBlock;      /* CUDA backend: threads of a daemon block */
   int sqDepth;              /* submission queue entries, power of two */
-  int cqDepth;              /* completion queue slots, power of two */
+  int cqDepth;              /* completion ring slots per daemon block, power of two */
   int taskQueueDepth;       /* collectives one daemon block juggles at once */
   int maxInflightPerColl;   /* submissions of one collId in flight at once */
   int connectorSlots;       /* FIFO slots of a connector, >= 2 */

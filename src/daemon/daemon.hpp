@@ -41,9 +41,8 @@ struct DaemonEnv {
   uint32_t pad;
   SchedPolicy policy;
   uint32_t* abortFlag;     // set by occlCommAbort
-  uint64_t* cqPublished;   // CQEs written, so the host can wake its poller and count outstanding work
 };
-static_assert(sizeof(DaemonEnv) == 120, "DaemonEnv is a kernel argument: one layout on both sides");
+static_assert(sizeof(DaemonEnv) == 128, "DaemonEnv is a kernel argument: one layout on both sides");
 
 struct PassResult {
   bool progressed;  // a primitive ran, a task completed, or an SQE arrived
@@ -90,8 +89,8 @@ OCCL_HD inline void finishTask(const DaemonEnv& env, BlockState& bs, const CollD
   uint64_t word = cqe::pack(d.collIndex, status != 0 ? status : sticky, task.seq);
   // Counted before the CQE exists: once its callback has fired, the statistics include it.
   bump(d.stats[block].completions, 1);
-  while (!env.cq.tryPush(word, bs.cqHint)) exec::spinPause();  // the poller frees slots
-  atomics::fetchAdd(env.cqPublished, uint64_t{1});
+  while (!env.cq.tryPush(static_cast<uint32_t>(block), bs.cqTail, word)) exec::spinPause();  // the poller frees slots
+  bs.cqTail += 1;
 }
 
 // Records a failure so every block of this rank and every peer reached by a connector fails the
@@ -164,29 +163,28 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
 }
 
 // Moves published SQEs into the task queue while it has room. Returns true if any arrived.
+// An entry is reported read (BlockReport::sqNext) once it is handled, not when it is copied: the
+// host reuses the slot, and a deregistered collective's table index, once every block reports
+// past the entries that name it, and a block that skips an entry still reads its CollDesc here.
 OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int block) {
   bool any = false;
   const bool byPriority = env.policy.order == occlOrderPriority;
   while (bs.nTasks < bs.capacity && !bs.exitSeen) {
-    bool got = exec::broadcastFromLeader([&] {
-      if (!env.sq.tryPop(bs.sqCursor, bs.incoming)) return false;
-      // Atomic: the host reads it to know when a retired collective index can be reused.
-      atomics::storeRelease(&bs.sqCursor, bs.sqCursor + 1);
-      return true;
-    });
-    if (!got) break;
+    if (!exec::broadcastFromLeader([&] { return env.sq.tryPop(bs.sqCursor, bs.incoming); })) break;
     any = true;
     const SqeView e = bs.incoming;
     exec::blockSync();  // every lane has its copy before the leader may overwrite `incoming`
-    if (e.flags & kSqeExit) {
-      leaderUpdate([&] { bs.exitSeen = 1; });
-      break;
+    const CollDesc* d = (e.flags & kSqeExit) ? nullptr : env.colls.get(e.collIndex);
+    if (d != nullptr && static_cast<uint32_t>(block) < d->nBlocks) {
+      const uint32_t form = (e.flags & kSqeInPlace) ? kFormInPlace : kFormOutOfPlace;
+      TaskEntry t{e.collIndex, byPriority ? d->priority : 0, e.seq, e.sendbuf, e.recvbuf, exec::nowNs(), form, 0};
+      insertTask(bs, t, byPriority);
     }
-    const CollDesc* d = env.colls.get(e.collIndex);
-    if (d == nullptr || static_cast<uint32_t>(block) >= d->nBlocks) continue;
-    const uint32_t form = (e.flags & kSqeInPlace) ? kFormInPlace : kFormOutOfPlace;
-    TaskEntry t{e.collIndex, byPriority ? d->priority : 0, e.seq, e.sendbuf, e.recvbuf, exec::nowNs(), form, 0};
-    insertTask(bs, t, byPriority);
+    leaderUpdate([&] {
+      if (e.flags & kSqeExit) bs.exitSeen = 1;
+      bs.sqCursor += 1;
+      env.sq.advance(static_cast<uint32_t>(block), bs.sqCursor);
+    });
   }
   return any;
 }

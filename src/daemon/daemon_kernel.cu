@@ -4,14 +4,11 @@
 // simt backend runs on host threads too; this file only owns the launch.
 //
 // Where state lives: the environment is copied into shared memory once per launch (it is
-// immutable and read on every pass). Block state (task queue, SQ cursor), collective contexts
-// and the collective table stay in global memory (pinned host or device), exactly as the host
-// backend uses them — that is what makes a voluntary quit and a relaunch lossless. Loading a
-// block's state into shared memory for the duration of a launch would save a PCIe round trip per
-// field access on every pass, but would change three things: the leader would have to write the
-// SQ cursor through to global memory (the host reads it to recycle collective indices), the whole
-// state would have to be written back before the block leaves, and daemonPass would need the
-// shared copy passed in instead of indexing env.blocks. That is a later optimisation.
+// immutable and read on every pass). Block states, task queues, collective contexts and shared
+// progress words are device memory, which only the daemon touches after the host's initial copy;
+// that memory outlives a launch, which is what makes a voluntary quit and a relaunch lossless.
+// Only the SQ, the CQ rings, the BlockReport lines, the abort flag and the launch's end epoch are
+// pinned host memory, and the daemon crosses the bus to them with loads and stores only (D5).
 #include "daemon/daemon_kernel.hpp"
 
 namespace occl {

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "device/compat.hpp"
+#include "queues/block_report.hpp"
 #include "queues/sq.hpp"
 
 namespace occl {
@@ -28,16 +29,21 @@ struct TaskEntry {
 };
 static_assert(sizeof(TaskEntry) == 48, "TaskEntry layout is shared by host and device");
 
+// The block's own state: daemon memory (device memory on the GPU), initialised by the host
+// before the first launch and then touched by the block alone. What the host must see goes to
+// the block's BlockReport line in host-visible memory.
 struct alignas(64) BlockState {
-  uint64_t sqCursor;       // next SQ ticket this block reads
+  uint64_t sqCursor;       // next SQ ticket this block reads (reported as BlockReport::sqNext)
+  uint64_t cqTail;         // CQEs this block has written into its ring (reported as cqPublished)
   uint64_t tries;          // task tries so far (priority polling cadence)
-  TaskEntry* tasks;        // [capacity]
+  TaskEntry* tasks;        // [capacity], daemon memory
+  BlockReport* report;     // this block's line of host-visible reports
   uint32_t capacity;
-  uint32_t nTasks;
+  uint32_t nTasks;         // reported as BlockReport::held
   uint32_t exitSeen;
-  uint32_t cqHint;         // where this block's next CQE CAS starts
   uint32_t lastPassIdle;
   uint32_t passesSincePoll;
+  uint32_t pad;
   SqeView incoming;        // the SQE the leader just read, for the whole block
 };
 static_assert(sizeof(BlockState) == 128, "BlockState layout is shared by host and device");
@@ -59,6 +65,7 @@ OCCL_HD inline void insertTask(BlockState& bs, const TaskEntry& t, bool byPriori
     }
     bs.tasks[pos] = t;
     bs.nTasks += 1;
+    atomics::storeRelease(&bs.report->held, bs.nTasks);
   });
 }
 
@@ -66,6 +73,7 @@ OCCL_HD inline void removeTask(BlockState& bs, uint32_t position) {
   leaderUpdate([&] {
     for (uint32_t i = position + 1; i < bs.nTasks; ++i) bs.tasks[i - 1] = bs.tasks[i];
     bs.nTasks -= 1;
+    atomics::storeRelease(&bs.report->held, bs.nTasks);
   });
 }
 

@@ -4,7 +4,10 @@
 //
 // - OCCL_HD marks functions callable from both sides.
 // - Atomics: acquire/release at system scope, so the CPU, the GPU and peer GPUs agree. Never
-//   volatile plus fences.
+//   volatile plus fences. A daemon's read-modify-writes (fetchAdd, fetchOr, compareExchange)
+//   target its own device memory only: on host-mapped or peer memory they need native atomics
+//   across the bus, which PCIe lacks (defect D5). On a simt lane every one is checked
+//   (device/simt_memory.hpp) and one outside emulated device memory aborts.
 // - Execution hooks: a daemon block is one CPU thread on the host backend, a CUDA block on the
 //   GPU, and W host threads on the simt backend (an emulated CUDA block, device/simt_block.hpp).
 //   lane()/laneCount() split data-path loops among the block's threads, blockSync() is the
@@ -31,7 +34,30 @@
 #define OCCL_ON_DEVICE 0
 #endif
 
+#if !OCCL_ON_DEVICE
+namespace occl::exec::simt {
+class Block;
+struct LaneId {
+  Block* block = nullptr;
+  int index = 0;
+  int count = 1;
+};
+// The lane a host thread is in an emulated block (device/simt_block.hpp); a thread outside any
+// (the host backend's daemon threads, the host itself) is lane 0 of a block of one.
+extern thread_local LaneId tLane;
+// Aborts unless `p` lies in memory the simt backend allocated as device memory.
+void checkAtomicTarget(const void* p);
+}  // namespace occl::exec::simt
+#endif
+
 namespace occl::atomics {
+
+// A read-modify-write by an emulated lane must stay in (emulated) device memory.
+OCCL_HD inline void checkTarget([[maybe_unused]] const void* p) {
+#if !OCCL_ON_DEVICE
+  if (exec::simt::tLane.block != nullptr) exec::simt::checkAtomicTarget(p);
+#endif
+}
 
 #if defined(__CUDACC__)
 template <typename T>
@@ -61,15 +87,18 @@ OCCL_HD inline void storeRelaxed(T* p, T v) {
 }
 template <typename T>
 OCCL_HD inline T fetchAdd(T* p, T v) {
+  checkTarget(p);
   return Ref<T>(*p).fetch_add(v, OCCL_MO(acq_rel));
 }
 template <typename T>
 OCCL_HD inline T fetchOr(T* p, T v) {
+  checkTarget(p);
   return Ref<T>(*p).fetch_or(v, OCCL_MO(acq_rel));
 }
 // Strong CAS; on failure `expected` holds the value seen.
 template <typename T>
 OCCL_HD inline bool compareExchange(T* p, T& expected, T desired) {
+  checkTarget(p);
   return Ref<T>(*p).compare_exchange_strong(expected, desired, OCCL_MO(acq_rel), OCCL_MO(acquire));
 }
 
@@ -87,16 +116,7 @@ struct SyncSite {
 };
 
 #if !OCCL_ON_DEVICE
-// The lane a host thread is in an emulated block (device/simt_block.hpp); a thread outside any
-// (the host backend's daemon threads, the host itself) is lane 0 of a block of one.
 namespace simt {
-class Block;
-struct LaneId {
-  Block* block = nullptr;
-  int index = 0;
-  int count = 1;
-};
-extern thread_local LaneId tLane;
 void barrier(Block& block, SyncSite site);
 int* broadcastSlot(Block& block);
 }  // namespace simt

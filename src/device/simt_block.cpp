@@ -1,5 +1,7 @@
 #include "device/simt_block.hpp"
 
+#include "device/simt_memory.hpp"
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -40,7 +42,10 @@ void Block::run(const std::function<void()>& body) {
 void Block::runLane(int lane, const std::function<void()>& body) {
   const LaneId outer = tLane;
   tLane = LaneId{this, lane, lanes_};
-  body();
+  {
+    DeviceAccess device;  // a lane is device code: emulated device memory is its own
+    body();
+  }
   tLane = outer;
   std::lock_guard<std::mutex> lock(mu_);
   returned_ += 1;

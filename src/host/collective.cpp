@@ -256,7 +256,9 @@ Collective::~Collective() {
   if (statsMemory_ != nullptr) backend_->freeShared(statsMemory_);
 }
 
-void Collective::publish(CollDesc* tableEntry) { std::memcpy(tableEntry, &desc_, sizeof(CollDesc)); }
+Status Collective::publish(CollDesc* tableEntry) {
+  return backend_->copyToDaemon(tableEntry, &desc_, sizeof(CollDesc));
+}
 
 occlCollStats_t Collective::stats(Backend&) const {
   occlCollStats_t out{};

@@ -46,8 +46,8 @@ class Collective {
   Collective(const Collective&) = delete;
   Collective& operator=(const Collective&) = delete;
 
-  // Copies the static context into the communicator's table entry.
-  void publish(CollDesc* tableEntry);
+  // Copies the static context into the communicator's table entry (daemon memory).
+  Status publish(CollDesc* tableEntry);
 
   uint64_t collId() const { return desc_.collId; }
   uint32_t index() const { return desc_.collIndex; }

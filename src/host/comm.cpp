@@ -70,19 +70,22 @@ Status Comm::allocateDaemonState() {
   const auto nBlocks = static_cast<uint32_t>(config_.daemonBlocks);
   Result<void*> env = shared(sizeof(DaemonEnv));
   Result<void*> sq = shared(sizeof(Sqe) * config_.sqDepth);
-  Result<void*> cq = shared(sizeof(uint64_t) * config_.cqDepth);
-  Result<void*> counters = shared(3 * 64);  // published, cqPublished, abort flag: one line each
-  Result<void*> pages = shared(sizeof(CollDesc*) * CollTable::kMaxPages);
-  Result<void*> blocks = shared(sizeof(BlockState) * nBlocks);
+  Result<void*> cq = shared(sizeof(uint64_t) * config_.cqDepth * nBlocks);  // one ring per block
+  Result<void*> reports = shared(sizeof(BlockReport) * nBlocks);
+  Result<void*> counters = shared(2 * 64);  // SQEs published, abort flag: one line each
+  Result<void*> pages = daemon(sizeof(CollDesc*) * CollTable::kMaxPages);
+  Result<void*> blocks = daemon(sizeof(BlockState) * nBlocks);
   Result<void*> tasks = daemon(sizeof(TaskEntry) * config_.taskQueueDepth * nBlocks);
-  for (const Result<void*>* r : {&env, &sq, &cq, &counters, &pages, &blocks, &tasks})
+  for (const Result<void*>* r : {&env, &sq, &cq, &reports, &counters, &pages, &blocks, &tasks})
     if (!r->ok()) return r->status();
 
   DaemonEnv e{};
   auto* counterBase = static_cast<char*>(counters.value());
-  e.sq = SubmissionQueue{static_cast<Sqe*>(sq.value()), static_cast<uint32_t>(config_.sqDepth), nBlocks,
-                         reinterpret_cast<uint64_t*>(counterBase)};
-  e.cq = CompletionQueue{static_cast<uint64_t*>(cq.value()), static_cast<uint32_t>(config_.cqDepth)};
+  auto* blockReports = static_cast<BlockReport*>(reports.value());
+  e.sq = SubmissionQueue{static_cast<Sqe*>(sq.value()), blockReports, reinterpret_cast<uint64_t*>(counterBase),
+                         static_cast<uint32_t>(config_.sqDepth), nBlocks};
+  e.cq = CompletionQueue{static_cast<uint64_t*>(cq.value()), blockReports, static_cast<uint32_t>(config_.cqDepth),
+                         nBlocks};
   e.colls = CollTable{static_cast<CollDesc**>(pages.value())};
   e.blocks = static_cast<BlockState*>(blocks.value());
   e.nBlocks = nBlocks;
@@ -91,14 +94,17 @@ Status Comm::allocateDaemonState() {
                          config_.spinThresholdBoost, config_.priorityPollInterval,
                          static_cast<uint32_t>(config_.forcePreempt != 0),
                          static_cast<uint32_t>(config_.disablePreemption != 0), spinRoundNs(*backend_)};
-  e.cqPublished = reinterpret_cast<uint64_t*>(counterBase + 64);
-  e.abortFlag = reinterpret_cast<uint32_t*>(counterBase + 128);
+  e.abortFlag = reinterpret_cast<uint32_t*>(counterBase + 64);
+  // Block states are daemon memory: built here and copied, as the host never dereferences them.
+  std::vector<BlockState> initial(nBlocks);
   for (uint32_t b = 0; b < nBlocks; ++b) {
-    BlockState& bs = e.blocks[b];
+    BlockState& bs = initial[b];
     bs.tasks = static_cast<TaskEntry*>(tasks.value()) + static_cast<size_t>(b) * config_.taskQueueDepth;
+    bs.report = &blockReports[b];
     bs.capacity = static_cast<uint32_t>(config_.taskQueueDepth);
-    bs.cqHint = b * (static_cast<uint32_t>(config_.cqDepth) / nBlocks);
   }
+  if (Status s = backend_->copyToDaemon(e.blocks, initial.data(), sizeof(BlockState) * nBlocks); !s.ok())
+    return s.withContext("initialising the daemon's block states");
   env_ = static_cast<DaemonEnv*>(env.value());
   *env_ = e;
   return Status::success();
@@ -117,8 +123,8 @@ Comm::~Comm() {
   byId_.clear();
   for (auto& page : hostPages_) page.reset();
   if (env_ != nullptr) {
-    for (uint32_t p = 0; p < CollTable::kMaxPages; ++p)
-      if (env_->colls.pages[p] != nullptr) backend_->freeShared(env_->colls.pages[p]);
+    for (CollDesc* page : daemonPages_)
+      if (page != nullptr) backend_->freeDaemon(page);
   }
   for (auto [p, isShared] : allocations_) isShared ? backend_->freeShared(p) : backend_->freeDaemon(p);
 }
@@ -200,14 +206,22 @@ std::string Comm::lastError() const {
   return lastError_;
 }
 
-CollDesc* Comm::tableEntry(uint32_t index) {
-  CollDesc*& page = env_->colls.pages[index >> CollTable::kPageBits];
-  if (page == nullptr) {
-    Result<void*> mem = backend_->allocShared(sizeof(CollDesc) * CollTable::kPageSize);
-    if (!mem.ok()) return nullptr;
-    atomics::storeRelease(&page, static_cast<CollDesc*>(mem.value()));
+// The table is daemon memory (the daemon reads an entry on every try): the host keeps its own
+// list of the pages and writes through copies. A page's pointer is copied in before any SQE can
+// name an index on it, so the daemon never reads a slot the host is writing.
+Result<CollDesc*> Comm::tableEntry(uint32_t index) {
+  const uint32_t p = index >> CollTable::kPageBits;
+  if (daemonPages_[p] == nullptr) {
+    Result<void*> mem = backend_->allocDaemon(sizeof(CollDesc) * CollTable::kPageSize);
+    if (!mem.ok()) return mem.status().withContext("allocating a page of the collective table");
+    auto* page = static_cast<CollDesc*>(mem.value());
+    if (Status s = backend_->copyToDaemon(&env_->colls.pages[p], &page, sizeof(page)); !s.ok()) {
+      backend_->freeDaemon(page);
+      return s.withContext("publishing a page of the collective table");
+    }
+    daemonPages_[p] = page;
   }
-  return &page[index & (CollTable::kPageSize - 1)];
+  return &daemonPages_[p][index & (CollTable::kPageSize - 1)];
 }
 
 Collective* Comm::byIndex(uint32_t index) const {
@@ -224,9 +238,7 @@ void Comm::setByIndex(uint32_t index, Collective* c) {
 // An index freed by deregistration is reused only once every daemon block has read past the
 // SQEs that may still name it; otherwise a lagging block would run a stale submission.
 Result<uint32_t> Comm::allocateIndex() {
-  uint64_t slowest = UINT64_MAX;
-  for (uint32_t b = 0; b < env_->nBlocks; ++b)
-    slowest = std::min(slowest, atomics::loadAcquire(&env_->blocks[b].sqCursor));
+  const uint64_t slowest = env_->sq.writableLimit() - env_->sq.depth;  // every block has read this far
   for (size_t i = 0; i < quarantine_.size(); ++i) {
     if (quarantine_[i].second <= slowest) {
       uint32_t index = quarantine_[i].first;
@@ -249,13 +261,15 @@ Status Comm::registerCollective(uint64_t collId, const occlCollDesc_t& desc) {
   if (!index.ok()) return index.status();
   CollectiveSetup setup{rank_, nRanks_, &config_, backend_.get(), connectors_.get(), &library_};
   Result<std::unique_ptr<Collective>> coll = Collective::create(setup, collId, index.value(), desc);
-  CollDesc* entry = coll.ok() ? tableEntry(index.value()) : nullptr;
-  if (!coll.ok() || entry == nullptr) {
-    quarantine_.emplace_back(index.value(), 0);
-    if (!coll.ok()) return coll.status();
-    return Status::error(occlSystemError, "allocating a page of the collective table failed");
+  Status published = coll.ok() ? Status::success() : coll.status();
+  if (published.ok()) {
+    Result<CollDesc*> entry = tableEntry(index.value());
+    published = entry.ok() ? coll.value()->publish(entry.value()) : entry.status();
   }
-  coll.value()->publish(entry);
+  if (!published.ok()) {
+    quarantine_.emplace_back(index.value(), 0);
+    return published;
+  }
   std::lock_guard<std::mutex> registry(registryMu_);
   setByIndex(index.value(), coll.value().get());
   byId_.emplace(collId, std::move(coll.value()));
@@ -280,7 +294,7 @@ Status Comm::deregisterCollective(uint64_t collId) {
 
 Status Comm::pushSqe(const SqeView& e) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.initTimeoutMs);
-  for (int attempt = 0; !env_->sq.tryPush(sqTicket_, e); ++attempt) {
+  for (int attempt = 0; !env_->sq.tryPush(sqTicket_, e, sqLimit_); ++attempt) {
     if (atomics::loadAcquire(env_->abortFlag) != 0 && !(e.flags & kSqeExit))
       return Status::error(occlAborted, "the communicator was aborted");
     if (std::chrono::steady_clock::now() > deadline)

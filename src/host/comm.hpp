@@ -79,7 +79,7 @@ class Comm {
   // NCCL's in-place position of the two buffers for this rank.
   bool inPlace(const Collective& c, const void* sendbuf, const void* recvbuf) const;
   Result<uint32_t> allocateIndex();
-  CollDesc* tableEntry(uint32_t index);
+  Result<CollDesc*> tableEntry(uint32_t index);
   Collective* byIndex(uint32_t index) const;
   void setByIndex(uint32_t index, Collective* c);
 
@@ -100,6 +100,7 @@ class Comm {
   // Daemon-visible state (Backend::allocShared / allocDaemon).
   DaemonEnv* env_ = nullptr;
   std::vector<std::pair<void*, bool>> allocations_;  // (pointer, shared?)
+  std::array<CollDesc*, CollTable::kMaxPages> daemonPages_{};  // what env_->colls.pages holds
 
   // Registration: collId -> collective, and index -> collective for the poller.
   std::mutex submitMu_;    // the SQ producer lock; also guards byId_ and index allocation
@@ -109,6 +110,7 @@ class Comm {
   uint32_t nextFreshIndex_ = 0;
   std::vector<std::pair<uint32_t, uint64_t>> quarantine_;  // (index, SQ ticket when it was retired)
   uint64_t sqTicket_ = 0;
+  uint64_t sqLimit_ = 0;  // SubmissionQueue::tryPush caches the first ticket it cannot write yet
 
   std::atomic<uint64_t> submittedTotal_{0};
   std::atomic<uint64_t> firedTotal_{0};

@@ -2,6 +2,7 @@
 // in submission order, exactly once each. A CQE whose sequence bits do not fit the window of
 // submissions in flight means a lost or duplicated completion: reported, never ignored.
 #include <chrono>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "host/comm.hpp"
@@ -15,21 +16,21 @@ constexpr int64_t kIdleParkUs = 20000;
 
 void Comm::pollerLoop() {
   uint64_t consumed = 0;
-  uint32_t cursor = 0;
+  std::vector<uint64_t> heads(env_->cq.nRings, 0);  // the next word of each block's ring
   for (;;) {
     bool any = false;
-    for (uint32_t i = 0; i < env_->cq.depth; ++i) {
+    for (uint32_t ring = 0; ring < env_->cq.nRings; ++ring) {
       uint64_t word = 0;
-      if (!env_->cq.tryTake(cursor + i, word)) continue;
-      processCqe(word);
-      consumed += 1;
-      cursor = cursor + i + 1;
-      any = true;
-      break;
+      while (env_->cq.tryTake(ring, heads[ring], word)) {
+        processCqe(word);
+        heads[ring] += 1;
+        consumed += 1;
+        any = true;
+      }
     }
     if (any) continue;
     // The daemon is joined before stopPoller_ is set, so nothing can arrive after this check.
-    if (stopPoller_.load(std::memory_order_acquire) && consumed == atomics::loadAcquire(env_->cqPublished)) return;
+    if (stopPoller_.load(std::memory_order_acquire) && consumed == env_->cq.publishedCount()) return;
     // Nothing outstanding: no CQE can come before the next submission, whose completion rings
     // the poller awake anyway, so park long and leave an idle communicator really idle.
     const bool idle = firedTotal_.load(std::memory_order_acquire) == submittedTotal_.load(std::memory_order_acquire);

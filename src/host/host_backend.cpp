@@ -34,7 +34,7 @@ class HostBackend : public OnHostMemory<Backend> {
 
   void waitForCompletion(uint64_t consumed, int64_t timeoutUs) override {
     completions_.park(timeoutUs, [&] {
-      return atomics::loadAcquire(env_->cqPublished) > consumed || stopped_.load(std::memory_order_acquire);
+      return env_->cq.publishedCount() > consumed || stopped_.load(std::memory_order_acquire);
     });
   }
 
@@ -54,7 +54,7 @@ class HostBackend : public OnHostMemory<Backend> {
 
  private:
   bool sqHasWork(int block) const {
-    return atomics::loadAcquire(env_->sq.published) > env_->blocks[block].sqCursor;
+    return env_->sq.publishedCount() > atomics::loadAcquire(&env_->sq.reports[block].sqNext);
   }
 
   void blockLoop(int block) {
@@ -64,7 +64,7 @@ class HostBackend : public OnHostMemory<Backend> {
     uint64_t cqSeen = 0;
     for (;;) {
       PassResult r = daemonPass(*env_, block);
-      uint64_t cq = atomics::loadAcquire(env_->cqPublished);
+      uint64_t cq = env_->cq.publishedCount();
       if (cq != cqSeen) {
         cqSeen = cq;
         completions_.ring();

@@ -67,9 +67,9 @@ KernelBackend::Work KernelBackend::pendingWork() const {
   const uint64_t published = env_->sq.publishedCount();
   Work work = Work::None;
   for (uint32_t b = 0; b < env_->nBlocks; ++b) {
-    BlockState& bs = env_->blocks[b];
-    if (atomics::loadAcquire(&bs.sqCursor) < published) return Work::Unread;
-    if (atomics::loadAcquire(&bs.nTasks) != 0) work = Work::Queued;
+    BlockReport& report = env_->sq.reports[b];
+    if (atomics::loadAcquire(&report.sqNext) < published) return Work::Unread;
+    if (atomics::loadAcquire(&report.held) != 0) work = Work::Queued;
   }
   return work;
 }
@@ -80,7 +80,7 @@ void KernelBackend::noteLaunchEnded() {
   if (endNoted_) return;
   endNoted_ = true;
   endedAt_ = Clock::now();
-  if (atomics::loadAcquire(env_->cqPublished) != cqAtLaunch_) {
+  if (env_->cq.publishedCount() != cqAtLaunch_) {
     relaunchDelayUs_ = 0;
   } else {
     relaunchDelayUs_ = std::min(relaunchDelayUs_ == 0 ? kFirstRelaunchDelayUs : 2 * relaunchDelayUs_, stuckQuitUs_);
@@ -92,7 +92,7 @@ bool KernelBackend::relaunchDue() const { return usSince(endedAt_) >= relaunchDe
 Status KernelBackend::launch() {
   DaemonLaunch l{quitWord_, endedEpoch_, epoch_ + 1, 0,
                  QuitLimits{static_cast<uint64_t>(idleQuitUs_) * 1000, static_cast<uint64_t>(stuckQuitUs_) * 1000}};
-  const uint64_t cq = atomics::loadAcquire(env_->cqPublished);
+  const uint64_t cq = env_->cq.publishedCount();
   if (Status s = launchKernel(envCopy_, l); !s.ok()) return s;
   epoch_ = l.epoch;
   everLaunched_ = true;
@@ -141,7 +141,7 @@ void KernelBackend::waitForCompletion(uint64_t consumed, int64_t timeoutUs) {
   const auto start = Clock::now();
   int64_t sleepUs = 10;
   for (;;) {
-    if (env_ == nullptr || atomics::loadAcquire(env_->cqPublished) > consumed) return;
+    if (env_ == nullptr || env_->cq.publishedCount() > consumed) return;
     {
       std::lock_guard<std::mutex> lock(launchMu_);
       checkKernelHealth();

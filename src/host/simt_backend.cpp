@@ -2,7 +2,9 @@
 // daemonBlockMain (daemon_main.hpp) on every lane of every emulated block (device/simt_block.hpp:
 // simtLanes threads, a barrier that catches divergence, a leader broadcast slot), under the very
 // launch control of the CUDA backend (kernel_backend.hpp): quit vote, epochs, relaunch, stop.
-// Memory is host memory; connectors are the host backend's.
+// Memory is host memory; connectors are the host backend's. Daemon memory and the quit word are
+// registered as emulated device memory (device/simt_memory.hpp), where alone a lane may do an
+// atomic read-modify-write, as on the GPU.
 //
 // What it proves and what only a GPU can check is listed in docs/design.md ("The simt backend").
 //
@@ -12,6 +14,7 @@
 // (residency.hpp) exactly as the CUDA backend does on a GPU.
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <deque>
 #include <functional>
@@ -23,6 +26,7 @@
 
 #include "absl/strings/str_format.h"
 #include "device/simt_block.hpp"
+#include "device/simt_memory.hpp"
 #include "host/backend.hpp"
 #include "host/host_memory.hpp"
 #include "host/kernel_backend.hpp"
@@ -131,7 +135,7 @@ class SimtBackend final : public OnHostMemory<KernelBackend> {
       return;
     }
     stream_.reset();
-    std::free(quitWord_);
+    freeDaemon(quitWord_);
     std::free(endedEpoch_);
   }
 
@@ -141,7 +145,7 @@ class SimtBackend final : public OnHostMemory<KernelBackend> {
       if (!r.ok()) return r.status();
       residency_ = std::move(r.value());
     }
-    Result<void*> word = allocHostZeroed(sizeof(uint64_t));
+    Result<void*> word = allocDaemon(sizeof(uint64_t));
     if (!word.ok()) return word.status();
     quitWord_ = static_cast<uint64_t*>(word.value());
     Result<void*> ended = allocHostZeroed(sizeof(uint32_t));
@@ -151,9 +155,26 @@ class SimtBackend final : public OnHostMemory<KernelBackend> {
     return Status::success();
   }
 
+  // Daemon memory is emulated device memory: the host reaches it through copies only.
+  Result<void*> allocDaemon(size_t bytes) override {
+    void* p = exec::simt::allocDeviceMemory(bytes);
+    if (p == nullptr)
+      return Status::error(occlSystemError, absl::StrFormat("allocating %d bytes of simt device memory failed", bytes));
+    return p;
+  }
+  Status copyToDaemon(void* dst, const void* src, size_t bytes) override {
+    exec::simt::DeviceAccess copyEngine;
+    std::memcpy(dst, src, bytes);
+    return Status::success();
+  }
+  Status copyFromDaemon(void* dst, const void* src, size_t bytes) override {
+    exec::simt::DeviceAccess copyEngine;
+    std::memcpy(dst, src, bytes);
+    return Status::success();
+  }
   // A launch that never exited may still read it: leak rather than free.
   void freeDaemon(void* p) override {
-    if (!kernelMayStillRun()) std::free(p);
+    if (!kernelMayStillRun()) exec::simt::freeDeviceMemory(p);
   }
   const char* name() const override { return "simt"; }
 

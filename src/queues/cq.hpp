@@ -1,13 +1,17 @@
-// Completion queue: an array of 64-bit slots, 0 = empty. A daemon block publishes a completion
-// with one compare-and-swap of a packed word into an empty slot (OCCL's "optimized CQ"); the
-// single poller scans the slots, takes each non-zero word and writes 0 back. The word carries
-// the collective's slot index, a status code and the low bits of the submission number, so the
-// poller detects a lost or duplicated completion instead of silently mis-firing callbacks.
+// Completion queue: one ring of `depth` 64-bit slots per daemon block, 0 = empty. A block's
+// leader is its ring's only producer and the host's poller its only consumer, so only loads and
+// stores cross the bus (defect D5; OCCL's "optimized CQ" CAS into any free slot needed device
+// atomics on host memory). The producer writes the word into slot `tail % depth` once the poller
+// has emptied it, then counts it in its BlockReport; the poller takes each ring's words in order
+// and writes 0 back. The word carries the collective's slot index, a status code and the low
+// bits of the submission number, so the poller detects a lost or duplicated completion instead
+// of silently mis-firing callbacks.
 #pragma once
 
 #include <cstdint>
 
 #include "device/compat.hpp"
+#include "queues/block_report.hpp"
 
 namespace occl {
 
@@ -39,32 +43,41 @@ OCCL_HD inline Cqe unpack(uint64_t word) {
 }  // namespace cqe
 
 struct CompletionQueue {
-  uint64_t* slots;
-  uint32_t depth;  // power of two
+  uint64_t* slots;        // [nRings * depth]: ring r is slots[r * depth, (r + 1) * depth)
+  BlockReport* reports;   // [nRings]: each ring's cqPublished
+  uint32_t depth;         // slots per ring, power of two
+  uint32_t nRings;        // daemon blocks
 
-  // Producer: tries slots from `hint` on until a CAS lands; returns the slot used + 1 as the
-  // next hint, or false after one full lap (CQ full: the caller retries later, nothing is lost).
-  OCCL_HD bool tryPush(uint64_t word, uint32_t& hint) const {
-    for (uint32_t i = 0; i < depth; ++i) {
-      uint32_t idx = (hint + i) & (depth - 1);
-      uint64_t expected = 0;
-      if (atomics::compareExchange(&slots[idx], expected, word)) {
-        hint = idx + 1;
-        return true;
-      }
-    }
-    return false;
+  OCCL_HD uint64_t* slot(uint32_t ring, uint64_t position) const {
+    return &slots[static_cast<uint64_t>(ring) * depth + (position & (depth - 1))];
   }
 
-  // Poller: takes the word in slot `idx` if there is one.
-  bool tryTake(uint32_t idx, uint64_t& word) const {
-    uint64_t* s = &slots[idx & (depth - 1)];
+  // Producer `ring` (one block's leader), whose next CQE is its `tail`-th: false while the
+  // poller has not emptied that slot (the ring is full: retry later, nothing is lost).
+  OCCL_HD bool tryPush(uint32_t ring, uint64_t tail, uint64_t word) const {
+    uint64_t* s = slot(ring, tail);
+    if (atomics::loadAcquire(s) != 0) return false;
+    atomics::storeRelease(s, word);
+    atomics::storeRelease(&reports[ring].cqPublished, tail + 1);
+    return true;
+  }
+
+  // Poller: takes the `head`-th word of ring `ring` if it has been written.
+  bool tryTake(uint32_t ring, uint64_t head, uint64_t& word) const {
+    uint64_t* s = slot(ring, head);
     word = atomics::loadAcquire(s);
     if (word == 0) return false;
     atomics::storeRelease(s, uint64_t{0});
     return true;
   }
+
+  // CQEs written so far, over every ring.
+  uint64_t publishedCount() const {
+    uint64_t total = 0;
+    for (uint32_t r = 0; r < nRings; ++r) total += atomics::loadAcquire(&reports[r].cqPublished);
+    return total;
+  }
 };
-static_assert(sizeof(CompletionQueue) == 16, "CompletionQueue layout is shared by host and device");
+static_assert(sizeof(CompletionQueue) == 24, "CompletionQueue layout is shared by host and device");
 
 }  // namespace occl

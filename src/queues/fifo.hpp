@@ -75,9 +75,12 @@ struct FifoHandle {
   }
 
   OCCL_HD uint32_t poisonStatus() const { return atomics::loadAcquire(&header->poison); }
+  // A load and a store, no read-modify-write: the FIFO may be a peer GPU's memory or pinned host
+  // memory, where a device RMW needs native atomics across the bus (cudaDevP2PAttrNativeAtomic-
+  // Supported, hostNativeAtomicSupported), which PCIe lacks (defect D5). Writers that race may
+  // leave either status; each is a failure, and each rank reports its own cause first.
   OCCL_HD void poisonWith(uint32_t status) const {
-    uint32_t expected = 0;
-    atomics::compareExchange(&header->poison, expected, status);
+    if (atomics::loadAcquire(&header->poison) == 0) atomics::storeRelease(&header->poison, status);
   }
 };
 static_assert(sizeof(FifoHandle) == 32, "FifoHandle layout is shared by host and device");

@@ -1,13 +1,20 @@
 // Submission queue: one producer (the host, under the communicator's submit lock), every daemon
-// block consumes every entry. Each slot carries a `turn` word that says which lap of the ring
-// it holds: 2*lap = free for lap `lap`, 2*lap+1 = published. The last of `nConsumers` blocks to
-// read an entry (counted in `readers`) frees the slot for the next lap. Sequence numbers are
-// 64-bit, so turns never wrap.
+// block consumes every entry. Only loads and stores cross the bus (defect D5: a GPU's
+// read-modify-write on host-mapped memory needs hostNativeAtomicSupported, which PCIe hosts lack):
+//
+// - The producer writes the entry for ticket t into slot t % depth, then stores `turn = t + 1`
+//   (release) and the published count. Sequence numbers are 64-bit, so turns never wrap.
+// - Each consumer copies the entry once `turn == cursor + 1`, then stores its cursor + 1
+//   (release) into its own BlockReport line; nobody else writes that line.
+// - The producer may reuse a slot once every consumer's cursor is past the entry it held: ticket
+//   t is writable while t < min(cursors) + depth. It caches that limit and reads the cursors
+//   again only when it reaches it.
 #pragma once
 
 #include <cstdint>
 
 #include "device/compat.hpp"
+#include "queues/block_report.hpp"
 
 namespace occl {
 
@@ -18,15 +25,13 @@ enum SqeFlags : uint32_t {
 };
 
 struct alignas(64) Sqe {
-  uint64_t turn;     // protocol word, see above
-  uint32_t readers;  // blocks that have read this lap's entry
-  uint32_t flags;    // SqeFlags
+  uint64_t turn;       // ticket + 1 once this slot holds that ticket's entry; 0 before the first
+  uint32_t flags;      // SqeFlags
   uint32_t collIndex;  // the communicator's slot of the registered collective
-  uint32_t pad0;
-  uint64_t seq;      // per-collective submission number, starts at 0
+  uint64_t seq;        // per-collective submission number, starts at 0
   uint64_t sendbuf;
   uint64_t recvbuf;
-  uint64_t pad1[2];
+  uint64_t pad[3];
 };
 static_assert(sizeof(Sqe) == 64, "an SQE is one cache line on both sides of the bus");
 
@@ -42,45 +47,59 @@ struct SqeView {
 // Plain handle over memory that the host allocates (pinned host memory on the CUDA backend).
 struct SubmissionQueue {
   Sqe* slots;
-  uint32_t depth;       // power of two
-  uint32_t nConsumers;  // daemon blocks
-  uint64_t* published;  // total entries published, for wakeups and the outstanding count
+  BlockReport* reports;  // [nConsumers]: each block's sqNext
+  uint64_t* published;    // total entries published, for wakeups and the outstanding count
+  uint32_t depth;         // power of two
+  uint32_t nConsumers;    // daemon blocks
 
   OCCL_HD Sqe& slot(uint64_t ticket) const { return slots[ticket & (depth - 1)]; }
-  OCCL_HD static uint64_t lap(uint64_t ticket, uint32_t depth) { return ticket / depth; }
 
-  // Producer: true if the entry for `ticket` could be written (its slot is free).
-  bool tryPush(uint64_t ticket, const SqeView& e) const {
+  // Producer: the first ticket that cannot be written yet (every consumer has read the entry
+  // before that ticket's slot was last used).
+  uint64_t writableLimit() const {
+    uint64_t slowest = UINT64_MAX;
+    for (uint32_t c = 0; c < nConsumers; ++c) {
+      const uint64_t next = atomics::loadAcquire(&reports[c].sqNext);
+      slowest = next < slowest ? next : slowest;
+    }
+    return slowest + depth;
+  }
+
+  // Producer: true if the entry for `ticket` could be written. `limit` caches writableLimit()
+  // between calls (start it at 0).
+  bool tryPush(uint64_t ticket, const SqeView& e, uint64_t& limit) const {
+    if (ticket >= limit) limit = writableLimit();
+    if (ticket >= limit) return false;
     Sqe& s = slot(ticket);
-    if (atomics::loadAcquire(&s.turn) != 2 * lap(ticket, depth)) return false;
     s.flags = e.flags;
     s.collIndex = e.collIndex;
     s.seq = e.seq;
     s.sendbuf = e.sendbuf;
     s.recvbuf = e.recvbuf;
-    atomics::storeRelaxed(&s.readers, 0u);
-    atomics::storeRelease(&s.turn, 2 * lap(ticket, depth) + 1);
+    atomics::storeRelease(&s.turn, ticket + 1);
     atomics::storeRelease(published, ticket + 1);
     return true;
   }
 
-  // Consumer `cursor` (each block keeps its own): copies the entry if it is published.
-  // Runs on one lane; the caller broadcasts the result to the block.
+  // Consumer `cursor` (each block keeps its own): copies the entry if it is published. The
+  // caller then reports `cursor + 1` (advance()). Runs on one lane; the caller broadcasts the
+  // result to the block.
   OCCL_HD bool tryPop(uint64_t cursor, SqeView& out) const {
     Sqe& s = slot(cursor);
-    uint64_t full = 2 * lap(cursor, depth) + 1;
-    if (atomics::loadAcquire(&s.turn) != full) return false;
+    if (atomics::loadAcquire(&s.turn) != cursor + 1) return false;
     out.flags = s.flags;
     out.collIndex = s.collIndex;
     out.seq = s.seq;
     out.sendbuf = s.sendbuf;
     out.recvbuf = s.recvbuf;
-    if (atomics::fetchAdd(&s.readers, 1u) + 1 == nConsumers) atomics::storeRelease(&s.turn, full + 1);
     return true;
   }
 
+  // Consumer: every entry before `next` is copied; their slots may be reused.
+  OCCL_HD void advance(uint32_t consumer, uint64_t next) const { atomics::storeRelease(&reports[consumer].sqNext, next); }
+
   OCCL_HD uint64_t publishedCount() const { return atomics::loadAcquire(published); }
 };
-static_assert(sizeof(SubmissionQueue) == 24, "SubmissionQueue layout is shared by host and device");
+static_assert(sizeof(SubmissionQueue) == 32, "SubmissionQueue layout is shared by host and device");
 
 }  // namespace occl

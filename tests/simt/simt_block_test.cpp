@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "device/simt_block.hpp"
+#include "device/simt_memory.hpp"
 #include "occl/occl.h"
 
 namespace occl::exec::simt {
@@ -131,6 +132,69 @@ TEST(SimtBlockDeathTest, LanesDecidingOnTheLeadersStateThemselvesAreCaught) {
   };
   loop(/*broadcast=*/true);
   EXPECT_DEATH(loop(/*broadcast=*/false), "divergent barrier");
+}
+
+// Defect D5: the SQ's per-entry reader count and the CQ's CAS were device read-modify-writes on
+// pinned host memory. A lane may do an RMW on emulated device memory only; the same RMW on other
+// memory (what would be host-mapped or peer memory on a GPU) aborts naming it, while loads and
+// stores there are fine. Host threads outside any block are never checked.
+TEST(SimtBlockDeathTest, LaneAtomicsOutsideDeviceMemoryAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto* device = static_cast<uint64_t*>(allocDeviceMemory(8 * sizeof(uint64_t)));
+  ASSERT_NE(device, nullptr);
+  alignas(64) static uint64_t hostMapped[8];
+  EXPECT_TRUE(isDeviceMemory(&device[7]));
+  EXPECT_FALSE(isDeviceMemory(hostMapped));
+
+  Block block(kLanes, /*jitterSeed=*/0);
+  block.run([&] {
+    atomics::fetchAdd(&device[0], uint64_t{1});
+    uint64_t expected = 0;
+    atomics::compareExchange(&device[1], expected, uint64_t{5});
+    if (isLeader()) atomics::storeRelease(&hostMapped[0], atomics::loadAcquire(&hostMapped[1]) + 1);
+  });
+  uint64_t got[2] = {};
+  {
+    DeviceAccess copyEngine;
+    got[0] = device[0];
+    got[1] = device[1];
+  }
+  EXPECT_EQ(got[0], static_cast<uint64_t>(kLanes));
+  EXPECT_EQ(got[1], 5u);
+  atomics::fetchAdd(&hostMapped[2], uint64_t{1});  // the host's own RMW on its memory is fine
+  EXPECT_DEATH(Block(kLanes, 0).run([&] { atomics::fetchAdd(&hostMapped[3], uint64_t{1}); }),
+               "atomic read-modify-write at 0x[0-9a-f]+, which is not device memory");
+  EXPECT_DEATH(Block(kLanes, 0).run([&] {
+                 uint32_t* word = reinterpret_cast<uint32_t*>(&hostMapped[4]);
+                 uint32_t expected = 0;
+                 atomics::compareExchange(word, expected, 1u);
+               }),
+               "defect D5");
+  freeDeviceMemory(device);
+  EXPECT_FALSE(isDeviceMemory(device));
+}
+
+// Defect D2: Comm::abort CASed a device connector's header from the host, a segfault on a GPU.
+// Emulated device memory is as unreachable from a host thread (with PKU): only lanes and the
+// copy engine's scope may touch it, and a host dereference faults.
+uint64_t hostReads(const uint64_t* p) { return atomics::loadAcquire(const_cast<uint64_t*>(p)); }
+
+TEST(SimtBlockDeathTest, HostDereferenceOfDeviceMemoryFaults) {
+  if (!deviceMemoryProtected()) GTEST_SKIP() << "this CPU or kernel has no protection keys (PKU)";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto* device = static_cast<uint64_t*>(allocDeviceMemory(sizeof(uint64_t)));
+  ASSERT_NE(device, nullptr);
+  Block(kLanes, 0).run([&] {
+    if (isLeader()) atomics::storeRelease(device, uint64_t{42});
+  });
+  uint64_t copied = 0;
+  {
+    DeviceAccess copyEngine;
+    copied = *device;
+  }
+  EXPECT_EQ(copied, 42u);
+  EXPECT_DEATH(hostReads(device), "");
+  freeDeviceMemory(device);
 }
 
 }  // namespace

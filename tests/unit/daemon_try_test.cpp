@@ -76,22 +76,23 @@ class DaemonRig {
     page_[0] = describeCollective();
     for (int blk = 0; blk < 2; ++blk) {
       blocks_[blk].tasks = tasks_[blk];
+      blocks_[blk].report = &reports_[blk];
       blocks_[blk].capacity = 4;
     }
-    env_.sq = SubmissionQueue{sqSlots_, 4, 2, &sqPublished_};
-    env_.cq = CompletionQueue{cqSlots_, 4};
+    env_.sq = SubmissionQueue{sqSlots_, reports_, &sqPublished_, 4, 2};
+    env_.cq = CompletionQueue{cqSlots_, reports_, 4, 2};
     env_.colls = CollTable{pages_.data()};
     env_.blocks = blocks_;
     env_.nBlocks = 2;
     env_.policy = SchedPolicy{occlOrderFifo, occlSpinPolicyStickiness, kThreshold, 1, 1, 4, 4, 0, 0, 0};
     env_.abortFlag = &abortFlag_;
-    env_.cqPublished = &cqPublished_;
   }
 
   // Publishes submission 0 and lets both blocks take it, so that each later pass of a block is
   // exactly one try of it (the pass that takes an SQE counts the arrival as progress).
   void submitAndTake() {
-    ASSERT_TRUE(env_.sq.tryPush(0, SqeView{kSqeSubmit, 0, 0, 0, reinterpret_cast<uint64_t>(output.data())}));
+    uint64_t limit = 0;
+    ASSERT_TRUE(env_.sq.tryPush(0, SqeView{kSqeSubmit, 0, 0, 0, reinterpret_cast<uint64_t>(output.data())}, limit));
     for (int blk = 0; blk < 2; ++blk) {
       ASSERT_TRUE(pollSubmissions(env_, blocks_[blk], blk));
       ASSERT_EQ(blocks_[blk].nTasks, 1u);
@@ -103,7 +104,7 @@ class DaemonRig {
     return {s.preemptions, s.contextLoads, s.contextSaves};
   }
   uint64_t completions(int block) const { return stats_[block].completions; }
-  uint64_t cqesPublished() const { return cqPublished_; }
+  uint64_t cqesPublished() const { return env_.cq.publishedCount(); }
   uint64_t cqe() const { return cqSlots_[0]; }
 
  private:
@@ -141,11 +142,11 @@ class DaemonRig {
   std::vector<CollDesc*> pages_ = std::vector<CollDesc*>(CollTable::kMaxPages, nullptr);
   Sqe sqSlots_[4]{};
   uint64_t sqPublished_ = 0;
-  uint64_t cqSlots_[4]{};
+  uint64_t cqSlots_[8]{};  // two rings of 4
+  BlockReport reports_[2]{};
   TaskEntry tasks_[2][4]{};
   BlockState blocks_[2]{};
   uint32_t abortFlag_ = 0;
-  uint64_t cqPublished_ = 0;
   DaemonEnv env_{};
 };
 

@@ -1,6 +1,6 @@
 // Stress and edge tests of the lock-free queues shared by the host and the daemon: the SQ (one
-// producer, every consumer reads every entry) and the CQ (many producers with one CAS each, one
-// poller). Every wait backs off (yield, then a short park), so five threads pass on two cores
+// producer, every consumer reads every entry and reports how far it read) and the CQ (one ring
+// per producer, one poller over all rings). Both use loads and stores only. Every wait backs off (yield, then a short park), so five threads pass on two cores
 // shared with other jobs; the bounded waits turn a protocol bug into a failure, not a hang.
 #include <gtest/gtest.h>
 
@@ -55,13 +55,15 @@ bool samePayload(const SqeView& a, const SqeView& b) {
 
 struct SqRig {
   std::vector<Sqe> slots;
+  std::vector<BlockReport> reports;
   uint64_t published = 0;
   SubmissionQueue sq;
   host::Doorbell publishedBell;  // rung by the producer
-  host::Doorbell freedBell;      // rung by the consumer that frees a slot
-  SqRig(uint32_t depth, uint32_t consumers) : slots(depth) {
+  host::Doorbell freedBell;      // rung by a consumer that read past an entry
+  SqRig(uint32_t depth, uint32_t consumers) : slots(depth), reports(consumers) {
     for (Sqe& s : slots) s = Sqe{};
-    sq = SubmissionQueue{slots.data(), depth, consumers, &published};
+    for (BlockReport& r : reports) r = BlockReport{};
+    sq = SubmissionQueue{slots.data(), reports.data(), &published, depth, consumers};
   }
 };
 
@@ -71,7 +73,7 @@ struct ConsumerReport {
 };
 
 // One daemon block's view: its own cursor, every ticket in order, each exactly once.
-void consumeAll(SqRig& rig, uint64_t total, Clock::time_point deadline, ConsumerReport& report) {
+void consumeAll(SqRig& rig, uint32_t consumer, uint64_t total, Clock::time_point deadline, ConsumerReport& report) {
   const SubmissionQueue& sq = rig.sq;
   uint64_t cursor = 0;
   SqeView got{};
@@ -82,21 +84,14 @@ void consumeAll(SqRig& rig, uint64_t total, Clock::time_point deadline, Consumer
       continue;
     }
     backoff.reset();
-    if (atomics::loadAcquire(&sq.slot(cursor).turn) == 2 * (SubmissionQueue::lap(cursor, sq.depth) + 1))
-      rig.freedBell.ring();  // this was the last reader: the producer may be waiting for the slot
+    // A copy the producer overwrote while it was taken would mix two tickets' payloads.
     if (!samePayload(got, sqePayload(cursor)) && report.error.empty())
       report.error = "ticket " + std::to_string(cursor) + " read seq " + std::to_string(got.seq);
     ++cursor;
+    sq.advance(consumer, cursor);
+    rig.freedBell.ring();  // the producer may be waiting for this consumer to move on
   }
   report.received = cursor;
-}
-
-// A slot the producer may write again must have been read by every consumer of its last lap.
-bool freedOnlyAfterAllRead(const SubmissionQueue& sq, uint64_t ticket) {
-  if (ticket < sq.depth) return true;
-  Sqe& s = sq.slot(ticket);
-  if (atomics::loadAcquire(&s.turn) != 2 * SubmissionQueue::lap(ticket, sq.depth)) return true;
-  return atomics::loadAcquire(&s.readers) == sq.nConsumers;
 }
 
 TEST(SubmissionQueueTest, EveryConsumerSeesEveryEntryOnceInOrder) {
@@ -107,26 +102,25 @@ TEST(SubmissionQueueTest, EveryConsumerSeesEveryEntryOnceInOrder) {
   std::vector<ConsumerReport> reports(kConsumers);
   std::vector<std::thread> consumers;
   for (uint32_t c = 0; c < kConsumers; ++c)
-    consumers.emplace_back([&, c] { consumeAll(rig, kEntries, deadline, reports[c]); });
+    consumers.emplace_back([&, c] { consumeAll(rig, c, kEntries, deadline, reports[c]); });
 
-  uint64_t ticket = 0, earlyFrees = 0;
+  uint64_t ticket = 0, limit = 0, refusals = 0;
   Backoff backoff;
   while (ticket < kEntries && Clock::now() < deadline) {
-    if (!freedOnlyAfterAllRead(rig.sq, ticket)) ++earlyFrees;
-    if (rig.sq.tryPush(ticket, sqePayload(ticket))) {
+    if (rig.sq.tryPush(ticket, sqePayload(ticket), limit)) {
       ++ticket;
       backoff.reset();
       rig.publishedBell.ring();
     } else {
-      const uint64_t freeTurn = 2 * SubmissionQueue::lap(ticket, kDepth);
-      backoff.pause(rig.freedBell, [&] { return atomics::loadAcquire(&rig.sq.slot(ticket).turn) == freeTurn; });
+      ++refusals;
+      backoff.pause(rig.freedBell, [&] { return rig.sq.writableLimit() > ticket; });
     }
   }
   for (auto& t : consumers) t.join();  // each stops at kEntries or at the deadline
 
   ASSERT_EQ(ticket, kEntries) << "the producer could not publish everything within the budget";
   EXPECT_EQ(rig.sq.publishedCount(), kEntries);
-  EXPECT_EQ(earlyFrees, 0u) << "a slot was free for the next lap before every consumer read it";
+  EXPECT_GT(refusals, 0u) << "the ring of 64 never filled: the test did not exercise slot reuse";
   for (uint32_t c = 0; c < kConsumers; ++c) {
     EXPECT_EQ(reports[c].received, kEntries) << "consumer " << c;
     EXPECT_TRUE(reports[c].error.empty()) << "consumer " << c << ": " << reports[c].error;
@@ -135,14 +129,21 @@ TEST(SubmissionQueueTest, EveryConsumerSeesEveryEntryOnceInOrder) {
 
 TEST(SubmissionQueueTest, FullRingRefusesUntilTheSlowestConsumerReads) {
   SqRig rig(4, 2);
-  for (uint64_t t = 0; t < 4; ++t) ASSERT_TRUE(rig.sq.tryPush(t, sqePayload(t)));
-  EXPECT_FALSE(rig.sq.tryPush(4, sqePayload(4))) << "ring of 4 accepted a 5th entry";
+  uint64_t limit = 0;
+  for (uint64_t t = 0; t < 4; ++t) ASSERT_TRUE(rig.sq.tryPush(t, sqePayload(t), limit));
+  EXPECT_FALSE(rig.sq.tryPush(4, sqePayload(4), limit)) << "ring of 4 accepted a 5th entry";
   SqeView got{};
-  ASSERT_TRUE(rig.sq.tryPop(0, got));  // consumer A
-  EXPECT_FALSE(rig.sq.tryPush(4, sqePayload(4))) << "slot freed after one of two consumers read it";
+  ASSERT_TRUE(rig.sq.tryPop(0, got));  // consumer A copies ticket 0...
+  EXPECT_FALSE(rig.sq.tryPush(4, sqePayload(4), limit)) << "slot reused before its reader reported";
+  rig.sq.advance(0, 1);  // ...and reports it
+  EXPECT_FALSE(rig.sq.tryPush(4, sqePayload(4), limit)) << "slot reused after one of two consumers read it";
   ASSERT_TRUE(rig.sq.tryPop(0, got));  // consumer B
-  EXPECT_TRUE(rig.sq.tryPush(4, sqePayload(4)));
+  rig.sq.advance(1, 1);
+  EXPECT_TRUE(rig.sq.tryPush(4, sqePayload(4), limit));
   EXPECT_FALSE(rig.sq.tryPop(5, got)) << "an unpublished ticket was readable";
+  EXPECT_FALSE(rig.sq.tryPop(0, got)) << "ticket 0's slot now holds ticket 4: a stale cursor must not read it";
+  ASSERT_TRUE(rig.sq.tryPop(4, got));
+  EXPECT_TRUE(samePayload(got, sqePayload(4)));
 }
 
 // Exact-once bookkeeping of one collective's completions, in any arrival order: `base` is the
@@ -174,11 +175,15 @@ uint32_t indexOf(uint32_t producer, uint32_t k) { return cqe::kMaxCollIndex - (p
 
 struct CqRig {
   std::vector<uint64_t> slots;
+  std::vector<BlockReport> reports;
   CompletionQueue cq;
   host::Doorbell pushedBell;  // rung by producers
   host::Doorbell takenBell;   // rung by the poller
   std::atomic<bool> stop{false};
-  explicit CqRig(uint32_t depth) : slots(depth, 0), cq{slots.data(), depth} {}
+  CqRig(uint32_t depth, uint32_t rings)
+      : slots(static_cast<size_t>(depth) * rings, 0), reports(rings), cq{slots.data(), reports.data(), depth, rings} {
+    for (BlockReport& r : reports) r = BlockReport{};
+  }
 
   bool any(bool empty) {
     for (uint64_t& w : slots)
@@ -187,17 +192,17 @@ struct CqRig {
   }
 };
 
+// One block's leader: its ring only, its CQEs in order.
 void produceCqes(CqRig& rig, uint32_t producer, uint64_t perProducer) {
   const CompletionQueue& cq = rig.cq;
-  uint32_t hint = producer * (cq.depth / kProducers);
   for (uint64_t n = 0; n < perProducer && !rig.stop.load(std::memory_order_relaxed); ++n) {
     uint32_t index = indexOf(producer, static_cast<uint32_t>(n % kIndicesPerProducer));
     uint64_t seq = kFirstSeq + n / kIndicesPerProducer;
     uint64_t word = cqe::pack(index, statusOf(index, seq), seq);
     Backoff backoff;
-    while (!cq.tryPush(word, hint)) {
+    while (!cq.tryPush(producer, n, word)) {
       if (rig.stop.load(std::memory_order_relaxed)) return;
-      backoff.pause(rig.takenBell, [&] { return rig.any(/*empty=*/true); });
+      backoff.pause(rig.takenBell, [&] { return atomics::loadAcquire(cq.slot(producer, n)) == 0; });
     }
     rig.pushedBell.ring();
   }
@@ -206,7 +211,7 @@ void produceCqes(CqRig& rig, uint32_t producer, uint64_t perProducer) {
 TEST(CompletionQueueTest, ManyProducersOnePollerExactlyOnce) {
   constexpr uint32_t kDepth = 256;
   constexpr uint64_t kPerProducer = 300'000;  // 1.2e6 CQEs in all
-  CqRig rig(kDepth);
+  CqRig rig(kDepth, kProducers);
   const CompletionQueue& cq = rig.cq;
   std::vector<std::thread> producers;
   for (uint32_t p = 0; p < kProducers; ++p) producers.emplace_back([&, p] { produceCqes(rig, p, kPerProducer); });
@@ -216,15 +221,16 @@ TEST(CompletionQueueTest, ManyProducersOnePollerExactlyOnce) {
   const uint64_t total = kPerProducer * kProducers;
   uint64_t taken = 0, badStatus = 0;
   std::string firstError;
-  uint32_t cursor = 0;
+  std::vector<uint64_t> heads(kProducers, 0);
+  uint32_t ring = 0;
   const auto deadline = Clock::now() + kBudget;
   Backoff backoff;
   while (taken < total && Clock::now() < deadline) {
     uint64_t word = 0;
     bool got = false;
-    for (uint32_t i = 0; i < kDepth && !got; ++i) {
-      if (!cq.tryTake(cursor + i, word)) continue;
-      cursor += i + 1;
+    for (uint32_t i = 0; i < kProducers && !got; ++i, ring = (ring + 1) % kProducers) {
+      if (!cq.tryTake(ring, heads[ring], word)) continue;
+      heads[ring] += 1;
       got = true;
     }
     if (!got) {
@@ -255,19 +261,27 @@ TEST(CompletionQueueTest, ManyProducersOnePollerExactlyOnce) {
   const uint64_t perIndex = kPerProducer / kIndicesPerProducer;
   for (auto& t : trackers) EXPECT_EQ(t.base, kFirstSeq + perIndex);
   for (uint64_t w : rig.slots) EXPECT_EQ(w, 0u) << "a CQE was left behind";
+  EXPECT_EQ(cq.publishedCount(), total);
 }
 
-TEST(CompletionQueueTest, FullQueueRefusesWithoutLosing) {
-  std::vector<uint64_t> slots(4, 0);
-  CompletionQueue cq{slots.data(), 4};
-  uint32_t hint = 2;
-  for (uint64_t s = 0; s < 4; ++s) ASSERT_TRUE(cq.tryPush(cqe::pack(1, 0, s), hint));
-  EXPECT_FALSE(cq.tryPush(cqe::pack(1, 0, 4), hint));
+TEST(CompletionQueueTest, FullRingRefusesWithoutLosingAndLeavesOtherRingsAlone) {
+  CqRig rig(4, 2);
+  const CompletionQueue& cq = rig.cq;
+  for (uint64_t s = 0; s < 4; ++s) ASSERT_TRUE(cq.tryPush(1, s, cqe::pack(1, 0, s)));
+  EXPECT_FALSE(cq.tryPush(1, 4, cqe::pack(1, 0, 4))) << "a ring of 4 accepted a 5th CQE";
+  EXPECT_TRUE(cq.tryPush(0, 0, cqe::pack(2, 0, 0))) << "block 1's full ring blocked block 0";
+  EXPECT_EQ(cq.publishedCount(), 5u);
   uint64_t word = 0;
-  ASSERT_TRUE(cq.tryTake(1, word));
-  EXPECT_FALSE(cq.tryTake(1, word)) << "a slot was taken twice";
-  EXPECT_TRUE(cq.tryPush(cqe::pack(1, 0, 4), hint));
-  EXPECT_EQ(hint, 2u) << "the CAS landed somewhere other than the one free slot";
+  ASSERT_TRUE(cq.tryTake(1, 0, word));
+  EXPECT_EQ(cqe::unpack(word).seqLow, 0u);
+  EXPECT_FALSE(cq.tryTake(1, 0, word)) << "a slot was taken twice";
+  EXPECT_FALSE(cq.tryTake(1, 4, word)) << "the 5th CQE was taken before it was written";
+  ASSERT_TRUE(cq.tryPush(1, 4, cqe::pack(1, 0, 4)));
+  for (uint64_t h = 1; h <= 4; ++h) {
+    ASSERT_TRUE(cq.tryTake(1, h, word)) << "CQE " << h;
+    EXPECT_EQ(cqe::unpack(word).seqLow, h) << "a ring gives its CQEs back in the order they were written";
+  }
+  EXPECT_EQ(cq.publishedCount(), 6u);
 }
 
 TEST(CqePackingTest, EdgeValuesRoundTrip) {
