@@ -3,7 +3,7 @@
 set -euo pipefail
 
 OCCL_PACKAGES=(cmake g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev libpugixml-dev libabsl-dev
-  libibverbs-dev clang libclang-rt-14-dev)
+  libibverbs-dev clang libclang-rt-14-dev libucx-dev ucx-utils)
 
 occl_install_deps() {
   local missing=()

@@ -1,0 +1,57 @@
+// NetFactory: the public face of the NET connector (net_factory.hpp); the work is the Proxy's.
+#include "transport/net/net_factory.hpp"
+
+#include <sys/mman.h>
+
+#include "absl/strings/str_format.h"
+#include "transport/net/proxy.hpp"
+
+namespace occl::transport::net {
+
+HostAllocator defaultHostAllocator() {
+  return HostAllocator{
+      [](size_t bytes) -> void* {
+        void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? nullptr : p;
+      },
+      [](void* base, size_t bytes) { munmap(base, bytes); },
+  };
+}
+
+NetFactory::NetFactory(NetOptions options) : options_(std::move(options)) {}
+NetFactory::~NetFactory() = default;
+
+const std::vector<uint8_t>& NetFactory::localAddress() const { return proxy_->address(); }
+
+host::Status NetFactory::connect(const std::vector<std::vector<uint8_t>>& addresses) {
+  return proxy_->connect(addresses);
+}
+
+host::Result<std::shared_ptr<ConnectorMemory>> NetFactory::attach(const ConnectorKey& key, ConnectorEnd end,
+                                                                  uint32_t nSlots, uint64_t slotBytes) {
+  return proxy_->attach(key, end, nSlots, slotBytes);
+}
+
+host::Result<std::unique_ptr<NetFactory>> makeNetFactory(NetOptions options) {
+  if (options.nRanks < 1 || options.rank < 0 || options.rank >= options.nRanks) {
+    return host::Status::error(occlInvalidArgument, absl::StrFormat("NET connector: rank %d of %d ranks is not a rank",
+                                                                    options.rank, options.nRanks));
+  }
+  if (!options.allocator.allocate || !options.allocator.release) {
+    return host::Status::error(occlInvalidArgument,
+                               absl::StrFormat("rank %d: NET connector: the FIFO allocator needs both allocate and "
+                                               "release",
+                                               options.rank));
+  }
+  if (options.drainMs < 0) {
+    return host::Status::error(occlInvalidArgument,
+                               absl::StrFormat("rank %d: NET connector: drainMs %d < 0", options.rank, options.drainMs));
+  }
+  std::unique_ptr<NetFactory> f(new NetFactory(options));
+  auto proxy = Proxy::create(f->options_);
+  if (!proxy.ok()) return proxy.status();
+  f->proxy_ = std::move(proxy.value());
+  return f;
+}
+
+}  // namespace occl::transport::net
