@@ -87,6 +87,11 @@ typedef enum {
   occlSpinPolicyFixed = 1       /* every collective gets spinThresholdMax; no adjustment */
 } occlSpinPolicy_t;
 
+typedef enum {
+  occlTransportAuto = 0, /* shared memory between processes of one host, the network (UCX) between hosts */
+  occlTransportNet = 1   /* the network between any two processes, also on one host */
+} occlTransport_t;
+
 /*
  * Runtime configuration. Fill it with occlConfigInit(), which applies the documented OCCL_*
  * environment variables (docs/configuration.md) over the built-in defaults, then change fields.
@@ -119,6 +124,7 @@ typedef struct {
   int simtLanes;            /* simt backend: threads (lanes) of an emulated daemon block, 1..64 */
   int simtSmSlots;          /* simt backend: daemon blocks its emulated device holds at once; 0 = no limit */
   uint32_t simtJitterSeed;  /* simt backend: nonzero delays non-leader lanes at random (seeded) */
+  int transport;            /* occlTransport_t: how ranks of different processes connect */
 } occlConfig_t;
 
 occlResult_t occlConfigInit(occlConfig_t* config);

@@ -1,8 +1,10 @@
 // The C API: argument checks, error recording, and the translation to host::Comm.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +15,10 @@
 #include "host/config.hpp"
 #include "host/launcher_env.hpp"
 #include "occl/occl.h"
+#include "transport/select.hpp"
+#if OCCL_HAVE_UCX
+#include "transport/net/net_factory.hpp"
+#endif
 #if OCCL_HAVE_CUDA
 #include "host/cuda_util.hpp"
 #include "transport/cuda_connectors.hpp"
@@ -123,6 +129,91 @@ std::unique_ptr<occl::transport::ConnectorFactory> shmConnectorsFor(uint64_t non
   return occl::transport::makeShmFactory(nonce, timeoutMs);
 }
 
+// Where every rank of a communicator runs, and the transport this rank takes to each peer.
+struct Topology {
+  std::vector<occl::transport::PeerInfo> ranks;
+  std::vector<occl::transport::Transport> byPeer;  // this rank's transport to each rank
+  int localRank = 0;                               // among the ranks of this host
+  bool anyNet = false;                             // some pair of ranks (not only this one) uses NET
+};
+
+Result<Topology> discoverTopology(occl::host::Bootstrap& boot, int rank, int nranks, const occlConfig_t& c) {
+  using namespace occl::transport;
+  Topology t;
+  t.ranks.resize(static_cast<size_t>(nranks));
+  t.ranks[static_cast<size_t>(rank)] = makePeerInfo(occl::host::hostIdentity(), static_cast<uint64_t>(getpid()));
+  if (Status s = boot.allGather(t.ranks.data(), sizeof(PeerInfo)); !s.ok()) return s;
+  const SelectionPolicy policy{c.transport == occlTransportNet};
+  const PeerInfo& self = t.ranks[static_cast<size_t>(rank)];
+  for (int r = 0; r < nranks; ++r) {
+    t.byPeer.push_back(selectTransport(self, t.ranks[static_cast<size_t>(r)], policy));
+    if (r < rank && sameHost(self, t.ranks[static_cast<size_t>(r)])) t.localRank += 1;
+    for (int q = 0; q < nranks; ++q)
+      t.anyNet = t.anyNet || selectTransport(t.ranks[static_cast<size_t>(r)], t.ranks[static_cast<size_t>(q)], policy) ==
+                                 Transport::Net;
+  }
+  return t;
+}
+
+#if OCCL_HAVE_UCX
+// Phase one of the NET connector on every rank, the worker addresses through the bootstrap (sizes
+// first: they differ by rank), phase two with the addresses of this rank's NET peers.
+Result<std::unique_ptr<occl::transport::ConnectorFactory>> netConnectors(occl::host::Bootstrap& boot, const Topology& t,
+                                                                          int rank, int nranks) {
+  namespace net = occl::transport::net;
+  Result<std::unique_ptr<net::NetFactory>> factory = net::makeNetFactory(net::NetOptions{.rank = rank, .nRanks = nranks});
+  if (!factory.ok()) return factory.status();
+  const std::vector<uint8_t>& mine = factory.value()->localAddress();
+  std::vector<uint64_t> sizes(static_cast<size_t>(nranks));
+  sizes[static_cast<size_t>(rank)] = mine.size();
+  if (Status s = boot.allGather(sizes.data(), sizeof(uint64_t)); !s.ok()) return s;
+  const uint64_t stride = *std::max_element(sizes.begin(), sizes.end());
+  std::vector<uint8_t> all(stride * static_cast<size_t>(nranks));
+  std::copy(mine.begin(), mine.end(), all.begin() + static_cast<long>(stride * static_cast<size_t>(rank)));
+  if (Status s = boot.allGather(all.data(), stride); !s.ok()) return s;
+  std::vector<std::vector<uint8_t>> addresses(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) {
+    if (r == rank || t.byPeer[static_cast<size_t>(r)] != occl::transport::Transport::Net) continue;
+    const auto* at = all.data() + stride * static_cast<size_t>(r);
+    addresses[static_cast<size_t>(r)].assign(at, at + sizes[static_cast<size_t>(r)]);
+  }
+  if (Status s = factory.value()->connect(addresses); !s.ok()) return s;
+  return std::unique_ptr<occl::transport::ConnectorFactory>(std::move(factory.value()));
+}
+#endif
+
+// The connector factory of a rank in its own process: each peer's transport (transport/select.hpp).
+Result<std::unique_ptr<occl::transport::ConnectorFactory>> connectorsFor(occl::host::Bootstrap& boot, const Topology& t,
+                                                                         int rank, int nranks, const occlConfig_t& c,
+                                                                         int device) {
+  using occl::transport::Transport;
+  std::map<Transport, std::unique_ptr<occl::transport::ConnectorFactory>> factories;
+  // A rank's connectors to itself pair up within the process, like shm between two processes.
+  factories[Transport::InProcess] = shmConnectorsFor(boot.nonce(), c.initTimeoutMs, device);
+  factories[Transport::Shm] = shmConnectorsFor(boot.nonce(), c.initTimeoutMs, device);
+  if (t.anyNet) {
+    const auto peer = std::find(t.byPeer.begin(), t.byPeer.end(), Transport::Net);
+    const int other = peer == t.byPeer.end() ? rank : static_cast<int>(peer - t.byPeer.begin());
+    const std::string where = absl::StrFormat("rank %d runs on host \"%s\" and rank %d on \"%s\"", rank,
+                                              t.ranks[static_cast<size_t>(rank)].host, other,
+                                              t.ranks[static_cast<size_t>(other)].host);
+#if OCCL_HAVE_UCX
+    if (device >= 0)
+      return Status::error(occlInvalidUsage, where + ": the NET connector serves host and simt daemons; a CUDA "
+                                                     "daemon across hosts is not supported yet (OCCL_BACKEND=host)");
+    Result<std::unique_ptr<occl::transport::ConnectorFactory>> net = netConnectors(boot, t, rank, nranks);
+    if (!net.ok()) return net.status().withContext(where + ": starting the NET connector");
+    factories[Transport::Net] = std::move(net.value());
+#else
+    return Status::error(occlInvalidUsage, where + ": ranks on several hosts (or OCCL_TRANSPORT=net) need the NET "
+                                                   "connector, and this build has no UCX (install libucx-dev and "
+                                                   "rebuild)");
+#endif
+  }
+  return std::unique_ptr<occl::transport::ConnectorFactory>(
+      std::make_unique<occl::transport::RoutedFactory>(rank, t.byPeer, std::move(factories)));
+}
+
 occlResult_t checkComm(occlComm_t comm) {
   return comm == nullptr || !comm->impl ? invalid("comm is NULL") : occlSuccess;
 }
@@ -194,23 +285,9 @@ static occlResult_t initRankFrom(occlComm_t* comm, int nranks, const occl::host:
                                        absl::StrFormat("rank = %d: expected 0..%d (nranks = %d)", rank, nranks - 1, nranks)));
   auto boot = occl::host::Bootstrap::connect(id, rank, nranks, cfg.value().initTimeoutMs);
   if (!boot.ok()) return fail(nullptr, boot.status());
-  // Every rank must be on this host: the network transport is not there yet.
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  std::vector<char> hosts(static_cast<size_t>(nranks) * sizeof(host));
-  std::memcpy(hosts.data() + static_cast<size_t>(rank) * sizeof(host), host, sizeof(host));
-  if (Status s = boot.value()->allGather(hosts.data(), sizeof(host)); !s.ok()) return fail(nullptr, s);
-  for (int r = 0; r < nranks; ++r) {
-    const char* other = hosts.data() + static_cast<size_t>(r) * sizeof(host);
-    if (std::strncmp(other, host, sizeof(host)) != 0)
-      return fail(nullptr, Status::error(occlInvalidUsage,
-                                         absl::StrFormat("rank %d runs on host \"%s\" and rank %d on \"%s\": ranks on "
-                                                         "several hosts need the network transport, which this "
-                                                         "build does not have yet",
-                                                         rank, host, r, other)));
-  }
-  // Every rank is on this host (checked above), so the rank is also the local rank.
-  Result<int> device = daemonDevice(cfg.value(), nullptr, rank, rank, /*autoPrefersGpu=*/true);
+  Result<Topology> topology = discoverTopology(*boot.value(), rank, nranks, cfg.value());
+  if (!topology.ok()) return fail(nullptr, topology.status());
+  Result<int> device = daemonDevice(cfg.value(), nullptr, rank, topology.value().localRank, /*autoPrefersGpu=*/true);
   if (!device.ok()) return fail(nullptr, device.status());
   Result<std::unique_ptr<occl::host::Backend>> backend = backendFor(cfg.value(), device.value());
   if (!backend.ok()) return fail(nullptr, backend.status());
@@ -219,7 +296,10 @@ static occlResult_t initRankFrom(occlComm_t* comm, int nranks, const occl::host:
   options.nRanks = nranks;
   options.config = cfg.value();
   options.backend = std::move(backend.value());
-  options.connectors = shmConnectorsFor(boot.value()->nonce(), cfg.value().initTimeoutMs, device.value());
+  Result<std::unique_ptr<occl::transport::ConnectorFactory>> connectors =
+      connectorsFor(*boot.value(), topology.value(), rank, nranks, cfg.value(), device.value());
+  if (!connectors.ok()) return fail(nullptr, connectors.status());
+  options.connectors = std::move(connectors.value());
   occl::host::Bootstrap* bootstrap = boot.value().get();
   options.bootstrap = std::move(boot.value());
   occlResult_t r = makeComm(comm, std::move(options));

@@ -97,6 +97,7 @@ void setDefaults(occlConfig_t& c) {
   c.simtLanes = 4;
   c.simtSmSlots = 0;
   c.simtJitterSeed = 0;
+  c.transport = occlTransportAuto;
 }
 
 Status applyEnvironment(occlConfig_t& c) {
@@ -124,6 +125,7 @@ Status applyEnvironment(occlConfig_t& c) {
   if (s.ok()) s = readInt("OCCL_SIMT_LANES", c.simtLanes);
   if (s.ok()) s = readInt("OCCL_SIMT_SM_SLOTS", c.simtSmSlots);
   if (s.ok()) s = readInt("OCCL_SIMT_JITTER", c.simtJitterSeed);
+  if (s.ok()) s = readChoice("OCCL_TRANSPORT", c.transport, {{"auto", occlTransportAuto}, {"net", occlTransportNet}});
   return s;
 }
 
@@ -167,6 +169,8 @@ Status validateConfig(const occlConfig_t& c) {
   if (c.forcePreempt && c.disablePreemption) return rangeError("forcePreempt", c.forcePreempt, "0 when disablePreemption is set");
   if (c.simtLanes < 1 || c.simtLanes > 64) return rangeError("simtLanes", c.simtLanes, "1..64");
   if (c.simtSmSlots < 0 || c.simtSmSlots > 4096) return rangeError("simtSmSlots", c.simtSmSlots, "0..4096 (0 = no limit)");
+  if (c.transport != occlTransportAuto && c.transport != occlTransportNet)
+    return rangeError("transport", c.transport, "an occlTransport_t");
   return Status::success();
 }
 

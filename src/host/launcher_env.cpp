@@ -1,7 +1,11 @@
 #include "host/launcher_env.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <charconv>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <string_view>
 
@@ -163,6 +167,17 @@ int localRankFromEnv() {
     return r.ok() && *r >= 0 ? *r : -1;
   }
   return -1;
+}
+
+std::string hostIdentity() {
+  if (std::optional<std::string> id = env("OCCL_HOSTID")) return *id;
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  std::string bootId;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> bootId;
+  struct stat ns {};
+  const unsigned long long netns = stat("/proc/self/ns/net", &ns) == 0 ? static_cast<unsigned long long>(ns.st_ino) : 0;
+  return absl::StrFormat("%s/%s/netns:%d", name, bootId.substr(0, 8), netns);
 }
 
 }  // namespace occl::host

@@ -32,6 +32,11 @@ Result<LauncherEnv> detectLauncherEnv();
 // OMPI_COMM_WORLD_LOCAL_RANK, else LOCAL_RANK; -1 if neither holds a non-negative integer.
 int localRankFromEnv();
 
+// What makes ranks "on one host" (they share memory and take the shm connector): OCCL_HOSTID
+// when set (NCCL_HOSTID's role), else the host name, the kernel's boot id and this process's
+// network namespace, so that namespaces of one machine count as hosts (tests/net).
+std::string hostIdentity();
+
 // "host:port" or "[v6addr]:port"; `variable` names the value's origin in error messages.
 Result<std::pair<std::string, int>> parseHostPort(const std::string& variable, const std::string& value);
 

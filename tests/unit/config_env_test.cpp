@@ -53,6 +53,7 @@ const std::vector<Variable>& documentedVariables() {
       {"OCCL_SIMT_LANES", "7", [](const occlConfig_t& c) { return int64_t{c.simtLanes}; }, 7},
       {"OCCL_SIMT_SM_SLOTS", "12", [](const occlConfig_t& c) { return int64_t{c.simtSmSlots}; }, 12},
       {"OCCL_SIMT_JITTER", "4294967295", [](const occlConfig_t& c) { return int64_t{c.simtJitterSeed}; }, 4294967295},
+      {"OCCL_TRANSPORT", "Net", [](const occlConfig_t& c) { return int64_t{c.transport}; }, occlTransportNet},
   };
   return vars;
 }

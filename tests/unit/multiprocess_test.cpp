@@ -1,15 +1,8 @@
 // Ranks as processes: occlCommInitRank with a unique id, occlCommInitFromEnv with torchrun's
 // variables, AllReduce over shared memory, and fail-fast when a peer process dies.
 //
-// Children are this test binary re-executed (posix_spawn of /proc/self/exe) with
-// --gtest_filter naming the hidden child entry and OCCL_MP_* variables naming the scenario and
-// rank. Re-exec rather than fork: a forked child of a multithreaded process inherits every lock
-// another thread held at fork time (malloc's, gtest's, a leftover occl thread's) and may
-// deadlock on it; GoogleTest gives no guarantee that no thread exists when a test starts.
-// A re-executed child starts from a fresh image, whatever the parent has run before.
-//
-// The parent never blocks without a bound: it polls waitpid until a deadline, then SIGKILLs
-// the stragglers and fails.
+// Children are this test binary re-executed (support/processes.hpp) with OCCL_MP_* variables
+// naming the scenario and rank.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -27,75 +20,22 @@
 #include <thread>
 #include <vector>
 
+#include "support/processes.hpp"
 #include "support/ranks.hpp"
-
-extern char** environ;
 
 namespace occl::test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using Env = std::map<std::string, std::string>;
 
 // ---- parent side ----
 
-// This process's environment minus what would steer a child's launcher detection, plus `extra`.
-std::vector<std::string> childEnvironment(const Env& extra) {
-  std::vector<std::string> out;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string kv(*e);
-    std::string key = kv.substr(0, kv.find('='));
-    if (key.rfind("OMPI_", 0) == 0 || key.rfind("OCCL_MP_", 0) == 0 || key == "OCCL_COMM_ID" || key == "RANK" ||
-        key == "WORLD_SIZE" || key == "MASTER_ADDR" || key == "MASTER_PORT")
-      continue;
-    out.push_back(kv);
-  }
-  for (const auto& [k, v] : extra) out.push_back(k + "=" + v);
-  return out;
-}
+using proc::Env;
 
-pid_t spawnChild(const Env& extra) {
-  std::vector<std::string> env = childEnvironment(extra);
-  std::vector<char*> envp;
-  for (auto& kv : env) envp.push_back(kv.data());
-  envp.push_back(nullptr);
-  std::string exe = "/proc/self/exe", filter = "--gtest_filter=MultiProcessChild.DISABLED_Entry",
-              disabled = "--gtest_also_run_disabled_tests", brief = "--gtest_brief=1";
-  char* argv[] = {exe.data(), filter.data(), disabled.data(), brief.data(), nullptr};
-  pid_t pid = -1;
-  int err = posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, envp.data());
-  if (err != 0) ADD_FAILURE() << "posix_spawn: " << std::strerror(err);
-  return err == 0 ? pid : -1;
-}
+pid_t spawnChild(const Env& extra) { return proc::spawn("MultiProcessChild.DISABLED_Entry", extra); }
 
-// Waits for every child until `timeout`; kills the rest. Returns exit codes (-1: killed/crashed).
 std::vector<int> reapChildren(const std::vector<pid_t>& pids, std::chrono::seconds timeout) {
-  std::vector<int> codes(pids.size(), -1);
-  std::vector<bool> done(pids.size(), false);
-  size_t remaining = pids.size();
-  for (size_t i = 0; i < pids.size(); ++i) {
-    if (pids[i] > 0) continue;
-    done[i] = true;  // never started: its code stays -1
-    --remaining;
-  }
-  const auto deadline = Clock::now() + timeout;
-  while (remaining > 0 && Clock::now() < deadline) {
-    for (size_t i = 0; i < pids.size(); ++i) {
-      int status = 0;
-      if (done[i] || waitpid(pids[i], &status, WNOHANG) != pids[i]) continue;
-      done[i] = true;
-      --remaining;
-      codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  for (size_t i = 0; i < pids.size(); ++i) {
-    if (done[i]) continue;
-    ADD_FAILURE() << "child " << i << " did not finish within " << timeout.count() << " s: killed";
-    kill(pids[i], SIGKILL);
-    waitpid(pids[i], nullptr, 0);
-  }
-  return codes;
+  return proc::reap(pids, timeout);
 }
 
 std::string toHex(const void* data, size_t n) {

@@ -1,0 +1,74 @@
+#include "transport/select.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+
+namespace occl::transport {
+namespace {
+
+struct TransportEntry {
+  Transport kind;
+  bool (*canConnect)(const PeerInfo& self, const PeerInfo& peer, const SelectionPolicy& policy);
+};
+
+// In order of preference; the last one reaches everything.
+constexpr TransportEntry kTransports[] = {
+    {Transport::InProcess,
+     [](const PeerInfo& self, const PeerInfo& peer, const SelectionPolicy&) {
+       return sameHost(self, peer) && self.process == peer.process;
+     }},
+    {Transport::Shm,
+     [](const PeerInfo& self, const PeerInfo& peer, const SelectionPolicy& policy) {
+       return !policy.forceNet && sameHost(self, peer);
+     }},
+    {Transport::Net, [](const PeerInfo&, const PeerInfo&, const SelectionPolicy&) { return true; }},
+};
+
+}  // namespace
+
+const char* transportName(Transport t) {
+  switch (t) {
+    case Transport::InProcess: return "in-process";
+    case Transport::Shm: return "shm";
+    case Transport::Net: return "net";
+  }
+  return "unknown";
+}
+
+PeerInfo makePeerInfo(const std::string& host, uint64_t process) {
+  PeerInfo info{};
+  std::memcpy(info.host, host.data(), std::min(host.size(), PeerInfo::kHostBytes - 1));
+  info.process = process;
+  return info;
+}
+
+bool sameHost(const PeerInfo& a, const PeerInfo& b) { return std::strncmp(a.host, b.host, PeerInfo::kHostBytes) == 0; }
+
+Transport selectTransport(const PeerInfo& self, const PeerInfo& peer, const SelectionPolicy& policy) {
+  for (const TransportEntry& t : kTransports)
+    if (t.canConnect(self, peer, policy)) return t.kind;
+  return Transport::Net;
+}
+
+RoutedFactory::RoutedFactory(int rank, std::vector<Transport> byPeer,
+                             std::map<Transport, std::unique_ptr<ConnectorFactory>> factories)
+    : rank_(rank), byPeer_(std::move(byPeer)), factories_(std::move(factories)) {}
+
+host::Result<std::shared_ptr<ConnectorMemory>> RoutedFactory::attach(const ConnectorKey& key, ConnectorEnd end,
+                                                                     uint32_t nSlots, uint64_t slotBytes) {
+  const int peer = end == ConnectorEnd::Sender ? key.receiver : key.sender;
+  if (peer < 0 || static_cast<size_t>(peer) >= byPeer_.size())
+    return host::Status::error(occlInternalError,
+                               absl::StrFormat("connector %s: peer rank %d outside 0..%d", key.describe(), peer,
+                                               byPeer_.size() - 1));
+  auto it = factories_.find(byPeer_[static_cast<size_t>(peer)]);
+  if (it == factories_.end())
+    return host::Status::error(occlInternalError,
+                               absl::StrFormat("rank %d has no %s connector factory for rank %d", rank_,
+                                               transportName(byPeer_[static_cast<size_t>(peer)]), peer));
+  return it->second->attach(key, end, nSlots, slotBytes);
+}
+
+}  // namespace occl::transport

@@ -1,0 +1,59 @@
+// Per-peer transport selection, NCCL's canConnect table in small: each rank describes itself
+// (PeerInfo), every rank learns every description through the bootstrap, and for each peer the
+// first transport of kTransports whose canConnect() accepts the pair carries its connectors.
+// Every rank evaluates the same table on the same descriptions, so both ends of a connector
+// choose the same transport. A new transport is a folder under transport/ and one line here.
+//
+// RoutedFactory then hands each attach to the factory of the peer's transport; the daemon never
+// knows which one it got.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/connector.hpp"
+
+namespace occl::transport {
+
+enum class Transport : uint8_t { InProcess, Shm, Net };
+const char* transportName(Transport t);
+
+// What a rank tells its peers about where it runs. Plain bytes: it crosses the bootstrap.
+struct PeerInfo {
+  static constexpr size_t kHostBytes = 120;
+  char host[kHostBytes];  // host identity, NUL-padded (host::hostIdentity(): OCCL_HOSTID, or name +
+                          // boot id + network namespace, so namespaces on one machine differ)
+  uint64_t process;       // unique per live process of a host: pid and the process's start time
+};
+static_assert(sizeof(PeerInfo) == 128, "PeerInfo travels as fixed-size bytes");
+
+PeerInfo makePeerInfo(const std::string& host, uint64_t process);
+bool sameHost(const PeerInfo& a, const PeerInfo& b);
+
+struct SelectionPolicy {
+  bool forceNet = false;  // OCCL_TRANSPORT=net: the network between all processes, also on one host
+};
+
+// The transport for the pair (self, peer); self == peer is the rank itself (in-process).
+Transport selectTransport(const PeerInfo& self, const PeerInfo& peer, const SelectionPolicy& policy);
+
+// Attaches each connector through the factory of its peer's transport.
+class RoutedFactory : public ConnectorFactory {
+ public:
+  // `byPeer[r]` is rank r's transport; `factories` must hold one for each transport used.
+  RoutedFactory(int rank, std::vector<Transport> byPeer, std::map<Transport, std::unique_ptr<ConnectorFactory>> factories);
+  host::Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
+                                                        uint64_t slotBytes) override;
+  const char* name() const override { return "routed"; }
+  Transport transportTo(int peer) const { return byPeer_.at(static_cast<size_t>(peer)); }
+
+ private:
+  int rank_;
+  std::vector<Transport> byPeer_;
+  std::map<Transport, std::unique_ptr<ConnectorFactory>> factories_;
+};
+
+}  // namespace occl::transport
