@@ -172,9 +172,12 @@ class SimtBackend final : public OnHostMemory<KernelBackend> {
     std::memcpy(dst, src, bytes);
     return Status::success();
   }
-  // A launch that never exited may still read it: leak rather than free.
+  // A launch that never exited may still use them: leak rather than free.
   void freeDaemon(void* p) override {
     if (!kernelMayStillRun()) exec::simt::freeDeviceMemory(p);
+  }
+  void freeShared(void* p) override {
+    if (!kernelMayStillRun()) std::free(p);
   }
   const char* name() const override { return "simt"; }
 
