@@ -7,6 +7,9 @@
 //         rendezvous one received into it with ucp_am_recv_data_nbx;
 //   put : ucp_put_nbx into the receiver's ucp_mem_map'ed slots, ucp_worker_fence, then an
 //         active message that publishes the step (over tcp UCX emulates the put with AMs).
+//   connector : the NET connector itself (transport/net, which uses am): two NetFactory ranks,
+//         their proxy threads, and two threads that use the FIFOs as daemon blocks do (yielding
+//         while they wait), so it includes the proxy's polling and back-off.
 // Usage: occl-net-paths [--tls tcp] [--window 4] [--min 8] [--max 64M] [--factor 4]
 // Prints a markdown table: per path, microseconds per message and GB/s (1e9 bytes/s).
 #include <sys/mman.h>
@@ -20,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "transport/net/net_factory.hpp"
 #include "transport/net/ucx.hpp"
 
 namespace {
@@ -220,6 +224,39 @@ double runOnce(Side& s, Side& r) {
   return std::chrono::duration<double>(t1 - t0).count();
 }
 
+// Seconds for `steps` slots of `bytes` through a NET connector of `window` slots.
+double connectorRun(occl::transport::net::NetFactory& a, occl::transport::net::NetFactory& b, uint64_t collId,
+                    size_t bytes, uint32_t window, uint64_t steps) {
+  using occl::transport::ConnectorEnd;
+  const occl::transport::ConnectorKey key{collId, 0, 1, 0};
+  auto s = a.attach(key, ConnectorEnd::Sender, window, bytes);
+  auto r = b.attach(key, ConnectorEnd::Receiver, window, bytes);
+  if (!s.ok() || !r.ok()) {
+    std::fprintf(stderr, "occl-net-paths: %s\n", (s.ok() ? r.status() : s.status()).message.c_str());
+    std::exit(1);
+  }
+  occl::FifoHandle hs{s.value()->header(), s.value()->data(), window, 0, bytes};
+  occl::FifoHandle hr{r.value()->header(), r.value()->data(), window, 0, bytes};
+  auto t0 = std::chrono::steady_clock::now();
+  std::thread receiver([&] {
+    for (uint64_t i = 0; i < steps; ++i) {
+      while (!hr.canRecv()) std::this_thread::yield();
+      hr.commitRecv();
+    }
+  });
+  for (uint64_t i = 0; i < steps; ++i) {
+    while (!hs.canSend()) std::this_thread::yield();
+    hs.commitSend();
+  }
+  receiver.join();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (hs.poisonStatus() != 0 || hr.poisonStatus() != 0) {
+    std::fprintf(stderr, "occl-net-paths: the connector was poisoned\n");
+    std::exit(1);
+  }
+  return seconds;
+}
+
 size_t parseSize(const char* s) {
   char* end = nullptr;
   double v = std::strtod(s, &end);
@@ -291,10 +328,36 @@ int main(int argc, char** argv) {
   ucp_rkey_buffer_release(packed);
   s.remoteBase = reinterpret_cast<uint64_t>(r.slots);
 
+  // The connector's two ranks.
+  std::vector<std::unique_ptr<occl::transport::net::NetFactory>> net;
+  for (int rank = 0; rank < 2; ++rank) {
+    occl::transport::net::NetOptions no;
+    no.rank = rank;
+    no.nRanks = 2;
+    no.tls = opts.tls;
+    auto f = occl::transport::net::makeNetFactory(no);
+    if (!f.ok()) {
+      std::fprintf(stderr, "occl-net-paths: %s\n", f.status().message.c_str());
+      return 1;
+    }
+    net.push_back(std::move(f.value()));
+  }
+  for (auto& f : net) {
+    occl::host::Status st2 = f->connect({net[0]->localAddress(), net[1]->localAddress()});
+    if (!st2.ok()) {
+      std::fprintf(stderr, "occl-net-paths: %s\n", st2.message.c_str());
+      return 1;
+    }
+  }
+  uint64_t collId = 1;
+
   std::printf("UCX_TLS=%s, window %u slots; per path: microseconds per message | GB/s\n\n", opts.tls.c_str(), window);
-  std::printf("| bytes | tag us | tag GB/s | am us | am GB/s | put us | put GB/s |\n");
-  std::printf("|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= factor) {
+  std::printf("| bytes | tag us | tag GB/s | am us | am GB/s | put us | put GB/s | connector us | connector GB/s |\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::vector<size_t> sizes;
+  for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= factor) sizes.push_back(bytes);
+  if (sizes.back() != maxBytes) sizes.push_back(maxBytes);
+  for (size_t bytes : sizes) {
     // About 256 MiB or 2000 messages per measurement, whichever is fewer, at least 20.
     uint64_t steps = std::max<uint64_t>(20, std::min<uint64_t>(2000, (256u << 20) / bytes));
     std::printf("| %zu |", bytes);
@@ -308,6 +371,10 @@ int main(int argc, char** argv) {
       std::printf(" %.2f | %.3f |", us, bytes * steps / best / 1e9);
       std::fflush(stdout);
     }
+    connectorRun(*net[0], *net[1], collId++, bytes, window, std::max<uint64_t>(window, steps / 10));
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) best = std::min(best, connectorRun(*net[0], *net[1], collId++, bytes, window, steps));
+    std::printf(" %.2f | %.3f |", best * 1e6 / steps, bytes * steps / best / 1e9);
     std::printf("\n");
   }
   ucp_rkey_destroy(s.rkey);

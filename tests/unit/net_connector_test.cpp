@@ -415,8 +415,12 @@ TEST(NetConnector, DestructionWithTrafficInFlight) {
   threads.emplace_back(pump, std::cref(r10), false);
   EXPECT_TRUE(waitFor([&] { return atomics::loadAcquire(&r01.mem->header()->head) > 8; })) << "no traffic flowed";
   ranks.f[0].reset();
+  // Rank 0's own daemon would otherwise wait forever on FIFOs nobody mirrors any more.
+  EXPECT_EQ(s01.poison(), static_cast<uint32_t>(occlRemoteError));
+  EXPECT_EQ(r10.poison(), static_cast<uint32_t>(occlRemoteError));
   EXPECT_TRUE(waitFor([&] { return r01.poison() != 0 && s10.poison() != 0; }));
   EXPECT_EQ(r01.poison(), static_cast<uint32_t>(occlRemoteError));
+  EXPECT_EQ(s10.poison(), static_cast<uint32_t>(occlRemoteError));
   ranks.f[1].reset();
   stop = true;
   for (auto& t : threads) t.join();

@@ -68,7 +68,12 @@ class Proxy;
 
 class NetFactory : public ConnectorFactory {
  public:
-  ~NetFactory() override;  // stops the proxy (bounded by about drainMs + 1 s)
+  // Stops the proxy, within about drainMs + 1 s: ships what daemons already published, poisons
+  // (occlRemoteError) every connector still held on this rank so no daemon waits on it forever,
+  // and closes the endpoints, which fails every connector the peers still have with this rank.
+  // ConnectorMemory handles stay valid memory after it. Destroy it after the communicator's last
+  // barrier, as shm unlinks its segments then.
+  ~NetFactory() override;
 
   // This rank's UCX worker address: the bytes every peer passes to its connect().
   const std::vector<uint8_t>& localAddress() const;

@@ -323,6 +323,17 @@ void Proxy::shutdown() {
     if (!pending || std::chrono::steady_clock::now() > deadline) break;
     wait(100);
   }
+  // A connector still held here has a daemon that would wait for the peer forever: fail it, and
+  // tell the peer in the same breath (its endpoint error would tell it too, only later).
+  bool poisoned = false;
+  for (auto& [id, c] : conns_) {
+    if (c->attached && c->base != nullptr && !c->released.load(std::memory_order_acquire) &&
+        atomics::loadAcquire(&c->header()->poison) == 0) {
+      poisonLocal(*c, occlRemoteError);
+      poisoned = true;
+    }
+  }
+  if (poisoned) pass();
   // Close every endpoint at once, flushing briefly; a failed one is closed by force.
   std::vector<ucs_status_ptr_t> closing;
   for (auto& peer : peers_) {
