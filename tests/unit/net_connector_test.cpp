@@ -1,7 +1,9 @@
 // The NET connector (transport/net): ranks as threads of this process, each with its own
 // NetFactory (UCX worker and proxy thread) over UCX's tcp transport, addresses exchanged directly.
 // The test threads play the daemon: they use the local FIFOs through FifoHandle only.
-// One test SIGKILLs a child process that is this binary re-executed (see ChildMain below).
+// One test SIGKILLs a child process that is this binary re-executed (see childMain below).
+// Under ThreadSanitizer run it with UCX_MEM_EVENTS=no: UCX's malloc/mmap hooks and TSan's
+// interceptors crash each other (the connector registers no memory, so it needs no events).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>

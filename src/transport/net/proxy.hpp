@@ -79,6 +79,8 @@ class Proxy {
   bool pass();                 // one round of progress and connector scans; true when anything moved
   bool serve(const std::shared_ptr<Conn>& c);  // one connector's round; true when anything moved
   bool retirable(const Conn& c) const;
+  bool publishSent(Conn& c);     // sender: local head = min(sent, credited); true when anything moved
+  bool publishArrived(Conn& c);  // receiver: local tail over the landed steps, in order
   void wait(int64_t micros);   // sleeps until a UCX event, the doorbell, or `micros`
   void shutdown();             // on the proxy thread once stop_ is set: drain, close endpoints
 

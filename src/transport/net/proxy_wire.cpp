@@ -54,8 +54,12 @@ void Proxy::onOpDone(Op* op, ucs_status_t status) {
   if (op->conn) {
     Conn& c = *op->conn;
     --c.opsInFlight;
-    if (status == UCS_OK) {
-      (op->kind == Op::SendData ? c.sendDone : c.arrived)[op->step % c.nSlots] = 1;
+    if (status == UCS_OK && op->kind == Op::SendData) {
+      c.sendDone[op->step % c.nSlots] = 1;
+      publishSent(c);  // now rather than at the next pass: the daemon may be waiting for room
+    } else if (status == UCS_OK) {
+      c.arrived[op->step % c.nSlots] = 1;
+      publishArrived(c);
     } else if (status != UCS_ERR_CANCELED) {
       // The endpoint's error callback names the cause; this connector cannot go on either way.
       poisonLocal(c, occlRemoteError);
@@ -170,6 +174,7 @@ ucs_status_t Proxy::onMessage(const WireHeader& h, void* data, size_t length, co
         poisonLocal(c, occlInternalError);
       } else if (h.value > c.credited) {
         c.credited = h.value;
+        publishSent(c);
       }
       break;
     case WireKind::Data: {
@@ -188,6 +193,7 @@ ucs_status_t Proxy::onMessage(const WireHeader& h, void* data, size_t length, co
         ucs_status_ptr_t req = ucp_am_recv_data_nbx(worker_->worker(), data, c.slot(step), length, &p);
         if (req == nullptr) {
           c.arrived[step % c.nSlots] = 1;
+          publishArrived(c);
           delete op;
         } else if (UCS_PTR_IS_ERR(req)) {
           poisonLocal(c, occlRemoteError);
@@ -199,6 +205,7 @@ ucs_status_t Proxy::onMessage(const WireHeader& h, void* data, size_t length, co
       } else {
         std::memcpy(c.slot(step), data, length);
         c.arrived[step % c.nSlots] = 1;
+        publishArrived(c);
       }
       break;
     }
@@ -247,19 +254,9 @@ bool Proxy::serve(const std::shared_ptr<Conn>& conn) {
         moved = true;
       }
     }
-    while (c.sent < c.shipped && c.sendDone[c.sent % c.nSlots]) {
-      c.sendDone[c.sent++ % c.nSlots] = 0;
-      moved = true;
-    }
-    const uint64_t head = std::min(c.sent, c.credited);
-    if (head > atomics::loadRelaxed(&fh->head)) atomics::storeRelease(&fh->head, head);
+    moved |= publishSent(c);
   } else {
-    const uint64_t before = c.tail;
-    while (c.arrived[c.tail % c.nSlots]) c.arrived[c.tail++ % c.nSlots] = 0;
-    if (c.tail != before) {
-      atomics::storeRelease(&fh->tail, c.tail);
-      moved = true;
-    }
+    moved |= publishArrived(c);
     const uint64_t head = atomics::loadAcquire(&fh->head);  // 0 until a daemon attached
     if (peerUp && head > c.creditSent) {
       sendControl(c, WireKind::Credit, head);
@@ -268,6 +265,26 @@ bool Proxy::serve(const std::shared_ptr<Conn>& conn) {
     }
   }
   return moved;
+}
+
+bool Proxy::publishSent(Conn& c) {
+  const uint64_t before = c.sent;
+  while (c.sent < c.shipped && c.sendDone[c.sent % c.nSlots]) c.sendDone[c.sent++ % c.nSlots] = 0;
+  const uint64_t head = std::min(c.sent, c.credited);
+  FifoHeader* fh = c.header();
+  if (head > atomics::loadRelaxed(&fh->head)) {
+    atomics::storeRelease(&fh->head, head);
+    return true;
+  }
+  return c.sent != before;
+}
+
+bool Proxy::publishArrived(Conn& c) {
+  const uint64_t before = c.tail;
+  while (c.arrived[c.tail % c.nSlots]) c.arrived[c.tail++ % c.nSlots] = 0;
+  if (c.tail == before) return false;
+  atomics::storeRelease(&c.header()->tail, c.tail);
+  return true;
 }
 
 bool Proxy::retirable(const Conn& c) const {
