@@ -195,8 +195,12 @@ Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, con
   connectors_.push_back(mem.value());
   Result<uint64_t> peerSig = mem.value()->exchangeSignature(sending, desc_.signature);
   if (!peerSig.ok()) return peerSig.status();
-  if (peerSig.value() != 0 && peerSig.value() != desc_.signature)
+  if (peerSig.value() != 0 && peerSig.value() != desc_.signature) {
+    // This registration fails, and with it every connector it attached: poisoned, so that a peer
+    // whose only link to the mismatch runs through this rank fails too instead of waiting.
+    for (const auto& c : connectors_) (void)c->poison(occlInvalidUsage);
     return Status::error(occlInvalidUsage, mismatchMessage(desc_.collId, desc, peer));
+  }
   return handleOf(*mem.value(), slots, cfg.connectorSlotBytes);
 }
 
