@@ -122,10 +122,8 @@ Comm::~Comm() {
   shutdown();
   byId_.clear();
   for (auto& page : hostPages_) page.reset();
-  if (env_ != nullptr) {
-    for (CollDesc* page : daemonPages_)
-      if (page != nullptr) backend_->freeDaemon(page);
-  }
+  for (CollDesc* page : daemonPages_)
+    if (page != nullptr) backend_->freeDaemon(page);
   for (auto [p, isShared] : allocations_) isShared ? backend_->freeShared(p) : backend_->freeDaemon(p);
 }
 
@@ -238,7 +236,7 @@ void Comm::setByIndex(uint32_t index, Collective* c) {
 // An index freed by deregistration is reused only once every daemon block has read past the
 // SQEs that may still name it; otherwise a lagging block would run a stale submission.
 Result<uint32_t> Comm::allocateIndex() {
-  const uint64_t slowest = env_->sq.writableLimit() - env_->sq.depth;  // every block has read this far
+  const uint64_t slowest = env_->sq.slowestConsumer();
   for (size_t i = 0; i < quarantine_.size(); ++i) {
     if (quarantine_[i].second <= slowest) {
       uint32_t index = quarantine_[i].first;

@@ -64,7 +64,8 @@ class HostBackend : public OnHostMemory<Backend> {
     uint64_t cqSeen = 0;
     for (;;) {
       PassResult r = daemonPass(*env_, block);
-      uint64_t cq = env_->cq.publishedCount();
+      // Its own ring only: a block rings the poller for the CQEs it wrote, not for other blocks'.
+      uint64_t cq = atomics::loadAcquire(&env_->cq.reports[block].cqPublished);
       if (cq != cqSeen) {
         cqSeen = cq;
         completions_.ring();

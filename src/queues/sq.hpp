@@ -54,16 +54,18 @@ struct SubmissionQueue {
 
   OCCL_HD Sqe& slot(uint64_t ticket) const { return slots[ticket & (depth - 1)]; }
 
-  // Producer: the first ticket that cannot be written yet (every consumer has read the entry
-  // before that ticket's slot was last used).
-  uint64_t writableLimit() const {
+  // Producer: every consumer has handled every entry before this ticket.
+  uint64_t slowestConsumer() const {
     uint64_t slowest = UINT64_MAX;
     for (uint32_t c = 0; c < nConsumers; ++c) {
       const uint64_t next = atomics::loadAcquire(&reports[c].sqNext);
       slowest = next < slowest ? next : slowest;
     }
-    return slowest + depth;
+    return slowest;
   }
+  // Producer: the first ticket that cannot be written yet (its slot still holds an entry some
+  // consumer has not handled).
+  uint64_t writableLimit() const { return slowestConsumer() + depth; }
 
   // Producer: true if the entry for `ticket` could be written. `limit` caches writableLimit()
   // between calls (start it at 0).
