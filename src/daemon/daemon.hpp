@@ -196,6 +196,9 @@ OCCL_HD inline bool shouldPollSq(const DaemonEnv& env, const BlockState& bs) {
   return bs.passesSincePoll >= 64;  // FIFO: new work must not starve behind a slow collective
 }
 
+// The block has read the exit SQE and finished every task it took: it has nothing left to do.
+OCCL_HD inline bool blockRetired(const BlockState& bs) { return bs.exitSeen != 0 && bs.nTasks == 0; }
+
 OCCL_HD inline PassResult daemonPass(const DaemonEnv& env, int block) {
   BlockState& bs = env.blocks[block];
   bool progressed = false;
@@ -220,7 +223,7 @@ OCCL_HD inline PassResult daemonPass(const DaemonEnv& env, int block) {
     }
   }
   leaderUpdate([&] { bs.lastPassIdle = progressed ? 0 : 1; });
-  return {progressed, bs.nTasks != 0, bs.exitSeen != 0 && bs.nTasks == 0};
+  return {progressed, bs.nTasks != 0, blockRetired(bs)};
 }
 
 }  // namespace occl

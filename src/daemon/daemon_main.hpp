@@ -23,7 +23,16 @@ struct DaemonLaunch {
 static_assert(sizeof(DaemonLaunch) == 40, "DaemonLaunch is a kernel argument: one layout on both sides");
 
 // Every lane of block `block` calls this; the quit decisions are the leader's, broadcast.
+//
+// A block that has read the exit SQE and holds no task is done for good and stays out of every
+// later launch: it neither joins nor votes. Had it joined, its first pass would vote (exit) and,
+// alone in the quorum, seal the launch before a block that still has work had started; that
+// block would leave unjoined, the host would relaunch for it at once, and the same race would
+// repeat: a relaunch storm in which the last exit SQE is never read (stop() timed out under
+// ThreadSanitizer, where a lane thread is slow to start). Every launch still has a block that
+// joins: the host launches only while some block has unread SQEs or held tasks.
 OCCL_HD inline void daemonBlockMain(const DaemonEnv& env, const DaemonLaunch& launch, int block) {
+  if (exec::broadcastFromLeader([&] { return blockRetired(env.blocks[block]); })) return;
   BlockQuit quit(launch.quitWord, launch.epoch, launch.limits, exec::nowNs());
   bool stay = exec::broadcastFromLeader([&] { return quit.join(); });
   while (stay) {

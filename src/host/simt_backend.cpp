@@ -12,6 +12,7 @@
 // waits for a slot before it runs, as a CUDA block waits to become resident. Communicators
 // configured with the same slot count share one emulated device, and reserve their blocks on it
 // (residency.hpp) exactly as the CUDA backend does on a GPU.
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -185,7 +186,10 @@ class SimtBackend final : public OnHostMemory<KernelBackend> {
   // Like cudaLaunchKernel: returns at once; the launch runs after the ones queued before it.
   Status launchKernel(const DaemonEnv& env, const DaemonLaunch& launch) override {
     try {
-      stream_->enqueue([this, env, launch] { runLaunch(env, launch); });
+      // Captures no `this`: a launch that never exits outlives the backend (see the destructor).
+      stream_->enqueue([env, launch, lanes = lanes_, jitterSeed = jitterSeed_, device = &device_] {
+        runLaunch(env, launch, lanes, jitterSeed, *device);
+      });
     } catch (const std::exception& e) {
       return Status::error(occlSystemError, absl::StrFormat("queueing a simt daemon launch failed: %s", e.what()));
     }
@@ -200,19 +204,31 @@ class SimtBackend final : public OnHostMemory<KernelBackend> {
 
  private:
   // One launch: a thread per block, which waits for an SM slot and then runs the block's lanes.
-  void runLaunch(const DaemonEnv& env, const DaemonLaunch& launch) {
+  static void runLaunch(const DaemonEnv& env, const DaemonLaunch& launch, int lanes, uint32_t jitterSeed,
+                        SimtDevice& device) {
     std::vector<std::thread> blocks;
     blocks.reserve(env.nBlocks);
     for (uint32_t b = 0; b < env.nBlocks; ++b) {
       blocks.emplace_back([&, b] {
-        device_.acquire();
-        const uint32_t seed = jitterSeed_ == 0 ? 0 : jitterSeed_ + 7919u * launch.epoch + b;
-        exec::simt::Block block(lanes_, seed);
+        device.acquire();
+        const uint32_t seed = jitterSeed == 0 ? 0 : jitterSeed + 7919u * launch.epoch + b;
+        startLate(seed, b);
+        exec::simt::Block block(lanes, seed);
         block.run([&] { daemonBlockMain(env, launch, static_cast<int>(b)); });
-        device_.release();
+        device.release();
       });
     }
     for (auto& t : blocks) t.join();
+  }
+
+  // With jitter, one launch in four starts a block other than the first up to 1 ms late, as a
+  // GPU whose SMs are busy elsewhere makes a block resident late: the blocks that started must
+  // not settle the launch (its quit vote) in a way that strands the late one's work.
+  static void startLate(uint32_t seed, uint32_t block) {
+    if (seed == 0 || block == 0) return;
+    const uint32_t h = seed * 2654435761u;
+    if ((h >> 30) != 0) return;
+    std::this_thread::sleep_for(std::chrono::microseconds((h >> 8) % 1000));
   }
 
   const int lanes_;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "daemon/daemon.hpp"
+#include "daemon/daemon_main.hpp"
 
 namespace occl {
 namespace {
@@ -98,7 +99,18 @@ class DaemonRig {
       ASSERT_EQ(blocks_[blk].nTasks, 1u);
     }
   }
+  void publishExit(uint64_t ticket) {
+    uint64_t limit = 0;
+    ASSERT_TRUE(env_.sq.tryPush(ticket, SqeView{kSqeExit, 0, 0, 0, 0}, limit));
+  }
   PassResult pass(int block) { return daemonPass(env_, block); }
+  // Runs block `block`'s whole part of launch `epoch` on this thread.
+  void launchBlock(uint32_t epoch, int block) {
+    const QuitLimits limits{1'000'000'000, 1'000'000'000};
+    daemonBlockMain(env_, DaemonLaunch{&quitWord_, &endedEpoch_, epoch, 0, limits}, block);
+  }
+  uint32_t endedEpoch() const { return endedEpoch_; }
+  uint64_t sqNext(int block) const { return reports_[block].sqNext; }
   Counters counters(int block) const {
     const BlockStats& s = stats_[block];
     return {s.preemptions, s.contextLoads, s.contextSaves};
@@ -147,6 +159,8 @@ class DaemonRig {
   TaskEntry tasks_[2][4]{};
   BlockState blocks_[2]{};
   uint32_t abortFlag_ = 0;
+  uint64_t quitWord_ = 0;
+  uint32_t endedEpoch_ = 0;
   DaemonEnv env_{};
 };
 
@@ -214,6 +228,25 @@ TEST(DaemonTryTest, DirtyAndProgressedAreSeparateThroughOneSubmission) {
   std::fill_n(expected.begin() + kChunkElems, kChunkElems, 2.0f);
   std::fill_n(expected.begin() + 2 * kChunkElems, kChunkElems, 3.0f);
   EXPECT_EQ(rig.output, expected);
+}
+
+// A block that has read the exit SQE and holds no task stays out of later launches. Here block 1
+// always starts after block 0 has left (a GPU busy elsewhere makes blocks resident late): had
+// block 0 joined launch 2 as well, its exit vote would have sealed it alone again, block 1 would
+// never read the exit SQE, and the host would relaunch for it forever.
+TEST(DaemonTryTest, ARetiredBlockStaysOutOfLaterLaunches) {
+  DaemonRig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.publishExit(0));
+  rig.launchBlock(1, 0);  // reads the exit SQE and, alone in the quorum, seals launch 1
+  rig.launchBlock(1, 1);  // too late: leaves unjoined
+  EXPECT_EQ(rig.endedEpoch(), 1u);
+  EXPECT_EQ(rig.sqNext(0), 1u);
+  ASSERT_EQ(rig.sqNext(1), 0u);  // the host relaunches for it
+
+  rig.launchBlock(2, 0);
+  rig.launchBlock(2, 1);
+  EXPECT_EQ(rig.sqNext(1), 1u) << "block 1 never read the exit SQE";
+  EXPECT_EQ(rig.endedEpoch(), 2u) << "launch 2 never ended";
 }
 
 }  // namespace
