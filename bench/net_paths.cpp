@@ -246,7 +246,7 @@ double connectorRun(occl::transport::net::NetFactory& a, occl::transport::net::N
   });
   for (uint64_t i = 0; i < steps; ++i) {
     while (!hs.canSend()) std::this_thread::yield();
-    hs.commitSend();
+    hs.commitSend(bytes);
   }
   receiver.join();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -1,7 +1,9 @@
 // occl-torture: runs the deadlock torture workload (tests/deadlock) from the command line. N
-// ranks as threads submit K AllReduces per iteration, each rank in its own order (or all in one
-// order), and the tool reports completions, preemptions, context loads/saves, throughput, an
-// estimate of the cost of one context switch, and the bit-exact result check.
+// ranks as threads (or one rank per process under mpirun or torchrun, on one host or several)
+// submit K AllReduces per iteration, each rank in its own order (or all in one order), and the
+// tool reports completions, preemptions, context loads/saves, throughput, an estimate of the
+// cost of one context switch, and the bit-exact result check. With processes, rank 0 prints the
+// report, its counters summed over the ranks by one more occl AllReduce.
 //
 // Exit status: 0 all results right, 1 wrong data or a failed collective, 2 a hang (timeout),
 // 3 bad arguments or a failed init.
@@ -23,6 +25,9 @@ using occl::torture::Order;
 const char* kUsage =
     "usage: occl-torture [options]\n"
     "  --ranks N            ranks (threads of this process), default 8\n"
+    "  --mpi                one rank per process from the launcher's environment (mpirun:\n"
+    "                       OMPI_COMM_WORLD_*, torchrun: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT;\n"
+    "                       implied when OMPI_COMM_WORLD_SIZE or WORLD_SIZE is set)\n"
     "  --colls K            AllReduces per iteration, default 8\n"
     "  --min-bytes B        smallest collective (K/M/G suffix ok), default 256\n"
     "  --max-bytes B        largest; sizes grow x4 from min-bytes and wrap, default 1M\n"
@@ -107,7 +112,14 @@ std::string applyValue(std::string_view flag, std::string_view v, TortureOptions
   return "?";
 }
 
+bool envSet(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0';
+}
+bool underLauncher() { return envSet("OMPI_COMM_WORLD_SIZE") || envSet("WORLD_SIZE"); }
+
 bool parseArgs(int argc, char** argv, TortureOptions& o) {
+  bool ranksGiven = false;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     const char* flag = argv[i];
@@ -115,7 +127,8 @@ bool parseArgs(int argc, char** argv, TortureOptions& o) {
       std::fputs(kUsage, stdout);
       std::exit(0);
     }
-    if (a == "--force-preempt") o.forcePreempt = true;
+    if (a == "--mpi") o.processes = true;
+    else if (a == "--force-preempt") o.forcePreempt = true;
     else if (a == "--no-preempt") o.noPreempt = true;
     else if (a == "--no-switch-cost") o.switchCost = false;
     else {
@@ -126,6 +139,7 @@ bool parseArgs(int argc, char** argv, TortureOptions& o) {
       } else if (i + 1 < argc) {
         value = argv[++i];
       }
+      ranksGiven = ranksGiven || a == "--ranks";
       std::string expected = applyValue(a, value, o);
       if (expected == "?") {
         std::fprintf(stderr, "occl-torture: unknown option %s\n%s", flag, kUsage);
@@ -137,6 +151,12 @@ bool parseArgs(int argc, char** argv, TortureOptions& o) {
         return false;
       }
     }
+  }
+  if (underLauncher()) o.processes = true;
+  if (o.processes && ranksGiven) {
+    std::fputs("occl-torture: --ranks is for ranks as threads; with one rank per process the launcher sets the "
+               "count\n", stderr);
+    return false;
   }
   if (o.forcePreempt && o.noPreempt) {
     std::fputs("occl-torture: --force-preempt and --no-preempt exclude each other\n", stderr);

@@ -24,6 +24,9 @@ struct TortureOptions {
   int64_t timeoutMs = 20000;
   uint64_t seed = 1;
   int lagUs = 0;
+  // One rank per process, from the launcher's environment (mpirun, torchrun): --mpi, or implied
+  // by OMPI_COMM_WORLD_SIZE / WORLD_SIZE. `ranks` is then the job's size.
+  bool processes = false;
 };
 
 // Runs the workload, prints the report; returns the exit status (see occl_torture.cpp).

@@ -129,8 +129,9 @@ void printSwitchCost(const TortureOptions& o, const Outcome& base) {
   std::printf("switch cost (daemon probe, best of 10 batches): %.0f ns per switch with nothing to save, %.0f ns "
               "after one 64-B receive with the context saved (%llu saves)\n",
               probe.noSaveNs, probe.withSaveNs, static_cast<unsigned long long>(probe.savesSeen));
-  if (!o.switchCost || o.noPreempt) {
-    std::printf("forced vs normal preemption (whole run): not run (%s)\n", o.noPreempt ? "--no-preempt" : "--no-switch-cost");
+  if (!o.switchCost || o.noPreempt || o.processes) {
+    std::printf("forced vs normal preemption (whole run): not run (%s)\n",
+                o.noPreempt ? "--no-preempt" : o.processes ? "ranks are processes" : "--no-switch-cost");
     return;
   }
   Outcome other;
@@ -153,9 +154,102 @@ void printSwitchCost(const TortureOptions& o, const Outcome& base) {
                 (forced.seconds - normal.seconds) / perRank * 1e6);
 }
 
-}  // namespace
+// Sums (or, with occlMax, maximises) `values` over every rank of `comm` with one more occl
+// AllReduce, in place; false on failure (named on stderr).
+bool allReduceOverRanks(occlComm_t comm, uint64_t collId, std::vector<double>& values, occlRedOp_t op) {
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.type = occlCollAllReduce;
+  d.count = values.size();
+  d.datatype = occlFloat64;
+  d.op = op;
+  bool ok = occlCollRegister(comm, collId, &d) == occlSuccess &&
+            occlSubmit(comm, collId, values.data(), values.data(), nullptr, nullptr) == occlSuccess &&
+            occlCommWaitAll(comm, 60000) == occlSuccess;
+  if (!ok) std::fprintf(stderr, "occl-torture: summing the results over ranks failed: %s\n", occlGetLastError(comm));
+  (void)occlCollDeregister(comm, collId);
+  return ok;
+}
 
-int runTorture(const TortureOptions& o) {
+// One rank of a job whose ranks are processes (mpirun, torchrun): this rank's part of the
+// workload; then its counters, summed over ranks by an occl AllReduce, and rank 0 reports.
+bool runProcessRank(const TortureOptions& o, Outcome& out, int& rank, int& nRanks) {
+  CommSet comms;
+  if (comms.initFromEnv(configFor(o, o.forcePreempt), nullptr) != occlSuccess) {
+    std::fprintf(stderr, "occl-torture: occlCommInitFromEnv failed: %s\n", occlGetLastError(nullptr));
+    return false;
+  }
+  const occlComm_t comm = comms[0];
+  occlCommUserRank(comm, &rank);
+  occlCommCount(comm, &nRanks);
+  std::vector<int> members(static_cast<size_t>(nRanks));
+  for (int r = 0; r < nRanks; ++r) members[static_cast<size_t>(r)] = r;
+  std::vector<CollPlan> plan;
+  const std::vector<size_t> counts = geometricCounts(static_cast<size_t>(o.colls), o.minBytes, o.maxBytes);
+  for (size_t c = 0; c < counts.size(); ++c) {
+    CollPlan p;
+    p.comm = comm;
+    p.collId = 0x100 + c;
+    p.count = counts[c];
+    p.priority = static_cast<int>(c);  // later = more urgent, as with threads
+    p.members = members;
+    plan.push_back(p);
+  }
+  std::string error;
+  if (registerAll(plan, &error) != occlSuccess) {
+    std::fprintf(stderr, "occl-torture: rank %d: occlCollRegister failed: %s\n", rank, error.c_str());
+    return false;
+  }
+  PendingTracker tracker(nRanks);
+  RankBuffers buffers;
+  RunOptions ro;
+  ro.iters = o.iters;
+  ro.order = o.order;
+  ro.seed = o.seed;
+  ro.iterTimeout = std::chrono::milliseconds(o.timeoutMs);
+  ro.lagRank0 = std::chrono::microseconds(o.lagUs);
+  const auto started = std::chrono::steady_clock::now();
+  const RankResult r = runRank(rank, plan, ro, tracker, buffers);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  out.itersDone = r.itersDone;
+  if (r.timedOut) {
+    out.hung = true;
+    comms.abortAll();  // fails what is pending, so the buffers may go
+    return true;
+  }
+  // Per collective: completions, preemptions, loads, saves; then wrong elements, failed callbacks.
+  std::vector<double> sums;
+  for (const CollPlan& p : plan) {
+    occlCollStats_t st{};
+    occlCollGetStats(comm, p.collId, &st);
+    for (uint64_t v : {st.completions, st.preemptions, st.contextLoads, st.contextSaves})
+      sums.push_back(static_cast<double>(v));
+  }
+  sums.push_back(static_cast<double>(r.wrong));
+  sums.push_back(static_cast<double>(tracker.failedCallbacks()));
+  std::vector<double> slowest{out.seconds};
+  if (!allReduceOverRanks(comm, 0xF00D, sums, occlSum) || !allReduceOverRanks(comm, 0xF00E, slowest, occlMax))
+    return false;
+  out.seconds = slowest[0];
+  for (size_t c = 0; c < plan.size(); ++c) {
+    occlCollStats_t st{};
+    st.completions = static_cast<uint64_t>(sums[4 * c]);
+    st.preemptions = static_cast<uint64_t>(sums[4 * c + 1]);
+    st.contextLoads = static_cast<uint64_t>(sums[4 * c + 2]);
+    st.contextSaves = static_cast<uint64_t>(sums[4 * c + 3]);
+    out.perColl.push_back(st);
+    addStats(out.total, st);
+  }
+  out.wrong = static_cast<uint64_t>(sums[4 * plan.size()]);
+  out.failedCallbacks = static_cast<uint64_t>(sums[4 * plan.size() + 1]);
+  out.firstWrong = r.firstWrong.empty() ? "on another rank (see its stderr)" : r.firstWrong;
+  if (r.wrong != 0) std::fprintf(stderr, "occl-torture: rank %d: first wrong: %s\n", rank, r.firstWrong.c_str());
+  out.firstFailure = tracker.firstFailure().empty() ? "on another rank" : tracker.firstFailure();
+  return true;
+}
+
+// The header, then the table and the verdict; returns the exit status.
+int report(const TortureOptions& o, const Outcome& out) {
   const std::vector<size_t> counts = geometricCounts(static_cast<size_t>(o.colls), o.minBytes, o.maxBytes);
   std::printf("occl-torture: %d ranks x %d allreduces (%s..%s) x %d iterations; order %s, policy %s, spin %s, %d daemon "
               "block(s)%s%s, rank 0 lags %d us\n",
@@ -163,8 +257,6 @@ int runTorture(const TortureOptions& o) {
               o.order == Order::Shuffled ? "shuffled" : "consistent", o.policy == occlOrderPriority ? "priority" : "fifo",
               o.spin == occlSpinPolicyFixed ? "fixed" : "stickiness", o.blocks, o.forcePreempt ? ", forced preemption" : "",
               o.noPreempt ? ", preemption disabled" : "", o.lagUs);
-  Outcome out;
-  if (!runOnce(o, o.forcePreempt, out)) return 3;
   if (out.hung) {
     std::printf("HANG: an iteration passed --timeout-ms %lld (pending collectives above); %d iterations done\n",
                 static_cast<long long>(o.timeoutMs), out.itersDone);
@@ -178,6 +270,21 @@ int runTorture(const TortureOptions& o) {
   if (out.wrong != 0) std::printf("first wrong: %s\n", out.firstWrong.c_str());
   std::printf("#wrong %llu\n", static_cast<unsigned long long>(out.wrong));
   return out.wrong != 0 || out.failedCallbacks != 0 ? 1 : 0;
+}
+
+}  // namespace
+
+int runTorture(const TortureOptions& o) {
+  Outcome out;
+  if (!o.processes) {
+    if (!runOnce(o, o.forcePreempt, out)) return 3;
+    return report(o, out);
+  }
+  TortureOptions job = o;
+  int rank = 0;
+  if (!runProcessRank(o, out, rank, job.ranks)) return 3;
+  if (rank != 0) return out.hung ? 2 : out.wrong != 0 || out.failedCallbacks != 0 ? 1 : 0;
+  return report(job, out);
 }
 
 }  // namespace occl::tools

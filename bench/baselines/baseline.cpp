@@ -43,8 +43,8 @@ PlaceResult measure(const Options& o, Library& library, const SizePlan& plan, in
   const CheckSpec spec{plan, occlSum, 0, rank, nRanks};
   buffers.send.reserve(plan.sendElems * plan.elemSize);
   buffers.recv.reserve(plan.recvElems * plan.elemSize);
-  auto* recv = static_cast<float*>(buffers.recv.data());
-  auto* send = inPlace ? recv : static_cast<float*>(buffers.send.data());
+  auto* recv = reinterpret_cast<float*>(buffers.recv.data());
+  auto* send = inPlace ? recv : reinterpret_cast<float*>(buffers.send.data());
   const RunBuffers run{send, recv};
   PlaceResult place;
   writeInput(spec, send);

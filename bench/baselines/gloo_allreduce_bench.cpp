@@ -1,10 +1,11 @@
-// gloo-allreduce-bench: gloo::allreduce (float sum, ring algorithm, TCP transport on 127.0.0.1),
-// measured and printed as occl-bench measures and prints occl's AllReduce (see baseline.hpp).
+// gloo-allreduce-bench: gloo::allreduce (float sum, ring algorithm, TCP transport on 127.0.0.1,
+// or on the interface GLOO_SOCKET_IFNAME names, as torch.distributed's Gloo takes it), measured
+// and printed as occl-bench measures and prints occl's AllReduce (see baseline.hpp).
 //   gloo-allreduce-bench -g 4 -b 8 -e 64M -f 2        4 ranks as threads, in-memory store
 //   RANK=r WORLD_SIZE=4 GLOO_STORE_DIR=DIR gloo-allreduce-bench ...   one rank per process
 // (OMPI_COMM_WORLD_RANK/SIZE, as mpirun sets them, work too). Processes meet through a file store
 // in GLOO_STORE_DIR, which must be empty: keys left by an earlier run would send ranks to dead
-// addresses.
+// addresses. Ranks on several hosts (bench/baselines/run_net_comparison.sh) set GLOO_SOCKET_IFNAME.
 //
 // Gloo's algorithm is in place by nature: it reduces in the output buffer. Given a separate
 // input, it copies each segment of it into the output just before the segment is first sent or
@@ -35,13 +36,27 @@ using namespace occl::bench;
 using namespace occl::bench::baseline;
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
+// The interface GLOO_SOCKET_IFNAME names, else the loopback address.
+gloo::transport::tcp::attr deviceAttr() {
+  gloo::transport::tcp::attr attr;
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname != nullptr && *ifname != '\0') {
+    attr.iface = ifname;
+  } else {
+    attr.hostname = "127.0.0.1";
+  }
+  return attr;
+}
+
+std::string where() {
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  return ifname != nullptr && *ifname != '\0' ? std::string("interface ") + ifname : std::string("127.0.0.1");
+}
+
 class Gloo final : public Library {
  public:
   // One TCP device (one event-loop thread) per rank, as each rank would have in its own process.
   Gloo(gloo::rendezvous::Store& store, int rank, int nRanks) {
-    gloo::transport::tcp::attr loopback;
-    loopback.hostname = "127.0.0.1";
-    auto device = gloo::transport::tcp::CreateDevice(loopback);
+    auto device = gloo::transport::tcp::CreateDevice(deviceAttr());
     auto context = std::make_shared<gloo::rendezvous::Context>(rank, nRanks);
     context->connectFullMesh(store, device);
     context_ = context;
@@ -80,7 +95,7 @@ std::string preamble(const Options& o, int nRanks, bool processes) {
   return "# gloo-allreduce-bench: gloo " + std::to_string(GLOO_VERSION_MAJOR) + "." +
          std::to_string(GLOO_VERSION_MINOR) + "." + std::to_string(GLOO_VERSION_PATCH) + ", " + std::to_string(nRanks) +
          " rank(s) as " + (processes ? "processes (file store)" : "threads (in-memory store)") +
-         ", gloo::allreduce float sum over TCP on 127.0.0.1 (in place by nature: out of place copies first)\n" +
+         ", gloo::allreduce float sum over TCP on " + where() + " (in place by nature: out of place copies first)\n" +
          sweepLine(o);
 }
 

@@ -114,7 +114,7 @@ class BlockExecutor {
     applyStep(d_, form_, step, recv, send, bufs_, ctx_.sub, ctx_.tile, n);
     if (exec::isLeader()) {
       if (recv != nullptr) recv->commitRecv();
-      if (send != nullptr) send->commitSend();
+      if (send != nullptr) send->commitSend(n * d_.elemBytes);
     }
     markProgress();
     return WaitResult::Ready;

@@ -161,7 +161,10 @@ Result<Topology> discoverTopology(occl::host::Bootstrap& boot, int rank, int nra
 Result<std::unique_ptr<occl::transport::ConnectorFactory>> netConnectors(occl::host::Bootstrap& boot, const Topology& t,
                                                                           int rank, int nranks) {
   namespace net = occl::transport::net;
-  Result<std::unique_ptr<net::NetFactory>> factory = net::makeNetFactory(net::NetOptions{.rank = rank, .nRanks = nranks});
+  net::NetOptions options;
+  options.rank = rank;
+  options.nRanks = nranks;
+  Result<std::unique_ptr<net::NetFactory>> factory = net::makeNetFactory(options);
   if (!factory.ok()) return factory.status();
   const std::vector<uint8_t>& mine = factory.value()->localAddress();
   std::vector<uint64_t> sizes(static_cast<size_t>(nranks));

@@ -4,6 +4,11 @@
 // `head % nSlots` and publishes `head + 1`. Both counters live in the connector memory, not in
 // the collective's context, so a preempted collective's committed slots stay visible to its peer.
 //
+// Before it publishes a slot, the sender stores how many bytes of it it filled in the slot's
+// length word (a table after the slots), so a transport that copies slots between hosts (the NET
+// proxy) ships those bytes, not the whole slot: an 8-byte AllReduce moves 8 bytes a hop, not a
+// tile. The receiver needs no length: its step knows how many elements it reads.
+//
 // The header also carries the registration handshake: each side writes the signature of its
 // registration; a side that sees a different one from its peer poisons the connector, and a
 // poisoned connector fails every collective that waits on it, on every rank it reaches.
@@ -33,8 +38,12 @@ inline constexpr size_t kFifoDataOffset = 256;  // slot data starts here, 256-by
 OCCL_HD inline constexpr uint64_t fifoGeometry(uint32_t nSlots, uint64_t slotBytes) {
   return (static_cast<uint64_t>(nSlots) << 40) | slotBytes;
 }
+// From the start of the slot data to the length table (8-byte aligned).
+OCCL_HD inline constexpr size_t fifoLengthsOffset(uint32_t nSlots, uint64_t slotBytes) {
+  return (static_cast<size_t>(nSlots) * slotBytes + 7) / 8 * 8;
+}
 OCCL_HD inline constexpr size_t fifoBytes(uint32_t nSlots, uint64_t slotBytes) {
-  return kFifoDataOffset + static_cast<size_t>(nSlots) * slotBytes;
+  return kFifoDataOffset + fifoLengthsOffset(nSlots, slotBytes) + static_cast<size_t>(nSlots) * sizeof(uint64_t);
 }
 
 // Plain handle: a view of connector memory as mapped in this process (or device).
@@ -53,8 +62,15 @@ struct FifoHandle {
     return t - atomics::loadAcquire(&header->head) < nSlots;
   }
   OCCL_HD char* sendSlot() const { return data + (atomics::loadRelaxed(&header->tail) % nSlots) * slotBytes; }
-  OCCL_HD void commitSend() const {
-    atomics::storeRelease(&header->tail, atomics::loadRelaxed(&header->tail) + 1);
+  // Publishes the slot sendSlot() returned, of which the first `bytes` (<= slotBytes) are filled.
+  OCCL_HD void commitSend(uint64_t bytes) const {
+    const uint64_t t = atomics::loadRelaxed(&header->tail);
+    atomics::storeRelaxed(slotLength(t), bytes);
+    atomics::storeRelease(&header->tail, t + 1);
+  }
+  // The length word of the slot that holds step `step` (written before that step is published).
+  OCCL_HD uint64_t* slotLength(uint64_t step) const {
+    return reinterpret_cast<uint64_t*>(data + fifoLengthsOffset(nSlots, slotBytes)) + step % nSlots;
   }
 
   // Receiver side.

@@ -118,6 +118,15 @@ occlResult_t CommSet::initAll(int n, const occlConfig_t& config, size_t* first) 
   return occlSuccess;
 }
 
+occlResult_t CommSet::initFromEnv(const occlConfig_t& config, size_t* first) {
+  occlComm_t comm = nullptr;
+  occlResult_t r = occlCommInitFromEnv(&comm, &config);
+  if (r != occlSuccess) return r;
+  if (first != nullptr) *first = comms_.size();
+  comms_.push_back(comm);
+  return occlSuccess;
+}
+
 void CommSet::abortAll() {
   for (occlComm_t& c : comms_) {
     if (c != nullptr) occlCommAbort(c);

@@ -77,6 +77,8 @@ class CommSet {
   CommSet& operator=(const CommSet&) = delete;
   // occlCommInitAll over `n` ranks with `config`; returns the first index of the new comms.
   occlResult_t initAll(int n, const occlConfig_t& config, size_t* first);
+  // occlCommInitFromEnv: this process's one rank of a job started by mpirun or torchrun.
+  occlResult_t initFromEnv(const occlConfig_t& config, size_t* first);
   occlComm_t operator[](size_t i) const { return comms_[i]; }
   size_t size() const { return comms_.size(); }
   // Fails every pending submission (callbacks fire with occlAborted) and frees the comms.

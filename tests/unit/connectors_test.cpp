@@ -37,7 +37,7 @@ void sendMarker(ConnectorMemory& m, uint8_t marker) {
   FifoHandle h{m.header(), m.data(), kSlots, 0, kSlotBytes};
   ASSERT_TRUE(h.canSend());
   std::memset(h.sendSlot(), marker, kSlotBytes);
-  h.commitSend();
+  h.commitSend(kSlotBytes);
 }
 
 uint8_t receiveMarker(ConnectorMemory& m) {

@@ -38,7 +38,7 @@ class Connector {
     ASSERT_TRUE(h.canSend());
     auto* slot = reinterpret_cast<float*>(h.sendSlot());
     std::fill(slot, slot + kChunkElems, value);
-    h.commitSend();
+    h.commitSend(kSlotBytes);
   }
 
  private:

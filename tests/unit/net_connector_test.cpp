@@ -92,6 +92,13 @@ uint8_t pattern(uint64_t stream, uint64_t step, uint64_t i) {
   return static_cast<uint8_t>(x ^ (x >> 17));
 }
 
+// How much of its slot step `step` fills: the whole slot every third step, else 1..slotBytes
+// bytes, so partial slots (the proxy ships only the filled part) and full ones both cross.
+uint64_t payloadBytes(uint64_t stream, uint64_t step, uint64_t slotBytes) {
+  if (step % 3 == 0) return slotBytes;
+  return 1 + (step * 7919 + stream * 104729) % slotBytes;
+}
+
 // Sends steps [from, to) through `f` as a daemon block would; false on poison or timeout.
 bool sendSteps(const Fifo& f, uint64_t stream, uint64_t from, uint64_t to) {
   FifoHandle h = f.h();
@@ -99,8 +106,9 @@ bool sendSteps(const Fifo& f, uint64_t stream, uint64_t from, uint64_t to) {
     if (!waitFor([&] { return h.canSend() || h.poisonStatus() != 0; })) return false;
     if (h.poisonStatus() != 0) return false;
     char* slot = h.sendSlot();
-    for (uint64_t i = 0; i < f.slotBytes; ++i) slot[i] = static_cast<char>(pattern(stream, s, i));
-    h.commitSend();
+    const uint64_t bytes = payloadBytes(stream, s, f.slotBytes);
+    for (uint64_t i = 0; i < bytes; ++i) slot[i] = static_cast<char>(pattern(stream, s, i));
+    h.commitSend(bytes);
   }
   return true;
 }
@@ -112,7 +120,9 @@ bool recvSteps(const Fifo& f, uint64_t stream, uint64_t from, uint64_t to, uint6
     if (!waitFor([&] { return h.canRecv() || h.poisonStatus() != 0; })) return false;
     if (h.poisonStatus() != 0) return false;
     const char* slot = h.recvSlot();
-    for (uint64_t i = 0; i < f.slotBytes; ++i) wrongBytes += static_cast<uint8_t>(slot[i]) != pattern(stream, s, i);
+    const uint64_t bytes = payloadBytes(stream, s, f.slotBytes);
+    if (atomics::loadRelaxed(h.slotLength(s)) != bytes) wrongBytes += 1;  // the length crossed too
+    for (uint64_t i = 0; i < bytes; ++i) wrongBytes += static_cast<uint8_t>(slot[i]) != pattern(stream, s, i);
     h.commitRecv();
   }
   return true;
@@ -129,7 +139,7 @@ void sendMarker(const Fifo& f, uint8_t marker) {
   FifoHandle h = f.h();
   ASSERT_TRUE(h.canSend());
   std::memset(h.sendSlot(), marker, f.slotBytes);
-  h.commitSend();
+  h.commitSend(f.slotBytes);
 }
 
 struct StreamCase {
@@ -357,6 +367,22 @@ TEST(NetConnector, PoisonForwardsBothWays) {
   EXPECT_EQ(rd.poison(), 0u);
 }
 
+// A slot length past the slot (a corrupted length word) is never shipped: the sending proxy
+// poisons the connector with occlInternalError, and the poison reaches the receiver.
+TEST(NetConnector, SlotLengthBeyondTheSlotPoisonsBothEnds) {
+  NetRanks ranks(2);
+  const ConnectorKey key{0x94, 0, 1, 0};
+  Fifo s = attach(ranks[0], key, ConnectorEnd::Sender, 2, 512);
+  Fifo r = attach(ranks[1], key, ConnectorEnd::Receiver, 2, 512);
+  FifoHandle h = s.h();
+  std::memset(h.sendSlot(), 0x33, s.slotBytes);
+  h.commitSend(s.slotBytes + 1);
+  EXPECT_TRUE(waitFor([&] { return s.poison() != 0 && r.poison() != 0; }));
+  EXPECT_EQ(s.poison(), static_cast<uint32_t>(occlInternalError));
+  EXPECT_EQ(r.poison(), static_cast<uint32_t>(occlInternalError));
+  EXPECT_EQ(atomics::loadAcquire(&r.h().header->tail), 0u) << "the step must not arrive";
+}
+
 // A peer whose factory goes away (its process's NET state torn down) poisons every connector
 // with it, on the surviving rank, with occlRemoteError; connectors with other peers go on.
 TEST(NetConnector, PeerDestroyedPoisonsItsConnectorsOnly) {
@@ -402,7 +428,7 @@ TEST(NetConnector, DestructionWithTrafficInFlight) {
     while (!stop.load() && h.poisonStatus() == 0) {
       if (send && h.canSend()) {
         std::memset(h.sendSlot(), 0x77, 64);
-        h.commitSend();
+        h.commitSend(64);
       } else if (!send && h.canRecv()) {
         h.commitRecv();
       } else {
@@ -485,7 +511,7 @@ TEST(NetConnector, BadInputIsAClearError) {
   Fifo r = attach(*f.value(), ConnectorKey{0xD0, 0, 1, 0}, ConnectorEnd::Receiver, 2, 4096);
   FifoHandle h = s.h();
   std::memset(h.sendSlot(), 0xD1, s.slotBytes);
-  h.commitSend();
+  h.commitSend(s.slotBytes);
   for (;;) pause();
 }
 

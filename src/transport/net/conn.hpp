@@ -30,6 +30,11 @@ struct Conn {
   char* slot(uint64_t step) const {
     return static_cast<char*>(base) + kFifoDataOffset + (step % nSlots) * slotBytes;
   }
+  // The slot's length word (fifo.hpp): bytes the sender filled in the slot holding `step`.
+  uint64_t* length(uint64_t step) const {
+    return reinterpret_cast<uint64_t*>(static_cast<char*>(base) + kFifoDataOffset + fifoLengthsOffset(nSlots, slotBytes)) +
+           step % nSlots;
+  }
   bool isSender() const { return end == ConnectorEnd::Sender; }
 
   // Fixed at creation.

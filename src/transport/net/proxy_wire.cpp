@@ -99,11 +99,17 @@ void Proxy::sendControl(Conn& c, WireKind kind, uint64_t value, uint32_t status)
 
 void Proxy::sendData(const std::shared_ptr<Conn>& c, uint64_t step) {
   Peer& peer = *peers_[c->peer];
+  // Written by the daemon before it published the step (the caller's acquire of the tail).
+  const uint64_t length = atomics::loadRelaxed(c->length(step));
+  if (length > c->slotBytes) {
+    poisonLocal(*c, occlInternalError);
+    return;
+  }
   auto* op = new Op{this, Op::SendData, c, step, headerFor(*c, WireKind::Data)};
   op->header.value = step;
   ucp_request_param_t p = paramsFor(op, false);
   ucs_status_ptr_t req =
-      ucp_am_send_nbx(peer.ep, kWireAmId, &op->header, sizeof op->header, c->slot(step), c->slotBytes, &p);
+      ucp_am_send_nbx(peer.ep, kWireAmId, &op->header, sizeof op->header, c->slot(step), length, &p);
   if (req == nullptr) {
     c->sendDone[step % c->nSlots] = 1;
     delete op;
@@ -183,10 +189,12 @@ ucs_status_t Proxy::onMessage(const WireHeader& h, void* data, size_t length, co
       // is within a lap of the published tail and its slot is free.
       const bool inWindow = step >= c.tail && step < c.tail + c.nSlots &&
                             step < atomics::loadAcquire(&fh->head) + c.nSlots && !c.arrived[step % c.nSlots];
-      if (!inWindow || length != c.slotBytes) {
+      if (!inWindow || length > c.slotBytes) {
         poisonLocal(c, occlInternalError);
         return UCS_OK;
       }
+      // For symmetry with a FIFO the daemon fills itself; the receiving step does not read it.
+      atomics::storeRelaxed(c.length(step), uint64_t{length});
       if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
         auto* op = new Op{this, Op::RecvData, conn, step, h};
         ucp_request_param_t p = paramsFor(op, true);

@@ -1,5 +1,6 @@
 // What the proxies of two ranks say to each other: one UCX active message per event, whose header
-// is a WireHeader; only Data carries a payload (one whole FIFO slot).
+// is a WireHeader; only Data carries a payload: the bytes the sender filled in one FIFO slot (its
+// length word, queues/fifo.hpp).
 //
 // Every message names its connector by (key, generation) and carries the sender's geometry, so
 // whichever message of a generation arrives first can create the receiving side's FIFO (the peer
@@ -17,7 +18,7 @@ inline constexpr unsigned kWireAmId = 0x0CC1;
 
 enum class WireKind : uint32_t {
   Attach = 1,     // the sending end attached: value = 0
-  Data = 2,       // sender -> receiver: value = step, payload = the slot's bytes
+  Data = 2,       // sender -> receiver: value = step, payload = the filled part of its slot
   Credit = 3,     // receiver -> sender: value = the receiver's head
   Signature = 4,  // value = the sending end's registration signature
   Poison = 5,     // status = the occlResult_t the connector fails with

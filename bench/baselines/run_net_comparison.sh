@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# occl across two hosts against Open MPI and Gloo over TCP, and the link's own ceiling: AllReduce
+# (float sum) on 2 hosts x 2 ranks, where the two "hosts" are network namespaces of this machine
+# joined by a veth pair (10.99.0.1 and 10.99.0.2 on interface occl0, as tests/net makes them).
+# Needs root (namespaces); every table is measured by occl-bench's loop (bench/baselines).
+#
+#   bench/baselines/run_net_comparison.sh OUTDIR
+#
+# Runs, each to OUTDIR/<run>.txt (stderr to <run>.err), side by side in OUTDIR/summary.txt:
+#   ceiling         ucx_perftest tag_bw host 0 -> host 1 over UCX's TCP transport, at MAXBYTES
+#   occl-torchrun   occl-bench, one process per rank with torchrun's variables, ranks 0,1 on host 0
+#                   and 2,3 on host 1 (NET connector between hosts, shared memory within one)
+#   occl-mpirun     the same under mpirun (-x passes the variables), started on host 0 and
+#                   reaching host 1 through its remote-shell launcher (an agent that enters the
+#                   namespace where ssh would log in)
+#   mpi             mpi-allreduce-bench under that mpirun, --mca pml ob1 --mca btl self,tcp on
+#                   occl0 (every pair over TCP: Open MPI's shared memory would cross the "hosts"
+#                   through the /dev/shm they share)
+#   gloo            gloo-allreduce-bench, one process per rank, GLOO_SOCKET_IFNAME=occl0
+# A baseline whose program or launcher is missing is skipped (Debian: openmpi-bin libopenmpi-dev
+# libgloo-dev ucx-utils).
+#
+# UCX is forced to TCP on occl0 (UCX_TLS=tcp): /dev/shm is shared between the namespaces, and UCX
+# would otherwise take shared memory between the "hosts".
+#
+# Environment: BUILD_DIR (build-cpu), JOBS (2), MINBYTES (8), MAXBYTES (64M), FACTOR (2),
+# ITERS (20), WARMUP (5), RUN_TIMEOUT seconds per run (1800).
+set -euo pipefail
+
+if [ $# -ne 1 ]; then
+  echo "usage: $0 OUTDIR" >&2
+  exit 2
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "run_net_comparison: network namespaces need root" >&2
+  exit 2
+fi
+cd "$(dirname "$0")/../.."
+mkdir -p "$1"
+OUT="$(cd "$1" && pwd)"
+BUILD_DIR="${BUILD_DIR:-build-cpu}"
+JOBS="${JOBS:-2}"
+RUN_TIMEOUT="${RUN_TIMEOUT:-1800}"
+MAXBYTES="${MAXBYTES:-64M}"
+SWEEP=(-b "${MINBYTES:-8}" -e "$MAXBYTES" -f "${FACTOR:-2}" -n "${ITERS:-20}" -w "${WARMUP:-5}" -c 1)
+BIN="$BUILD_DIR/bench"
+NRANKS=4
+RANKS_PER_HOST=2
+DEV=occl0
+ADDR=(10.99.0.1 10.99.0.2)
+NS=("occlbench-$$-a" "occlbench-$$-b")
+
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DOCCL_ENABLE_CUDA=OFF
+else
+  cmake "$BUILD_DIR" > /dev/null
+fi
+targets=(occl-bench)
+known="$(cmake --build "$BUILD_DIR" --target help)"
+for t in mpi-allreduce-bench gloo-allreduce-bench; do
+  if [[ "$known" == *"$t"* ]]; then
+    targets+=("$t")
+  else
+    echo "run_net_comparison: $t is not configured (library not found): skipped" >&2
+  fi
+done
+cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}"
+has() { [[ " ${targets[*]} " == *" $1 "* ]]; }
+
+# The two hosts; removed (with the veth pair) on exit.
+cleanup() { for n in "${NS[@]}"; do ip netns delete "$n" 2> /dev/null || true; done; }
+trap cleanup EXIT
+ip netns add "${NS[0]}"
+ip netns add "${NS[1]}"
+ip link add "ocb$$a" type veth peer name "ocb$$b"
+for k in 0 1; do
+  end="ocb$$$([ $k -eq 0 ] && echo a || echo b)"
+  ip link set "$end" netns "${NS[$k]}"
+  ip -n "${NS[$k]}" link set "$end" name "$DEV"
+  ip -n "${NS[$k]}" addr add "${ADDR[$k]}/24" dev "$DEV"
+  ip -n "${NS[$k]}" link set "$DEV" up
+  ip -n "${NS[$k]}" link set lo up
+done
+inhost() { local k=$1; shift; ip netns exec "${NS[$k]}" "$@"; }
+
+UCX_ENV=(UCX_TLS=tcp "UCX_NET_DEVICES=$DEV" UCX_WARN_UNUSED_ENV_VARS=n)
+
+# One process per rank with torchrun's variables, each in its host's namespace; rank 0 prints.
+torchrun_ranks() {
+  local pids=() rc=0 store port=$((29500 + RANDOM % 1000))
+  store="$(mktemp -d)"  # gloo's file store must start empty
+  for ((r = 0; r < NRANKS; r++)); do
+    inhost $((r / RANKS_PER_HOST)) env RANK=$r WORLD_SIZE=$NRANKS LOCAL_RANK=$((r % RANKS_PER_HOST)) \
+      MASTER_ADDR="${ADDR[0]}" MASTER_PORT=$port OCCL_SOCKET_IFNAME=$DEV GLOO_SOCKET_IFNAME=$DEV \
+      GLOO_STORE_DIR="$store" "${UCX_ENV[@]}" timeout "$RUN_TIMEOUT" "$@" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  rm -rf "$store"
+  return "$rc"
+}
+
+# mpirun runs on host 0 and reaches host 1 as it would reach another machine, through its
+# remote-shell launcher: the agent below enters host 1's namespace instead of ssh-ing there, and
+# host 1's orted calls mpirun back over the veth.
+MPIRUN=()
+AGENT="$OUT/netns_rsh.sh"
+cat > "$AGENT" << EOF
+#!/bin/sh
+# mpirun's rsh agent: "\$1" is the host (10.99.0.2), the rest the command to run there.
+shift
+exec ip netns exec ${NS[1]} sh -c "\$*"
+EOF
+chmod +x "$AGENT"
+if command -v mpirun > /dev/null; then
+  MPIRUN=(ip netns exec "${NS[0]}" mpirun -np "$NRANKS" -H "${ADDR[0]}:$RANKS_PER_HOST,${ADDR[1]}:$RANKS_PER_HOST" --bind-to none
+          --allow-run-as-root --mca plm_rsh_agent "$AGENT" --mca oob_tcp_if_include $DEV)
+fi
+
+row_numbers() {  # the first row's time and the last row's busbw, out of place and in place; #wrong
+  awk '/^ *[0-9]/ { if (!first) first = $6 " " $10; last = $8 " " $12 }
+       /Out of bounds values/ { wrong = $7 }
+       END { print (first ? first : "- -"), (last ? last : "- -"), (wrong != "" ? wrong : "-") }' "$1"
+}
+
+failed=0
+run() {  # NAME COMMAND...
+  local name=$1 rc=0 before after n status=ok
+  shift
+  echo "run_net_comparison: $name: $*" >&2
+  echo "# command: $*" > "$OUT/$name.cmd"
+  before="$(cut -d' ' -f1-3 /proc/loadavg)"
+  "$@" > "$OUT/$name.txt" 2> "$OUT/$name.err" || rc=$?
+  after="$(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "# loadavg before: $before after: $after" >> "$OUT/$name.txt"
+  read -r -a n <<< "$(row_numbers "$OUT/$name.txt")"
+  [ "$rc" -eq 0 ] || { status="FAILED(rc=$rc)"; failed=1; }
+  printf "%-15s %9s %9s %9s %9s %6s  %-14s -> %-14s %s\n" "$name" "${n[0]}" "${n[1]}" "${n[2]}" "${n[3]}" "${n[4]}" \
+    "$before" "$after" "$status" >> "$OUT/summary.txt"
+}
+
+{
+  echo "# AllReduce float sum, 2 hosts (network namespaces, veth) x 2 ranks on $(hostname) ($(nproc) cores), ${SWEEP[*]}, $(date -u +%FT%TZ)"
+  echo "# first size: time (us); last size: busbw (GB/s); oop = out of place, ip = in place"
+  printf "%-15s %9s %9s %9s %9s %6s  %-14s    %-14s\n" "# run" "t.oop" "t.ip" "bw.oop" "bw.ip" "#wrong" \
+    "load before" "load after"
+} > "$OUT/summary.txt"
+
+# The ceiling: one UCX tag stream host 0 -> host 1 at the largest size.
+if command -v ucx_perftest > /dev/null; then
+  bytes="$(numfmt --from=iec "$MAXBYTES")"
+  inhost 1 env "${UCX_ENV[@]}" ucx_perftest -p 13337 > "$OUT/ceiling.server" 2>&1 &
+  server=$!
+  sleep 1
+  rc=0
+  inhost 0 env "${UCX_ENV[@]}" timeout "$RUN_TIMEOUT" ucx_perftest "${ADDR[1]}" -p 13337 -t tag_bw -s "$bytes" -n 50 -w 5 \
+    > "$OUT/ceiling.txt" 2> "$OUT/ceiling.err" || rc=$?
+  wait "$server" || true
+  # The final line's bandwidth columns: average MB/s (UCX's MB = 2^20 bytes) -> GB/s.
+  bw="$(awk '/^Final:/ { printf "%.2f", $6 * 1048576 / 1e9 }' "$OUT/ceiling.txt")"
+  printf "%-15s %9s %9s %9s %9s %6s  %s\n" ceiling - - "${bw:--}" - - "ucx_perftest tag_bw ${bytes} B (rc=$rc)" >> "$OUT/summary.txt"
+fi
+
+run occl-torchrun torchrun_ranks "$BIN/occl-bench" allreduce --backend host "${SWEEP[@]}"
+if [ ${#MPIRUN[@]} -gt 0 ]; then
+  run occl-mpirun timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" -x "OCCL_COMM_ID=${ADDR[0]}:$((29500 + RANDOM % 1000))" \
+    -x OCCL_SOCKET_IFNAME=$DEV -x UCX_TLS=tcp -x UCX_NET_DEVICES=$DEV -x UCX_WARN_UNUSED_ENV_VARS=n \
+    "$PWD/$BIN/occl-bench" allreduce --backend host "${SWEEP[@]}"
+  if has mpi-allreduce-bench; then
+    run mpi timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include $DEV \
+      "$PWD/$BIN/baselines/mpi-allreduce-bench" "${SWEEP[@]}"
+  fi
+fi
+if has gloo-allreduce-bench; then
+  run gloo torchrun_ranks "$BIN/baselines/gloo-allreduce-bench" "${SWEEP[@]}"
+fi
+
+cat "$OUT/summary.txt"
+exit $failed
