@@ -36,6 +36,15 @@ occlConfig_t configFor(const TortureOptions& o, bool forcePreempt) {
   return c;
 }
 
+RunOptions runOptionsFor(const TortureOptions& o) {
+  RunOptions ro;
+  ro.iters = o.iters;
+  ro.order = o.order;
+  ro.seed = o.seed;
+  ro.iterTimeout = std::chrono::milliseconds(o.timeoutMs);
+  ro.lagRank0 = std::chrono::microseconds(o.lagUs);
+  return ro;
+}
 
 // One run of the workload; `forcePreempt` may differ from the options (switch-cost estimate).
 bool runOnce(const TortureOptions& o, bool forcePreempt, Outcome& out) {
@@ -57,12 +66,7 @@ bool runOnce(const TortureOptions& o, bool forcePreempt, Outcome& out) {
       return false;
     }
   }
-  RunOptions ro;
-  ro.iters = o.iters;
-  ro.order = o.order;
-  ro.seed = o.seed;
-  ro.iterTimeout = std::chrono::milliseconds(o.timeoutMs);
-  ro.lagRank0 = std::chrono::microseconds(o.lagUs);
+  const RunOptions ro = runOptionsFor(o);
   auto started = std::chrono::steady_clock::now();
   std::vector<RankResult> results = runRankThreads(plans, ro, tracker, comms);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -202,12 +206,7 @@ bool runProcessRank(const TortureOptions& o, Outcome& out, int& rank, int& nRank
   }
   PendingTracker tracker(nRanks);
   RankBuffers buffers;
-  RunOptions ro;
-  ro.iters = o.iters;
-  ro.order = o.order;
-  ro.seed = o.seed;
-  ro.iterTimeout = std::chrono::milliseconds(o.timeoutMs);
-  ro.lagRank0 = std::chrono::microseconds(o.lagUs);
+  const RunOptions ro = runOptionsFor(o);
   const auto started = std::chrono::steady_clock::now();
   const RankResult r = runRank(rank, plan, ro, tracker, buffers);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

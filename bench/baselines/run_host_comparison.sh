@@ -33,24 +33,8 @@ RUN_TIMEOUT="${RUN_TIMEOUT:-1800}"
 SWEEP=(-b "${MINBYTES:-8}" -e "${MAXBYTES:-64M}" -f "${FACTOR:-2}" -n "${ITERS:-20}" -w "${WARMUP:-5}" -c 1)
 BIN="$BUILD_DIR/bench"
 
-# Build: configure (CPU only; again in an existing folder, so that a baseline whose library was
-# installed since is found), then just the three programs.
-if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DOCCL_ENABLE_CUDA=OFF
-else
-  cmake "$BUILD_DIR" > /dev/null
-fi
-targets=(occl-bench)
-known="$(cmake --build "$BUILD_DIR" --target help)"
-for t in mpi-allreduce-bench gloo-allreduce-bench; do
-  if [[ "$known" == *"$t"* ]]; then
-    targets+=("$t")
-  else
-    echo "run_host_comparison: $t is not configured (library not found): skipped" >&2
-  fi
-done
-cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}"
-has() { [[ " ${targets[*]} " == *" $1 "* ]]; }
+source bench/baselines/common.sh
+build_baselines run_host_comparison
 
 MPIRUN=()
 if command -v mpirun > /dev/null; then
@@ -73,13 +57,6 @@ env_ranks() {
   for p in "${pids[@]}"; do wait "$p" || rc=$?; done
   rm -rf "$store"
   return "$rc"
-}
-
-# The time of the first row and the busbw of the last, out of place and in place, and #wrong.
-row_numbers() {
-  awk '/^ *[0-9]/ { if (!first) first = $6 " " $10; last = $8 " " $12 }
-       /Out of bounds values/ { wrong = $7 }
-       END { print (first ? first : "- -"), (last ? last : "- -"), (wrong != "" ? wrong : "-") }' "$1"
 }
 
 summary_line() {  # NAME RC LOAD_BEFORE LOAD_AFTER

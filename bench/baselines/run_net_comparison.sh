@@ -50,22 +50,8 @@ DEV=occl0
 ADDR=(10.99.0.1 10.99.0.2)
 NS=("occlbench-$$-a" "occlbench-$$-b")
 
-if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DOCCL_ENABLE_CUDA=OFF
-else
-  cmake "$BUILD_DIR" > /dev/null
-fi
-targets=(occl-bench)
-known="$(cmake --build "$BUILD_DIR" --target help)"
-for t in mpi-allreduce-bench gloo-allreduce-bench; do
-  if [[ "$known" == *"$t"* ]]; then
-    targets+=("$t")
-  else
-    echo "run_net_comparison: $t is not configured (library not found): skipped" >&2
-  fi
-done
-cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}"
-has() { [[ " ${targets[*]} " == *" $1 "* ]]; }
+source bench/baselines/common.sh
+build_baselines run_net_comparison
 
 # The two hosts; removed (with the veth pair) on exit.
 cleanup() { for n in "${NS[@]}"; do ip netns delete "$n" 2> /dev/null || true; done; }
@@ -116,12 +102,6 @@ if command -v mpirun > /dev/null; then
   MPIRUN=(ip netns exec "${NS[0]}" mpirun -np "$NRANKS" -H "${ADDR[0]}:$RANKS_PER_HOST,${ADDR[1]}:$RANKS_PER_HOST" --bind-to none
           --allow-run-as-root --mca plm_rsh_agent "$AGENT" --mca oob_tcp_if_include $DEV)
 fi
-
-row_numbers() {  # the first row's time and the last row's busbw, out of place and in place; #wrong
-  awk '/^ *[0-9]/ { if (!first) first = $6 " " $10; last = $8 " " $12 }
-       /Out of bounds values/ { wrong = $7 }
-       END { print (first ? first : "- -"), (last ? last : "- -"), (wrong != "" ? wrong : "-") }' "$1"
-}
 
 failed=0
 run() {  # NAME COMMAND...
