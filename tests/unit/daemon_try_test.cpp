@@ -22,12 +22,15 @@ constexpr uint64_t kSlotBytes = kChunkElems * sizeof(float);
 constexpr uint32_t kSlots = 2;
 constexpr uint32_t kChunks = 3;
 
-// Connector memory as the transports lay it out (header, then slots from kFifoDataOffset).
+// Connector memory as the transports lay it out (header, then slots from kFifoDataOffset, then
+// the slots' length words).
 struct alignas(64) ConnectorMemory {
   FifoHeader header;
   char pad[kFifoDataOffset - sizeof(FifoHeader)];
   char slots[kSlots * kSlotBytes];
+  uint64_t lengths[kSlots];
 };
+static_assert(sizeof(ConnectorMemory) >= fifoBytes(kSlots, kSlotBytes), "room for what FifoHandle touches");
 
 // A connector whose receiving end belongs to the daemon; the test is the sender.
 class Connector {
