@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "compare_nccl.hpp"
+#include "host/launcher_env.hpp"
 #include "ir_loader/msccl_ir.hpp"
 #include "ir_loader/validate.hpp"
 #include "placement.hpp"
@@ -20,13 +21,8 @@
 namespace occl::bench {
 namespace {
 
-bool envSet(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0';
-}
-
 // mpirun and torchrun start one process per rank and say so in the environment.
-bool underLauncher(const Options& o) { return o.mpi || envSet("OMPI_COMM_WORLD_SIZE") || envSet("WORLD_SIZE"); }
+bool underLauncher(const Options& o) { return o.mpi || host::launcherSetsRanks(); }
 
 std::chrono::milliseconds waitBound(const occlConfig_t& c) {
   // Beyond occl's own collective timeout, which should fire first and fail the collective with

@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "host/launcher_env.hpp"
 #include "occl_torture.hpp"
 
 namespace {
@@ -112,12 +113,6 @@ std::string applyValue(std::string_view flag, std::string_view v, TortureOptions
   return "?";
 }
 
-bool envSet(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0';
-}
-bool underLauncher() { return envSet("OMPI_COMM_WORLD_SIZE") || envSet("WORLD_SIZE"); }
-
 bool parseArgs(int argc, char** argv, TortureOptions& o) {
   bool ranksGiven = false;
   for (int i = 1; i < argc; ++i) {
@@ -152,7 +147,7 @@ bool parseArgs(int argc, char** argv, TortureOptions& o) {
       }
     }
   }
-  if (underLauncher()) o.processes = true;
+  if (occl::host::launcherSetsRanks()) o.processes = true;
   if (o.processes && ranksGiven) {
     std::fputs("occl-torture: --ranks is for ranks as threads; with one rank per process the launcher sets the "
                "count\n", stderr);

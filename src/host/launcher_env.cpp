@@ -22,6 +22,12 @@ std::optional<std::string> env(const char* name) {
   return std::string(v);
 }
 
+}  // namespace
+
+bool launcherSetsRanks() { return env("OMPI_COMM_WORLD_SIZE").has_value() || env("WORLD_SIZE").has_value(); }
+
+namespace {
+
 Result<int> parseInt(std::string_view variable, const std::string& value) {
   int out = 0;
   auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), out);

@@ -29,6 +29,10 @@ struct LauncherEnv {
 // variables to set.
 Result<LauncherEnv> detectLauncherEnv();
 
+// True when a launcher started this process as one rank of a job: OMPI_COMM_WORLD_SIZE (mpirun)
+// or WORLD_SIZE (torchrun) is set and not empty.
+bool launcherSetsRanks();
+
 // OMPI_COMM_WORLD_LOCAL_RANK, else LOCAL_RANK; -1 if neither holds a non-negative integer.
 int localRankFromEnv();
 

@@ -531,6 +531,17 @@ TEST_F(LauncherEnvTest, LocalRank) {
   EXPECT_EQ(localRankFromEnv(), -1);
 }
 
+TEST_F(LauncherEnvTest, LauncherSetsRanks) {
+  EXPECT_FALSE(launcherSetsRanks());
+  set("WORLD_SIZE", "");
+  EXPECT_FALSE(launcherSetsRanks()) << "empty counts as unset";
+  set("WORLD_SIZE", "4");
+  EXPECT_TRUE(launcherSetsRanks());
+  ::unsetenv("WORLD_SIZE");
+  set("OMPI_COMM_WORLD_SIZE", "2");
+  EXPECT_TRUE(launcherSetsRanks());
+}
+
 TEST_F(LauncherEnvTest, EnvironmentToRendezvous) {
   set("MASTER_ADDR", "127.0.0.1");
   set("MASTER_PORT", std::to_string(freePort()).c_str());

@@ -30,11 +30,10 @@ struct Conn {
   char* slot(uint64_t step) const {
     return static_cast<char*>(base) + kFifoDataOffset + (step % nSlots) * slotBytes;
   }
-  // The slot's length word (fifo.hpp): bytes the sender filled in the slot holding `step`.
-  uint64_t* length(uint64_t step) const {
-    return reinterpret_cast<uint64_t*>(static_cast<char*>(base) + kFifoDataOffset + fifoLengthsOffset(nSlots, slotBytes)) +
-           step % nSlots;
-  }
+  // The local FIFO as the daemon sees it (queues/fifo.hpp).
+  FifoHandle fifo() const { return FifoHandle{header(), static_cast<char*>(base) + kFifoDataOffset, nSlots, 0, slotBytes}; }
+  // The slot's length word: bytes the sender filled in the slot holding `step`.
+  uint64_t* length(uint64_t step) const { return fifo().slotLength(step); }
   bool isSender() const { return end == ConnectorEnd::Sender; }
 
   // Fixed at creation.
