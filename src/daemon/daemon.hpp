@@ -28,8 +28,10 @@ struct SchedPolicy {
   uint32_t forcePreempt;
   uint32_t disablePreemption;
   uint32_t spinRoundNs;  // time bound of one spin round (SpinBudget::roundNs); 0 = rounds only
+  uint32_t parkAfterSpins;  // SpinBudget::parkAfter: host backend only, 0 = never park
+  uint32_t pad;
 };
-static_assert(sizeof(SchedPolicy) == 40, "SchedPolicy layout is shared by host and device");
+static_assert(sizeof(SchedPolicy) == 48, "SchedPolicy layout is shared by host and device");
 
 // Everything a daemon block needs; plain data the host builds once per communicator.
 struct DaemonEnv {
@@ -42,7 +44,7 @@ struct DaemonEnv {
   SchedPolicy policy;
   uint32_t* abortFlag;     // set by occlCommAbort
 };
-static_assert(sizeof(DaemonEnv) == 128, "DaemonEnv is a kernel argument: one layout on both sides");
+static_assert(sizeof(DaemonEnv) == 136, "DaemonEnv is a kernel argument: one layout on both sides");
 
 struct PassResult {
   bool progressed;  // a primitive ran, a task completed, or an SQE arrived
@@ -56,12 +58,12 @@ OCCL_HD inline void bump(uint64_t& counter, uint64_t by) {
 }
 
 OCCL_HD inline SpinBudget spinBudgetFor(const SchedPolicy& p, uint32_t position) {
-  if (p.disablePreemption) return {0, 0, true, 0, nullptr, 0, false};
-  if (p.forcePreempt) return {1, 0, false, 0, nullptr, 0, false};
-  if (p.spin == occlSpinPolicyFixed) return {p.thresholdMax, 0, false, p.spinRoundNs, nullptr, 0, false};
+  if (p.disablePreemption) return {0, 0, true, 0, nullptr, 0, false, p.parkAfterSpins};
+  if (p.forcePreempt) return {1, 0, false, 0, nullptr, 0, false, 0};
+  if (p.spin == occlSpinPolicyFixed) return {p.thresholdMax, 0, false, p.spinRoundNs, nullptr, 0, false, p.parkAfterSpins};
   uint64_t drop = static_cast<uint64_t>(position) * p.thresholdStep;
   uint32_t t = drop + p.thresholdMin >= p.thresholdMax ? p.thresholdMin : p.thresholdMax - static_cast<uint32_t>(drop);
-  return {t, p.thresholdBoost, false, p.spinRoundNs, nullptr, 0, false};
+  return {t, p.thresholdBoost, false, p.spinRoundNs, nullptr, 0, false, p.parkAfterSpins};
 }
 
 // Priority order: a try gives way as soon as new SQEs are published (unless the task queue has

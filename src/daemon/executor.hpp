@@ -8,6 +8,7 @@
 #include "occl/occl.h"
 #include "primitives/primitives.hpp"
 #include "device/compat.hpp"
+#include "queues/fifo_wait.hpp"
 
 namespace occl {
 
@@ -39,7 +40,14 @@ struct SpinBudget {
   // Priority order: a more urgent task waits ahead of this one, so give way after every tile
   // and let the pass retry it; otherwise a flowing large collective would run to its end first.
   bool yieldEachTile;
+  // Host backend: a wait on a FIFO that has spun this many rounds sleeps on the FIFO word
+  // instead (queues/fifo_wait.hpp), at most kMaxParkNs at a time and never past the time bound,
+  // and checks for failures after every sleep. 0 = never (the GPU and the simt backend).
+  uint32_t parkAfter;
 };
+
+// Bounds one sleep of a parked wait: an abort (which wakes no FIFO) is seen within this.
+inline constexpr uint64_t kMaxParkNs = 1000000;
 
 // Stickiness: every primitive that succeeds raises the threshold of the collective's next waits,
 // up to kMaxBoostedThreshold rounds (over a minute on either backend, so a higher one would change
@@ -108,7 +116,8 @@ class BlockExecutor {
     const FifoHandle* recv = stepReceives(step.op) ? &plan_.recvs[step.recvConn] : nullptr;
     const FifoHandle* send = stepSends(step.op) ? &plan_.sends[step.sendConn] : nullptr;
     if (recv != nullptr || send != nullptr) {
-      WaitResult w = waitFor([&] { return (recv == nullptr || recv->canRecv()) && (send == nullptr || send->canSend()); });
+      WaitResult w = waitFor([&] { return (recv == nullptr || recv->canRecv()) && (send == nullptr || send->canSend()); },
+                             recv, send);
       if (w != WaitResult::Ready) return w;
     }
     applyStep(d_, form_, step, recv, send, bufs_, ctx_.sub, ctx_.tile, n);
@@ -130,23 +139,53 @@ class BlockExecutor {
   }
 
   // Spins until `ready` holds, the threshold passes, or the collective must fail (abort, timeout,
-  // a poisoned connector, another block's failure recorded in failStatus).
+  // a poisoned connector, another block's failure recorded in failStatus). A wait on FIFOs
+  // (`recv`, `send`) parks on the one not ready once budget_.parkAfter rounds have passed.
   // `site` names the caller's wait at the simt block's barriers, so lanes in two different waits
   // are told apart.
   template <typename Ready>
-  OCCL_HD WaitResult waitFor(Ready&& ready, exec::SyncSite site = exec::SyncSite::here()) {
+  OCCL_HD WaitResult waitFor(Ready&& ready, const FifoHandle* recv = nullptr, const FifoHandle* send = nullptr,
+                             exec::SyncSite site = exec::SyncSite::here()) {
     uint64_t startNs = 0;
     for (uint32_t spins = 0;; ++spins) {
       if (exec::broadcastFromLeader(ready, site)) return WaitResult::Ready;
-      if ((spins & 63u) == 63u && exec::broadcastFromLeader([&] { return failureCode() != 0; }))
+      const bool parking = budget_.parkAfter != 0 && spins >= budget_.parkAfter && (recv != nullptr || send != nullptr);
+      if ((parking || (spins & 63u) == 63u) && exec::broadcastFromLeader([&] { return failureCode() != 0; }))
         return WaitResult::Failed;
-      if ((spins & 63u) == 0u && exec::broadcastFromLeader([&] { return urgentArrival(); })) return WaitResult::Yielded;
+      if ((parking || (spins & 63u) == 0u) && exec::broadcastFromLeader([&] { return urgentArrival(); }))
+        return WaitResult::Yielded;
       // Checked again on giving up: a threshold below 64 (forcePreempt) would otherwise never
       // see an abort, a poisoned connector or the timeout, and the daemon could never drain.
       if (!budget_.unlimited && (spins >= budget_.threshold || outOfTime(spins, startNs)))
         return exec::broadcastFromLeader([&] { return failureCode() != 0; }) ? WaitResult::Failed : WaitResult::Stuck;
-      exec::spinPause();
+      if (parking) {
+        park(recv, send, startNs);
+      } else {
+        exec::spinPause();
+      }
     }
+  }
+
+  // One sleep of a parked wait (host only), on whichever FIFO is not ready: until it moves,
+  // kMaxParkNs, or the end of the wait's time bound.
+  OCCL_HD void park([[maybe_unused]] const FifoHandle* recv, [[maybe_unused]] const FifoHandle* send,
+                    [[maybe_unused]] uint64_t startNs) const {
+#if OCCL_ON_DEVICE
+    exec::spinPause();
+#else
+    uint64_t maxNs = kMaxParkNs;
+    if (!budget_.unlimited && budget_.roundNs != 0) {
+      const uint64_t boundNs = static_cast<uint64_t>(budget_.threshold) * budget_.roundNs;
+      const uint64_t spentNs = exec::nowNs() - startNs;
+      if (spentNs >= boundNs) return;
+      maxNs = boundNs - spentNs < maxNs ? boundNs - spentNs : maxNs;
+    }
+    if (recv != nullptr && !recv->canRecv()) {
+      parkUntilRecv(*recv, maxNs);
+    } else if (send != nullptr) {
+      parkUntilSend(*send, maxNs);
+    }
+#endif
   }
 
   // The time bound of a wait (SpinBudget::roundNs); the clock starts at its first unready round.

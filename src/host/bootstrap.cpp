@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "util/thread_name.hpp"
 
 namespace occl::host {
 
@@ -198,7 +199,10 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::connect(const UniqueIdData& id, in
   Deadline deadline = deadlineAfterMs(timeoutMs);
   Status st = rank == 0 ? bs->rendezvousAsRoot(id, deadline) : bs->rendezvousAsLeaf(id, deadline);
   if (!st.ok()) return st.withContext(absl::StrFormat("bootstrap rank %d of %d", rank, nranks));
-  if (nranks > 1) bs->monitor_ = std::thread([raw = bs.get()] { raw->monitorLoop(); });
+  if (nranks > 1) bs->monitor_ = std::thread([raw = bs.get()] {
+    nameThisThread("occl-bootstrap");
+    raw->monitorLoop();
+  });
   return bs;
 }
 

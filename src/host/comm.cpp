@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "host/bootstrap.hpp"
 #include "primitives/dtypes.hpp"
+#include "util/thread_name.hpp"
 
 namespace occl::host {
 namespace {
@@ -32,6 +33,15 @@ void backoff(int attempt) {
 uint32_t spinRoundNs(const Backend& backend) {
   constexpr uint32_t kHostSpinRoundNs = 64;
   return std::string_view(backend.name()) == "cuda" ? 0 : kHostSpinRoundNs;
+}
+
+// Host backend only: a wait on a FIFO sleeps on it (queues/fifo_wait.hpp) after this many yielding
+// rounds, and its peer's publish wakes it. A few rounds catch a peer that is about to publish
+// (a round-trip between two threads on two cores); past them, a yielding waiter only takes the
+// core from the threads it waits for. The GPU never sleeps, and the simt backend emulates it.
+uint32_t parkAfterSpins(const Backend& backend) {
+  constexpr uint32_t kHostParkAfterSpins = 16;
+  return std::string_view(backend.name()) == "host" ? kHostParkAfterSpins : 0;
 }
 
 }  // namespace
@@ -93,7 +103,8 @@ Status Comm::allocateDaemonState() {
                          config_.spinThresholdMax, config_.spinThresholdMin, config_.spinThresholdStep,
                          config_.spinThresholdBoost, config_.priorityPollInterval,
                          static_cast<uint32_t>(config_.forcePreempt != 0),
-                         static_cast<uint32_t>(config_.disablePreemption != 0), spinRoundNs(*backend_)};
+                         static_cast<uint32_t>(config_.disablePreemption != 0), spinRoundNs(*backend_),
+                         parkAfterSpins(*backend_), 0};
   e.abortFlag = reinterpret_cast<uint32_t*>(counterBase + 64);
   // Block states are daemon memory: built here and copied, as the host never dereferences them.
   std::vector<BlockState> initial(nBlocks);
@@ -113,7 +124,10 @@ Status Comm::allocateDaemonState() {
 Status Comm::start() {
   if (Status s = backend_->start(env_); !s.ok()) return s;
   started_ = true;
-  poller_ = std::thread([this] { pollerLoop(); });
+  poller_ = std::thread([this] {
+    nameThisThread("occl-poller");
+    pollerLoop();
+  });
   return Status::success();
 }
 

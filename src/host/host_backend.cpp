@@ -1,7 +1,8 @@
 // The host backend: each daemon block is a thread of this process running the shared daemon
-// passes. A block that makes no progress backs off (yield, then short timed parks) so that many
-// ranks share few cores; a block with nothing queued for idleQuitUs quits, i.e. parks on the
-// submission doorbell until the next SQE.
+// passes. Its waits on FIFOs sleep on them (queues/fifo_wait.hpp). A block that makes no progress
+// otherwise backs off (yield, then short timed parks) so that many ranks share few cores; a block
+// with nothing queued for idleQuitUs quits, i.e. parks on the submission doorbell until the next
+// SQE.
 #include <algorithm>
 #include <atomic>
 #include <thread>
@@ -11,6 +12,8 @@
 #include "host/backend.hpp"
 #include "host/doorbell.hpp"
 #include "host/host_memory.hpp"
+#include "queues/fifo_wait.hpp"
+#include "util/thread_name.hpp"
 
 namespace occl::host {
 namespace {
@@ -23,7 +26,10 @@ class HostBackend : public OnHostMemory<Backend> {
   Status start(DaemonEnv* env) override {
     env_ = env;
     try {
-      for (uint32_t b = 0; b < env->nBlocks; ++b) threads_.emplace_back([this, b] { blockLoop(static_cast<int>(b)); });
+      for (uint32_t b = 0; b < env->nBlocks; ++b) threads_.emplace_back([this, b] {
+          nameThisThread(absl::StrFormat("occl-daemon%d", b));
+          blockLoop(static_cast<int>(b));
+        });
     } catch (const std::system_error& e) {
       return Status::error(occlSystemError, absl::StrFormat("starting daemon thread failed: %s", e.what()));
     }
@@ -63,6 +69,7 @@ class HostBackend : public OnHostMemory<Backend> {
     int64_t backoffUs = 0;
     uint64_t cqSeen = 0;
     for (;;) {
+      const uint64_t parksBefore = fifoParksOnThisThread();
       PassResult r = daemonPass(*env_, block);
       // Its own ring only: a block rings the poller for the CQEs it wrote, not for other blocks'.
       uint64_t cq = atomics::loadAcquire(&env_->cq.reports[block].cqPublished);
@@ -76,6 +83,9 @@ class HostBackend : public OnHostMemory<Backend> {
         backoffUs = 0;
         continue;
       }
+      // Its waits slept on FIFOs until their time bound (executor.hpp) and the peer's publish
+      // would have woken them: the next pass waits there again, better than any backoff here.
+      if (r.pending && fifoParksOnThisThread() != parksBefore) continue;
       auto idleUs = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - lastActivity).count();
       if (!r.pending && idleUs >= idleQuitUs_) {
         // Voluntary quit: nothing queued, nothing arriving. Only a submission restarts us.

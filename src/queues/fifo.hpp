@@ -9,11 +9,20 @@
 // proxy) ships those bytes, not the whole slot: an 8-byte AllReduce moves 8 bytes a hop, not a
 // tile. The receiver needs no length: its step knows how many elements it reads.
 //
+// On the host a side that finds nothing to do may sleep until the word it waits for moves
+// (queues/fifo_wait.hpp): the side that publishes tail or head then wakes it. Each of the two
+// words has a wake word beside it saying who sleeps on it: daemon threads parked on the word's
+// futex (counted from bit 1 up), or the NET proxy (kFifoWakeBell: it sleeps on the eventfd in
+// `bellFd`, which lives in the proxy's process, as NET FIFOs do). A publisher reads the wake
+// word after a full fence, so it costs a system call only when somebody sleeps. Device code
+// never sleeps and never wakes: a proxy serving a GPU polls.
+//
 // The header also carries the registration handshake: each side writes the signature of its
 // registration; a side that sees a different one from its peer poisons the connector, and a
 // poisoned connector fails every collective that waits on it, on every rank it reaches.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -23,15 +32,39 @@ namespace occl {
 
 struct alignas(64) FifoHeader {
   alignas(64) uint64_t tail;  // written by the sender only
+  uint32_t tailWake;          // who sleeps until tail moves (host only; see above)
   alignas(64) uint64_t head;  // written by the receiver only
+  uint32_t headWake;          // who sleeps until head moves
   alignas(64) uint64_t senderSig;    // 0 until the sender has registered
   uint64_t receiverSig;              // 0 until the receiver has registered
   uint64_t geometry;                 // nSlots << 40 | slotBytes, set once by whoever maps first
   uint32_t poison;                   // 0, or the occlResult_t every user of this connector fails with
   uint32_t attached;                 // sides that have mapped the memory
-  uint64_t pad[4];
+  int32_t bellFd;                    // NET: the proxy's eventfd, read only under kFifoWakeBell
+  uint32_t pad32;
+  uint64_t pad[3];
 };
 static_assert(sizeof(FifoHeader) == 192, "FifoHeader layout is shared by host and device");
+
+// Wake word bits: the NET proxy sleeps on bellFd; each parked daemon thread adds kFifoWakeParked.
+inline constexpr uint32_t kFifoWakeBell = 1;
+inline constexpr uint32_t kFifoWakeParked = 2;
+
+#if !OCCL_ON_DEVICE
+// Wakes whoever `wake` says sleeps on `word` (fifo_wait.cpp).
+void fifoWakeSleepers(uint64_t* word, uint32_t wake, int32_t bellFd);
+#endif
+
+// After a store of `word` (a tail or a head): wakes its sleepers, if any.
+OCCL_HD inline void fifoPublished([[maybe_unused]] FifoHeader* h, [[maybe_unused]] uint64_t* word,
+                                  [[maybe_unused]] uint32_t* wake) {
+#if !OCCL_ON_DEVICE
+  // Pairs with the sleeper's fence between announcing itself and re-reading `word`: either it
+  // sees the new value, or this load sees it announced.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (const uint32_t w = atomics::loadRelaxed(wake)) fifoWakeSleepers(word, w, atomics::loadRelaxed(&h->bellFd));
+#endif
+}
 
 inline constexpr size_t kFifoDataOffset = 256;  // slot data starts here, 256-byte aligned
 
@@ -67,6 +100,7 @@ struct FifoHandle {
     const uint64_t t = atomics::loadRelaxed(&header->tail);
     atomics::storeRelaxed(slotLength(t), bytes);
     atomics::storeRelease(&header->tail, t + 1);
+    fifoPublished(header, &header->tail, &header->tailWake);
   }
   // The length word of the slot that holds step `step` (written before that step is published).
   OCCL_HD uint64_t* slotLength(uint64_t step) const {
@@ -82,6 +116,7 @@ struct FifoHandle {
   }
   OCCL_HD void commitRecv() const {
     atomics::storeRelease(&header->head, atomics::loadRelaxed(&header->head) + 1);
+    fifoPublished(header, &header->head, &header->headWake);
   }
 
   // A registration handshake mismatch: the peer registered this connector with another signature.
@@ -95,8 +130,12 @@ struct FifoHandle {
   // memory, where a device RMW needs native atomics across the bus (cudaDevP2PAttrNativeAtomic-
   // Supported, hostNativeAtomicSupported), which PCIe lacks (defect D5). Writers that race may
   // leave either status; each is a failure, and each rank reports its own cause first.
+  // Sleepers on either word wake to see it.
   OCCL_HD void poisonWith(uint32_t status) const {
-    if (atomics::loadAcquire(&header->poison) == 0) atomics::storeRelease(&header->poison, status);
+    if (atomics::loadAcquire(&header->poison) != 0) return;
+    atomics::storeRelease(&header->poison, status);
+    fifoPublished(header, &header->tail, &header->tailWake);
+    fifoPublished(header, &header->head, &header->headWake);
   }
 };
 static_assert(sizeof(FifoHandle) == 32, "FifoHandle layout is shared by host and device");

@@ -18,7 +18,7 @@ constexpr uint32_t kRoundNs = 64;
 
 // The documented defaults (docs/configuration.md), with the host's time bound per round.
 SchedPolicy defaults() {
-  return SchedPolicy{occlOrderFifo, occlSpinPolicyStickiness, 4096, 64, 512, 1024, 4, 0, 0, kRoundNs};
+  return SchedPolicy{occlOrderFifo, occlSpinPolicyStickiness, 4096, 64, 512, 1024, 4, 0, 0, kRoundNs, 0, 0};
 }
 
 TEST(SpinPolicyTest, StickinessFallsWithQueuePositionDownToTheFloor) {

@@ -11,19 +11,21 @@
 
 #include "absl/strings/str_format.h"
 #include "transport/net/proxy.hpp"
+#include "util/thread_name.hpp"
 
 namespace occl::transport::net {
 namespace {
 
-// Idle policy of the proxy thread. Daemon writes (a published tail or head) ring nothing, so the
-// proxy polls for them; network events and host calls wake it at once through the worker's event
-// fd and the doorbell. After the last pass that moved anything it keeps polling for kSpinPasses
-// passes (a few tens of microseconds: back-to-back slots of one collective cost no sleep), then
-// sleeps, doubling from kFirstSleepUs to kMaxSleepUs. So an idle rank's proxy wakes about 1000
-// times a second for one short scan (well under 1% of a core), and the first slot a daemon
-// publishes after a pause waits at most ~1 ms to leave; a busy proxy never sleeps. On a machine
-// with fewer cores than busy threads, sleeping is what lets the daemons run at all.
-constexpr int kSpinPasses = 64;
+// Idle policy of the proxy thread. After the last pass that moved anything it keeps polling for
+// kSpinPasses passes (back-to-back slots of one collective cost no sleep), then sleeps until a
+// UCX event (the worker's event fd), the doorbell (host calls), or a daemon's publish: before it
+// sleeps the proxy sets kFifoWakeBell on the word of each FIFO it waits for (a sender's tail, a
+// receiver's head), and a host daemon's publish rings the bell (queues/fifo.hpp). A GPU daemon
+// rings nothing, so the sleep is also bounded, doubling from kFirstSleepUs to kMaxSleepUs: an idle
+// rank's proxy wakes about 1000 times a second for one short scan (well under 1% of a core), and
+// a slot a GPU publishes after a pause waits at most ~1 ms to leave. A busy proxy never sleeps;
+// on a machine with fewer cores than busy threads, sleeping is what lets the daemons run at all.
+constexpr int kSpinPasses = 2;
 constexpr int64_t kFirstSleepUs = 8;
 constexpr int64_t kMaxSleepUs = 1000;
 
@@ -148,7 +150,10 @@ host::Status Proxy::connect(const std::vector<std::vector<uint8_t>>& addresses) 
     peers_[r] = std::move(peer);
   }
   connected_ = true;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    nameThisThread("occl-proxy");
+    run();
+  });
   return host::Status::success();
 }
 
@@ -246,6 +251,7 @@ std::shared_ptr<Conn> Proxy::makeConn(const ConnectorKey& key, uint64_t gen, Con
     return c;
   }
   std::memset(c->base, 0, sizeof(FifoHeader));
+  atomics::storeRelaxed(&c->header()->bellFd, static_cast<int32_t>(doorbell_->fd()));
   atomics::storeRelaxed(&c->header()->geometry, geometry);
   atomics::storeRelaxed(&c->header()->attached, 1u);
   (c->isSender() ? c->sendDone : c->arrived).assign(c->nSlots, 0);
@@ -273,11 +279,39 @@ void Proxy::run() {
       continue;
     }
     if (++idle < kSpinPasses) continue;
-    wait(sleepUs);
-    sleepUs = std::min(sleepUs * 2, kMaxSleepUs);
+    {
+      // Announced first, then one more pass: a publish the bell missed is seen by that pass
+      // (the fence pairs with the publisher's, queues/fifo.hpp).
+      std::lock_guard<std::mutex> lock(mu_);
+      setBells(true);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      moved = pass();
+    }
+    if (moved) {
+      idle = 0;
+      sleepUs = kFirstSleepUs;
+    } else {
+      wait(sleepUs);
+      sleepUs = std::min(sleepUs * 2, kMaxSleepUs);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    setBells(false);
   }
   std::lock_guard<std::mutex> lock(mu_);
   shutdown();
+}
+
+void Proxy::setBells(bool on) {
+  for (auto& [id, c] : conns_) {
+    if (c->base == nullptr) continue;
+    FifoHeader* fh = c->header();
+    std::atomic_ref<uint32_t> wake(c->isSender() ? fh->tailWake : fh->headWake);
+    if (on) {
+      wake.fetch_or(kFifoWakeBell, std::memory_order_seq_cst);
+    } else {
+      wake.fetch_and(~kFifoWakeBell, std::memory_order_seq_cst);
+    }
+  }
 }
 
 void Proxy::wait(int64_t micros) {

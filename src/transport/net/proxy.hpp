@@ -5,7 +5,8 @@
 // whole of one pass (UCX callbacks run inside that pass). attach() runs on callers' threads and
 // takes mu_ only to find or create a Conn; it never calls UCX. Daemons and the host talk to the
 // proxy only through the FIFO header words and Conn::released, and ring the doorbell where they
-// can (host calls); daemon writes are found by polling.
+// can (host calls); a host daemon's publish rings it while the proxy sleeps (queues/fifo.hpp),
+// a GPU daemon's is found by polling.
 #pragma once
 
 #include <atomic>
@@ -82,6 +83,7 @@ class Proxy {
   bool publishSent(Conn& c);     // sender: local head = min(sent, credited); true when anything moved
   bool publishArrived(Conn& c);  // receiver: local tail over the landed steps, in order
   void wait(int64_t micros);   // sleeps until a UCX event, the doorbell, or `micros`
+  void setBells(bool on);      // daemon publishes ring the doorbell while the proxy sleeps
   void shutdown();             // on the proxy thread once stop_ is set: drain, close endpoints
 
   // Find-or-create for a message of the peer; nullptr when that generation already retired here.

@@ -282,6 +282,7 @@ bool Proxy::publishSent(Conn& c) {
   FifoHeader* fh = c.header();
   if (head > atomics::loadRelaxed(&fh->head)) {
     atomics::storeRelease(&fh->head, head);
+    fifoPublished(fh, &fh->head, &fh->headWake);
     return true;
   }
   return c.sent != before;
@@ -291,7 +292,9 @@ bool Proxy::publishArrived(Conn& c) {
   const uint64_t before = c.tail;
   while (c.arrived[c.tail % c.nSlots]) c.arrived[c.tail++ % c.nSlots] = 0;
   if (c.tail == before) return false;
-  atomics::storeRelease(&c.header()->tail, c.tail);
+  FifoHeader* fh = c.header();
+  atomics::storeRelease(&fh->tail, c.tail);
+  fifoPublished(fh, &fh->tail, &fh->tailWake);
   return true;
 }
 

@@ -1,0 +1,37 @@
+// Host threads sleeping on a FIFO word until its peer publishes (queues/fifo.hpp says who wakes
+// them). A daemon block of the host backend parks here once a wait has spun a while, instead of
+// yielding its core round after round: with more busy threads than cores (several ranks, their
+// proxies and the kernel's network work on two cores), yielding waiters take the time the thread
+// they wait for needs. Device code never parks (SpinBudget::parkAfter is 0 there).
+#pragma once
+
+#include <cstdint>
+
+#include "queues/fifo.hpp"
+
+namespace occl {
+
+#if !OCCL_ON_DEVICE
+// Sleeps until `*word` is no longer `seen`, a wake, or `maxNs`; returns at once when the word
+// already moved. The caller re-checks what it waits for (spurious returns are allowed).
+void fifoPark(uint64_t* word, uint32_t* wake, uint64_t seen, uint64_t maxNs);
+
+// How many times the calling thread has slept in fifoPark: a host daemon pass that slept on a
+// FIFO has waited already, and its block goes straight on to the next pass.
+uint64_t fifoParksOnThisThread();
+
+// The receiver parks until the sender publishes a slot (or poisons the connector).
+inline void parkUntilRecv(const FifoHandle& f, uint64_t maxNs) {
+  const uint64_t tail = atomics::loadAcquire(&f.header->tail);
+  if (tail > atomics::loadRelaxed(&f.header->head)) return;
+  fifoPark(&f.header->tail, &f.header->tailWake, tail, maxNs);
+}
+// The sender parks until the receiver frees a slot (or poisons the connector).
+inline void parkUntilSend(const FifoHandle& f, uint64_t maxNs) {
+  const uint64_t head = atomics::loadAcquire(&f.header->head);
+  if (atomics::loadRelaxed(&f.header->tail) - head < f.nSlots) return;
+  fifoPark(&f.header->head, &f.header->headWake, head, maxNs);
+}
+#endif
+
+}  // namespace occl

@@ -1,0 +1,130 @@
+// Sleeping on a FIFO word and being woken by the peer's publish (queues/fifo_wait.hpp): a parked
+// receiver wakes when the sender publishes or poisons, a parked sender when the receiver frees a
+// slot, a sleep that the word already outran returns at once, and the NET proxy's bell (an
+// eventfd named in the header) rings only while the proxy announced it sleeps. Every sleep in
+// these tests is 20 s long, so a lost wake-up fails the test instead of passing slowly.
+#include <gtest/gtest.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "occl/occl.h"
+#include "queues/fifo.hpp"
+#include "queues/fifo_wait.hpp"
+
+namespace occl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kLongSleepNs = 20'000'000'000;  // far beyond what any wake-up takes
+constexpr auto kWoken = std::chrono::seconds(10);   // a wake-up, not the sleep's timeout
+constexpr uint32_t kSlots = 2;
+constexpr uint64_t kSlotBytes = 64;
+
+class FifoWaitTest : public ::testing::Test {
+ protected:
+  FifoWaitTest() : memory_(fifoBytes(kSlots, kSlotBytes) / 8 + 1, 0) {
+    fifo_ = FifoHandle{reinterpret_cast<FifoHeader*>(memory_.data()),
+                       reinterpret_cast<char*>(memory_.data()) + kFifoDataOffset, kSlots, 0, kSlotBytes};
+  }
+
+  // Runs `publish` on another thread once `parked` (the wake word) shows a sleeper, so the
+  // publish lands while the caller sleeps; returns how long the caller's sleep lasted.
+  template <typename Sleep, typename Publish>
+  Clock::duration sleepUntilPublished(uint32_t* wake, Sleep&& sleep, Publish&& publish) {
+    std::thread peer([&] {
+      while (atomics::loadAcquire(wake) < kFifoWakeParked) std::this_thread::yield();
+      publish();
+    });
+    const auto start = Clock::now();
+    sleep();
+    const auto slept = Clock::now() - start;
+    peer.join();
+    return slept;
+  }
+
+  std::vector<uint64_t> memory_;
+  FifoHandle fifo_{};
+};
+
+TEST_F(FifoWaitTest, AParkedReceiverWakesWhenTheSenderPublishes) {
+  const uint64_t parksBefore = fifoParksOnThisThread();
+  auto slept = sleepUntilPublished(
+      &fifo_.header->tailWake, [&] { parkUntilRecv(fifo_, kLongSleepNs); }, [&] { fifo_.commitSend(8); });
+  EXPECT_LT(slept, kWoken);
+  EXPECT_TRUE(fifo_.canRecv());
+  EXPECT_EQ(fifoParksOnThisThread(), parksBefore + 1);
+  EXPECT_EQ(atomics::loadAcquire(&fifo_.header->tailWake), 0u) << "the sleeper left its mark";
+}
+
+TEST_F(FifoWaitTest, AParkedSenderWakesWhenTheReceiverFreesASlot) {
+  for (uint32_t i = 0; i < kSlots; ++i) fifo_.commitSend(kSlotBytes);
+  ASSERT_FALSE(fifo_.canSend());
+  auto slept = sleepUntilPublished(
+      &fifo_.header->headWake, [&] { parkUntilSend(fifo_, kLongSleepNs); }, [&] { fifo_.commitRecv(); });
+  EXPECT_LT(slept, kWoken);
+  EXPECT_TRUE(fifo_.canSend());
+}
+
+TEST_F(FifoWaitTest, APoisonedConnectorWakesAParkedReceiver) {
+  auto slept = sleepUntilPublished(
+      &fifo_.header->tailWake, [&] { parkUntilRecv(fifo_, kLongSleepNs); }, [&] { fifo_.poisonWith(occlRemoteError); });
+  EXPECT_LT(slept, kWoken);
+  EXPECT_EQ(fifo_.poisonStatus(), static_cast<uint32_t>(occlRemoteError));
+}
+
+TEST_F(FifoWaitTest, APoisonedConnectorWakesAParkedSender) {
+  for (uint32_t i = 0; i < kSlots; ++i) fifo_.commitSend(kSlotBytes);
+  auto slept = sleepUntilPublished(
+      &fifo_.header->headWake, [&] { parkUntilSend(fifo_, kLongSleepNs); }, [&] { fifo_.poisonWith(occlInvalidUsage); });
+  EXPECT_LT(slept, kWoken);
+  EXPECT_FALSE(fifo_.canSend());
+}
+
+TEST_F(FifoWaitTest, NoSleepWhenTheWordAlreadyMovedOrTheWaitIsSatisfied) {
+  const uint64_t parksBefore = fifoParksOnThisThread();
+  fifo_.commitSend(8);
+  const auto start = Clock::now();
+  parkUntilRecv(fifo_, kLongSleepNs);  // a slot is there: no sleep at all
+  EXPECT_EQ(fifoParksOnThisThread(), parksBefore);
+  // A sleeper that read the word before a publish it missed returns at once.
+  fifoPark(&fifo_.header->tail, &fifo_.header->tailWake, /*seen=*/0, kLongSleepNs);
+  EXPECT_LT(Clock::now() - start, kWoken);
+  EXPECT_EQ(fifoParksOnThisThread(), parksBefore + 1);
+}
+
+TEST_F(FifoWaitTest, ASleepEndsAtItsBound) {
+  const auto start = Clock::now();
+  parkUntilRecv(fifo_, 2'000'000);  // 2 ms, nobody publishes
+  EXPECT_LT(Clock::now() - start, kWoken);
+  EXPECT_FALSE(fifo_.canRecv());
+}
+
+// The NET proxy's bell: a publish writes the eventfd only while kFifoWakeBell is set.
+TEST_F(FifoWaitTest, TheProxyBellRingsOnlyWhileAnnounced) {
+  const int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  fifo_.header->bellFd = fd;
+  uint64_t count = 0;
+  fifo_.commitSend(8);
+  EXPECT_EQ(read(fd, &count, sizeof count), -1) << "rang with nobody asleep";
+
+  fifo_.header->tailWake = kFifoWakeBell;
+  fifo_.commitSend(8);
+  ASSERT_EQ(read(fd, &count, sizeof count), static_cast<ssize_t>(sizeof count)) << "a tail publish did not ring";
+  EXPECT_EQ(count, 1u);
+
+  fifo_.header->tailWake = 0;
+  fifo_.header->headWake = kFifoWakeBell;
+  fifo_.commitRecv();
+  ASSERT_EQ(read(fd, &count, sizeof count), static_cast<ssize_t>(sizeof count)) << "a head publish did not ring";
+  close(fd);
+}
+
+}  // namespace
+}  // namespace occl
