@@ -9,9 +9,24 @@
 namespace occl::bench {
 namespace {
 
-// Per rank in the introduction: pid, CUDA device (-1: host), then 32 bytes of host name.
-constexpr size_t kInfoWords = 6;
-constexpr size_t kHostWord = 2;
+// Per rank in the introduction: pid, CUDA device (-1: host), its peers per transport (packed by
+// packTransports), then 32 bytes of host name.
+constexpr size_t kInfoWords = 7;
+constexpr size_t kTransportWord = 2;
+constexpr size_t kHostWord = 3;
+
+// How many of this rank's peers (itself excluded) each transport reaches, 16 bits per kind.
+int64_t packTransports(occlComm_t comm, int rank, int nRanks) {
+  int64_t packed = 0;
+  for (int p = 0; p < nRanks; ++p) {
+    const char* t = nullptr;
+    if (p == rank || occlCommPeerTransport(comm, p, &t) != occlSuccess) continue;
+    const std::string name = t;
+    const int kind = name.find("net") != std::string::npos ? 2 : name.find("shm") != std::string::npos ? 1 : 0;
+    packed += int64_t{1} << (16 * kind);
+  }
+  return packed;
+}
 
 std::string rowLabel(const Options& o, const RowResult& r) {
   return std::string(collName(o.coll)) + " " + std::to_string(r.bytes) + " B " + dtypeName(r.dtype) + " " +
@@ -82,6 +97,7 @@ std::string RankRunner::introduce() {
   int64_t* mine = &words[static_cast<size_t>(rank_) * kInfoWords];
   mine[0] = static_cast<int64_t>(getpid());
   mine[1] = device_;
+  mine[kTransportWord] = packTransports(comm_, rank_, nRanks_);
   char host[(kInfoWords - kHostWord) * sizeof(int64_t)] = {};
   gethostname(host, sizeof host - 1);
   std::memcpy(&mine[kHostWord], host, sizeof host);
@@ -91,6 +107,7 @@ std::string RankRunner::introduce() {
     const int64_t* w = &words[r * kInfoWords];
     ranks[r].pid = w[0];
     ranks[r].device = static_cast<int>(w[1]);
+    for (int kind = 0; kind < 3; ++kind) ranks[r].peersBy[kind] = static_cast<int>((w[kTransportWord] >> (16 * kind)) & 0xffff);
     std::memcpy(host, &w[kHostWord], sizeof host);
     host[sizeof host - 1] = '\0';
     ranks[r].host = host;

@@ -202,6 +202,11 @@ occlResult_t occlCommAbort(occlComm_t comm);
 occlResult_t occlCommGetAsyncError(occlComm_t comm, occlResult_t* asyncError);
 occlResult_t occlCommCount(occlComm_t comm, int* count);
 occlResult_t occlCommUserRank(occlComm_t comm, int* rank);
+/* The transport that carries this rank's connectors to rank `peer` (itself included): "in-process"
+ * (ranks that are threads of one process), "shm" (processes of one host), "net" (the NET
+ * connector over UCX: another host, or OCCL_TRANSPORT=net), or "cuda-in-process" / "cuda-shm" on
+ * CUDA ranks. A static string; NCCL prints the same with NCCL_DEBUG=INFO ("via P2P/IPC"). */
+occlResult_t occlCommPeerTransport(occlComm_t comm, int peer, const char** transport);
 
 occlResult_t occlCollRegister(occlComm_t comm, uint64_t collId, const occlCollDesc_t* desc);
 occlResult_t occlCollDeregister(occlComm_t comm, uint64_t collId);

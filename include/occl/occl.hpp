@@ -80,6 +80,12 @@ class Comm {
     check(occlCommCount(comm_, &n), comm_);
     return n;
   }
+  // "in-process", "shm", "net", ...: what carries this rank's connectors to `peer`.
+  std::string peerTransport(int peer) const {
+    const char* t = nullptr;
+    check(occlCommPeerTransport(comm_, peer, &t), comm_);
+    return t;
+  }
 
   void registerCollective(uint64_t collId, const occlCollDesc_t& desc) {
     check(occlCollRegister(comm_, collId, &desc), comm_);

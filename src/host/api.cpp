@@ -412,6 +412,19 @@ occlResult_t occlCommUserRank(occlComm_t comm, int* rank) {
   return occlSuccess;
 }
 
+occlResult_t occlCommPeerTransport(occlComm_t comm, int peer, const char** transport) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  if (transport == nullptr) return fail(comm, Status::error(occlInvalidArgument, "transport is NULL"));
+  const int n = comm->impl->size();
+  if (peer < 0 || peer >= n) {
+    return fail(comm, Status::error(occlInvalidArgument,
+                                    absl::StrFormat("peer %d is not a rank of this %d-rank communicator (0..%d)", peer,
+                                                    n, n - 1)));
+  }
+  *transport = comm->impl->transportTo(peer);
+  return occlSuccess;
+}
+
 occlResult_t occlCollRegister(occlComm_t comm, uint64_t collId, const occlCollDesc_t* desc) {
   if (occlResult_t r = checkComm(comm)) return r;
   if (desc == nullptr) return fail(comm, Status::error(occlInvalidArgument, "desc is NULL"));

@@ -44,6 +44,7 @@ class Comm {
   int rank() const { return rank_; }
   int size() const { return nRanks_; }
   const occlConfig_t& config() const { return config_; }
+  const char* transportTo(int peer) const { return connectors_->transportTo(peer); }
 
   Status registerCollective(uint64_t collId, const occlCollDesc_t& desc);
   Status deregisterCollective(uint64_t collId);

@@ -73,6 +73,8 @@ class ConnectorFactory {
   virtual host::Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end,
                                                                 uint32_t nSlots, uint64_t slotBytes) = 0;
   virtual const char* name() const = 0;
+  // The transport this rank's connectors to rank `peer` take (occlCommPeerTransport).
+  virtual const char* transportTo(int peer) const { return name(); }
 };
 
 // Ranks that are threads of one process share anonymous memory through this.

@@ -56,6 +56,12 @@ RoutedFactory::RoutedFactory(int rank, std::vector<Transport> byPeer,
                              std::map<Transport, std::unique_ptr<ConnectorFactory>> factories)
     : rank_(rank), byPeer_(std::move(byPeer)), factories_(std::move(factories)) {}
 
+const char* RoutedFactory::transportTo(int peer) const {
+  if (peer < 0 || static_cast<size_t>(peer) >= byPeer_.size()) return "none";
+  auto it = factories_.find(byPeer_[static_cast<size_t>(peer)]);
+  return it == factories_.end() ? transportName(byPeer_[static_cast<size_t>(peer)]) : it->second->transportTo(peer);
+}
+
 host::Result<std::shared_ptr<ConnectorMemory>> RoutedFactory::attach(const ConnectorKey& key, ConnectorEnd end,
                                                                      uint32_t nSlots, uint64_t slotBytes) {
   const int peer = end == ConnectorEnd::Sender ? key.receiver : key.sender;

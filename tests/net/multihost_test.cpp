@@ -216,7 +216,23 @@ std::vector<Case> batch(const std::vector<Spec>& specs, uint64_t base) {
   return cases;
 }
 
+// Each peer got the transport the table promises: shared memory within a host, NET across.
+void expectTransports(occlComm_t comm, int rank) {
+  for (int peer = 0; peer < kRanks; ++peer) {
+    const char* t = nullptr;
+    expectOk(occlCommPeerTransport(comm, peer, &t), comm, "occlCommPeerTransport");
+    const bool sameHost = peer / kRanksPerHost == rank / kRanksPerHost;
+    EXPECT_STREQ(t, sameHost ? "shm" : "net") << "rank " << rank << " to rank " << peer;
+  }
+  const char* t = nullptr;
+  EXPECT_EQ(occlCommPeerTransport(comm, kRanks, &t), occlInvalidArgument);
+  EXPECT_NE(std::string(occlGetLastError(comm)).find("peer 4 is not a rank of this 4-rank communicator"),
+            std::string::npos)
+      << occlGetLastError(comm);
+}
+
 void collectivesScenario(occlComm_t comm, int rank) {
+  expectTransports(comm, rank);
   uint64_t base = 0x5000;
   for (size_t count : {size_t{1}, size_t{4099}, size_t{300000}}) {
     for (bool inPlace : {false, true}) {

@@ -45,8 +45,27 @@ TEST(BadInputTest, NullCommunicator) {
   EXPECT_OCCL_ERROR(occlCommAbort(nullptr), occlInvalidArgument, nullptr, "comm");
   EXPECT_OCCL_ERROR(occlCommDestroy(nullptr), occlInvalidArgument, nullptr, "comm");
   EXPECT_OCCL_ERROR(occlCommInitAll(nullptr, 2, nullptr, nullptr), occlInvalidArgument, nullptr, "comms");
+  const char* t = nullptr;
+  EXPECT_OCCL_ERROR(occlCommPeerTransport(nullptr, 0, &t), occlInvalidArgument, nullptr, "comm");
   occlUniqueId id{};
   EXPECT_OCCL_ERROR(occlCommInitRank(nullptr, 2, id, 0, nullptr), occlInvalidArgument, nullptr, "comm");
+}
+
+// Ranks that are threads of one process reach each other in-process; a peer outside the
+// communicator is named in the error.
+TEST(BadInputTest, PeerTransportOfThreadsAndOfNoRank) {
+  CommGroup comms(2);
+  for (int r = 0; r < 2; ++r) {
+    for (int peer = 0; peer < 2; ++peer) {
+      const char* t = nullptr;
+      ASSERT_EQ(occlCommPeerTransport(comms[r], peer, &t), occlSuccess) << occlGetLastError(comms[r]);
+      EXPECT_STREQ(t, "in-process");
+    }
+  }
+  const char* t = nullptr;
+  EXPECT_OCCL_ERROR(occlCommPeerTransport(comms[0], 2, &t), occlInvalidArgument, comms[0],
+                    "peer 2 is not a rank of this 2-rank communicator (0..1)");
+  EXPECT_OCCL_ERROR(occlCommPeerTransport(comms[0], -1, &t), occlInvalidArgument, comms[0], "peer -1");
 }
 
 TEST(BadInputTest, NullOutputPointers) {
@@ -55,6 +74,7 @@ TEST(BadInputTest, NullOutputPointers) {
   EXPECT_OCCL_ERROR(occlCollRegister(c, 1, nullptr), occlInvalidArgument, c, "desc");
   EXPECT_OCCL_ERROR(occlCommCount(c, nullptr), occlInvalidArgument, c, "count");
   EXPECT_OCCL_ERROR(occlCommUserRank(c, nullptr), occlInvalidArgument, c, "rank");
+  EXPECT_OCCL_ERROR(occlCommPeerTransport(c, 0, nullptr), occlInvalidArgument, c, "transport");
   EXPECT_OCCL_ERROR(occlCommGetAsyncError(c, nullptr), occlInvalidArgument, c, "asyncError");
   EXPECT_OCCL_ERROR(occlCollGetStats(c, 1, nullptr), occlInvalidArgument, c, "stats");
   EXPECT_OCCL_ERROR(occlGetUniqueId(nullptr), occlInvalidArgument, nullptr, "uniqueId");

@@ -243,6 +243,12 @@ TEST(MultiProcessChild, DISABLED_Entry) {
     expectOk(occlCommCount(comm, &size), comm, "count");
     ASSERT_EQ(rank, envInt("RANK", -2));
     ASSERT_EQ(size, 4);
+    for (int peer = 0; peer < size; ++peer) {  // one host: shared memory, unless NET is forced
+      const char* t = nullptr;
+      expectOk(occlCommPeerTransport(comm, peer, &t), comm, "occlCommPeerTransport");
+      const char* forced = std::getenv("OCCL_TRANSPORT");
+      EXPECT_STREQ(t, forced != nullptr && std::string(forced) == "net" && peer != rank ? "net" : "shm") << peer;
+    }
     runAllReduces(comm, rank, size);
     finish(comm);
     return;
