@@ -10,6 +10,7 @@
 //   kill         a rank on the other host is SIGKILLed: every survivor's pending collective
 //                fails with an error well inside its timeout, nobody hangs
 //   mismatch     one rank registers a collective differently: every rank gets occlInvalidUsage
+// and occl-bench and occl-torture themselves run as the 4 ranks, as the README shows.
 //
 // Namespaces need root (CAP_NET_ADMIN) and iproute2. Where they cannot be made the test says why
 // and skips, except under CI (CI=true), where it must run and fails instead.
@@ -22,7 +23,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <iterator>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -126,24 +129,57 @@ class MultiHostTest : public ::testing::Test {
     GTEST_SKIP() << "no network namespaces here: " << why;
   }
 
+  // torchrun's variables for rank r, and UCX forced to TCP on the veth.
+  static proc::Env rankEnv(int r) {
+    return proc::Env{{"RANK", std::to_string(r)},
+                     {"WORLD_SIZE", std::to_string(kRanks)},
+                     {"LOCAL_RANK", std::to_string(r % kRanksPerHost)},
+                     {"MASTER_ADDR", kAddress[0]},
+                     {"MASTER_PORT", std::to_string(kMasterPort)},
+                     {"OCCL_SOCKET_IFNAME", kDevice},
+                     {"UCX_TLS", "tcp"},
+                     {"UCX_NET_DEVICES", kDevice},
+                     {"UCX_WARN_UNUSED_ENV_VARS", "n"}};
+  }
+
   // Starts the 4 ranks of `scenario` (ranks 0,1 on host 0; 2,3 on host 1) and returns exit codes.
   std::vector<int> runScenario(const std::string& scenario, std::chrono::seconds timeout) {
     std::vector<pid_t> pids;
     for (int r = 0; r < kRanks; ++r) {
-      const int host = r / kRanksPerHost;
-      proc::Env env{{"OCCL_MH_SCENARIO", scenario},
-                    {"RANK", std::to_string(r)},
-                    {"WORLD_SIZE", std::to_string(kRanks)},
-                    {"LOCAL_RANK", std::to_string(r % kRanksPerHost)},
-                    {"MASTER_ADDR", kAddress[0]},
-                    {"MASTER_PORT", std::to_string(kMasterPort)},
-                    {"OCCL_SOCKET_IFNAME", kDevice},
-                    {"UCX_TLS", "tcp"},
-                    {"UCX_NET_DEVICES", kDevice},
-                    {"UCX_WARN_UNUSED_ENV_VARS", "n"}};
-      pids.push_back(proc::spawn("MultiHostChild.DISABLED_Entry", env, hosts_->execIn(host)));
+      proc::Env env = rankEnv(r);
+      env["OCCL_MH_SCENARIO"] = scenario;
+      pids.push_back(proc::spawn("MultiHostChild.DISABLED_Entry", env, hosts_->execIn(r / kRanksPerHost)));
     }
     return proc::reap(pids, timeout);
+  }
+
+  // Runs `program args...` as the 4 ranks, as a user would with torchrun's variables; returns
+  // rank 0's output (stdout and stderr) and fails the test if any rank exits non-zero.
+  std::string runProgram(const std::string& program, const std::vector<std::string>& args, std::chrono::seconds timeout) {
+    std::vector<pid_t> pids;
+    std::vector<std::string> outputs;
+    for (int r = 0; r < kRanks; ++r) {
+      std::vector<std::string> argv = hosts_->execIn(r / kRanksPerHost);
+      argv.push_back(program);
+      argv.insert(argv.end(), args.begin(), args.end());
+      outputs.push_back(absl::StrFormat("%s/multihost-%d-%s-rank%d.out", OCCL_TEST_BINARY_DIR, getpid(),
+                                        program.substr(program.rfind('/') + 1), r));
+      pids.push_back(proc::spawnProgram(argv, rankEnv(r), outputs.back()));
+    }
+    const std::vector<int> codes = proc::reap(pids, timeout);
+    std::vector<std::string> texts;
+    for (const std::string& path : outputs) {
+      std::string text;
+      if (FILE* f = std::fopen(path.c_str(), "r")) {
+        char buf[4096];
+        for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+        std::fclose(f);
+      }
+      std::remove(path.c_str());
+      texts.push_back(text);
+    }
+    for (int r = 0; r < kRanks; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << program << " rank " << r << ":\n" << texts[static_cast<size_t>(r)];
+    return texts[0];
   }
 
   std::unique_ptr<TwoHosts> hosts_;
@@ -156,6 +192,36 @@ void expectAllSucceeded(const std::vector<int>& codes) {
 TEST_F(MultiHostTest, EveryCollectiveWithDataChecks) { expectAllSucceeded(runScenario("collectives", std::chrono::seconds(240))); }
 
 TEST_F(MultiHostTest, RandomOrderTorture) { expectAllSucceeded(runScenario("torture", std::chrono::seconds(240))); }
+
+#if defined(OCCL_BENCH_EXE) && defined(OCCL_TORTURE_EXE)
+// The README's "two hosts" commands: occl-bench and occl-torture, one process per rank with
+// torchrun's variables, check their data across the hosts and report it on rank 0.
+TEST_F(MultiHostTest, OcclBenchAndOcclTortureRunAcrossHosts) {
+  const std::string bench =
+      runProgram(OCCL_BENCH_EXE, {"allreduce", "--backend", "host", "-b", "8", "-e", "1M", "-f", "32", "-n", "3"},
+                 std::chrono::seconds(240));
+  int rows = 0;
+  std::istringstream lines(bench);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("peers:") != std::string::npos) {
+      EXPECT_NE(line.find("peers: 1 shm, 2 net"), std::string::npos) << line;
+    }
+    std::istringstream fields(line);
+    std::vector<std::string> f{std::istream_iterator<std::string>(fields), std::istream_iterator<std::string>()};
+    if (f.empty() || f[0][0] == '#') continue;
+    ++rows;  // size count type redop root time algbw busbw #wrong (out of place), then in place
+    ASSERT_EQ(f.size(), 13u) << line;
+    EXPECT_EQ(f[8], "0") << "out-of-place errors: " << line;
+    EXPECT_EQ(f[12], "0") << "in-place errors: " << line;
+  }
+  EXPECT_EQ(rows, 4) << bench;  // 8 B, 256 B, 8 KiB, 256 KiB
+  EXPECT_NE(bench.find("#  Rank  3"), std::string::npos) << bench;
+
+  const std::string torture = runProgram(OCCL_TORTURE_EXE, {"--iters", "3"}, std::chrono::seconds(240));
+  EXPECT_NE(torture.find("4 ranks"), std::string::npos) << torture;
+  EXPECT_NE(torture.find("#wrong 0"), std::string::npos) << torture;
+}
+#endif
 
 TEST_F(MultiHostTest, KilledRankOnTheOtherHostFailsEverySurvivor) {
   std::vector<int> codes = runScenario("kill", std::chrono::seconds(120));

@@ -8,6 +8,7 @@
 // the stragglers and fails the test.
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -53,24 +54,38 @@ inline std::vector<std::string> childEnvironment(const Env& extra) {
   return out;
 }
 
-// Starts `prefix` (e.g. {"/usr/sbin/ip", "netns", "exec", "ns"}; empty: nothing) followed by this
-// binary running only the gtest test `entry` ("Suite.DISABLED_Name"). Returns -1 on failure.
-inline pid_t spawn(const std::string& entry, const Env& extra, const std::vector<std::string>& prefix = {}) {
+// Starts the program `args` (args[0] a path) with this process's environment as childEnvironment
+// filters it plus `extra`; its stdout and stderr go to `outPath` unless that is empty. Returns -1
+// on failure.
+inline pid_t spawnProgram(std::vector<std::string> args, const Env& extra, const std::string& outPath = "") {
   std::vector<std::string> env = childEnvironment(extra);
   std::vector<char*> envp;
   for (auto& kv : env) envp.push_back(kv.data());
   envp.push_back(nullptr);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (!outPath.empty()) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, outPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  }
+  pid_t pid = -1;
+  const int err = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) ADD_FAILURE() << "posix_spawn " << argv[0] << ": " << std::strerror(err);
+  return err == 0 ? pid : -1;
+}
+
+// Starts `prefix` (e.g. {"/usr/sbin/ip", "netns", "exec", "ns"}; empty: nothing) followed by this
+// binary running only the gtest test `entry` ("Suite.DISABLED_Name"). Returns -1 on failure.
+inline pid_t spawn(const std::string& entry, const Env& extra, const std::vector<std::string>& prefix = {}) {
   std::vector<std::string> args = prefix;
   for (std::string a : {selfExe(), "--gtest_filter=" + entry, std::string("--gtest_also_run_disabled_tests"),
                         std::string("--gtest_brief=1")})
     args.push_back(a);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int err = posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data());
-  if (err != 0) ADD_FAILURE() << "posix_spawn " << argv[0] << ": " << std::strerror(err);
-  return err == 0 ? pid : -1;
+  return spawnProgram(std::move(args), extra);
 }
 
 // Waits for every child until `timeout`; kills the rest. Returns exit codes (-1: killed/crashed,
