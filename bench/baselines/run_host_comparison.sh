@@ -19,21 +19,10 @@
 # FACTOR (2), ITERS (20), WARMUP (5), RUN_TIMEOUT seconds per run (1800).
 set -euo pipefail
 
-if [ $# -ne 1 ]; then
-  echo "usage: $0 OUTDIR" >&2
-  exit 2
-fi
-cd "$(dirname "$0")/../.."
-mkdir -p "$1"
-OUT="$(cd "$1" && pwd)"
-BUILD_DIR="${BUILD_DIR:-build-cpu}"
-JOBS="${JOBS:-2}"
+source "$(dirname "$0")/common.sh"
+comparison_usage "$0" "$@"
+comparison_setup "$1"
 NRANKS="${NRANKS:-4}"
-RUN_TIMEOUT="${RUN_TIMEOUT:-1800}"
-SWEEP=(-b "${MINBYTES:-8}" -e "${MAXBYTES:-64M}" -f "${FACTOR:-2}" -n "${ITERS:-20}" -w "${WARMUP:-5}" -c 1)
-BIN="$BUILD_DIR/bench"
-
-source bench/baselines/common.sh
 build_baselines run_host_comparison
 
 MPIRUN=()

@@ -27,30 +27,19 @@
 # ITERS (20), WARMUP (5), RUN_TIMEOUT seconds per run (1800).
 set -euo pipefail
 
-if [ $# -ne 1 ]; then
-  echo "usage: $0 OUTDIR" >&2
-  exit 2
-fi
+source "$(dirname "$0")/common.sh"
+comparison_usage "$0" "$@"
 if [ "$(id -u)" -ne 0 ]; then
   echo "run_net_comparison: network namespaces need root" >&2
   exit 2
 fi
-cd "$(dirname "$0")/../.."
-mkdir -p "$1"
-OUT="$(cd "$1" && pwd)"
-BUILD_DIR="${BUILD_DIR:-build-cpu}"
-JOBS="${JOBS:-2}"
-RUN_TIMEOUT="${RUN_TIMEOUT:-1800}"
-MAXBYTES="${MAXBYTES:-64M}"
-SWEEP=(-b "${MINBYTES:-8}" -e "$MAXBYTES" -f "${FACTOR:-2}" -n "${ITERS:-20}" -w "${WARMUP:-5}" -c 1)
-BIN="$BUILD_DIR/bench"
+comparison_setup "$1"
 NRANKS=4
 RANKS_PER_HOST=2
 DEV=occl0
 ADDR=(10.99.0.1 10.99.0.2)
 NS=("occlbench-$$-a" "occlbench-$$-b")
 
-source bench/baselines/common.sh
 build_baselines run_net_comparison
 
 # The two hosts; removed (with the veth pair) on exit.

@@ -175,10 +175,9 @@ class BlockExecutor {
 #else
     uint64_t maxNs = kMaxParkNs;
     if (!budget_.unlimited && budget_.roundNs != 0) {
-      const uint64_t boundNs = static_cast<uint64_t>(budget_.threshold) * budget_.roundNs;
       const uint64_t spentNs = exec::nowNs() - startNs;
-      if (spentNs >= boundNs) return;
-      maxNs = boundNs - spentNs < maxNs ? boundNs - spentNs : maxNs;
+      if (spentNs >= timeBoundNs()) return;
+      maxNs = timeBoundNs() - spentNs < maxNs ? timeBoundNs() - spentNs : maxNs;
     }
     if (recv != nullptr && !recv->canRecv()) {
       parkUntilRecv(*recv, maxNs);
@@ -194,9 +193,10 @@ class BlockExecutor {
     return exec::broadcastFromLeader([&] {
       const uint64_t now = exec::nowNs();
       if (spins == 0) startNs = now;
-      return now - startNs >= static_cast<uint64_t>(budget_.threshold) * budget_.roundNs;
+      return now - startNs >= timeBoundNs();
     });
   }
+  OCCL_HD uint64_t timeBoundNs() const { return static_cast<uint64_t>(budget_.threshold) * budget_.roundNs; }
 
   OCCL_HD bool urgentArrival() const {
     return budget_.sqPublished != nullptr && atomics::loadAcquire(budget_.sqPublished) > budget_.sqSeen;

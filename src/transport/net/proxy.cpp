@@ -273,29 +273,26 @@ void Proxy::run() {
       std::lock_guard<std::mutex> lock(mu_);
       moved = pass();
     }
-    if (moved) {
-      idle = 0;
-      sleepUs = kFirstSleepUs;
-      continue;
-    }
-    if (++idle < kSpinPasses) continue;
-    {
-      // Announced first, then one more pass: a publish the bell missed is seen by that pass
-      // (the fence pairs with the publisher's, queues/fifo.hpp).
+    if (!moved && ++idle >= kSpinPasses) {
+      {
+        // Announced first, then one more pass: a publish the bell missed is seen by that pass
+        // (the fence pairs with the publisher's, queues/fifo.hpp).
+        std::lock_guard<std::mutex> lock(mu_);
+        setBells(true);
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        moved = pass();
+      }
+      if (!moved) {
+        wait(sleepUs);
+        sleepUs = std::min(sleepUs * 2, kMaxSleepUs);
+      }
       std::lock_guard<std::mutex> lock(mu_);
-      setBells(true);
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      moved = pass();
+      setBells(false);
     }
     if (moved) {
       idle = 0;
       sleepUs = kFirstSleepUs;
-    } else {
-      wait(sleepUs);
-      sleepUs = std::min(sleepUs * 2, kMaxSleepUs);
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    setBells(false);
   }
   std::lock_guard<std::mutex> lock(mu_);
   shutdown();
