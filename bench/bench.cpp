@@ -10,8 +10,8 @@
 #include <optional>
 #include <thread>
 
+#include "bootstrap/launcher_env.hpp"
 #include "compare_nccl.hpp"
-#include "host/launcher_env.hpp"
 #include "ir_loader/msccl_ir.hpp"
 #include "ir_loader/validate.hpp"
 #include "placement.hpp"
@@ -22,7 +22,7 @@ namespace occl::bench {
 namespace {
 
 // mpirun and torchrun start one process per rank and say so in the environment.
-bool underLauncher(const Options& o) { return o.mpi || host::launcherSetsRanks(); }
+bool underLauncher(const Options& o) { return o.mpi || bootstrap::launcherSetsRanks(); }
 
 std::chrono::milliseconds waitBound(const occlConfig_t& c) {
   // Beyond occl's own collective timeout, which should fire first and fail the collective with

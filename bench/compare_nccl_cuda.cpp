@@ -46,12 +46,12 @@ host::NcclRunSpec specFor(const Options& o, const RowResult& row) {
 std::string ncclMissingFromBuild() { return ""; }
 
 std::string compareWithNccl(const Options& o, const std::vector<int>& devices, Report& report) {
-  host::Result<std::unique_ptr<host::NcclSession>> session = host::NcclSession::open(devices);
+  occl::Result<std::unique_ptr<host::NcclSession>> session = host::NcclSession::open(devices);
   if (!session.ok()) return "--compare nccl: " + session.status().message;
   report.note("NCCL " + versionText(session.value()->ncclVersion()) + " on CUDA device(s) " + deviceList(devices) +
               ", out of place, each iteration launched and waited for; last column: occl's out-of-place time / "
               "NCCL's");
-  if (host::Result<double> copy = host::deviceCopyBandwidthGBs(devices.front(), kCopyBytes, kCopyIters); copy.ok()) {
+  if (occl::Result<double> copy = host::deviceCopyBandwidthGBs(devices.front(), kCopyBytes, kCopyIters); copy.ok()) {
     char line[160];
     std::snprintf(line, sizeof line, "device %d copies device to device at %.1f GB/s (%zu MiB cudaMemcpyAsync)",
                   devices.front(), copy.value(), kCopyBytes >> 20);
@@ -61,7 +61,7 @@ std::string compareWithNccl(const Options& o, const std::vector<int>& devices, R
   }
   const double factor = busBwFactor(o.coll, static_cast<int>(devices.size()));
   for (size_t i = 0; i < report.rows().size(); ++i) {
-    host::Result<double> us = session.value()->timeUs(specFor(o, report.rows()[i]));
+    occl::Result<double> us = session.value()->timeUs(specFor(o, report.rows()[i]));
     if (!us.ok()) return "--compare nccl: " + std::to_string(report.rows()[i].bytes) + " B: " + us.status().message;
     PlaceResult nccl;
     nccl.ran = true;

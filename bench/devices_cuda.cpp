@@ -7,16 +7,16 @@
 #include <stdexcept>
 
 #include "devices.hpp"
-#include "host/cuda_util.hpp"
+#include "util/cuda_util.hpp"
 
 namespace occl::bench {
 namespace {
 
-void check(const host::Status& s) {
+void check(const occl::Status& s) {
   if (!s.ok()) throw std::runtime_error(s.message);
 }
 
-void check(cudaError_t e, const char* api, int device) { check(host::cudaStatus(e, api, device)); }
+void check(cudaError_t e, const char* api, int device) { check(occl::cudaStatus(e, api, device)); }
 
 class DeviceBuffer final : public RunBuffer {
  public:
@@ -25,7 +25,7 @@ class DeviceBuffer final : public RunBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   ~DeviceBuffer() override {
     if (stream_ == nullptr) return;
-    host::DeviceGuard guard(device_);
+    occl::DeviceGuard guard(device_);
     release();
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
@@ -33,7 +33,7 @@ class DeviceBuffer final : public RunBuffer {
 
   void reserve(size_t bytes) override {
     if (bytes <= capacity_ && data_ != nullptr) return;
-    host::DeviceGuard guard(device_);
+    occl::DeviceGuard guard(device_);
     check(guard.status());
     if (stream_ == nullptr) start();
     release();
@@ -76,7 +76,7 @@ class DeviceBuffer final : public RunBuffer {
   // On our own non-blocking stream: the legacy default stream would also wait for other work.
   void copy(void* dst, const void* src, size_t bytes) {
     if (bytes == 0) return;
-    host::DeviceGuard guard(device_);
+    occl::DeviceGuard guard(device_);
     check(guard.status());
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "cudaMemcpyAsync", device_);
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", device_);
@@ -93,7 +93,7 @@ class DeviceBuffer final : public RunBuffer {
 }  // namespace
 
 DeviceCount cudaDevices() {
-  host::Result<int> n = host::cudaDeviceCount();
+  occl::Result<int> n = occl::cudaDeviceCount();
   if (!n.ok()) return {0, n.status().message};
   return {n.value(), ""};
 }

@@ -343,7 +343,7 @@ int main(int argc, char** argv) {
     net.push_back(std::move(f.value()));
   }
   for (auto& f : net) {
-    occl::host::Status st2 = f->connect({net[0]->localAddress(), net[1]->localAddress()});
+    occl::Status st2 = f->connect({net[0]->localAddress(), net[1]->localAddress()});
     if (!st2.ok()) {
       std::fprintf(stderr, "occl-net-paths: %s\n", st2.message.c_str());
       return 1;

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "host/launcher_env.hpp"
+#include "bootstrap/launcher_env.hpp"
 #include "occl_torture.hpp"
 
 namespace {
@@ -147,7 +147,7 @@ bool parseArgs(int argc, char** argv, TortureOptions& o) {
       }
     }
   }
-  if (occl::host::launcherSetsRanks()) o.processes = true;
+  if (occl::bootstrap::launcherSetsRanks()) o.processes = true;
   if (o.processes && ranksGiven) {
     std::fputs("occl-torture: --ranks is for ranks as threads; with one rank per process the launcher sets the "
                "count\n", stderr);

@@ -6,7 +6,10 @@
 #
 #   bench/baselines/run_net_comparison.sh OUTDIR
 #
-# Runs, each to OUTDIR/<run>.txt (stderr to <run>.err), side by side in OUTDIR/summary.txt:
+# Runs, each REPS times interleaved (run 1 of every runner, then run 2, ...) to
+# OUTDIR/<run>.r<k>.txt (stderr to .err, command line to .cmd), a line per run in
+# OUTDIR/summary.txt, and the medians over the repetitions side by side in OUTDIR/medians.md
+# (median_table.py):
 #   ceiling         ucx_perftest tag_bw host 0 -> host 1 over UCX's TCP transport, at MAXBYTES
 #   occl-torchrun   occl-bench, one process per rank with torchrun's variables, ranks 0,1 on host 0
 #                   and 2,3 on host 1 (NET connector between hosts, shared memory within one)
@@ -24,7 +27,8 @@
 # would otherwise take shared memory between the "hosts".
 #
 # Environment: BUILD_DIR (build-cpu), JOBS (2), MINBYTES (8), MAXBYTES (64M), FACTOR (2),
-# ITERS (20), WARMUP (5), RUN_TIMEOUT seconds per run (1800).
+# ITERS (20), WARMUP (5), RUN_TIMEOUT seconds per run (1800), REPS (3; single runs on a small
+# machine swing by a third).
 set -euo pipefail
 
 source "$(dirname "$0")/common.sh"
@@ -116,33 +120,39 @@ run() {  # NAME COMMAND...
 } > "$OUT/summary.txt"
 
 # The ceiling: one UCX tag stream host 0 -> host 1 at the largest size.
-if command -v ucx_perftest > /dev/null; then
+ceiling() {  # REP
+  command -v ucx_perftest > /dev/null || return 0
+  local bytes server rc bw
   bytes="$(numfmt --from=iec "$MAXBYTES")"
   inhost 1 env "${UCX_ENV[@]}" ucx_perftest -p 13337 > "$OUT/ceiling.server" 2>&1 &
   server=$!
   sleep 1
   rc=0
   inhost 0 env "${UCX_ENV[@]}" timeout "$RUN_TIMEOUT" ucx_perftest "${ADDR[1]}" -p 13337 -t tag_bw -s "$bytes" -n 50 -w 5 \
-    > "$OUT/ceiling.txt" 2> "$OUT/ceiling.err" || rc=$?
+    > "$OUT/ceiling.r$1.txt" 2> "$OUT/ceiling.r$1.err" || rc=$?
   wait "$server" || true
   # The final line's bandwidth columns: average MB/s (UCX's MB = 2^20 bytes) -> GB/s.
-  bw="$(awk '/^Final:/ { printf "%.2f", $6 * 1048576 / 1e9 }' "$OUT/ceiling.txt")"
-  printf "%-15s %9s %9s %9s %9s %6s  %s\n" ceiling - - "${bw:--}" - - "ucx_perftest tag_bw ${bytes} B (rc=$rc)" >> "$OUT/summary.txt"
-fi
+  bw="$(awk '/^Final:/ { printf "%.2f", $6 * 1048576 / 1e9 }' "$OUT/ceiling.r$1.txt")"
+  printf "%-15s %9s %9s %9s %9s %6s  %s\n" "ceiling.r$1" - - "${bw:--}" - - "ucx_perftest tag_bw ${bytes} B (rc=$rc)" >> "$OUT/summary.txt"
+}
 
-run occl-torchrun torchrun_ranks "$BIN/occl-bench" allreduce --backend host "${SWEEP[@]}"
-if [ ${#MPIRUN[@]} -gt 0 ]; then
-  run occl-mpirun timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" -x "OCCL_COMM_ID=${ADDR[0]}:$((29500 + RANDOM % 1000))" \
-    -x OCCL_SOCKET_IFNAME=$DEV -x UCX_TLS=tcp -x UCX_NET_DEVICES=$DEV -x UCX_WARN_UNUSED_ENV_VARS=n \
-    "$PWD/$BIN/occl-bench" allreduce --backend host "${SWEEP[@]}"
-  if has mpi-allreduce-bench; then
-    run mpi timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include $DEV \
-      "$PWD/$BIN/baselines/mpi-allreduce-bench" "${SWEEP[@]}"
+for ((rep = 1; rep <= ${REPS:-3}; rep++)); do
+  ceiling "$rep"
+  run "occl-torchrun.r$rep" torchrun_ranks "$BIN/occl-bench" allreduce --backend host "${SWEEP[@]}"
+  if [ ${#MPIRUN[@]} -gt 0 ]; then
+    run "occl-mpirun.r$rep" timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" -x "OCCL_COMM_ID=${ADDR[0]}:$((29500 + RANDOM % 1000))" \
+      -x OCCL_SOCKET_IFNAME=$DEV -x UCX_TLS=tcp -x UCX_NET_DEVICES=$DEV -x UCX_WARN_UNUSED_ENV_VARS=n \
+      "$PWD/$BIN/occl-bench" allreduce --backend host "${SWEEP[@]}"
+    if has mpi-allreduce-bench; then
+      run "mpi.r$rep" timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include $DEV \
+        "$PWD/$BIN/baselines/mpi-allreduce-bench" "${SWEEP[@]}"
+    fi
   fi
-fi
-if has gloo-allreduce-bench; then
-  run gloo torchrun_ranks "$BIN/baselines/gloo-allreduce-bench" "${SWEEP[@]}"
-fi
+  if has gloo-allreduce-bench; then
+    run "gloo.r$rep" torchrun_ranks "$BIN/baselines/gloo-allreduce-bench" "${SWEEP[@]}"
+  fi
+done
 
-cat "$OUT/summary.txt"
+bench/baselines/median_table.py "$OUT" occl-torchrun occl-mpirun mpi gloo > "$OUT/medians.md" || failed=1
+cat "$OUT/summary.txt" "$OUT/medians.md"
 exit $failed

@@ -108,7 +108,8 @@ typedef struct {
   int taskQueueDepth;       /* collectives one daemon block juggles at once */
   int maxInflightPerColl;   /* submissions of one collId in flight at once */
   int connectorSlots;       /* FIFO slots of a connector, >= 2 */
-  size_t connectorSlotBytes; /* bytes of one FIFO slot (one tile), multiple of 64 */
+  size_t connectorSlotBytes; /* bytes of one FIFO slot (one tile), multiple of 64; 0 = auto:
+                                128 KiB within a host, 1 MiB across hosts */
   int orderPolicy;          /* occlOrderPolicy_t */
   int spinPolicy;           /* occlSpinPolicy_t */
   uint32_t spinThresholdMax; /* spin rounds for the front of the task queue */
@@ -207,6 +208,9 @@ occlResult_t occlCommUserRank(occlComm_t comm, int* rank);
  * connector over UCX: another host, or OCCL_TRANSPORT=net), or "cuda-in-process" / "cuda-shm" on
  * CUDA ranks. A static string; NCCL prints the same with NCCL_DEBUG=INFO ("via P2P/IPC"). */
 occlResult_t occlCommPeerTransport(occlComm_t comm, int peer, const char** transport);
+/* The configuration this rank's communicator runs with: what its init call was given, with the
+ * "auto" fields resolved (connectorSlotBytes = 0 becomes the size the communicator chose). */
+occlResult_t occlCommGetConfig(occlComm_t comm, occlConfig_t* config);
 
 occlResult_t occlCollRegister(occlComm_t comm, uint64_t collId, const occlCollDesc_t* desc);
 occlResult_t occlCollDeregister(occlComm_t comm, uint64_t collId);

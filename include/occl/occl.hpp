@@ -87,6 +87,13 @@ class Comm {
     return t;
   }
 
+  // The configuration the communicator runs with, its "auto" fields resolved.
+  occlConfig_t config() const {
+    occlConfig_t c{};
+    check(occlCommGetConfig(comm_, &c), comm_);
+    return c;
+  }
+
   void registerCollective(uint64_t collId, const occlCollDesc_t& desc) {
     check(occlCollRegister(comm_, collId, &desc), comm_);
   }

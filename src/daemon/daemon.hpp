@@ -1,18 +1,18 @@
 // The daemon: each block drains the SQ into its task queue, tries the tasks in queue order with
 // the spin thresholds of the stickiness policy, saves the context of a preempted task (lazily),
 // and publishes a CQE when the last block of a collective finishes a submission. One pass at a
-// time: the host thread (src/host/host_backend.cpp) or the CUDA kernel (daemon_kernel.cu) loops
+// time: the host thread (src/backend/host_backend.cpp) or the CUDA kernel (daemon_kernel.cu) loops
 // over passes and decides when to park or quit.
 #pragma once
 
 #include <cstdint>
 
-#include "device/coll_desc.hpp"
 #include "daemon/executor.hpp"
 #include "daemon/task_queue.hpp"
+#include "device/coll_desc.hpp"
+#include "device/compat.hpp"
 #include "occl/occl.h"
 #include "queues/cq.hpp"
-#include "device/compat.hpp"
 #include "queues/sq.hpp"
 
 namespace occl {

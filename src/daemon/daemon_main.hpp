@@ -1,7 +1,7 @@
 // The body of the persistent daemon kernel, one daemon block's whole launch: join the launch's
 // quit vote, run daemon passes until the vote is sealed or the exit SQE has been read, leave.
 // Written once: the CUDA kernel (daemon_kernel.cu) calls it from every thread of every block,
-// the simt backend (host/simt_backend.cpp) from every lane thread of every emulated block.
+// the simt backend (backend/simt_backend.cpp) from every lane thread of every emulated block.
 #pragma once
 
 #include <cstdint>

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
-#include "host/status.hpp"
 #include "ir_loader/program.hpp"
+#include "util/status.hpp"
 
 namespace occl::host {
 

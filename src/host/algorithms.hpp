@@ -7,9 +7,9 @@
 #include <string>
 
 #include "host/algorithm_library.hpp"
-#include "host/status.hpp"
 #include "ir_loader/program.hpp"
 #include "occl/occl.h"
+#include "util/status.hpp"
 
 namespace occl::host {
 

@@ -10,18 +10,18 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "host/bootstrap.hpp"
+#include "bootstrap/bootstrap.hpp"
+#include "bootstrap/launcher_env.hpp"
 #include "host/comm.hpp"
 #include "host/config.hpp"
-#include "host/launcher_env.hpp"
 #include "occl/occl.h"
 #include "transport/select.hpp"
 #if OCCL_HAVE_UCX
 #include "transport/net/net_factory.hpp"
 #endif
 #if OCCL_HAVE_CUDA
-#include "host/cuda_util.hpp"
 #include "transport/cuda_connectors.hpp"
+#include "util/cuda_util.hpp"
 #endif
 
 struct occlComm {
@@ -31,8 +31,8 @@ struct occlComm {
 namespace {
 
 using occl::host::Comm;
-using occl::host::Result;
-using occl::host::Status;
+using occl::Result;
+using occl::Status;
 
 thread_local std::string tlsLastError;
 
@@ -80,7 +80,7 @@ Result<int> daemonDevice(const occlConfig_t& c, const int* devlist, int index, i
   const bool wantsGpu = devlist != nullptr || c.backend == occlBackendCuda;
   if (!wantsGpu && !autoPrefersGpu) return -1;
 #if OCCL_HAVE_CUDA
-  Result<int> count = occl::host::cudaDeviceCount();
+  Result<int> count = occl::cudaDeviceCount();
   if (!count.ok()) return wantsGpu ? Result<int>(count.status()) : Result<int>(-1);
   if (devlist == nullptr) return localRank % count.value();
   if (devlist[index] < 0 || devlist[index] >= count.value())
@@ -98,11 +98,11 @@ Result<int> daemonDevice(const occlConfig_t& c, const int* devlist, int index, i
 #endif
 }
 
-Result<std::unique_ptr<occl::host::Backend>> backendFor(const occlConfig_t& c, int device) {
-  if (c.backend == occlBackendSimt) return occl::host::makeSimtBackend(c);
-  if (device < 0) return occl::host::makeHostBackend(c);
+Result<std::unique_ptr<occl::backend::Backend>> backendFor(const occlConfig_t& c, int device) {
+  if (c.backend == occlBackendSimt) return occl::backend::makeSimtBackend(c);
+  if (device < 0) return occl::backend::makeHostBackend(c);
 #if OCCL_HAVE_CUDA
-  return occl::host::makeCudaBackend(c, device);
+  return occl::backend::makeCudaBackend(c, device);
 #else
   return Status::error(occlInternalError, "a CUDA device was chosen in a build without the CUDA backend");
 #endif
@@ -137,11 +137,11 @@ struct Topology {
   bool anyNet = false;                             // some pair of ranks (not only this one) uses NET
 };
 
-Result<Topology> discoverTopology(occl::host::Bootstrap& boot, int rank, int nranks, const occlConfig_t& c) {
+Result<Topology> discoverTopology(occl::bootstrap::Bootstrap& boot, int rank, int nranks, const occlConfig_t& c) {
   using namespace occl::transport;
   Topology t;
   t.ranks.resize(static_cast<size_t>(nranks));
-  t.ranks[static_cast<size_t>(rank)] = makePeerInfo(occl::host::hostIdentity(), static_cast<uint64_t>(getpid()));
+  t.ranks[static_cast<size_t>(rank)] = makePeerInfo(occl::bootstrap::hostIdentity(), static_cast<uint64_t>(getpid()));
   if (Status s = boot.allGather(t.ranks.data(), sizeof(PeerInfo)); !s.ok()) return s;
   const SelectionPolicy policy{c.transport == occlTransportNet};
   const PeerInfo& self = t.ranks[static_cast<size_t>(rank)];
@@ -158,7 +158,7 @@ Result<Topology> discoverTopology(occl::host::Bootstrap& boot, int rank, int nra
 #if OCCL_HAVE_UCX
 // Phase one of the NET connector on every rank, the worker addresses through the bootstrap (sizes
 // first: they differ by rank), phase two with the addresses of this rank's NET peers.
-Result<std::unique_ptr<occl::transport::ConnectorFactory>> netConnectors(occl::host::Bootstrap& boot, const Topology& t,
+Result<std::unique_ptr<occl::transport::ConnectorFactory>> netConnectors(occl::bootstrap::Bootstrap& boot, const Topology& t,
                                                                           int rank, int nranks) {
   namespace net = occl::transport::net;
   net::NetOptions options;
@@ -186,7 +186,7 @@ Result<std::unique_ptr<occl::transport::ConnectorFactory>> netConnectors(occl::h
 #endif
 
 // The connector factory of a rank in its own process: each peer's transport (transport/select.hpp).
-Result<std::unique_ptr<occl::transport::ConnectorFactory>> connectorsFor(occl::host::Bootstrap& boot, const Topology& t,
+Result<std::unique_ptr<occl::transport::ConnectorFactory>> connectorsFor(occl::bootstrap::Bootstrap& boot, const Topology& t,
                                                                          int rank, int nranks, const occlConfig_t& c,
                                                                          int device) {
   using occl::transport::Transport;
@@ -272,13 +272,13 @@ occlResult_t occlCollDescInit(occlCollDesc_t* desc) {
 
 occlResult_t occlGetUniqueId(occlUniqueId* uniqueId) {
   if (uniqueId == nullptr) return invalid("uniqueId is NULL");
-  Result<occl::host::UniqueIdData> id = occl::host::createUniqueId();
+  Result<occl::bootstrap::UniqueIdData> id = occl::bootstrap::createUniqueId();
   if (!id.ok()) return fail(nullptr, id.status());
-  occl::host::packUniqueId(id.value(), uniqueId);
+  occl::bootstrap::packUniqueId(id.value(), uniqueId);
   return occlSuccess;
 }
 
-static occlResult_t initRankFrom(occlComm_t* comm, int nranks, const occl::host::UniqueIdData& id, int rank,
+static occlResult_t initRankFrom(occlComm_t* comm, int nranks, const occl::bootstrap::UniqueIdData& id, int rank,
                                  const occlConfig_t* config) {
   Result<occlConfig_t> cfg = resolveConfig(config);
   if (!cfg.ok()) return fail(nullptr, cfg.status());
@@ -286,24 +286,25 @@ static occlResult_t initRankFrom(occlComm_t* comm, int nranks, const occl::host:
   if (rank < 0 || rank >= nranks)
     return fail(nullptr, Status::error(occlInvalidArgument,
                                        absl::StrFormat("rank = %d: expected 0..%d (nranks = %d)", rank, nranks - 1, nranks)));
-  auto boot = occl::host::Bootstrap::connect(id, rank, nranks, cfg.value().initTimeoutMs);
+  auto boot = occl::bootstrap::Bootstrap::connect(id, rank, nranks, cfg.value().initTimeoutMs);
   if (!boot.ok()) return fail(nullptr, boot.status());
   Result<Topology> topology = discoverTopology(*boot.value(), rank, nranks, cfg.value());
   if (!topology.ok()) return fail(nullptr, topology.status());
   Result<int> device = daemonDevice(cfg.value(), nullptr, rank, topology.value().localRank, /*autoPrefersGpu=*/true);
   if (!device.ok()) return fail(nullptr, device.status());
-  Result<std::unique_ptr<occl::host::Backend>> backend = backendFor(cfg.value(), device.value());
+  Result<std::unique_ptr<occl::backend::Backend>> backend = backendFor(cfg.value(), device.value());
   if (!backend.ok()) return fail(nullptr, backend.status());
   occl::host::CommOptions options;
   options.rank = rank;
   options.nRanks = nranks;
   options.config = cfg.value();
+  occl::host::resolveConnectorGeometry(options.config, topology.value().anyNet);
   options.backend = std::move(backend.value());
   Result<std::unique_ptr<occl::transport::ConnectorFactory>> connectors =
       connectorsFor(*boot.value(), topology.value(), rank, nranks, cfg.value(), device.value());
   if (!connectors.ok()) return fail(nullptr, connectors.status());
   options.connectors = std::move(connectors.value());
-  occl::host::Bootstrap* bootstrap = boot.value().get();
+  occl::bootstrap::Bootstrap* bootstrap = boot.value().get();
   options.bootstrap = std::move(boot.value());
   occlResult_t r = makeComm(comm, std::move(options));
   if (r != occlSuccess) return r;
@@ -317,7 +318,7 @@ static occlResult_t initRankFrom(occlComm_t* comm, int nranks, const occl::host:
 occlResult_t occlCommInitRank(occlComm_t* comm, int nranks, occlUniqueId commId, int rank, const occlConfig_t* config) {
   if (comm == nullptr) return invalid("comm is NULL");
   *comm = nullptr;
-  Result<occl::host::UniqueIdData> id = occl::host::unpackUniqueId(commId);
+  Result<occl::bootstrap::UniqueIdData> id = occl::bootstrap::unpackUniqueId(commId);
   if (!id.ok()) return fail(nullptr, id.status());
   return initRankFrom(comm, nranks, id.value(), rank, config);
 }
@@ -325,9 +326,9 @@ occlResult_t occlCommInitRank(occlComm_t* comm, int nranks, occlUniqueId commId,
 occlResult_t occlCommInitFromEnv(occlComm_t* comm, const occlConfig_t* config) {
   if (comm == nullptr) return invalid("comm is NULL");
   *comm = nullptr;
-  Result<occl::host::LauncherEnv> env = occl::host::detectLauncherEnv();
+  Result<occl::bootstrap::LauncherEnv> env = occl::bootstrap::detectLauncherEnv();
   if (!env.ok()) return fail(nullptr, env.status());
-  Result<occl::host::UniqueIdData> id = occl::host::uniqueIdFromAddress(env.value().addr, env.value().port, 0);
+  Result<occl::bootstrap::UniqueIdData> id = occl::bootstrap::uniqueIdFromAddress(env.value().addr, env.value().port, 0);
   if (!id.ok()) return fail(nullptr, id.status());
   return initRankFrom(comm, env.value().size, id.value(), env.value().rank, config);
 }
@@ -352,7 +353,7 @@ occlResult_t occlCommInitAll(occlComm_t* comms, int ndev, const int* devlist, co
     }
   };
   for (int r = 0; r < ndev; ++r) {
-    Result<std::unique_ptr<occl::host::Backend>> backend = backendFor(cfg.value(), devices[static_cast<size_t>(r)]);
+    Result<std::unique_ptr<occl::backend::Backend>> backend = backendFor(cfg.value(), devices[static_cast<size_t>(r)]);
     if (!backend.ok()) {
       destroyFirst(r);
       return fail(nullptr, backend.status().withContext(absl::StrFormat("rank %d", r)));
@@ -361,6 +362,7 @@ occlResult_t occlCommInitAll(occlComm_t* comms, int ndev, const int* devlist, co
     options.rank = r;
     options.nRanks = ndev;
     options.config = cfg.value();
+    occl::host::resolveConnectorGeometry(options.config, /*spansHosts=*/false);
     options.backend = std::move(backend.value());
     options.connectors = connectors();
     if (occlResult_t res = makeComm(&comms[r], std::move(options)); res != occlSuccess) {
@@ -422,6 +424,13 @@ occlResult_t occlCommPeerTransport(occlComm_t comm, int peer, const char** trans
                                                     n, n - 1)));
   }
   *transport = comm->impl->transportTo(peer);
+  return occlSuccess;
+}
+
+occlResult_t occlCommGetConfig(occlComm_t comm, occlConfig_t* config) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  if (config == nullptr) return fail(comm, Status::error(occlInvalidArgument, "config is NULL"));
+  *config = comm->impl->config();
   return occlSuccess;
 }
 

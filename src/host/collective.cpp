@@ -264,7 +264,7 @@ Status Collective::publish(CollDesc* tableEntry) {
   return backend_->copyToDaemon(tableEntry, &desc_, sizeof(CollDesc));
 }
 
-occlCollStats_t Collective::stats(Backend&) const {
+occlCollStats_t Collective::stats(backend::Backend&) const {
   occlCollStats_t out{};
   out.submissions = submissions_.load(std::memory_order_relaxed);
   for (uint32_t b = 0; b < desc_.nBlocks; ++b) {

@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "device/coll_desc.hpp"
 #include "host/algorithm_library.hpp"
-#include "host/backend.hpp"
-#include "host/status.hpp"
 #include "ir_loader/program.hpp"
 #include "occl/occl.h"
 #include "transport/connector.hpp"
+#include "util/status.hpp"
 
 namespace occl::host {
 
@@ -32,7 +32,7 @@ struct CollectiveSetup {
   int rank;
   int nRanks;
   const occlConfig_t* config;
-  Backend* backend;
+  backend::Backend* backend;
   transport::ConnectorFactory* connectors;
   AlgorithmLibrary* library;
 };
@@ -77,7 +77,7 @@ class Collective {
   uint64_t completedSeq() const { return completedSeq_.load(std::memory_order_acquire); }
   void advanceCompleted() { completedSeq_.fetch_add(1, std::memory_order_acq_rel); }
 
-  occlCollStats_t stats(Backend& backend) const;
+  occlCollStats_t stats(backend::Backend& backend) const;
 
   // After an abort: a peer that waits on this rank through any of these connectors fails with
   // `status` instead of waiting for data that will never come. Through the connector memory,
@@ -117,7 +117,7 @@ class Collective {
 
   occlCollDesc_t user_{};
   CollDesc desc_{};
-  Backend* backend_ = nullptr;
+  backend::Backend* backend_ = nullptr;
   std::vector<void*> daemonAllocations_;
   void* statsMemory_ = nullptr;  // shared memory: the host reads the daemon's counters
   std::vector<std::shared_ptr<transport::ConnectorMemory>> connectors_;

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
-#include "host/bootstrap.hpp"
+#include "bootstrap/bootstrap.hpp"
 #include "primitives/dtypes.hpp"
 #include "util/thread_name.hpp"
 
@@ -30,7 +30,7 @@ void backoff(int attempt) {
 // in time, at the length of a GPU round (a 64 ns sleep), and the spin thresholds mean about the
 // same time on both backends. The GPU's rounds are that fixed sleep: counting them is enough.
 // The simt backend's lanes are host threads too, and are bounded like the host's.
-uint32_t spinRoundNs(const Backend& backend) {
+uint32_t spinRoundNs(const backend::Backend& backend) {
   constexpr uint32_t kHostSpinRoundNs = 64;
   return std::string_view(backend.name()) == "cuda" ? 0 : kHostSpinRoundNs;
 }
@@ -39,7 +39,7 @@ uint32_t spinRoundNs(const Backend& backend) {
 // rounds, and its peer's publish wakes it. A few rounds catch a peer that is about to publish
 // (a round-trip between two threads on two cores); past them, a yielding waiter only takes the
 // core from the threads it waits for. The GPU never sleeps, and the simt backend emulates it.
-uint32_t parkAfterSpins(const Backend& backend) {
+uint32_t parkAfterSpins(const backend::Backend& backend) {
   constexpr uint32_t kHostParkAfterSpins = 16;
   return std::string_view(backend.name()) == "host" ? kHostParkAfterSpins : 0;
 }

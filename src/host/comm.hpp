@@ -13,25 +13,27 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "backend/backend.hpp"
 #include "daemon/daemon.hpp"
 #include "host/algorithm_library.hpp"
-#include "host/backend.hpp"
 #include "host/collective.hpp"
-#include "host/status.hpp"
 #include "occl/occl.h"
 #include "transport/connector.hpp"
+#include "util/status.hpp"
+
+namespace occl::bootstrap {
+class Bootstrap;
+}  // namespace occl::bootstrap
 
 namespace occl::host {
-
-class Bootstrap;
 
 struct CommOptions {
   int rank = 0;
   int nRanks = 1;
   occlConfig_t config{};
-  std::unique_ptr<Backend> backend;
+  std::unique_ptr<backend::Backend> backend;
   std::unique_ptr<transport::ConnectorFactory> connectors;
-  std::unique_ptr<Bootstrap> bootstrap;  // multi-process communicators keep it for failure detection
+  std::unique_ptr<bootstrap::Bootstrap> bootstrap;  // multi-process communicators keep it for failure detection
 };
 
 class Comm {
@@ -93,10 +95,10 @@ class Comm {
   const int rank_;
   const int nRanks_;
   const occlConfig_t config_;
-  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<transport::ConnectorFactory> connectors_;
   AlgorithmLibrary library_;
-  std::unique_ptr<Bootstrap> bootstrap_;
+  std::unique_ptr<bootstrap::Bootstrap> bootstrap_;
 
   // Daemon-visible state (Backend::allocShared / allocDaemon).
   DaemonEnv* env_ = nullptr;

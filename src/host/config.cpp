@@ -81,7 +81,7 @@ void setDefaults(occlConfig_t& c) {
   c.taskQueueDepth = 1024;
   c.maxInflightPerColl = 16;
   c.connectorSlots = 4;
-  c.connectorSlotBytes = 128 * 1024;
+  c.connectorSlotBytes = 0;  // auto: resolveConnectorGeometry
   c.orderPolicy = occlOrderFifo;
   c.spinPolicy = occlSpinPolicyStickiness;
   c.spinThresholdMax = 4096;
@@ -142,6 +142,10 @@ Status initConfig(occlConfig_t& config) {
   return applyEnvironment(config);
 }
 
+void resolveConnectorGeometry(occlConfig_t& c, bool spansHosts) {
+  if (c.connectorSlotBytes == 0) c.connectorSlotBytes = spansHosts ? kSlotBytesAcrossHosts : kSlotBytesOneHost;
+}
+
 Status validateConfig(const occlConfig_t& c) {
   if (c.structSize != sizeof(occlConfig_t))
     return rangeError("structSize", static_cast<int64_t>(c.structSize), "sizeof(occlConfig_t): call occlConfigInit first");
@@ -156,8 +160,9 @@ Status validateConfig(const occlConfig_t& c) {
     return rangeError("maxInflightPerColl", c.maxInflightPerColl, "a power of two up to 64");
   if (c.connectorSlots < 2 || c.connectorSlots > 1024)
     return rangeError("connectorSlots", c.connectorSlots, "2..1024 (fused recv-then-send steps need two slots)");
-  if (c.connectorSlotBytes < 64 || c.connectorSlotBytes % 64 != 0 || c.connectorSlotBytes > (1ull << 30))
-    return rangeError("connectorSlotBytes", static_cast<int64_t>(c.connectorSlotBytes), "a multiple of 64 up to 1 GiB");
+  if (c.connectorSlotBytes % 64 != 0 || c.connectorSlotBytes > (1ull << 30))
+    return rangeError("connectorSlotBytes", static_cast<int64_t>(c.connectorSlotBytes),
+                      "0 (auto) or a multiple of 64 up to 1 GiB");
   if (c.orderPolicy != occlOrderFifo && c.orderPolicy != occlOrderPriority) return rangeError("orderPolicy", c.orderPolicy, "an occlOrderPolicy_t");
   if (c.spinPolicy != occlSpinPolicyStickiness && c.spinPolicy != occlSpinPolicyFixed) return rangeError("spinPolicy", c.spinPolicy, "an occlSpinPolicy_t");
   if (c.spinThresholdMax < 1) return rangeError("spinThresholdMax", c.spinThresholdMax, ">= 1");

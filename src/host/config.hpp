@@ -3,13 +3,24 @@
 // (besides the launcher variables of launcher_env.hpp); docs/configuration.md lists the same.
 #pragma once
 
-#include "host/status.hpp"
+#include <cstddef>
+
 #include "occl/occl.h"
+#include "util/status.hpp"
 
 namespace occl::host {
 
 // Defaults, then OCCL_* overrides. A malformed variable is an error naming it.
 Status initConfig(occlConfig_t& config);
+// connectorSlotBytes = 0 ("auto") becomes one of these when a communicator is created. A NET
+// slot is one UCX message: over TCP on the 2-core machine, 1 MiB slots moved 32 MiB AllReduces
+// across two hosts at ~0.55 GB/s busbw where 128 KiB ones managed ~0.35 (bench/results/
+// net_allreduce.md); within a host the smaller tile keeps a collective's pipeline deep. Every
+// rank of a communicator resolves it alike: whether it spans hosts is known to all of them.
+inline constexpr size_t kSlotBytesOneHost = size_t{128} * 1024;
+inline constexpr size_t kSlotBytesAcrossHosts = size_t{1024} * 1024;
+void resolveConnectorGeometry(occlConfig_t& config, bool spansHosts);
+
 // Checks every field; the message names the field and the accepted range.
 Status validateConfig(const occlConfig_t& config);
 

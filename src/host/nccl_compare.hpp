@@ -13,8 +13,8 @@
 #include <memory>
 #include <vector>
 
-#include "host/status.hpp"
 #include "occl/occl.h"
+#include "util/status.hpp"
 
 namespace occl::host {
 

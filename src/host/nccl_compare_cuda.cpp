@@ -8,8 +8,8 @@
 #include <set>
 
 #include "absl/strings/str_format.h"
-#include "host/cuda_util.hpp"
 #include "primitives/dtypes.hpp"
+#include "util/cuda_util.hpp"
 
 namespace occl::host {
 

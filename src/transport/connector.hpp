@@ -12,8 +12,8 @@
 #include <memory>
 #include <string>
 
-#include "host/status.hpp"
 #include "queues/fifo.hpp"
+#include "util/status.hpp"
 
 namespace occl::transport {
 
@@ -43,7 +43,7 @@ class ConnectorMemory {
   // The host's half of the registration handshake (FifoHeader): publishes this end's signature
   // and returns the other end's, 0 while it has not registered. Memory the host cannot address
   // (a FIFO in device memory) overrides this.
-  virtual host::Result<uint64_t> exchangeSignature(bool isSender, uint64_t signature) {
+  virtual Result<uint64_t> exchangeSignature(bool isSender, uint64_t signature) {
     FifoHeader* h = header();
     atomics::storeRelease(isSender ? &h->senderSig : &h->receiverSig, signature);
     return atomics::loadAcquire(isSender ? &h->receiverSig : &h->senderSig);
@@ -53,10 +53,10 @@ class ConnectorMemory {
   // poisoned keeps its first status. The host's way in after an abort, while the daemon poisons
   // through its FifoHandle. Memory the host cannot address (a FIFO in device memory) overrides
   // this: a host CAS on device memory is a segfault (defect D2).
-  virtual host::Status poison(uint32_t status) {
+  virtual Status poison(uint32_t status) {
     uint32_t expected = 0;
     atomics::compareExchange(&header()->poison, expected, status);
-    return host::Status::success();
+    return Status::success();
   }
 
  protected:
@@ -70,7 +70,7 @@ class ConnectorFactory {
   virtual ~ConnectorFactory() = default;
   // Maps this rank's `end` of connector `key` with `nSlots` slots of `slotBytes`. Fails with
   // occlInvalidUsage when the other end mapped it with another geometry.
-  virtual host::Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end,
+  virtual Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end,
                                                                 uint32_t nSlots, uint64_t slotBytes) = 0;
   virtual const char* name() const = 0;
   // The transport this rank's connectors to rank `peer` take (occlCommPeerTransport).
@@ -86,6 +86,6 @@ std::unique_ptr<ConnectorFactory> makeInProcessFactory(std::shared_ptr<InProcess
 std::unique_ptr<ConnectorFactory> makeShmFactory(uint64_t jobNonce, int64_t attachTimeoutMs);
 
 // Sets the geometry word on first mapping, or checks it matches what the other end set.
-host::Status claimGeometry(FifoHeader* header, uint32_t nSlots, uint64_t slotBytes, const ConnectorKey& key);
+Status claimGeometry(FifoHeader* header, uint32_t nSlots, uint64_t slotBytes, const ConnectorKey& key);
 
 }  // namespace occl::transport

@@ -14,8 +14,8 @@
 #include <memory>
 #include <vector>
 
-#include "host/status.hpp"
 #include "transport/connector.hpp"
+#include "util/status.hpp"
 
 namespace occl::transport {
 

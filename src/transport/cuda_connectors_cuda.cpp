@@ -15,15 +15,11 @@
 #include <mutex>
 
 #include "absl/strings/str_format.h"
-#include "host/cuda_util.hpp"
 #include "transport/end_pairing.hpp"
+#include "util/cuda_util.hpp"
 
 namespace occl::transport {
 
-using host::cudaStatus;
-using host::DeviceGuard;
-using host::Result;
-using host::Status;
 
 namespace {
 

@@ -27,22 +27,22 @@ class AnonymousMemory : public ConnectorMemory {
 
 class InProcessWorld {
  public:
-  host::Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
+  Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
                                                         uint64_t slotBytes) {
     std::lock_guard<std::mutex> lock(mu_);
     if (std::shared_ptr<ConnectorMemory> region = pairing_.take(key, end)) {
-      host::Status geometry = claimGeometry(region->header(), nSlots, slotBytes, key);
+      Status geometry = claimGeometry(region->header(), nSlots, slotBytes, key);
       if (!geometry.ok()) return geometry;
       return region;
     }
     size_t bytes = fifoBytes(nSlots, slotBytes);
     void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) {
-      return host::Status::error(occlSystemError, absl::StrFormat("mmap of %d bytes for connector %s failed: %s",
+      return Status::error(occlSystemError, absl::StrFormat("mmap of %d bytes for connector %s failed: %s",
                                                                   bytes, key.describe(), std::strerror(errno)));
     }
     auto region = std::make_shared<AnonymousMemory>(base, bytes);
-    host::Status geometry = claimGeometry(region->header(), nSlots, slotBytes, key);
+    Status geometry = claimGeometry(region->header(), nSlots, slotBytes, key);
     if (!geometry.ok()) return geometry;
     pairing_.hold(key, end, region);
     return std::shared_ptr<ConnectorMemory>(region);
@@ -58,7 +58,7 @@ namespace {
 class InProcessFactory : public ConnectorFactory {
  public:
   explicit InProcessFactory(std::shared_ptr<InProcessWorld> world) : world_(std::move(world)) {}
-  host::Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
+  Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
                                                         uint64_t slotBytes) override {
     return world_->attach(key, end, nSlots, slotBytes);
   }
@@ -81,13 +81,13 @@ std::string ConnectorKey::describe() const {
   return absl::StrFormat("(coll 0x%x, %d -> %d, channel %d, form %d)", collId, sender, receiver, channel, form);
 }
 
-host::Status claimGeometry(FifoHeader* header, uint32_t nSlots, uint64_t slotBytes, const ConnectorKey& key) {
+Status claimGeometry(FifoHeader* header, uint32_t nSlots, uint64_t slotBytes, const ConnectorKey& key) {
   uint64_t mine = fifoGeometry(nSlots, slotBytes), seen = 0;
   if (atomics::compareExchange(&header->geometry, seen, mine) || seen == mine) {
     atomics::fetchAdd(&header->attached, 1u);
-    return host::Status::success();
+    return Status::success();
   }
-  return host::Status::error(
+  return Status::error(
       occlInvalidUsage,
       absl::StrFormat("connector %s: the other end uses %d slots of %d bytes, this rank %d slots of %d bytes; "
                       "connectorSlots and connectorSlotBytes must be identical on all ranks",

@@ -62,16 +62,16 @@ const char* RoutedFactory::transportTo(int peer) const {
   return it == factories_.end() ? transportName(byPeer_[static_cast<size_t>(peer)]) : it->second->transportTo(peer);
 }
 
-host::Result<std::shared_ptr<ConnectorMemory>> RoutedFactory::attach(const ConnectorKey& key, ConnectorEnd end,
+Result<std::shared_ptr<ConnectorMemory>> RoutedFactory::attach(const ConnectorKey& key, ConnectorEnd end,
                                                                      uint32_t nSlots, uint64_t slotBytes) {
   const int peer = end == ConnectorEnd::Sender ? key.receiver : key.sender;
   if (peer < 0 || static_cast<size_t>(peer) >= byPeer_.size())
-    return host::Status::error(occlInternalError,
+    return Status::error(occlInternalError,
                                absl::StrFormat("connector %s: peer rank %d outside 0..%d", key.describe(), peer,
                                                byPeer_.size() - 1));
   auto it = factories_.find(byPeer_[static_cast<size_t>(peer)]);
   if (it == factories_.end())
-    return host::Status::error(occlInternalError,
+    return Status::error(occlInternalError,
                                absl::StrFormat("rank %d has no %s connector factory for rank %d", rank_,
                                                transportName(byPeer_[static_cast<size_t>(peer)]), peer));
   return it->second->attach(key, end, nSlots, slotBytes);

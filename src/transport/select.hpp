@@ -24,7 +24,7 @@ const char* transportName(Transport t);
 // What a rank tells its peers about where it runs. Plain bytes: it crosses the bootstrap.
 struct PeerInfo {
   static constexpr size_t kHostBytes = 120;
-  char host[kHostBytes];  // host identity, NUL-padded (host::hostIdentity(): OCCL_HOSTID, or name +
+  char host[kHostBytes];  // host identity, NUL-padded (bootstrap::hostIdentity(): OCCL_HOSTID, or name +
                           // boot id + network namespace, so namespaces on one machine differ)
   uint64_t process;       // unique per live process of a host: pid and the process's start time
 };
@@ -45,7 +45,7 @@ class RoutedFactory : public ConnectorFactory {
  public:
   // `byPeer[r]` is rank r's transport; `factories` must hold one for each transport used.
   RoutedFactory(int rank, std::vector<Transport> byPeer, std::map<Transport, std::unique_ptr<ConnectorFactory>> factories);
-  host::Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
+  Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
                                                         uint64_t slotBytes) override;
   const char* name() const override { return "routed"; }
   // The name of the factory the peer's connectors go to ("shm", "cuda-shm", "net", ...).

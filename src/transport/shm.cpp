@@ -62,17 +62,17 @@ class ShmMemory : public ConnectorMemory {
   std::shared_ptr<Leftovers> leftovers_;
 };
 
-host::Status sysError(const std::string& what, const std::string& name) {
-  return host::Status::error(occlSystemError, absl::StrFormat("%s of shared memory %s failed: %s", what, name,
+Status sysError(const std::string& what, const std::string& name) {
+  return Status::error(occlSystemError, absl::StrFormat("%s of shared memory %s failed: %s", what, name,
                                                               std::strerror(errno)));
 }
 
 // Opens or creates the segment and returns its fd once it has `bytes` bytes.
-host::Result<int> openSized(const std::string& name, size_t bytes, int64_t timeoutMs) {
+Result<int> openSized(const std::string& name, size_t bytes, int64_t timeoutMs) {
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd >= 0) {
     if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-      host::Status s = sysError("ftruncate", name);
+      Status s = sysError("ftruncate", name);
       close(fd);
       shm_unlink(name.c_str());
       return s;
@@ -86,21 +86,21 @@ host::Result<int> openSized(const std::string& name, size_t bytes, int64_t timeo
   for (;;) {
     struct stat st {};
     if (fstat(fd, &st) != 0) {
-      host::Status s = sysError("fstat", name);
+      Status s = sysError("fstat", name);
       close(fd);
       return s;
     }
     if (static_cast<size_t>(st.st_size) == bytes) return fd;
     if (st.st_size != 0) {
       close(fd);
-      return host::Status::error(occlInvalidUsage,
+      return Status::error(occlInvalidUsage,
                                  absl::StrFormat("shared memory %s has %d bytes, this rank expects %d: connectorSlots "
                                                  "and connectorSlotBytes must be identical on all ranks",
                                                  name, st.st_size, bytes));
     }
     if (std::chrono::steady_clock::now() > deadline) {
       close(fd);
-      return host::Status::error(occlTimeout, absl::StrFormat("shared memory %s was never sized by its creator", name));
+      return Status::error(occlTimeout, absl::StrFormat("shared memory %s was never sized by its creator", name));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
@@ -110,12 +110,12 @@ class ShmFactory : public ConnectorFactory {
  public:
   ShmFactory(uint64_t nonce, int64_t timeoutMs) : nonce_(nonce), timeoutMs_(timeoutMs) {}
 
-  host::Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
+  Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
                                                         uint64_t slotBytes) override {
     const std::string name = absl::StrFormat("/occl-%016x-%016x-%d-%d-%d-%d-%d", nonce_, key.collId, key.sender,
                                              key.receiver, key.channel, key.form, nextGeneration(key, end));
     const size_t bytes = fifoBytes(nSlots, slotBytes);
-    host::Result<int> fd = openSized(name, bytes, timeoutMs_);
+    Result<int> fd = openSized(name, bytes, timeoutMs_);
     if (!fd.ok()) return fd.status();
     void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.value(), 0);
     const int mmapErrno = errno;
@@ -125,7 +125,7 @@ class ShmFactory : public ConnectorFactory {
       return sysError("mmap", name);
     }
     auto memory = std::make_shared<ShmMemory>(base, bytes, name, leftovers_);
-    host::Status geometry = claimGeometry(memory->header(), nSlots, slotBytes, key);
+    Status geometry = claimGeometry(memory->header(), nSlots, slotBytes, key);
     if (!geometry.ok()) return geometry;
     memory->unlinkIfShared();
     return std::shared_ptr<ConnectorMemory>(memory);

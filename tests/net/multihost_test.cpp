@@ -290,6 +290,10 @@ void expectTransports(occlComm_t comm, int rank) {
     const bool sameHost = peer / kRanksPerHost == rank / kRanksPerHost;
     EXPECT_STREQ(t, sameHost ? "shm" : "net") << "rank " << rank << " to rank " << peer;
   }
+  // The default slot size is the one for a communicator that spans hosts, on every rank.
+  occlConfig_t config{};
+  expectOk(occlCommGetConfig(comm, &config), comm, "occlCommGetConfig");
+  EXPECT_EQ(config.connectorSlotBytes, size_t{1} << 20) << "rank " << rank;
   const char* t = nullptr;
   EXPECT_EQ(occlCommPeerTransport(comm, kRanks, &t), occlInvalidArgument);
   EXPECT_NE(std::string(occlGetLastError(comm)).find("peer 4 is not a rank of this 4-rank communicator"),

@@ -1,4 +1,4 @@
-// The launch control the simt backend shares with the CUDA backend (host/kernel_backend.hpp), on
+// The launch control the simt backend shares with the CUDA backend (backend/kernel_backend.hpp), on
 // emulated blocks: a daemon launch is a thread per lane per block, so "the kernel is running"
 // is visible as threads of this process. The idle daemon quits (its threads are gone) and the
 // next submission relaunches it; a daemon stuck on a collective its peer has not submitted quits

@@ -68,6 +68,31 @@ TEST(BadInputTest, PeerTransportOfThreadsAndOfNoRank) {
   EXPECT_OCCL_ERROR(occlCommPeerTransport(comms[0], -1, &t), occlInvalidArgument, comms[0], "peer -1");
 }
 
+// connectorSlotBytes = 0 is "auto": threads of one process take the one-host size; an explicit
+// size is kept as given. occlCommGetConfig reports what the communicator runs with.
+TEST(BadInputTest, GetConfigResolvesTheAutoSlotSize) {
+  occlConfig_t defaults;
+  ASSERT_EQ(occlConfigInit(&defaults), occlSuccess) << occlGetLastError(nullptr);
+  if (defaults.connectorSlotBytes != 0) GTEST_SKIP() << "OCCL_CONN_SLOT_BYTES is set in this environment";
+  {
+    CommGroup comms(2);
+    for (int r = 0; r < 2; ++r) {
+      occlConfig_t c{};
+      ASSERT_EQ(occlCommGetConfig(comms[r], &c), occlSuccess) << occlGetLastError(comms[r]);
+      EXPECT_EQ(c.connectorSlotBytes, size_t{128} * 1024);
+      EXPECT_EQ(c.collTimeoutMs, testConfig().collTimeoutMs);  // the rest as given
+    }
+  }
+  occlConfig_t explicitSize = testConfig();
+  explicitSize.connectorSlotBytes = 4096;
+  CommGroup comms(1, explicitSize);
+  occlConfig_t c{};
+  ASSERT_EQ(occlCommGetConfig(comms[0], &c), occlSuccess) << occlGetLastError(comms[0]);
+  EXPECT_EQ(c.connectorSlotBytes, 4096u);
+  EXPECT_OCCL_ERROR(occlCommGetConfig(comms[0], nullptr), occlInvalidArgument, comms[0], "config is NULL");
+  EXPECT_OCCL_ERROR(occlCommGetConfig(nullptr, &c), occlInvalidArgument, nullptr, "comm");
+}
+
 TEST(BadInputTest, NullOutputPointers) {
   CommGroup comms(1);
   occlComm_t c = comms[0];

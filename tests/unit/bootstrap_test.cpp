@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include "host/bootstrap.hpp"
-#include "host/launcher_env.hpp"
+#include "bootstrap/bootstrap.hpp"
+#include "bootstrap/launcher_env.hpp"
 
-namespace occl::host {
+namespace occl::bootstrap {
 namespace {
 
 using namespace std::chrono_literals;
@@ -564,4 +564,4 @@ TEST_F(LauncherEnvTest, EnvironmentToRendezvous) {
 }
 
 }  // namespace
-}  // namespace occl::host
+}  // namespace occl::bootstrap

@@ -249,6 +249,13 @@ TEST(MultiProcessChild, DISABLED_Entry) {
       const char* forced = std::getenv("OCCL_TRANSPORT");
       EXPECT_STREQ(t, forced != nullptr && std::string(forced) == "net" && peer != rank ? "net" : "shm") << peer;
     }
+    if (cfg.connectorSlotBytes == 0) {  // auto: the NET size when NET is forced, the one-host size else
+      occlConfig_t resolved{};
+      expectOk(occlCommGetConfig(comm, &resolved), comm, "occlCommGetConfig");
+      const char* forced = std::getenv("OCCL_TRANSPORT");
+      const bool net = forced != nullptr && std::string(forced) == "net";
+      EXPECT_EQ(resolved.connectorSlotBytes, net ? size_t{1} << 20 : size_t{128} << 10);
+    }
     runAllReduces(comm, rank, size);
     finish(comm);
     return;

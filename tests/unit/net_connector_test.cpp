@@ -64,7 +64,7 @@ struct NetRanks {
       f.push_back(std::move(made.value()));
     }
     for (int r = 0; r < n; ++r) {
-      host::Status s = f[r]->connect(addresses);
+      occl::Status s = f[r]->connect(addresses);
       if (!s.ok()) throw std::runtime_error(s.message);
     }
   }

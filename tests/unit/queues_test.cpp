@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "host/doorbell.hpp"
+#include "backend/doorbell.hpp"
 #include "queues/cq.hpp"
 #include "queues/sq.hpp"
 
@@ -29,7 +29,7 @@ constexpr auto kBudget = std::chrono::seconds(20);
 class Backoff {
  public:
   template <typename Ready>
-  void pause(host::Doorbell& bell, Ready&& ready) {
+  void pause(backend::Doorbell& bell, Ready&& ready) {
     if (++misses_ < kYields) {
       std::this_thread::yield();
     } else {
@@ -58,8 +58,8 @@ struct SqRig {
   std::vector<BlockReport> reports;
   uint64_t published = 0;
   SubmissionQueue sq;
-  host::Doorbell publishedBell;  // rung by the producer
-  host::Doorbell freedBell;      // rung by a consumer that read past an entry
+  backend::Doorbell publishedBell;  // rung by the producer
+  backend::Doorbell freedBell;      // rung by a consumer that read past an entry
   SqRig(uint32_t depth, uint32_t consumers) : slots(depth), reports(consumers) {
     for (Sqe& s : slots) s = Sqe{};
     for (BlockReport& r : reports) r = BlockReport{};
@@ -177,8 +177,8 @@ struct CqRig {
   std::vector<uint64_t> slots;
   std::vector<BlockReport> reports;
   CompletionQueue cq;
-  host::Doorbell pushedBell;  // rung by producers
-  host::Doorbell takenBell;   // rung by the poller
+  backend::Doorbell pushedBell;  // rung by producers
+  backend::Doorbell takenBell;   // rung by the poller
   std::atomic<bool> stop{false};
   CqRig(uint32_t depth, uint32_t rings)
       : slots(static_cast<size_t>(depth) * rings, 0), reports(rings), cq{slots.data(), reports.data(), depth, rings} {

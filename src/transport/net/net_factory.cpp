@@ -23,28 +23,28 @@ NetFactory::~NetFactory() = default;
 
 const std::vector<uint8_t>& NetFactory::localAddress() const { return proxy_->address(); }
 
-host::Status NetFactory::connect(const std::vector<std::vector<uint8_t>>& addresses) {
+Status NetFactory::connect(const std::vector<std::vector<uint8_t>>& addresses) {
   return proxy_->connect(addresses);
 }
 
-host::Result<std::shared_ptr<ConnectorMemory>> NetFactory::attach(const ConnectorKey& key, ConnectorEnd end,
+Result<std::shared_ptr<ConnectorMemory>> NetFactory::attach(const ConnectorKey& key, ConnectorEnd end,
                                                                   uint32_t nSlots, uint64_t slotBytes) {
   return proxy_->attach(key, end, nSlots, slotBytes);
 }
 
-host::Result<std::unique_ptr<NetFactory>> makeNetFactory(NetOptions options) {
+Result<std::unique_ptr<NetFactory>> makeNetFactory(NetOptions options) {
   if (options.nRanks < 1 || options.rank < 0 || options.rank >= options.nRanks) {
-    return host::Status::error(occlInvalidArgument, absl::StrFormat("NET connector: rank %d of %d ranks is not a rank",
+    return Status::error(occlInvalidArgument, absl::StrFormat("NET connector: rank %d of %d ranks is not a rank",
                                                                     options.rank, options.nRanks));
   }
   if (!options.allocator.allocate || !options.allocator.release) {
-    return host::Status::error(occlInvalidArgument,
+    return Status::error(occlInvalidArgument,
                                absl::StrFormat("rank %d: NET connector: the FIFO allocator needs both allocate and "
                                                "release",
                                                options.rank));
   }
   if (options.drainMs < 0) {
-    return host::Status::error(occlInvalidArgument,
+    return Status::error(occlInvalidArgument,
                                absl::StrFormat("rank %d: NET connector: drainMs %d < 0", options.rank, options.drainMs));
   }
   std::unique_ptr<NetFactory> f(new NetFactory(options));

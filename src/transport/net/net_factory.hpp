@@ -82,18 +82,18 @@ class NetFactory : public ConnectorFactory {
   // empty, and starts the proxy. Once per factory; this rank's own entry must be empty or equal
   // to localAddress(). Fails with occlInvalidArgument/occlInvalidUsage on bad input and
   // occlSystemError when UCX cannot create an endpoint.
-  host::Status connect(const std::vector<std::vector<uint8_t>>& addresses);
+  Status connect(const std::vector<std::vector<uint8_t>>& addresses);
 
   // This rank must be key.sender (end Sender) or key.receiver (end Receiver), and the other one a
   // rank connect() was given an address for. Fails with occlRemoteError once that peer failed.
-  host::Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
+  Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
                                                         uint64_t slotBytes) override;
   const char* name() const override { return "net"; }
 
   int rank() const { return options_.rank; }
 
  private:
-  friend host::Result<std::unique_ptr<NetFactory>> makeNetFactory(NetOptions options);
+  friend Result<std::unique_ptr<NetFactory>> makeNetFactory(NetOptions options);
   explicit NetFactory(NetOptions options);
 
   NetOptions options_;
@@ -102,6 +102,6 @@ class NetFactory : public ConnectorFactory {
 
 // Phase 1: creates this rank's UCX context and worker. occlInvalidArgument for a bad rank or
 // allocator, occlSystemError when UCX cannot start (e.g. an unknown transport in `tls`).
-host::Result<std::unique_ptr<NetFactory>> makeNetFactory(NetOptions options);
+Result<std::unique_ptr<NetFactory>> makeNetFactory(NetOptions options);
 
 }  // namespace occl::transport::net

@@ -45,18 +45,18 @@ class NetMemory : public ConnectorMemory {
     conn_->released.store(true, std::memory_order_release);
     doorbell_->ring();
   }
-  host::Result<uint64_t> exchangeSignature(bool isSender, uint64_t signature) override {
+  Result<uint64_t> exchangeSignature(bool isSender, uint64_t signature) override {
     if (isSender != conn_->isSender()) {
-      return host::Status::error(occlInternalError, absl::StrFormat("connector %s: exchangeSignature as the %s on the %s end",
+      return Status::error(occlInternalError, absl::StrFormat("connector %s: exchangeSignature as the %s on the %s end",
                                                                   conn_->key.describe(), isSender ? "sender" : "receiver",
                                                                   conn_->isSender() ? "sending" : "receiving"));
     }
-    host::Result<uint64_t> peer = ConnectorMemory::exchangeSignature(isSender, signature);
+    Result<uint64_t> peer = ConnectorMemory::exchangeSignature(isSender, signature);
     doorbell_->ring();  // the proxy forwards it now rather than at its next timed pass
     return peer;
   }
-  host::Status poison(uint32_t status) override {
-    host::Status s = ConnectorMemory::poison(status);
+  Status poison(uint32_t status) override {
+    Status s = ConnectorMemory::poison(status);
     doorbell_->ring();
     return s;
   }
@@ -86,9 +86,9 @@ void Doorbell::drain() const {
 Proxy::Proxy(const NetOptions& options)
     : options_(options), allocator_(std::make_shared<const HostAllocator>(options.allocator)) {}
 
-host::Result<std::unique_ptr<Proxy>> Proxy::create(const NetOptions& options) {
+Result<std::unique_ptr<Proxy>> Proxy::create(const NetOptions& options) {
   std::unique_ptr<Proxy> p(new Proxy(options));
-  if (!p->doorbell_->ok()) return host::Status::systemError("eventfd for the NET proxy", errno);
+  if (!p->doorbell_->ok()) return Status::systemError("eventfd for the NET proxy", errno);
   auto worker = UcxWorker::create(UcxOptions{options.tls, 0});
   if (!worker.ok()) return worker.status().withContext(absl::StrFormat("rank %d: NET connector", options.rank));
   p->worker_ = std::move(worker.value());
@@ -96,18 +96,18 @@ host::Result<std::unique_ptr<Proxy>> Proxy::create(const NetOptions& options) {
   return p;
 }
 
-host::Status Proxy::connect(const std::vector<std::vector<uint8_t>>& addresses) {
+Status Proxy::connect(const std::vector<std::vector<uint8_t>>& addresses) {
   const int rank = options_.rank;
   if (connected_) {
-    return host::Status::error(occlInvalidUsage, absl::StrFormat("rank %d: NetFactory::connect called twice", rank));
+    return Status::error(occlInvalidUsage, absl::StrFormat("rank %d: NetFactory::connect called twice", rank));
   }
   if (addresses.size() != peers_.size()) {
-    return host::Status::error(occlInvalidArgument,
+    return Status::error(occlInvalidArgument,
                                absl::StrFormat("rank %d: NetFactory::connect got %d addresses for %d ranks", rank,
                                                addresses.size(), peers_.size()));
   }
   if (!addresses[rank].empty() && addresses[rank] != worker_->address()) {
-    return host::Status::error(occlInvalidArgument,
+    return Status::error(occlInvalidArgument,
                                absl::StrFormat("rank %d: NetFactory::connect: this rank's own entry is another "
                                                "worker's address (ranks swapped in the address table?)",
                                                rank));
@@ -154,7 +154,7 @@ host::Status Proxy::connect(const std::vector<std::vector<uint8_t>>& addresses) 
     nameThisThread("occl-proxy");
     run();
   });
-  return host::Status::success();
+  return Status::success();
 }
 
 Proxy::~Proxy() {
@@ -168,36 +168,36 @@ Proxy::~Proxy() {
   worker_.reset();
 }
 
-host::Result<std::shared_ptr<ConnectorMemory>> Proxy::attach(const ConnectorKey& key, ConnectorEnd end,
+Result<std::shared_ptr<ConnectorMemory>> Proxy::attach(const ConnectorKey& key, ConnectorEnd end,
                                                              uint32_t nSlots, uint64_t slotBytes) {
   const int rank = options_.rank;
   const bool sender = end == ConnectorEnd::Sender;
   const int self = sender ? key.sender : key.receiver, peer = sender ? key.receiver : key.sender;
   if (self != rank) {
-    return host::Status::error(occlInvalidArgument,
+    return Status::error(occlInvalidArgument,
                                absl::StrFormat("rank %d: NET connector %s attached as its %s, which is rank %d", rank,
                                                key.describe(), sender ? "sender" : "receiver", self));
   }
   if (peer < 0 || peer >= options_.nRanks || peer == rank) {
-    return host::Status::error(occlInvalidArgument,
+    return Status::error(occlInvalidArgument,
                                absl::StrFormat("rank %d: NET connector %s: the peer must be another of the %d ranks",
                                                rank, key.describe(), options_.nRanks));
   }
   const uint64_t geometry = checkedGeometry(nSlots, slotBytes);
   if (geometry == 0) {
-    return host::Status::error(occlInvalidArgument,
+    return Status::error(occlInvalidArgument,
                                absl::StrFormat("rank %d: NET connector %s: %d slots of %d bytes (need 1..2^24-1 slots "
                                                "of 1..2^40-1 bytes)",
                                                rank, key.describe(), nSlots, slotBytes));
   }
   if (!connected_) {
-    return host::Status::error(occlInvalidUsage,
+    return Status::error(occlInvalidUsage,
                                absl::StrFormat("rank %d: NET connector %s attached before NetFactory::connect", rank,
                                                key.describe()));
   }
   const Peer* p = peers_[peer].get();
   if (p == nullptr) {
-    return host::Status::error(occlInvalidUsage,
+    return Status::error(occlInvalidUsage,
                                absl::StrFormat("rank %d: NET connector %s: rank %d was given no address in connect()",
                                                rank, key.describe(), peer));
   }
@@ -205,7 +205,7 @@ host::Result<std::shared_ptr<ConnectorMemory>> Proxy::attach(const ConnectorKey&
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (p->failure != UCS_OK) {
-      return host::Status::error(occlRemoteError,
+      return Status::error(occlRemoteError,
                                  absl::StrFormat("rank %d: NET connector %s: the connection to rank %d failed: %s", rank,
                                                  key.describe(), peer, ucs_status_string(p->failure)));
     }
@@ -219,13 +219,13 @@ host::Result<std::shared_ptr<ConnectorMemory>> Proxy::attach(const ConnectorKey&
     }
     conn->attached = true;
     conn->localGeometry = geometry;
-    host::Status failure = host::Status::success();
+    Status failure = Status::success();
     if (conn->base == nullptr) {
-      failure = host::Status::error(occlSystemError, absl::StrFormat("rank %d: NET connector %s: allocating %d bytes "
+      failure = Status::error(occlSystemError, absl::StrFormat("rank %d: NET connector %s: allocating %d bytes "
                                                                      "of FIFO memory failed",
                                                                      rank, key.describe(), fifoBytes(nSlots, slotBytes)));
     } else if (conn->geometry != geometry) {
-      failure = host::Status::error(
+      failure = Status::error(
           occlInvalidUsage,
           absl::StrFormat("rank %d: NET connector %s: rank %d uses %d slots of %d bytes, this rank %d slots of %d "
                           "bytes; connectorSlots and connectorSlotBytes must be identical on all ranks",

@@ -54,12 +54,12 @@ struct ConnId {
 
 class Proxy {
  public:
-  static host::Result<std::unique_ptr<Proxy>> create(const NetOptions& options);
+  static Result<std::unique_ptr<Proxy>> create(const NetOptions& options);
   ~Proxy();
 
   const std::vector<uint8_t>& address() const { return worker_->address(); }
-  host::Status connect(const std::vector<std::vector<uint8_t>>& addresses);
-  host::Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
+  Status connect(const std::vector<std::vector<uint8_t>>& addresses);
+  Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
                                                         uint64_t slotBytes);
 
   // UCX callbacks (proxy thread, mu_ held); public for the C callbacks in proxy_wire.cpp.

@@ -7,11 +7,11 @@
 
 namespace occl::transport::net {
 
-host::Status ucsError(const std::string& what, ucs_status_t status) {
-  return host::Status::error(occlSystemError, absl::StrFormat("%s: %s", what, ucs_status_string(status)));
+Status ucsError(const std::string& what, ucs_status_t status) {
+  return Status::error(occlSystemError, absl::StrFormat("%s: %s", what, ucs_status_string(status)));
 }
 
-host::Result<std::unique_ptr<UcxWorker>> UcxWorker::create(const UcxOptions& options) {
+Result<std::unique_ptr<UcxWorker>> UcxWorker::create(const UcxOptions& options) {
   std::unique_ptr<UcxWorker> w(new UcxWorker());
   // ucp_config_read applies UCX_* from the environment; an explicit TLS overrides UCX_TLS.
   ucp_config_t* config = nullptr;
@@ -60,10 +60,10 @@ UcxWorker::~UcxWorker() {
   if (context_ != nullptr) ucp_cleanup(context_);
 }
 
-host::Result<ucp_ep_h> UcxWorker::connect(const std::vector<uint8_t>& peerAddress, EndpointErrorFn onError,
+Result<ucp_ep_h> UcxWorker::connect(const std::vector<uint8_t>& peerAddress, EndpointErrorFn onError,
                                           void* arg) {
   if (peerAddress.empty()) {
-    return host::Status::error(occlInvalidArgument, "an empty UCX worker address cannot be connected to");
+    return Status::error(occlInvalidArgument, "an empty UCX worker address cannot be connected to");
   }
   ucp_ep_params_t ep{};
   ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |

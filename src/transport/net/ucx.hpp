@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "host/status.hpp"
+#include "util/status.hpp"
 
 namespace occl::transport::net {
 
@@ -27,14 +27,14 @@ struct UcxOptions {
 };
 
 // "<what>: <UCX's words for status>" as an occlSystemError.
-host::Status ucsError(const std::string& what, ucs_status_t status);
+Status ucsError(const std::string& what, ucs_status_t status);
 
 // Called on the progress thread when UCX reports an endpoint failed (peer died, connection reset).
 using EndpointErrorFn = void (*)(void* arg, ucp_ep_h ep, ucs_status_t status);
 
 class UcxWorker {
  public:
-  static host::Result<std::unique_ptr<UcxWorker>> create(const UcxOptions& options);
+  static Result<std::unique_ptr<UcxWorker>> create(const UcxOptions& options);
   ~UcxWorker();
   UcxWorker(const UcxWorker&) = delete;
   UcxWorker& operator=(const UcxWorker&) = delete;
@@ -48,7 +48,7 @@ class UcxWorker {
 
   // An endpoint to the worker whose address() is `peerAddress`, with peer failure reported to
   // `onError` (UCP_ERR_HANDLING_MODE_PEER) instead of aborting the process.
-  host::Result<ucp_ep_h> connect(const std::vector<uint8_t>& peerAddress, EndpointErrorFn onError, void* arg);
+  Result<ucp_ep_h> connect(const std::vector<uint8_t>& peerAddress, EndpointErrorFn onError, void* arg);
 
   // Closes `ep`: flushes what it still sends for up to `flushMs` (0: forced close, up to 100 ms).
   // Progresses the worker meanwhile and never waits longer than that.

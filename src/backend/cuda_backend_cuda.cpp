@@ -25,12 +25,12 @@
 #include <unordered_map>
 
 #include "absl/strings/str_format.h"
+#include "backend/kernel_backend.hpp"
+#include "backend/residency.hpp"
 #include "daemon/daemon_kernel.hpp"
-#include "host/cuda_util.hpp"
-#include "host/kernel_backend.hpp"
-#include "host/residency.hpp"
+#include "util/cuda_util.hpp"
 
-namespace occl::host {
+namespace occl::backend {
 namespace {
 
 // One auxiliary stream per device, shared by every rank of this process on it.
@@ -352,4 +352,4 @@ Result<std::unique_ptr<Backend>> makeCudaBackend(const occlConfig_t& config, int
   return std::unique_ptr<Backend>(std::move(backend));
 }
 
-}  // namespace occl::host
+}  // namespace occl::backend

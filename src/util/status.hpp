@@ -1,6 +1,7 @@
-// Status and Result<T>: the error currency of the host layer. A Status carries an occlResult_t
-// and a message meant for the user (what failed, on which rank/address, and why); the C API
-// returns the code and keeps the message for occlGetLastError.
+// Status and Result<T>: the error currency of all host-side code (bootstrap, transports,
+// backends, the API). A Status carries an occlResult_t and a message meant for the user (what
+// failed, on which rank/address, and why); the C API returns the code and keeps the message for
+// occlGetLastError.
 #pragma once
 
 #include <cassert>
@@ -13,7 +14,7 @@
 
 #include "occl/occl.h"
 
-namespace occl::host {
+namespace occl {
 
 struct [[nodiscard]] Status {
   occlResult_t code = occlSuccess;
@@ -75,4 +76,4 @@ class [[nodiscard]] Result {
   std::variant<T, Status> v_;
 };
 
-}  // namespace occl::host
+}  // namespace occl

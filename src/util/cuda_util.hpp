@@ -8,9 +8,9 @@
 #include <string_view>
 
 #include "absl/strings/str_format.h"
-#include "host/status.hpp"
+#include "util/status.hpp"
 
-namespace occl::host {
+namespace occl {
 
 // occlUnhandledCudaError naming the call, the device and CUDA's explanation. Success stays success.
 inline Status cudaStatus(cudaError_t e, std::string_view api, int device) {
@@ -67,4 +67,4 @@ class DeviceGuard {
   cudaError_t status_ = cudaSuccess;
 };
 
-}  // namespace occl::host
+}  // namespace occl

@@ -1,5 +1,5 @@
 // Unique ids: what occlGetUniqueId hands out, and the root listener it leaves behind.
-#include "host/bootstrap.hpp"
+#include "bootstrap/bootstrap.hpp"
 
 #include <arpa/inet.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_format.h"
 
-namespace occl::host {
+namespace occl::bootstrap {
 namespace {
 
 // Listeners of the ids created in this process, until rank 0's Bootstrap takes them over.
@@ -156,4 +156,4 @@ Result<UniqueIdData> uniqueIdFromAddress(const std::string& host, int port, uint
   return id;
 }
 
-}  // namespace occl::host
+}  // namespace occl::bootstrap

@@ -1,4 +1,4 @@
-#include "host/residency.hpp"
+#include "backend/residency.hpp"
 
 #include <map>
 #include <mutex>
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_format.h"
 
-namespace occl::host {
+namespace occl::backend {
 namespace {
 
 std::mutex& registryMu() {
@@ -68,4 +68,4 @@ int residentBlocks(const std::string& device) {
   return it == registry().end() ? 0 : it->second;
 }
 
-}  // namespace occl::host
+}  // namespace occl::backend

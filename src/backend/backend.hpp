@@ -8,10 +8,10 @@
 #include <memory>
 
 #include "daemon/daemon.hpp"
-#include "host/status.hpp"
 #include "occl/occl.h"
+#include "util/status.hpp"
 
-namespace occl::host {
+namespace occl::backend {
 
 class Backend {
  public:
@@ -50,4 +50,4 @@ Result<std::unique_ptr<Backend>> makeSimtBackend(const occlConfig_t& config);
 Result<std::unique_ptr<Backend>> makeCudaBackend(const occlConfig_t& config, int device);
 #endif
 
-}  // namespace occl::host
+}  // namespace occl::backend

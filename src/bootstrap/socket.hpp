@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "host/status.hpp"
+#include "util/status.hpp"
 
-namespace occl::host {
+namespace occl::bootstrap {
 
 using SteadyClock = std::chrono::steady_clock;
 using Deadline = SteadyClock::time_point;
@@ -118,4 +118,4 @@ class FrameReader {
   std::vector<char> buf_;
 };
 
-}  // namespace occl::host
+}  // namespace occl::bootstrap

@@ -1,4 +1,4 @@
-#include "host/launcher_env.hpp"
+#include "bootstrap/launcher_env.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "ir_loader/fingerprint.hpp"
 
-namespace occl::host {
+namespace occl::bootstrap {
 namespace {
 
 // Unset and empty are the same: `export RANK=` is how scripts clear a variable.
@@ -186,4 +186,4 @@ std::string hostIdentity() {
   return absl::StrFormat("%s/%s/netns:%d", name, bootId.substr(0, 8), netns);
 }
 
-}  // namespace occl::host
+}  // namespace occl::bootstrap

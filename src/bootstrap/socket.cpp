@@ -1,4 +1,4 @@
-#include "host/socket.hpp"
+#include "bootstrap/socket.hpp"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -18,7 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
-namespace occl::host {
+namespace occl::bootstrap {
 namespace {
 
 // Waits for `events` on fd until the deadline; false on timeout. EINTR restarts the wait.
@@ -427,4 +427,4 @@ Status FrameReader::parse(std::vector<Frame>& out) {
   return Status::success();
 }
 
-}  // namespace occl::host
+}  // namespace occl::bootstrap

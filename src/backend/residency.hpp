@@ -10,9 +10,9 @@
 
 #include <string>
 
-#include "host/status.hpp"
+#include "util/status.hpp"
 
-namespace occl::host {
+namespace occl::backend {
 
 class ResidencyReservation {
  public:
@@ -35,4 +35,4 @@ Result<ResidencyReservation> reserveResidency(const std::string& device, int blo
 // Blocks reserved on `device` now (tests and messages).
 int residentBlocks(const std::string& device);
 
-}  // namespace occl::host
+}  // namespace occl::backend

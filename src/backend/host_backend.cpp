@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "host/backend.hpp"
-#include "host/doorbell.hpp"
-#include "host/host_memory.hpp"
+#include "backend/backend.hpp"
+#include "backend/doorbell.hpp"
+#include "backend/host_memory.hpp"
 #include "queues/fifo_wait.hpp"
 #include "util/thread_name.hpp"
 
-namespace occl::host {
+namespace occl::backend {
 namespace {
 
 class HostBackend : public OnHostMemory<Backend> {
@@ -115,4 +115,4 @@ class HostBackend : public OnHostMemory<Backend> {
 
 std::unique_ptr<Backend> makeHostBackend(const occlConfig_t& config) { return std::make_unique<HostBackend>(config); }
 
-}  // namespace occl::host
+}  // namespace occl::backend

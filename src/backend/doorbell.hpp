@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstdint>
 
-namespace occl::host {
+namespace occl::backend {
 
 class Doorbell {
  public:
@@ -36,4 +36,4 @@ class Doorbell {
   std::atomic<uint32_t> parked_{0};
 };
 
-}  // namespace occl::host
+}  // namespace occl::backend

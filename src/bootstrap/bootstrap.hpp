@@ -19,11 +19,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "host/socket.hpp"
-#include "host/status.hpp"
+#include "bootstrap/socket.hpp"
 #include "occl/occl.h"
+#include "util/status.hpp"
 
-namespace occl::host {
+namespace occl::bootstrap {
 
 // High 16 bits "oc", low 16 bits the bootstrap protocol version: ids and peers of another
 // version are rejected with a message instead of misparsed.
@@ -160,4 +160,4 @@ class Bootstrap {
   std::thread monitor_;
 };
 
-}  // namespace occl::host
+}  // namespace occl::bootstrap

@@ -1,4 +1,4 @@
-#include "host/doorbell.hpp"
+#include "backend/doorbell.hpp"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -7,7 +7,7 @@
 
 #include <climits>
 
-namespace occl::host {
+namespace occl::backend {
 
 void Doorbell::wait(uint32_t seen, int64_t timeoutUs) {
   timespec ts{static_cast<time_t>(timeoutUs / 1000000), static_cast<long>((timeoutUs % 1000000) * 1000)};
@@ -19,4 +19,4 @@ void Doorbell::wakeAll() {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell_), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
 }
 
-}  // namespace occl::host
+}  // namespace occl::backend

@@ -16,10 +16,10 @@
 #include <mutex>
 #include <string>
 
+#include "backend/backend.hpp"
 #include "daemon/daemon_main.hpp"
-#include "host/backend.hpp"
 
-namespace occl::host {
+namespace occl::backend {
 
 class KernelBackend : public Backend {
  public:
@@ -83,4 +83,4 @@ class KernelBackend : public Backend {
   Status fatal_;                 // the first unrecoverable error; no launch after it
 };
 
-}  // namespace occl::host
+}  // namespace occl::backend

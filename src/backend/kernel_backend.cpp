@@ -1,4 +1,4 @@
-#include "host/kernel_backend.hpp"
+#include "backend/kernel_backend.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_format.h"
 
-namespace occl::host {
+namespace occl::backend {
 namespace {
 
 // A block with tasks that cannot progress quits after this many idle periods, at least
@@ -194,4 +194,4 @@ Status KernelBackend::stop() {
   return fatal_;
 }
 
-}  // namespace occl::host
+}  // namespace occl::backend

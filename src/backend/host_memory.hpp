@@ -6,10 +6,10 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "host/backend.hpp"
-#include "host/status.hpp"
+#include "backend/backend.hpp"
+#include "util/status.hpp"
 
-namespace occl::host {
+namespace occl::backend {
 
 inline Result<void*> allocHostZeroed(size_t bytes) {
   const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
@@ -42,4 +42,4 @@ class OnHostMemory : public Base {
   void freeDaemon(void* p) override { std::free(p); }
 };
 
-}  // namespace occl::host
+}  // namespace occl::backend

@@ -7,9 +7,9 @@
 #include <string>
 #include <utility>
 
-#include "host/status.hpp"
+#include "util/status.hpp"
 
-namespace occl::host {
+namespace occl::bootstrap {
 
 struct LauncherEnv {
   int rank = -1;
@@ -44,4 +44,4 @@ std::string hostIdentity();
 // "host:port" or "[v6addr]:port"; `variable` names the value's origin in error messages.
 Result<std::pair<std::string, int>> parseHostPort(const std::string& variable, const std::string& value);
 
-}  // namespace occl::host
+}  // namespace occl::bootstrap

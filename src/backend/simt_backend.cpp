@@ -26,14 +26,14 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "backend/backend.hpp"
+#include "backend/host_memory.hpp"
+#include "backend/kernel_backend.hpp"
+#include "backend/residency.hpp"
 #include "device/simt_block.hpp"
 #include "device/simt_memory.hpp"
-#include "host/backend.hpp"
-#include "host/host_memory.hpp"
-#include "host/kernel_backend.hpp"
-#include "host/residency.hpp"
 
-namespace occl::host {
+namespace occl::backend {
 namespace {
 
 // The SMs of an emulated device: at most `slots` blocks run at once (slots > 0).
@@ -249,4 +249,4 @@ Result<std::unique_ptr<Backend>> makeSimtBackend(const occlConfig_t& config) {
   return std::unique_ptr<Backend>(std::move(backend));
 }
 
-}  // namespace occl::host
+}  // namespace occl::backend

@@ -1,4 +1,4 @@
-#include "host/bootstrap.hpp"
+#include "bootstrap/bootstrap.hpp"
 
 #include <arpa/inet.h>
 #include <poll.h>
@@ -13,7 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "util/thread_name.hpp"
 
-namespace occl::host {
+namespace occl::bootstrap {
 
 // The op of a collective is also the frame type of its contribution, so that the root can
 // tell "rank 2 called barrier() while I called allGather()" from a size mismatch.
@@ -580,4 +580,4 @@ Status Bootstrap::finish(uint32_t farewell, const std::vector<char>& note) {
   return Status::success();
 }
 
-}  // namespace occl::host
+}  // namespace occl::bootstrap

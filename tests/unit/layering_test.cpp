@@ -1,0 +1,107 @@
+// The layers of src/: README.md's Layout table says which folders each folder of src/ may include;
+// this test reads that table and checks every quoted #include of every file under src/ against it,
+// and that every folder of src/ has a row (a new folder must say where it sits).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kSource = OCCL_SOURCE_DIR;
+
+// Folder -> the folders it may include, from the rows "| `src/<folder>/` | ... | `a`, `b` |"; a
+// last cell that does not name folders ("every folder above") allows every folder of earlier rows.
+std::map<std::string, std::set<std::string>> layersFromReadme(std::vector<std::string>* order) {
+  std::ifstream readme(kSource / "README.md");
+  EXPECT_TRUE(readme.is_open()) << "README.md not found under " << kSource;
+  const std::regex row(R"(^\| `src/([a-z_]+)/` \|.*\|([^|]*)\|\s*$)");
+  const std::regex name("`([a-z_]+)`");
+  std::map<std::string, std::set<std::string>> allowed;
+  for (std::string line; std::getline(readme, line);) {
+    std::smatch m;
+    if (!std::regex_match(line, m, row)) continue;
+    const std::string folder = m[1], cell = m[2];
+    std::set<std::string> names;
+    for (auto it = std::sregex_iterator(cell.begin(), cell.end(), name); it != std::sregex_iterator(); ++it)
+      names.insert((*it)[1]);
+    if (names.empty() && cell.find("every folder above") != std::string::npos) names.insert(order->begin(), order->end());
+    allowed[folder] = names;
+    order->push_back(folder);
+  }
+  return allowed;
+}
+
+// The first path component of each quoted include of `file` ("queues" for "queues/fifo.hpp").
+std::vector<std::pair<int, std::string>> includedFolders(const fs::path& file) {
+  std::ifstream in(file);
+  const std::regex include(R"(^\s*#\s*include\s+"([^"/]+)/)");
+  std::vector<std::pair<int, std::string>> out;
+  int lineNo = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++lineNo;
+    std::smatch m;
+    if (std::regex_search(line, m, include)) out.emplace_back(lineNo, m[1]);
+  }
+  return out;
+}
+
+// Beside the table: the folder itself, the public header and the external libraries.
+bool alwaysAllowed(const std::string& from, const std::string& to) {
+  return to == from || to == "occl" || to == "absl" || to == "ucp" || to == "ucs" || to == "cuda" || to == "nccl";
+}
+
+TEST(LayeringTest, EveryFolderOfSrcHasARowInTheReadme) {
+  std::vector<std::string> order;
+  const auto allowed = layersFromReadme(&order);
+  ASSERT_FALSE(allowed.empty()) << "no src/ rows in README.md's Layout table";
+  for (const auto& entry : fs::directory_iterator(kSource / "src")) {
+    if (!entry.is_directory()) continue;
+    EXPECT_TRUE(allowed.count(entry.path().filename().string()))
+        << "src/" << entry.path().filename().string() << "/ has no row in README.md's Layout table";
+  }
+}
+
+TEST(LayeringTest, NoFolderIncludesOneAboveIt) {
+  std::vector<std::string> order;
+  const auto allowed = layersFromReadme(&order);
+  ASSERT_FALSE(allowed.empty());
+  int files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(kSource / "src")) {
+    if (!entry.is_regular_file()) continue;
+    const fs::path rel = fs::relative(entry.path(), kSource / "src");
+    const std::string folder = rel.begin()->string();
+    if (rel.begin() == rel.end() || std::next(rel.begin()) == rel.end()) continue;  // src/CMakeLists.txt
+    const auto row = allowed.find(folder);
+    if (row == allowed.end()) continue;  // reported by the test above
+    ++files;
+    for (const auto& [line, to] : includedFolders(entry.path())) {
+      EXPECT_TRUE(alwaysAllowed(folder, to) || row->second.count(to))
+          << "src/" << rel.string() << ":" << line << " includes \"" << to << "/...\", which README.md's Layout "
+          << "table does not let src/" << folder << "/ include";
+    }
+  }
+  EXPECT_GT(files, 50) << "found too few files under " << kSource / "src";
+}
+
+// The table is a strict order: a folder includes only folders of earlier rows, so there is no cycle.
+TEST(LayeringTest, TheTableIsOrderedBottomUp) {
+  std::vector<std::string> order;
+  const auto allowed = layersFromReadme(&order);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const std::set<std::string> earlier(order.begin(), order.begin() + static_cast<long>(i));
+    for (const std::string& to : allowed.at(order[i]))
+      EXPECT_TRUE(earlier.count(to)) << "src/" << order[i] << "/ may include " << to
+                                     << ", which is not on an earlier row of the table";
+  }
+}
+
+}  // namespace
