@@ -159,11 +159,24 @@ Result<Topology> discoverTopology(occl::bootstrap::Bootstrap& boot, int rank, in
 // Phase one of the NET connector on every rank, the worker addresses through the bootstrap (sizes
 // first: they differ by rank), phase two with the addresses of this rank's NET peers.
 Result<std::unique_ptr<occl::transport::ConnectorFactory>> netConnectors(occl::bootstrap::Bootstrap& boot, const Topology& t,
-                                                                          int rank, int nranks) {
+                                                                          int rank, int nranks, int device) {
   namespace net = occl::transport::net;
   net::NetOptions options;
   options.rank = rank;
   options.nRanks = nranks;
+#if OCCL_HAVE_CUDA
+  if (device >= 0) {
+    // The daemon kernel reads and writes the FIFOs at their host addresses, and its publishes
+    // cannot wake the proxy: it scans at least every kCudaProxySleepUs.
+    constexpr int64_t kCudaProxySleepUs = 50;
+    Result<occl::transport::HostAllocator> pinned = occl::transport::makeCudaPinnedAllocator(device);
+    if (!pinned.ok()) return pinned.status();
+    options.allocator = std::move(pinned.value());
+    options.maxSleepUs = kCudaProxySleepUs;
+  }
+#else
+  (void)device;  // device ranks exist only in CUDA builds
+#endif
   Result<std::unique_ptr<net::NetFactory>> factory = net::makeNetFactory(options);
   if (!factory.ok()) return factory.status();
   const std::vector<uint8_t>& mine = factory.value()->localAddress();
@@ -201,10 +214,7 @@ Result<std::unique_ptr<occl::transport::ConnectorFactory>> connectorsFor(occl::b
                                               t.ranks[static_cast<size_t>(rank)].host, other,
                                               t.ranks[static_cast<size_t>(other)].host);
 #if OCCL_HAVE_UCX
-    if (device >= 0)
-      return Status::error(occlInvalidUsage, where + ": the NET connector serves host and simt daemons; a CUDA "
-                                                     "daemon across hosts is not supported yet (OCCL_BACKEND=host)");
-    Result<std::unique_ptr<occl::transport::ConnectorFactory>> net = netConnectors(boot, t, rank, nranks);
+    Result<std::unique_ptr<occl::transport::ConnectorFactory>> net = netConnectors(boot, t, rank, nranks, device);
     if (!net.ok()) return net.status().withContext(where + ": starting the NET connector");
     factories[Transport::Net] = std::move(net.value());
 #else

@@ -71,7 +71,7 @@ class ConnectorFactory {
   // Maps this rank's `end` of connector `key` with `nSlots` slots of `slotBytes`. Fails with
   // occlInvalidUsage when the other end mapped it with another geometry.
   virtual Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end,
-                                                                uint32_t nSlots, uint64_t slotBytes) = 0;
+                                                          uint32_t nSlots, uint64_t slotBytes) = 0;
   virtual const char* name() const = 0;
   // The transport this rank's connectors to rank `peer` take (occlCommPeerTransport).
   virtual const char* transportTo(int peer) const { return name(); }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "transport/connector.hpp"
+#include "transport/host_allocator.hpp"
 #include "util/status.hpp"
 
 namespace occl::transport {
@@ -26,5 +27,12 @@ std::unique_ptr<ConnectorFactory> makeCudaInProcessFactory(std::shared_ptr<CudaW
 
 // makeShmFactory's connectors, usable by a daemon kernel on `device`.
 std::unique_ptr<ConnectorFactory> makeCudaShmFactory(uint64_t jobNonce, int64_t attachTimeoutMs, int device);
+
+// Pinned host memory mapped into `device` (cudaHostAlloc, mapped and portable; with unified
+// addressing, which this checks, its host address is its device address), recycled
+// (host_allocator.hpp): cudaFreeHost runs only once nothing holds the allocator any more, after
+// the communicator stopped its daemon kernel, since it would wait for that kernel. For the NET
+// connector's FIFOs of a CUDA rank.
+Result<HostAllocator> makeCudaPinnedAllocator(int device);
 
 }  // namespace occl::transport

@@ -28,7 +28,7 @@ class AnonymousMemory : public ConnectorMemory {
 class InProcessWorld {
  public:
   Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
-                                                        uint64_t slotBytes) {
+                                                  uint64_t slotBytes) {
     std::lock_guard<std::mutex> lock(mu_);
     if (std::shared_ptr<ConnectorMemory> region = pairing_.take(key, end)) {
       Status geometry = claimGeometry(region->header(), nSlots, slotBytes, key);
@@ -39,7 +39,7 @@ class InProcessWorld {
     void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) {
       return Status::error(occlSystemError, absl::StrFormat("mmap of %d bytes for connector %s failed: %s",
-                                                                  bytes, key.describe(), std::strerror(errno)));
+                                                            bytes, key.describe(), std::strerror(errno)));
     }
     auto region = std::make_shared<AnonymousMemory>(base, bytes);
     Status geometry = claimGeometry(region->header(), nSlots, slotBytes, key);
@@ -59,7 +59,7 @@ class InProcessFactory : public ConnectorFactory {
  public:
   explicit InProcessFactory(std::shared_ptr<InProcessWorld> world) : world_(std::move(world)) {}
   Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
-                                                        uint64_t slotBytes) override {
+                                                  uint64_t slotBytes) override {
     return world_->attach(key, end, nSlots, slotBytes);
   }
   const char* name() const override { return "in-process"; }

@@ -63,17 +63,17 @@ const char* RoutedFactory::transportTo(int peer) const {
 }
 
 Result<std::shared_ptr<ConnectorMemory>> RoutedFactory::attach(const ConnectorKey& key, ConnectorEnd end,
-                                                                     uint32_t nSlots, uint64_t slotBytes) {
+                                                               uint32_t nSlots, uint64_t slotBytes) {
   const int peer = end == ConnectorEnd::Sender ? key.receiver : key.sender;
   if (peer < 0 || static_cast<size_t>(peer) >= byPeer_.size())
     return Status::error(occlInternalError,
-                               absl::StrFormat("connector %s: peer rank %d outside 0..%d", key.describe(), peer,
-                                               byPeer_.size() - 1));
+                         absl::StrFormat("connector %s: peer rank %d outside 0..%d", key.describe(), peer,
+                                         byPeer_.size() - 1));
   auto it = factories_.find(byPeer_[static_cast<size_t>(peer)]);
   if (it == factories_.end())
     return Status::error(occlInternalError,
-                               absl::StrFormat("rank %d has no %s connector factory for rank %d", rank_,
-                                               transportName(byPeer_[static_cast<size_t>(peer)]), peer));
+                         absl::StrFormat("rank %d has no %s connector factory for rank %d", rank_,
+                                         transportName(byPeer_[static_cast<size_t>(peer)]), peer));
   return it->second->attach(key, end, nSlots, slotBytes);
 }
 

@@ -46,7 +46,7 @@ class RoutedFactory : public ConnectorFactory {
   // `byPeer[r]` is rank r's transport; `factories` must hold one for each transport used.
   RoutedFactory(int rank, std::vector<Transport> byPeer, std::map<Transport, std::unique_ptr<ConnectorFactory>> factories);
   Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
-                                                        uint64_t slotBytes) override;
+                                                  uint64_t slotBytes) override;
   const char* name() const override { return "routed"; }
   // The name of the factory the peer's connectors go to ("shm", "cuda-shm", "net", ...).
   const char* transportTo(int peer) const override;

@@ -64,7 +64,7 @@ class ShmMemory : public ConnectorMemory {
 
 Status sysError(const std::string& what, const std::string& name) {
   return Status::error(occlSystemError, absl::StrFormat("%s of shared memory %s failed: %s", what, name,
-                                                              std::strerror(errno)));
+                                                        std::strerror(errno)));
 }
 
 // Opens or creates the segment and returns its fd once it has `bytes` bytes.
@@ -94,9 +94,9 @@ Result<int> openSized(const std::string& name, size_t bytes, int64_t timeoutMs) 
     if (st.st_size != 0) {
       close(fd);
       return Status::error(occlInvalidUsage,
-                                 absl::StrFormat("shared memory %s has %d bytes, this rank expects %d: connectorSlots "
-                                                 "and connectorSlotBytes must be identical on all ranks",
-                                                 name, st.st_size, bytes));
+                           absl::StrFormat("shared memory %s has %d bytes, this rank expects %d: connectorSlots "
+                                           "and connectorSlotBytes must be identical on all ranks",
+                                           name, st.st_size, bytes));
     }
     if (std::chrono::steady_clock::now() > deadline) {
       close(fd);
@@ -111,7 +111,7 @@ class ShmFactory : public ConnectorFactory {
   ShmFactory(uint64_t nonce, int64_t timeoutMs) : nonce_(nonce), timeoutMs_(timeoutMs) {}
 
   Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
-                                                        uint64_t slotBytes) override {
+                                                  uint64_t slotBytes) override {
     const std::string name = absl::StrFormat("/occl-%016x-%016x-%d-%d-%d-%d-%d", nonce_, key.collId, key.sender,
                                              key.receiver, key.channel, key.form, nextGeneration(key, end));
     const size_t bytes = fifoBytes(nSlots, slotBytes);

@@ -1,22 +1,10 @@
 // NetFactory: the public face of the NET connector (net_factory.hpp); the work is the Proxy's.
 #include "transport/net/net_factory.hpp"
 
-#include <sys/mman.h>
-
 #include "absl/strings/str_format.h"
 #include "transport/net/proxy.hpp"
 
 namespace occl::transport::net {
-
-HostAllocator defaultHostAllocator() {
-  return HostAllocator{
-      [](size_t bytes) -> void* {
-        void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        return p == MAP_FAILED ? nullptr : p;
-      },
-      [](void* base, size_t bytes) { munmap(base, bytes); },
-  };
-}
 
 NetFactory::NetFactory(NetOptions options) : options_(std::move(options)) {}
 NetFactory::~NetFactory() = default;
@@ -28,24 +16,28 @@ Status NetFactory::connect(const std::vector<std::vector<uint8_t>>& addresses) {
 }
 
 Result<std::shared_ptr<ConnectorMemory>> NetFactory::attach(const ConnectorKey& key, ConnectorEnd end,
-                                                                  uint32_t nSlots, uint64_t slotBytes) {
+                                                            uint32_t nSlots, uint64_t slotBytes) {
   return proxy_->attach(key, end, nSlots, slotBytes);
 }
 
 Result<std::unique_ptr<NetFactory>> makeNetFactory(NetOptions options) {
   if (options.nRanks < 1 || options.rank < 0 || options.rank >= options.nRanks) {
     return Status::error(occlInvalidArgument, absl::StrFormat("NET connector: rank %d of %d ranks is not a rank",
-                                                                    options.rank, options.nRanks));
+                                                              options.rank, options.nRanks));
   }
   if (!options.allocator.allocate || !options.allocator.release) {
     return Status::error(occlInvalidArgument,
-                               absl::StrFormat("rank %d: NET connector: the FIFO allocator needs both allocate and "
-                                               "release",
-                                               options.rank));
+                         absl::StrFormat("rank %d: NET connector: the FIFO allocator needs both allocate and "
+                                         "release",
+                                         options.rank));
+  }
+  if (options.maxSleepUs < 1 || options.maxSleepUs > 1000000) {
+    return Status::error(occlInvalidArgument, absl::StrFormat("rank %d: NET connector: maxSleepUs %d outside 1..1000000",
+                                                              options.rank, options.maxSleepUs));
   }
   if (options.drainMs < 0) {
     return Status::error(occlInvalidArgument,
-                               absl::StrFormat("rank %d: NET connector: drainMs %d < 0", options.rank, options.drainMs));
+                         absl::StrFormat("rank %d: NET connector: drainMs %d < 0", options.rank, options.drainMs));
   }
   std::unique_ptr<NetFactory> f(new NetFactory(options));
   auto proxy = Proxy::create(f->options_);

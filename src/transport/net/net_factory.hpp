@@ -39,18 +39,9 @@
 #include <vector>
 
 #include "transport/connector.hpp"
+#include "transport/host_allocator.hpp"
 
 namespace occl::transport::net {
-
-// Where FIFO memory comes from. The default is page-aligned anonymous host memory; the CUDA
-// backend passes pinned, device-mapped host memory (cudaHostAlloc) so its daemon can use it.
-// Both calls may happen on any thread, also after the factory is gone (a ConnectorMemory
-// outlives it); `allocate` returns nullptr on failure. Memory need not be zeroed.
-struct HostAllocator {
-  std::function<void*(size_t bytes)> allocate;
-  std::function<void(void* base, size_t bytes)> release;
-};
-HostAllocator defaultHostAllocator();
 
 struct NetOptions {
   int rank = -1;
@@ -58,7 +49,12 @@ struct NetOptions {
   // UCX transports (UCX_TLS syntax); empty: UCX_TLS from the environment, else UCX's choice.
   // Tests force "tcp", which works on any machine.
   std::string tls;
+  // Where the local FIFOs live: anonymous memory, or for a CUDA daemon pinned memory mapped into
+  // its device, recycled (transport/host_allocator.hpp).
   HostAllocator allocator = defaultHostAllocator();
+  // The longest the idle proxy sleeps between scans (proxy.cpp). A host daemon's publish wakes it
+  // at once; a GPU daemon's cannot, so a CUDA rank's proxy wakes more often.
+  int64_t maxSleepUs = 1000;
   // On destruction, how long the proxy keeps shipping what daemons already published and lets
   // UCX flush, before it closes endpoints regardless.
   int drainMs = 1000;
@@ -87,7 +83,7 @@ class NetFactory : public ConnectorFactory {
   // This rank must be key.sender (end Sender) or key.receiver (end Receiver), and the other one a
   // rank connect() was given an address for. Fails with occlRemoteError once that peer failed.
   Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
-                                                        uint64_t slotBytes) override;
+                                                  uint64_t slotBytes) override;
   const char* name() const override { return "net"; }
 
   int rank() const { return options_.rank; }

@@ -21,13 +21,13 @@ namespace {
 // UCX event (the worker's event fd), the doorbell (host calls), or a daemon's publish: before it
 // sleeps the proxy sets kFifoWakeBell on the word of each FIFO it waits for (a sender's tail, a
 // receiver's head), and a host daemon's publish rings the bell (queues/fifo.hpp). A GPU daemon
-// rings nothing, so the sleep is also bounded, doubling from kFirstSleepUs to kMaxSleepUs: an idle
-// rank's proxy wakes about 1000 times a second for one short scan (well under 1% of a core), and
-// a slot a GPU publishes after a pause waits at most ~1 ms to leave. A busy proxy never sleeps;
-// on a machine with fewer cores than busy threads, sleeping is what lets the daemons run at all.
+// rings nothing, so the sleep is also bounded, doubling from kFirstSleepUs to
+// NetOptions::maxSleepUs: with the host's 1 ms an idle rank's proxy wakes about 1000 times a
+// second for one short scan (well under 1% of a core); a CUDA rank's proxy takes a shorter bound
+// (api.cpp), within which a slot its daemon publishes after a pause leaves. A busy proxy never
+// sleeps; on a machine with fewer cores than busy threads, sleeping is what lets the daemons run.
 constexpr int kSpinPasses = 2;
-constexpr int64_t kFirstSleepUs = 8;
-constexpr int64_t kMaxSleepUs = 1000;
+constexpr int64_t kFirstSleepUs = 8;  // NetOptions::maxSleepUs bounds the doubling
 
 uint64_t checkedGeometry(uint32_t nSlots, uint64_t slotBytes) {
   if (nSlots == 0 || nSlots >= (1u << 24) || slotBytes == 0 || slotBytes >= (uint64_t{1} << 40)) return 0;
@@ -103,14 +103,14 @@ Status Proxy::connect(const std::vector<std::vector<uint8_t>>& addresses) {
   }
   if (addresses.size() != peers_.size()) {
     return Status::error(occlInvalidArgument,
-                               absl::StrFormat("rank %d: NetFactory::connect got %d addresses for %d ranks", rank,
-                                               addresses.size(), peers_.size()));
+                         absl::StrFormat("rank %d: NetFactory::connect got %d addresses for %d ranks", rank,
+                                         addresses.size(), peers_.size()));
   }
   if (!addresses[rank].empty() && addresses[rank] != worker_->address()) {
     return Status::error(occlInvalidArgument,
-                               absl::StrFormat("rank %d: NetFactory::connect: this rank's own entry is another "
-                                               "worker's address (ranks swapped in the address table?)",
-                                               rank));
+                         absl::StrFormat("rank %d: NetFactory::connect: this rank's own entry is another "
+                                         "worker's address (ranks swapped in the address table?)",
+                                         rank));
   }
   ucp_am_handler_param_t hp{};
   hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
@@ -169,45 +169,45 @@ Proxy::~Proxy() {
 }
 
 Result<std::shared_ptr<ConnectorMemory>> Proxy::attach(const ConnectorKey& key, ConnectorEnd end,
-                                                             uint32_t nSlots, uint64_t slotBytes) {
+                                                       uint32_t nSlots, uint64_t slotBytes) {
   const int rank = options_.rank;
   const bool sender = end == ConnectorEnd::Sender;
   const int self = sender ? key.sender : key.receiver, peer = sender ? key.receiver : key.sender;
   if (self != rank) {
     return Status::error(occlInvalidArgument,
-                               absl::StrFormat("rank %d: NET connector %s attached as its %s, which is rank %d", rank,
-                                               key.describe(), sender ? "sender" : "receiver", self));
+                         absl::StrFormat("rank %d: NET connector %s attached as its %s, which is rank %d", rank,
+                                         key.describe(), sender ? "sender" : "receiver", self));
   }
   if (peer < 0 || peer >= options_.nRanks || peer == rank) {
     return Status::error(occlInvalidArgument,
-                               absl::StrFormat("rank %d: NET connector %s: the peer must be another of the %d ranks",
-                                               rank, key.describe(), options_.nRanks));
+                         absl::StrFormat("rank %d: NET connector %s: the peer must be another of the %d ranks",
+                                         rank, key.describe(), options_.nRanks));
   }
   const uint64_t geometry = checkedGeometry(nSlots, slotBytes);
   if (geometry == 0) {
     return Status::error(occlInvalidArgument,
-                               absl::StrFormat("rank %d: NET connector %s: %d slots of %d bytes (need 1..2^24-1 slots "
-                                               "of 1..2^40-1 bytes)",
-                                               rank, key.describe(), nSlots, slotBytes));
+                         absl::StrFormat("rank %d: NET connector %s: %d slots of %d bytes (need 1..2^24-1 slots "
+                                         "of 1..2^40-1 bytes)",
+                                         rank, key.describe(), nSlots, slotBytes));
   }
   if (!connected_) {
     return Status::error(occlInvalidUsage,
-                               absl::StrFormat("rank %d: NET connector %s attached before NetFactory::connect", rank,
-                                               key.describe()));
+                         absl::StrFormat("rank %d: NET connector %s attached before NetFactory::connect", rank,
+                                         key.describe()));
   }
   const Peer* p = peers_[peer].get();
   if (p == nullptr) {
     return Status::error(occlInvalidUsage,
-                               absl::StrFormat("rank %d: NET connector %s: rank %d was given no address in connect()",
-                                               rank, key.describe(), peer));
+                         absl::StrFormat("rank %d: NET connector %s: rank %d was given no address in connect()",
+                                         rank, key.describe(), peer));
   }
   std::shared_ptr<Conn> conn;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (p->failure != UCS_OK) {
       return Status::error(occlRemoteError,
-                                 absl::StrFormat("rank %d: NET connector %s: the connection to rank %d failed: %s", rank,
-                                                 key.describe(), peer, ucs_status_string(p->failure)));
+                           absl::StrFormat("rank %d: NET connector %s: the connection to rank %d failed: %s", rank,
+                                           key.describe(), peer, ucs_status_string(p->failure)));
     }
     const uint64_t gen = attaches_[key]++;
     auto it = conns_.find(ConnId{key, gen});
@@ -222,8 +222,8 @@ Result<std::shared_ptr<ConnectorMemory>> Proxy::attach(const ConnectorKey& key, 
     Status failure = Status::success();
     if (conn->base == nullptr) {
       failure = Status::error(occlSystemError, absl::StrFormat("rank %d: NET connector %s: allocating %d bytes "
-                                                                     "of FIFO memory failed",
-                                                                     rank, key.describe(), fifoBytes(nSlots, slotBytes)));
+                                                               "of FIFO memory failed",
+                                                               rank, key.describe(), fifoBytes(nSlots, slotBytes)));
     } else if (conn->geometry != geometry) {
       failure = Status::error(
           occlInvalidUsage,
@@ -266,7 +266,7 @@ void Proxy::poisonLocal(Conn& c, uint32_t status) {
 
 void Proxy::run() {
   int idle = 0;
-  int64_t sleepUs = kFirstSleepUs;
+  int64_t sleepUs = std::min(kFirstSleepUs, options_.maxSleepUs);
   while (!stop_.load(std::memory_order_acquire)) {
     bool moved;
     {
@@ -284,7 +284,7 @@ void Proxy::run() {
       }
       if (!moved) {
         wait(sleepUs);
-        sleepUs = std::min(sleepUs * 2, kMaxSleepUs);
+        sleepUs = std::min(sleepUs * 2, options_.maxSleepUs);
       }
       std::lock_guard<std::mutex> lock(mu_);
       setBells(false);

@@ -60,7 +60,7 @@ class Proxy {
   const std::vector<uint8_t>& address() const { return worker_->address(); }
   Status connect(const std::vector<std::vector<uint8_t>>& addresses);
   Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
-                                                        uint64_t slotBytes);
+                                                  uint64_t slotBytes);
 
   // UCX callbacks (proxy thread, mu_ held); public for the C callbacks in proxy_wire.cpp.
   struct Peer {

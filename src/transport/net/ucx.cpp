@@ -61,7 +61,7 @@ UcxWorker::~UcxWorker() {
 }
 
 Result<ucp_ep_h> UcxWorker::connect(const std::vector<uint8_t>& peerAddress, EndpointErrorFn onError,
-                                          void* arg) {
+                                    void* arg) {
   if (peerAddress.empty()) {
     return Status::error(occlInvalidArgument, "an empty UCX worker address cannot be connected to");
   }
