@@ -243,18 +243,17 @@ TEST(MultiProcessChild, DISABLED_Entry) {
     expectOk(occlCommCount(comm, &size), comm, "count");
     ASSERT_EQ(rank, envInt("RANK", -2));
     ASSERT_EQ(size, 4);
+    const char* forced = std::getenv("OCCL_TRANSPORT");
+    const bool netForced = forced != nullptr && std::string(forced) == "net";
     for (int peer = 0; peer < size; ++peer) {  // one host: shared memory, unless NET is forced
       const char* t = nullptr;
       expectOk(occlCommPeerTransport(comm, peer, &t), comm, "occlCommPeerTransport");
-      const char* forced = std::getenv("OCCL_TRANSPORT");
-      EXPECT_STREQ(t, forced != nullptr && std::string(forced) == "net" && peer != rank ? "net" : "shm") << peer;
+      EXPECT_STREQ(t, netForced && peer != rank ? "net" : "shm") << peer;
     }
     if (cfg.connectorSlotBytes == 0) {  // auto: the NET size when NET is forced, the one-host size else
       occlConfig_t resolved{};
       expectOk(occlCommGetConfig(comm, &resolved), comm, "occlCommGetConfig");
-      const char* forced = std::getenv("OCCL_TRANSPORT");
-      const bool net = forced != nullptr && std::string(forced) == "net";
-      EXPECT_EQ(resolved.connectorSlotBytes, net ? size_t{1} << 20 : size_t{128} << 10);
+      EXPECT_EQ(resolved.connectorSlotBytes, netForced ? size_t{1} << 20 : size_t{128} << 10);
     }
     runAllReduces(comm, rank, size);
     finish(comm);
