@@ -103,7 +103,8 @@ static int run(occlComm_t comms[NRANKS], float* a[NRANKS], float* b[NRANKS], Com
   return good;
 }
 
-/* Finalize waits for what is still in flight; after an error, abort stops without waiting. */
+/* Finalize waits for what is still in flight; after an error, abort stops without waiting and
+ * frees the communicator itself (no occlCommDestroy after it). */
 static int closeAll(occlComm_t comms[NRANKS], int afterError) {
   int r, closed = 1;
   for (r = 0; r < NRANKS; ++r) {

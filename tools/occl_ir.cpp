@@ -18,7 +18,8 @@ constexpr const char* kUsage =
     "        limits, buffer bounds, peers, send/receive matching across ranks, dependencies and\n"
     "        deadlock freedom. Prints a summary of each valid file (ranks, threadblocks, steps, the\n"
     "        connectorSlots it needs, connections) on stdout and each problem, as\n"
-    "        FILE: line N, <element>: message, on stderr.\n"
+    "        FILE: line N, <element>: message, on stderr. Attributes occl does not know are ignored,\n"
+    "        as MSCCL ignores them, with a warning (FILE: warning: ...) on stderr.\n"
     "\n"
     "exit status: 0 every file is valid, 1 some file is not, 2 usage error\n";
 
@@ -27,6 +28,7 @@ int check(const std::vector<std::string>& files) {
   for (const std::string& file : files) {
     occl::ir::LoadResult r = occl::ir::loadMscclIrFile(file);
     if (r.ok()) {
+      std::fputs(occl::ir::formatWarnings(r.warnings, file).c_str(), stderr);
       std::printf("%s: ok\n%s", file.c_str(), occl::ir::summarize(*r.program).c_str());
     } else {
       std::fprintf(stderr, "%s: %zu error(s)\n%s", file.c_str(), r.errors.size(),

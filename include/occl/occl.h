@@ -92,6 +92,10 @@ typedef enum {
   occlTransportNet = 1   /* the network between any two processes, also on one host */
 } occlTransport_t;
 
+/* The longest timeout any field or argument takes: 100 years, so that a deadline in nanoseconds
+ * from now still fits an int64_t. */
+#define OCCL_MAX_TIMEOUT_MS 3153600000000LL
+
 /*
  * Runtime configuration. Fill it with occlConfigInit(), which applies the documented OCCL_*
  * environment variables (docs/configuration.md) over the built-in defaults, then change fields.
@@ -118,8 +122,9 @@ typedef struct {
   uint32_t spinThresholdBoost; /* added after a primitive of the collective succeeds */
   uint32_t priorityPollInterval; /* priority order: SQ polled every this many task tries */
   int idleQuitUs;           /* a daemon block with no progress and no SQE for this long quits (parks) */
-  int64_t collTimeoutMs;    /* a submission not complete after this fails with occlTimeout; 0 = never */
-  int64_t initTimeoutMs;    /* bootstrap and connection set-up bound */
+  int64_t collTimeoutMs;    /* a submission not complete after this fails with occlTimeout; 0 = never;
+                               at most OCCL_MAX_TIMEOUT_MS */
+  int64_t initTimeoutMs;    /* bootstrap and connection set-up bound, 1..OCCL_MAX_TIMEOUT_MS */
   int forcePreempt;         /* test knob: preempt at every wait (threshold 1) */
   int disablePreemption;    /* test knob: never preempt (shows the deadlock occl removes) */
   int simtLanes;            /* simt backend: threads (lanes) of an emulated daemon block, 1..64 */
@@ -198,7 +203,10 @@ occlResult_t occlCommInitAll(occlComm_t* comms, int ndev, const int* devlist, co
  * a slower peer has yet to receive. */
 occlResult_t occlCommFinalize(occlComm_t comm);
 occlResult_t occlCommDestroy(occlComm_t comm);
-/* Fails every pending submission with occlAborted and stops without waiting for peers. */
+/* Fails every pending submission with occlAborted (their callbacks fire once), stops without
+ * waiting for peers, and frees the communicator, as ncclCommAbort does: `comm` is invalid
+ * afterwards. Call it instead of occlCommDestroy, never before it (that would free it twice).
+ * Not from a callback (occlInvalidUsage). */
 occlResult_t occlCommAbort(occlComm_t comm);
 occlResult_t occlCommGetAsyncError(occlComm_t comm, occlResult_t* asyncError);
 occlResult_t occlCommCount(occlComm_t comm, int* count);
@@ -240,7 +248,8 @@ occlResult_t occlCollGetAlgorithm(occlComm_t comm, uint64_t collId, int inPlace,
  */
 occlResult_t occlSubmit(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf,
                         occlCallback_t callback, void* arg);
-/* Waits until every callback of this communicator submitted so far has fired. */
+/* Waits until every callback of this communicator submitted so far has fired: at most timeoutMs
+ * (0..OCCL_MAX_TIMEOUT_MS) milliseconds, or without bound when timeoutMs < 0. */
 occlResult_t occlCommWaitAll(occlComm_t comm, int64_t timeoutMs);
 
 occlResult_t occlCollGetStats(occlComm_t comm, uint64_t collId, occlCollStats_t* stats);

@@ -1,5 +1,7 @@
 #include "host/algorithm_library.hpp"
 
+#include <cstdio>
+
 #include "absl/strings/str_format.h"
 #include "ir_loader/msccl_ir.hpp"
 #include "ir_loader/validate.hpp"
@@ -9,6 +11,8 @@ namespace occl::host {
 Result<std::shared_ptr<const ir::Program>> AlgorithmLibrary::loadFile(const std::string& path) {
   ir::LoadResult loaded = ir::loadMscclIrFile(path);
   if (!loaded.ok()) return Status::error(occlInvalidArgument, ir::formatErrors(loaded.errors, path));
+  // Once per file: a loaded program is cached by name and path.
+  if (!loaded.warnings.empty()) std::fprintf(stderr, "%s", ir::formatWarnings(loaded.warnings, "occl: " + path).c_str());
   return std::make_shared<const ir::Program>(std::move(*loaded.program));
 }
 

@@ -114,6 +114,11 @@ void Comm::fireInOrder(uint32_t index) {
 Status Comm::waitAll(int64_t timeoutMs) {
   if (onPollerThread())
     return Status::error(occlInvalidUsage, "occlCommWaitAll called from a callback: it would wait for itself");
+  if (timeoutMs > OCCL_MAX_TIMEOUT_MS) {
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("timeoutMs = %d: expected < 0 (no bound) or 0..%d (OCCL_MAX_TIMEOUT_MS)",
+                                         timeoutMs, OCCL_MAX_TIMEOUT_MS));
+  }
   const uint64_t target = submittedTotal_.load(std::memory_order_acquire);
   auto done = [&] { return firedTotal_.load(std::memory_order_seq_cst) >= target; };
   if (done()) return Status::success();

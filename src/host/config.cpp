@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 #include <strings.h>
+#include <span>
+#include <string>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
@@ -55,7 +57,9 @@ Status readFlag(const char* name, int& field) {
   return Status::success();
 }
 
-Status readChoice(const char* name, int& field, std::initializer_list<std::pair<const char*, int>> choices) {
+using Choice = std::pair<const char*, int>;
+
+Status readChoice(const char* name, int& field, std::span<const Choice> choices) {
   const char* text = envValue(name);
   if (text == nullptr) return Status::success();
   std::string accepted;
@@ -100,39 +104,100 @@ void setDefaults(occlConfig_t& c) {
   c.transport = occlTransportAuto;
 }
 
-Status applyEnvironment(occlConfig_t& c) {
-  Status s = readChoice("OCCL_BACKEND", c.backend, {{"auto", occlBackendAuto}, {"host", occlBackendHost}, {"cuda", occlBackendCuda}, {"simt", occlBackendSimt}});
-  if (s.ok()) s = readInt("OCCL_DAEMON_BLOCKS", c.daemonBlocks);
-  if (s.ok()) s = readInt("OCCL_THREADS_PER_BLOCK", c.threadsPerBlock);
-  if (s.ok()) s = readInt("OCCL_SQ_DEPTH", c.sqDepth);
-  if (s.ok()) s = readInt("OCCL_CQ_DEPTH", c.cqDepth);
-  if (s.ok()) s = readInt("OCCL_TASK_QUEUE_DEPTH", c.taskQueueDepth);
-  if (s.ok()) s = readInt("OCCL_MAX_INFLIGHT_PER_COLL", c.maxInflightPerColl);
-  if (s.ok()) s = readInt("OCCL_CONN_SLOTS", c.connectorSlots);
-  if (s.ok()) s = readInt("OCCL_CONN_SLOT_BYTES", c.connectorSlotBytes);
-  if (s.ok()) s = readChoice("OCCL_ORDER", c.orderPolicy, {{"fifo", occlOrderFifo}, {"priority", occlOrderPriority}});
-  if (s.ok()) s = readChoice("OCCL_SPIN_POLICY", c.spinPolicy, {{"stickiness", occlSpinPolicyStickiness}, {"fixed", occlSpinPolicyFixed}});
-  if (s.ok()) s = readInt("OCCL_SPIN_MAX", c.spinThresholdMax);
-  if (s.ok()) s = readInt("OCCL_SPIN_MIN", c.spinThresholdMin);
-  if (s.ok()) s = readInt("OCCL_SPIN_STEP", c.spinThresholdStep);
-  if (s.ok()) s = readInt("OCCL_SPIN_BOOST", c.spinThresholdBoost);
-  if (s.ok()) s = readInt("OCCL_PRIORITY_POLL_INTERVAL", c.priorityPollInterval);
-  if (s.ok()) s = readInt("OCCL_IDLE_QUIT_US", c.idleQuitUs);
-  if (s.ok()) s = readInt("OCCL_TIMEOUT_MS", c.collTimeoutMs);
-  if (s.ok()) s = readInt("OCCL_INIT_TIMEOUT_MS", c.initTimeoutMs);
-  if (s.ok()) s = readFlag("OCCL_FORCE_PREEMPT", c.forcePreempt);
-  if (s.ok()) s = readFlag("OCCL_DISABLE_PREEMPTION", c.disablePreemption);
-  if (s.ok()) s = readInt("OCCL_SIMT_LANES", c.simtLanes);
-  if (s.ok()) s = readInt("OCCL_SIMT_SM_SLOTS", c.simtSmSlots);
-  if (s.ok()) s = readInt("OCCL_SIMT_JITTER", c.simtJitterSeed);
-  if (s.ok()) s = readChoice("OCCL_TRANSPORT", c.transport, {{"auto", occlTransportAuto}, {"net", occlTransportNet}});
-  return s;
+constexpr Choice kBackends[] = {
+    {"auto", occlBackendAuto}, {"host", occlBackendHost}, {"cuda", occlBackendCuda}, {"simt", occlBackendSimt}};
+constexpr Choice kOrders[] = {{"fifo", occlOrderFifo}, {"priority", occlOrderPriority}};
+constexpr Choice kSpinPolicies[] = {{"stickiness", occlSpinPolicyStickiness}, {"fixed", occlSpinPolicyFixed}};
+constexpr Choice kTransports[] = {{"auto", occlTransportAuto}, {"net", occlTransportNet}};
+
+// Every OCCL_* variable of the configuration, the field it sets (as validateConfig names it), how
+// it is read and the field's value; applied in kVariables' order. docs/configuration.md lists the
+// same (config_env_test).
+struct Variable {
+  const char* name;
+  const char* field;
+  Status (*read)(const char* name, occlConfig_t& c);
+  int64_t (*value)(const occlConfig_t& c);
+};
+
+template <auto Member>
+constexpr int64_t valueOf(const occlConfig_t& c) {
+  return static_cast<int64_t>(c.*Member);
 }
+template <auto Member>
+constexpr Variable integer(const char* name, const char* field) {
+  return {name, field, [](const char* n, occlConfig_t& c) { return readInt(n, c.*Member); }, valueOf<Member>};
+}
+template <auto Member>
+constexpr Variable flag(const char* name, const char* field) {
+  return {name, field, [](const char* n, occlConfig_t& c) { return readFlag(n, c.*Member); }, valueOf<Member>};
+}
+template <auto Member, const auto& Choices>
+constexpr Variable choice(const char* name, const char* field) {
+  return {name, field, [](const char* n, occlConfig_t& c) { return readChoice(n, c.*Member, Choices); },
+          valueOf<Member>};
+}
+
+constexpr Variable kVariables[] = {
+    choice<&occlConfig_t::backend, kBackends>("OCCL_BACKEND", "backend"),
+    integer<&occlConfig_t::daemonBlocks>("OCCL_DAEMON_BLOCKS", "daemonBlocks"),
+    integer<&occlConfig_t::threadsPerBlock>("OCCL_THREADS_PER_BLOCK", "threadsPerBlock"),
+    integer<&occlConfig_t::sqDepth>("OCCL_SQ_DEPTH", "sqDepth"),
+    integer<&occlConfig_t::cqDepth>("OCCL_CQ_DEPTH", "cqDepth"),
+    integer<&occlConfig_t::taskQueueDepth>("OCCL_TASK_QUEUE_DEPTH", "taskQueueDepth"),
+    integer<&occlConfig_t::maxInflightPerColl>("OCCL_MAX_INFLIGHT_PER_COLL", "maxInflightPerColl"),
+    integer<&occlConfig_t::connectorSlots>("OCCL_CONN_SLOTS", "connectorSlots"),
+    integer<&occlConfig_t::connectorSlotBytes>("OCCL_CONN_SLOT_BYTES", "connectorSlotBytes"),
+    choice<&occlConfig_t::orderPolicy, kOrders>("OCCL_ORDER", "orderPolicy"),
+    choice<&occlConfig_t::spinPolicy, kSpinPolicies>("OCCL_SPIN_POLICY", "spinPolicy"),
+    integer<&occlConfig_t::spinThresholdMax>("OCCL_SPIN_MAX", "spinThresholdMax"),
+    integer<&occlConfig_t::spinThresholdMin>("OCCL_SPIN_MIN", "spinThresholdMin"),
+    integer<&occlConfig_t::spinThresholdStep>("OCCL_SPIN_STEP", "spinThresholdStep"),
+    integer<&occlConfig_t::spinThresholdBoost>("OCCL_SPIN_BOOST", "spinThresholdBoost"),
+    integer<&occlConfig_t::priorityPollInterval>("OCCL_PRIORITY_POLL_INTERVAL", "priorityPollInterval"),
+    integer<&occlConfig_t::idleQuitUs>("OCCL_IDLE_QUIT_US", "idleQuitUs"),
+    integer<&occlConfig_t::collTimeoutMs>("OCCL_TIMEOUT_MS", "collTimeoutMs"),
+    integer<&occlConfig_t::initTimeoutMs>("OCCL_INIT_TIMEOUT_MS", "initTimeoutMs"),
+    flag<&occlConfig_t::forcePreempt>("OCCL_FORCE_PREEMPT", "forcePreempt"),
+    flag<&occlConfig_t::disablePreemption>("OCCL_DISABLE_PREEMPTION", "disablePreemption"),
+    integer<&occlConfig_t::simtLanes>("OCCL_SIMT_LANES", "simtLanes"),
+    integer<&occlConfig_t::simtSmSlots>("OCCL_SIMT_SM_SLOTS", "simtSmSlots"),
+    integer<&occlConfig_t::simtJitterSeed>("OCCL_SIMT_JITTER", "simtJitterSeed"),
+    choice<&occlConfig_t::transport, kTransports>("OCCL_TRANSPORT", "transport"),
+};
+
+Status applyEnvironment(occlConfig_t& c) {
+  for (const Variable& v : kVariables) {
+    if (Status s = v.read(v.name, c); !s.ok()) return s;
+  }
+  return Status::success();
+}
+
+// When `field` holds the value its OCCL_* variable gives it, that variable is where the value came
+// from: the message says so, since the program never wrote it.
+std::string variableOrigin(const occlConfig_t& c, std::string_view field) {
+  for (const Variable& v : kVariables) {
+    if (field != v.field) continue;
+    const char* text = envValue(v.name);
+    occlConfig_t fromEnv = c;
+    if (text == nullptr || !v.read(v.name, fromEnv).ok() || v.value(fromEnv) != v.value(c)) return "";
+    return absl::StrFormat(" (from environment variable %s=\"%s\")", v.name, text);
+  }
+  return "";
+}
+
+// OCCL_MAX_TIMEOUT_MS spelled out: the ranges the messages state.
+constexpr char kCollTimeoutRange[] = "0..3153600000000 (0 = never; at most 100 years, OCCL_MAX_TIMEOUT_MS)";
+constexpr char kInitTimeoutRange[] = "1..3153600000000 (at most 100 years, OCCL_MAX_TIMEOUT_MS)";
+static_assert(OCCL_MAX_TIMEOUT_MS == 3153600000000LL, "the ranges above state it");
+static_assert(OCCL_MAX_TIMEOUT_MS * 1000000 <= std::numeric_limits<int64_t>::max() / 2,
+              "a deadline in nanoseconds from now must fit an int64_t");
 
 bool isPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
-Status rangeError(const char* field, int64_t value, const char* expected) {
-  return Status::error(occlInvalidArgument, absl::StrFormat("config.%s = %d: expected %s", field, value, expected));
+Status rangeError(const occlConfig_t& c, const char* field, int64_t value, const char* expected) {
+  return Status::error(occlInvalidArgument, absl::StrFormat("config.%s = %d%s: expected %s", field, value,
+                                                            variableOrigin(c, field), expected));
 }
 
 }  // namespace
@@ -148,34 +213,36 @@ void resolveConnectorGeometry(occlConfig_t& c, bool spansHosts) {
 
 Status validateConfig(const occlConfig_t& c) {
   if (c.structSize != sizeof(occlConfig_t))
-    return rangeError("structSize", static_cast<int64_t>(c.structSize), "sizeof(occlConfig_t): call occlConfigInit first");
-  if (c.backend < occlBackendAuto || c.backend > occlBackendSimt) return rangeError("backend", c.backend, "an occlBackend_t");
-  if (c.daemonBlocks < 1 || c.daemonBlocks > 64) return rangeError("daemonBlocks", c.daemonBlocks, "1..64");
+    return rangeError(c, "structSize", static_cast<int64_t>(c.structSize), "sizeof(occlConfig_t): call occlConfigInit first");
+  if (c.backend < occlBackendAuto || c.backend > occlBackendSimt) return rangeError(c, "backend", c.backend, "an occlBackend_t");
+  if (c.daemonBlocks < 1 || c.daemonBlocks > 64) return rangeError(c, "daemonBlocks", c.daemonBlocks, "1..64");
   if (c.threadsPerBlock < 32 || c.threadsPerBlock > 1024 || c.threadsPerBlock % 32 != 0)
-    return rangeError("threadsPerBlock", c.threadsPerBlock, "a multiple of 32 in 32..1024");
-  if (!isPowerOfTwo(c.sqDepth) || c.sqDepth > (1 << 20)) return rangeError("sqDepth", c.sqDepth, "a power of two up to 2^20");
-  if (!isPowerOfTwo(c.cqDepth) || c.cqDepth > (1 << 20)) return rangeError("cqDepth", c.cqDepth, "a power of two up to 2^20");
-  if (c.taskQueueDepth < 1 || c.taskQueueDepth > (1 << 20)) return rangeError("taskQueueDepth", c.taskQueueDepth, "1..2^20");
+    return rangeError(c, "threadsPerBlock", c.threadsPerBlock, "a multiple of 32 in 32..1024");
+  if (!isPowerOfTwo(c.sqDepth) || c.sqDepth > (1 << 20)) return rangeError(c, "sqDepth", c.sqDepth, "a power of two up to 2^20");
+  if (!isPowerOfTwo(c.cqDepth) || c.cqDepth > (1 << 20)) return rangeError(c, "cqDepth", c.cqDepth, "a power of two up to 2^20");
+  if (c.taskQueueDepth < 1 || c.taskQueueDepth > (1 << 20)) return rangeError(c, "taskQueueDepth", c.taskQueueDepth, "1..2^20");
   if (!isPowerOfTwo(c.maxInflightPerColl) || c.maxInflightPerColl > 64)
-    return rangeError("maxInflightPerColl", c.maxInflightPerColl, "a power of two up to 64");
+    return rangeError(c, "maxInflightPerColl", c.maxInflightPerColl, "a power of two up to 64");
   if (c.connectorSlots < 2 || c.connectorSlots > 1024)
-    return rangeError("connectorSlots", c.connectorSlots, "2..1024 (fused recv-then-send steps need two slots)");
+    return rangeError(c, "connectorSlots", c.connectorSlots, "2..1024 (fused recv-then-send steps need two slots)");
   if (c.connectorSlotBytes % 64 != 0 || c.connectorSlotBytes > (1ull << 30))
-    return rangeError("connectorSlotBytes", static_cast<int64_t>(c.connectorSlotBytes),
+    return rangeError(c, "connectorSlotBytes", static_cast<int64_t>(c.connectorSlotBytes),
                       "0 (auto) or a multiple of 64 up to 1 GiB");
-  if (c.orderPolicy != occlOrderFifo && c.orderPolicy != occlOrderPriority) return rangeError("orderPolicy", c.orderPolicy, "an occlOrderPolicy_t");
-  if (c.spinPolicy != occlSpinPolicyStickiness && c.spinPolicy != occlSpinPolicyFixed) return rangeError("spinPolicy", c.spinPolicy, "an occlSpinPolicy_t");
-  if (c.spinThresholdMax < 1) return rangeError("spinThresholdMax", c.spinThresholdMax, ">= 1");
+  if (c.orderPolicy != occlOrderFifo && c.orderPolicy != occlOrderPriority) return rangeError(c, "orderPolicy", c.orderPolicy, "an occlOrderPolicy_t");
+  if (c.spinPolicy != occlSpinPolicyStickiness && c.spinPolicy != occlSpinPolicyFixed) return rangeError(c, "spinPolicy", c.spinPolicy, "an occlSpinPolicy_t");
+  if (c.spinThresholdMax < 1) return rangeError(c, "spinThresholdMax", c.spinThresholdMax, ">= 1");
   if (c.spinThresholdMin < 1 || c.spinThresholdMin > c.spinThresholdMax)
-    return rangeError("spinThresholdMin", c.spinThresholdMin, "1..spinThresholdMax");
-  if (c.idleQuitUs < 0) return rangeError("idleQuitUs", c.idleQuitUs, ">= 0");
-  if (c.collTimeoutMs < 0) return rangeError("collTimeoutMs", c.collTimeoutMs, ">= 0 (0 = never)");
-  if (c.initTimeoutMs <= 0) return rangeError("initTimeoutMs", c.initTimeoutMs, "> 0");
-  if (c.forcePreempt && c.disablePreemption) return rangeError("forcePreempt", c.forcePreempt, "0 when disablePreemption is set");
-  if (c.simtLanes < 1 || c.simtLanes > 64) return rangeError("simtLanes", c.simtLanes, "1..64");
-  if (c.simtSmSlots < 0 || c.simtSmSlots > 4096) return rangeError("simtSmSlots", c.simtSmSlots, "0..4096 (0 = no limit)");
+    return rangeError(c, "spinThresholdMin", c.spinThresholdMin, "1..spinThresholdMax");
+  if (c.idleQuitUs < 0) return rangeError(c, "idleQuitUs", c.idleQuitUs, ">= 0");
+  if (c.collTimeoutMs < 0 || c.collTimeoutMs > OCCL_MAX_TIMEOUT_MS)
+    return rangeError(c, "collTimeoutMs", c.collTimeoutMs, kCollTimeoutRange);
+  if (c.initTimeoutMs <= 0 || c.initTimeoutMs > OCCL_MAX_TIMEOUT_MS)
+    return rangeError(c, "initTimeoutMs", c.initTimeoutMs, kInitTimeoutRange);
+  if (c.forcePreempt && c.disablePreemption) return rangeError(c, "forcePreempt", c.forcePreempt, "0 when disablePreemption is set");
+  if (c.simtLanes < 1 || c.simtLanes > 64) return rangeError(c, "simtLanes", c.simtLanes, "1..64");
+  if (c.simtSmSlots < 0 || c.simtSmSlots > 4096) return rangeError(c, "simtSmSlots", c.simtSmSlots, "0..4096 (0 = no limit)");
   if (c.transport != occlTransportAuto && c.transport != occlTransportNet)
-    return rangeError("transport", c.transport, "an occlTransport_t");
+    return rangeError(c, "transport", c.transport, "an occlTransport_t");
   return Status::success();
 }
 

@@ -4,6 +4,8 @@
 #include "ir_loader/msccl_ir.hpp"
 
 #include <algorithm>
+#include <array>
+#include <map>
 #include <charconv>
 #include <fstream>
 #include <limits>
@@ -74,9 +76,13 @@ class AttrReader {
     errors_.add(line_, element_, std::move(msg));
   }
   bool failed() const { return failed_; }
-  bool has(const char* name) const { return static_cast<bool>(node_.attribute(name)); }
+  bool has(const char* name) {
+    consult(name);
+    return static_cast<bool>(node_.attribute(name));
+  }
 
   std::optional<std::string_view> text(const char* name) {
+    consult(name);
     pugi::xml_attribute a = node_.attribute(name);
     if (!a) {
       error(absl::StrCat("missing required attribute '", name, "'"));
@@ -102,7 +108,7 @@ class AttrReader {
 
   // Absent -> fallback; present -> a plain unsigned decimal.
   std::optional<uint64_t> bytes(const char* name, uint64_t fallback) {
-    if (!has(name)) return fallback;
+    if (!has(name)) return fallback;  // has() consults it
     std::string_view raw = node_.attribute(name).value();
     uint64_t v = 0;
     auto [end, ec] = std::from_chars(raw.data(), raw.data() + raw.size(), v);
@@ -123,10 +129,25 @@ class AttrReader {
     return fail(absl::StrCat("attribute '", name, "' must be one of ", allowed, "; got ", quoted(*raw)));
   }
 
+  // Calls visit(name) for each attribute of the element that no read asked about, once all reads
+  // are done: MSCCL ignores attributes it does not know, occl too, but says so.
+  template <typename Visit>
+  void forUnread(Visit&& visit) const {
+    for (pugi::xml_attribute a = node_.first_attribute(); a; a = a.next_attribute()) {
+      const std::string_view name = a.name();
+      if (std::find(consulted_.begin(), consulted_.begin() + nConsulted_, name) == consulted_.begin() + nConsulted_)
+        visit(name);
+    }
+  }
+
  private:
   std::nullopt_t fail(std::string msg) {
     error(std::move(msg));
     return std::nullopt;
+  }
+
+  void consult(const char* name) {
+    if (nConsulted_ < consulted_.size()) consulted_[nConsulted_++] = name;
   }
 
   // XML forbids repeated attributes but pugixml keeps them; which one counts would be a guess.
@@ -148,6 +169,9 @@ class AttrReader {
   std::string element_;
   ErrorList& errors_;
   bool failed_ = false;
+  // What the element's reads asked for: an element kind reads at most 16 names.
+  std::array<std::string_view, 16> consulted_{};
+  size_t nConsulted_ = 0;
 };
 
 class Parser {
@@ -167,6 +191,21 @@ class Parser {
     parseAlgo(root, p);
     if (!errors_.empty()) return std::nullopt;
     return p;
+  }
+
+  // One warning per element kind and unknown attribute name, at its first line, with how many
+  // elements carry it; at most kMaxErrors of them.
+  std::vector<LoadError> warnings() const {
+    std::vector<LoadError> out;
+    for (const auto& [key, u] : unread_) {
+      const auto& [kind, name] = key;
+      std::string msg = absl::StrCat("unknown attribute '", name, "' ignored, as MSCCL ignores it");
+      if (u.count > 1) absl::StrAppend(&msg, " (on ", u.count, " ", kind, " elements)");
+      out.push_back({u.firstLine, kind, std::move(msg)});
+    }
+    if (unreadDropped_ > 0)
+      out.push_back({0, "<document>", absl::StrCat(unreadDropped_, " more unknown attributes ignored")});
+    return out;
   }
 
  private:
@@ -224,6 +263,7 @@ class Parser {
     if (auto v = a.bytes("maxBytes", 0)) p.maxBytes = *v == 0 ? std::numeric_limits<uint64_t>::max() : *v;
     if (!a.failed() && p.minBytes > p.maxBytes)
       a.error(absl::StrCat("minBytes (", p.minBytes, ") must not exceed maxBytes (", p.maxBytes, ")"));
+    noteUnread(a, "<algo>", lineOf(node));
     // Without a valid ngpus the gpus are still parsed, to report their own errors.
     p.nRanks = static_cast<int32_t>(ngpus.value_or(kMaxRanks));
     p.ranks.resize(static_cast<size_t>(p.nRanks));
@@ -247,6 +287,7 @@ class Parser {
     if (auto v = a.integer("i_chunks", 0, kMaxChunksPerLoop)) rank.inputChunks = static_cast<int32_t>(*v);
     if (auto v = a.integer("o_chunks", 0, kMaxChunksPerLoop)) rank.outputChunks = static_cast<int32_t>(*v);
     if (auto v = a.integer("s_chunks", 0, kMaxScratchChunks)) rank.scratchChunks = static_cast<int32_t>(*v);
+    noteUnread(a, "<gpu>", line);
     if (id && firstLine[*id] != 0) a.error(absl::StrCat("duplicate gpu id ", *id, " (first at line ", firstLine[*id], ")"));
     forChildren(node, where, "tb", [&](pugi::xml_node t) {
       if (rank.blocks.size() == static_cast<size_t>(kMaxBlocksPerRank)) {
@@ -272,6 +313,7 @@ class Parser {
     if (auto v = a.integer("send", -1, kInt32Max)) block.sendPeer = static_cast<int32_t>(*v);
     if (auto v = a.integer("recv", -1, kInt32Max)) block.recvPeer = static_cast<int32_t>(*v);
     if (auto v = a.integer("chan", 0, kInt32Max)) block.channel = static_cast<int32_t>(*v);
+    noteUnread(a, "<tb>", block.sourceLine);
     forChildren(node, where, "step", [&](pugi::xml_node s) {
       if (block.steps.size() == static_cast<size_t>(kMaxStepsPerBlock)) {
         errors_.add(lineOf(s), where, absl::StrCat("more than ", kMaxStepsPerBlock, " steps"));
@@ -298,14 +340,39 @@ class Parser {
     if (auto v = a.integer("depid", -1, kInt32Max)) st.depBlock = static_cast<int32_t>(*v);
     if (auto v = a.integer("deps", -1, kInt32Max)) st.depStep = static_cast<int32_t>(*v);
     if (auto v = a.integer("hasdep", 0, 1)) st.hasDep = *v == 1;
+    noteUnread(a, "<step>", st.sourceLine);
     return st;
+  }
+
+  void noteUnread(const AttrReader& a, const char* kind, int line) {
+    a.forUnread([&](std::string_view name) {
+      std::string shown = quoted(name);  // arbitrary bytes: printable and bounded, without the quotes
+      std::pair<std::string, std::string> key{kind, shown.substr(1, shown.size() - 2)};
+      auto it = unread_.find(key);
+      if (it == unread_.end()) {
+        if (unread_.size() == kMaxErrors) {
+          ++unreadDropped_;
+          return;
+        }
+        it = unread_.emplace(std::move(key), Unread{line, 0}).first;
+      }
+      ++it->second.count;
+    });
   }
 
   std::string_view xml_;
   LineIndex lines_;
   ErrorList& errors_;
   pugi::xml_document doc_;
+  struct Unread {
+    int firstLine;
+    size_t count;
+  };
+  std::map<std::pair<std::string, std::string>, Unread> unread_;  // (<kind>, name)
+  size_t unreadDropped_ = 0;
 };
+
+LoadResult failure(std::vector<LoadError> errors) { return {std::nullopt, std::move(errors), {}}; }
 
 }  // namespace
 
@@ -313,30 +380,31 @@ LoadResult loadMscclIrString(std::string_view xml, std::string_view sourceName) 
   ErrorList errors;
   if (xml.size() > kMaxIrFileBytes) {
     errors.add(0, "<document>", absl::StrCat("file is ", xml.size(), " bytes, more than the ", kMaxIrFileBytes, " accepted"));
-    return {std::nullopt, errors.take()};
+    return failure(errors.take());
   }
-  std::optional<Program> p = Parser(xml, errors).run();
-  if (!p) return {std::nullopt, errors.take()};
+  Parser parser(xml, errors);
+  std::optional<Program> p = parser.run();
+  if (!p) return failure(errors.take());
   if (p->name.empty()) p->name = std::string(sourceName);
   std::vector<LoadError> problems = validateProgram(*p);
-  if (!problems.empty()) return {std::nullopt, std::move(problems)};
+  if (!problems.empty()) return failure(std::move(problems));
   markPostOps(*p);  // MSCCL-IR has no attribute for it; a program too large to replay keeps none
   p->minConnectorSlots = minConnectorSlots(*p);
-  return {std::move(p), {}};
+  return {std::move(p), {}, parser.warnings()};
 }
 
 LoadResult loadMscclIrFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return {std::nullopt, {{0, "<document>", absl::StrCat("cannot open '", path, "'")}}};
+  if (!in) return failure({{0, "<document>", absl::StrCat("cannot open '", path, "'")}});
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
-  if (size < 0) return {std::nullopt, {{0, "<document>", absl::StrCat("cannot read '", path, "'")}}};
+  if (size < 0) return failure({{0, "<document>", absl::StrCat("cannot read '", path, "'")}});
   if (static_cast<uint64_t>(size) > kMaxIrFileBytes)
-    return {std::nullopt, {{0, "<document>", absl::StrCat("'", path, "' is ", size, " bytes, more than the ",
-                                                          kMaxIrFileBytes, " accepted")}}};
+    return failure({{0, "<document>",
+                     absl::StrCat("'", path, "' is ", size, " bytes, more than the ", kMaxIrFileBytes, " accepted")}});
   std::string data(static_cast<size_t>(size), '\0');
   in.seekg(0);
-  if (!in.read(data.data(), size)) return {std::nullopt, {{0, "<document>", absl::StrCat("cannot read '", path, "'")}}};
+  if (!in.read(data.data(), size)) return failure({{0, "<document>", absl::StrCat("cannot read '", path, "'")}});
   return loadMscclIrString(data, path);
 }
 

@@ -20,6 +20,9 @@ inline constexpr size_t kMaxIrFileBytes = 64u << 20;
 struct LoadResult {
   std::optional<Program> program;  // set exactly when errors is empty
   std::vector<LoadError> errors;   // at most kMaxErrors (+1 note that more were dropped)
+  // What a valid program has that occl ignores, as MSCCL does: unknown attributes (one warning per
+  // element kind and name). The caller shows them (formatErrors); never silently dropped.
+  std::vector<LoadError> warnings;
 
   bool ok() const { return program.has_value(); }
 };

@@ -25,6 +25,12 @@ std::string formatErrors(const std::vector<LoadError>& errors, std::string_view 
   return out;
 }
 
+std::string formatWarnings(const std::vector<LoadError>& warnings, std::string_view sourceName) {
+  std::string out;
+  for (const LoadError& w : warnings) absl::StrAppend(&out, std::string(sourceName), ": warning: ", formatError(w), "\n");
+  return out;
+}
+
 void ErrorList::add(int line, std::string element, std::string message) {
   if (truncated_) return;
   if (errors_.size() == kMaxErrors) {

@@ -34,6 +34,8 @@ struct LoadError {
 // "line 12, <gpu id=1>/<tb id=0>/<step s=3>: attribute 'cnt' must be >= 0, got -2"
 std::string formatError(const LoadError& e);
 std::string formatErrors(const std::vector<LoadError>& errors, std::string_view sourceName);
+// The same for warnings: "SOURCE: warning: line 12, <step>: ...", one line each.
+std::string formatWarnings(const std::vector<LoadError>& warnings, std::string_view sourceName);
 
 // Collects errors up to kMaxErrors; past that it records one final note and drops the rest, so
 // a hostile input cannot make the report (or the time spent building it) unbounded.

@@ -194,6 +194,10 @@ TEST(BadInputTest, ConfigFieldsAreNamed) {
       {"idleQuitUs", [](occlConfig_t& c) { c.idleQuitUs = -1; }},
       {"collTimeoutMs", [](occlConfig_t& c) { c.collTimeoutMs = -1; }},
       {"initTimeoutMs", [](occlConfig_t& c) { c.initTimeoutMs = 0; }},
+      // Milliseconds whose nanoseconds from now would overflow an int64_t deadline.
+      {"collTimeoutMs", [](occlConfig_t& c) { c.collTimeoutMs = OCCL_MAX_TIMEOUT_MS + 1; }},
+      {"collTimeoutMs", [](occlConfig_t& c) { c.collTimeoutMs = INT64_MAX; }},
+      {"initTimeoutMs", [](occlConfig_t& c) { c.initTimeoutMs = INT64_MAX / 1000; }},
       {"forcePreempt", [](occlConfig_t& c) { c.forcePreempt = c.disablePreemption = 1; }},
   };
   for (const auto& [field, mutate] : cases) {
@@ -204,6 +208,23 @@ TEST(BadInputTest, ConfigFieldsAreNamed) {
                       std::string("config.") + field);
     EXPECT_EQ(comms[0], nullptr) << field;
   }
+}
+
+// The longest timeouts are accepted (and 100 years of waiting is not a wrap-around into the past);
+// one millisecond more is refused, naming the argument and the bound.
+TEST(BadInputTest, TimeoutsUpToTheirBound) {
+  occlConfig_t cfg = testConfig();
+  cfg.collTimeoutMs = OCCL_MAX_TIMEOUT_MS;
+  CommGroup comms(2, cfg);
+  registerBoth(comms, 1, 4);
+  std::vector<float> data[2] = {{1, 2, 3, 4}, {1, 2, 3, 4}};
+  for (int r = 0; r < 2; ++r) {
+    expectOk(occlSubmit(comms[r], 1, data[r].data(), data[r].data(), nullptr, nullptr), comms[r], "submit");
+  }
+  for (int r = 0; r < 2; ++r) expectOk(occlCommWaitAll(comms[r], OCCL_MAX_TIMEOUT_MS), comms[r], "waitAll");
+  EXPECT_EQ(data[0], (std::vector<float>{2, 4, 6, 8}));
+  EXPECT_OCCL_ERROR(occlCommWaitAll(comms[0], OCCL_MAX_TIMEOUT_MS + 1), occlInvalidArgument, comms[0], "timeoutMs");
+  EXPECT_OCCL_ERROR(occlCommWaitAll(comms[0], INT64_MAX), occlInvalidArgument, comms[0], "OCCL_MAX_TIMEOUT_MS");
 }
 
 TEST(BadInputTest, InPlaceMisuse) {

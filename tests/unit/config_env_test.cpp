@@ -13,6 +13,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "occl/occl.h"
@@ -190,6 +191,37 @@ TEST_F(ConfigEnvTest, TheTestKnobsAreZeroOrOne) {
     ASSERT_TRUE(off.has_value()) << error;
     EXPECT_EQ(off->forcePreempt + off->disablePreemption, 0);
   }
+}
+
+// A value that parses but is out of range fails the init call, naming the field and the variable
+// it came from; once the program overwrites the field, the variable is no longer blamed.
+TEST_F(ConfigEnvTest, AnOutOfRangeValueNamesTheVariableItCameFrom) {
+  const std::vector<std::tuple<const char*, const char*, std::string>> cases = {
+      {"OCCL_DAEMON_BLOCKS", "0", "config.daemonBlocks = 0 (from environment variable OCCL_DAEMON_BLOCKS=\"0\"): "
+                                  "expected 1..64"},
+      {"OCCL_TIMEOUT_MS", "3153600000001",
+       "config.collTimeoutMs = 3153600000001 (from environment variable OCCL_TIMEOUT_MS=\"3153600000001\"): "
+       "expected 0..3153600000000 (0 = never; at most 100 years, OCCL_MAX_TIMEOUT_MS)"},
+      {"OCCL_INIT_TIMEOUT_MS", "9223372036854775807",
+       "config.initTimeoutMs = 9223372036854775807 (from environment variable "
+       "OCCL_INIT_TIMEOUT_MS=\"9223372036854775807\"): expected 1..3153600000000 (at most 100 years, "
+       "OCCL_MAX_TIMEOUT_MS)"},
+  };
+  for (const auto& [name, value, message] : cases) {
+    ::setenv(name, value, 1);
+    occlComm_t comms[2] = {nullptr, nullptr};
+    EXPECT_EQ(occlCommInitAll(comms, 2, nullptr, nullptr), occlInvalidArgument) << name;
+    EXPECT_EQ(std::string(occlGetLastError(nullptr)), message);
+    EXPECT_EQ(comms[0], nullptr);
+    ::unsetenv(name);
+  }
+  ::setenv("OCCL_DAEMON_BLOCKS", "0", 1);
+  occlConfig_t c;
+  ASSERT_EQ(occlConfigInit(&c), occlSuccess) << occlGetLastError(nullptr);
+  c.daemonBlocks = 65;
+  occlComm_t comms[2] = {nullptr, nullptr};
+  EXPECT_EQ(occlCommInitAll(comms, 2, nullptr, &c), occlInvalidArgument);
+  EXPECT_STREQ(occlGetLastError(nullptr), "config.daemonBlocks = 65: expected 1..64");
 }
 
 TEST_F(ConfigEnvTest, AnInitCallThatReadsTheEnvironmentFailsWithTheSameMessage) {

@@ -154,6 +154,7 @@ TEST_P(FixtureTest, LoadsAndValidates) {
   FIXTURE_OR_SKIP(xml, f.file);
   LoadResult r = loadMscclIrString(xml, f.file);
   ASSERT_TRUE(r.ok()) << allErrors(r);
+  EXPECT_EQ(formatWarnings(r.warnings, f.file), "") << "MSCCLang's output has no attribute occl does not know";
   const Program& p = *r.program;
   EXPECT_EQ(p.coll, f.coll);
   EXPECT_EQ(p.nRanks, 4);
@@ -201,6 +202,44 @@ INSTANTIATE_TEST_SUITE_P(
       for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
       return name;
     });
+
+// A 2-rank ring AllReduce written by hand, with attributes MSCCL-IR does not have: on <algo>, on
+// two <step>s, and one whose name is not printable. MSCCL ignores unknown attributes; occl loads
+// the program too, with one warning per element kind and name.
+TEST(IrLoader, UnknownAttributesAreAcceptedWithAWarning) {
+  const std::string xml =
+      "<algo name=\"ar2\" proto=\"Simple\" nchannels=\"1\" nchunksperloop=\"2\" ngpus=\"2\" coll=\"allreduce\" "
+      "inplace=\"1\" color=\"blue\">\n"
+      "  <gpu id=\"0\" i_chunks=\"2\" o_chunks=\"0\" s_chunks=\"0\">\n"
+      "    <tb id=\"0\" send=\"1\" recv=\"1\" chan=\"0\">\n"
+      "      <step s=\"0\" type=\"s\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\" prio=\"2\"/>\n"
+      "      <step s=\"1\" type=\"rrcs\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>\n"
+      "      <step s=\"2\" type=\"r\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>\n"
+      "    </tb>\n"
+      "  </gpu>\n"
+      "  <gpu id=\"1\" i_chunks=\"2\" o_chunks=\"0\" s_chunks=\"0\" x\xc3\xa9=\"1\">\n"
+      "    <tb id=\"0\" send=\"0\" recv=\"0\" chan=\"0\">\n"
+      "      <step s=\"0\" type=\"s\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>\n"
+      "      <step s=\"1\" type=\"rrcs\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\" prio=\"1\"/>\n"
+      "      <step s=\"2\" type=\"r\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"i\" dstoff=\"1\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>\n"
+      "    </tb>\n"
+      "  </gpu>\n"
+      "</algo>\n";
+  LoadResult r = loadMscclIrString(xml, "ar2");
+  ASSERT_TRUE(r.ok()) << allErrors(r);
+  EXPECT_EQ(formatWarnings(r.warnings, "ar2.xml"),
+            "ar2.xml: warning: line 1, <algo>: unknown attribute 'color' ignored, as MSCCL ignores it\n"
+            "ar2.xml: warning: line 9, <gpu>: unknown attribute 'x??' ignored, as MSCCL ignores it\n"
+            "ar2.xml: warning: line 4, <step>: unknown attribute 'prio' ignored, as MSCCL ignores it (on 2 <step> "
+            "elements)\n");
+  // Without them: the same program, no warning.
+  std::string plain = replaceOnce(replaceOnce(xml, " color=\"blue\"", ""), " x\xc3\xa9=\"1\"", "");
+  plain = replaceOnce(replaceOnce(plain, " prio=\"2\"", ""), " prio=\"1\"", "");
+  LoadResult clean = loadMscclIrString(plain, "ar2");
+  ASSERT_TRUE(clean.ok()) << allErrors(clean);
+  EXPECT_TRUE(clean.warnings.empty()) << formatWarnings(clean.warnings, "ar2");
+  EXPECT_EQ(summarize(*clean.program), summarize(*r.program));
+}
 
 TEST(IrLoader, RingFieldsAndSummary) {
   FIXTURE_OR_SKIP(xml, kRing);
