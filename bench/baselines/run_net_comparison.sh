@@ -11,6 +11,8 @@
 # OUTDIR/summary.txt, and the medians over the repetitions side by side in OUTDIR/medians.md
 # (median_table.py):
 #   ceiling         ucx_perftest tag_bw host 0 -> host 1 over UCX's TCP transport, at MAXBYTES
+#   ceiling2        the same with a second stream host 1 -> host 0 at once (both directions, as a
+#                   ring AllReduce uses the link)
 #   occl-torchrun   occl-bench, one process per rank with torchrun's variables, ranks 0,1 on host 0
 #                   and 2,3 on host 1 (NET connector between hosts, shared memory within one)
 #   occl-mpirun     the same under mpirun (-x passes the variables), started on host 0 and
@@ -119,21 +121,41 @@ run() {  # NAME COMMAND...
     "load before" "load after"
 } > "$OUT/summary.txt"
 
-# The ceiling: one UCX tag stream host 0 -> host 1 at the largest size.
+# The ceilings, at the largest size: one UCX tag stream host 0 -> host 1 (the link one way), and
+# one stream each way at once (what a ring AllReduce asks of the link: every cross-host edge
+# carries 2(n-1)/n of the buffer in each direction, so its busbw is what each direction moves).
+# The final line's overall bandwidth (all bytes over all the time; its "average" column is the
+# last interval's, which a stall of one stream under the other makes meaningless), MB/s (UCX's
+# MB = 2^20 bytes) -> GB/s.
+perftest_gbs() {  # FILE
+  awk '/^Final:/ { printf "%.2f", $7 * 1048576 / 1e9 }' "$1"
+}
 ceiling() {  # REP
   command -v ucx_perftest > /dev/null || return 0
-  local bytes server rc bw
+  local bytes rc=0 bw back
   bytes="$(numfmt --from=iec "$MAXBYTES")"
+  local client=(ucx_perftest -t tag_bw -s "$bytes" -n 50 -w 5)
   inhost 1 env "${UCX_ENV[@]}" ucx_perftest -p 13337 > "$OUT/ceiling.server" 2>&1 &
-  server=$!
   sleep 1
-  rc=0
-  inhost 0 env "${UCX_ENV[@]}" timeout "$RUN_TIMEOUT" ucx_perftest "${ADDR[1]}" -p 13337 -t tag_bw -s "$bytes" -n 50 -w 5 \
+  inhost 0 env "${UCX_ENV[@]}" timeout "$RUN_TIMEOUT" "${client[@]}" "${ADDR[1]}" -p 13337 \
     > "$OUT/ceiling.r$1.txt" 2> "$OUT/ceiling.r$1.err" || rc=$?
-  wait "$server" || true
-  # The final line's bandwidth columns: average MB/s (UCX's MB = 2^20 bytes) -> GB/s.
-  bw="$(awk '/^Final:/ { printf "%.2f", $6 * 1048576 / 1e9 }' "$OUT/ceiling.r$1.txt")"
+  wait || true
+  bw="$(perftest_gbs "$OUT/ceiling.r$1.txt")"
   printf "%-15s %9s %9s %9s %9s %6s  %s\n" "ceiling.r$1" - - "${bw:--}" - - "ucx_perftest tag_bw ${bytes} B (rc=$rc)" >> "$OUT/summary.txt"
+
+  rc=0
+  inhost 1 env "${UCX_ENV[@]}" ucx_perftest -p 13338 >> "$OUT/ceiling.server" 2>&1 &
+  inhost 0 env "${UCX_ENV[@]}" ucx_perftest -p 13339 >> "$OUT/ceiling.server" 2>&1 &
+  sleep 1
+  inhost 1 env "${UCX_ENV[@]}" timeout "$RUN_TIMEOUT" "${client[@]}" "${ADDR[0]}" -p 13339 \
+    > "$OUT/ceiling2.r$1.back.txt" 2> "$OUT/ceiling2.r$1.back.err" &
+  inhost 0 env "${UCX_ENV[@]}" timeout "$RUN_TIMEOUT" "${client[@]}" "${ADDR[1]}" -p 13338 \
+    > "$OUT/ceiling2.r$1.txt" 2> "$OUT/ceiling2.r$1.err" || rc=$?
+  wait || true
+  bw="$(perftest_gbs "$OUT/ceiling2.r$1.txt")"
+  back="$(perftest_gbs "$OUT/ceiling2.r$1.back.txt")"
+  printf "%-15s %9s %9s %9s %9s %6s  %s\n" "ceiling2.r$1" - - "${bw:--}" "${back:--}" - \
+    "ucx_perftest tag_bw ${bytes} B both ways at once: 0->1, 1->0 (rc=$rc)" >> "$OUT/summary.txt"
 }
 
 for ((rep = 1; rep <= ${REPS:-3}; rep++)); do
