@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <thread>
@@ -141,6 +143,50 @@ TEST_P(PeerDeathTest, SurvivorsFailWithRemoteError) {
 INSTANTIATE_TEST_SUITE_P(Victims, PeerDeathTest, ::testing::Values(0, 2),
                          [](const ::testing::TestParamInfo<int>& i) { return "rank" + std::to_string(i.param); });
 
+// A hung peer: rank 1 completes one AllReduce with the others, then stops itself (SIGSTOP: its
+// sockets and shared memory stay open, so nothing looks dead). The others' next AllReduce must
+// fail with occlTimeout within collTimeoutMs + kHangSlack, its callback fired once; once the peer
+// is continued (SIGCONT), every rank aborts its communicator and exits cleanly.
+constexpr int64_t kHangTimeoutMs = 1500;
+constexpr auto kHangSlack = std::chrono::milliseconds(1500);
+
+bool waitForFile(const std::string& path, std::chrono::seconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (access(path.c_str(), F_OK) != 0) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+TEST(MultiProcessTest, HungPeerTimesTheOthersOutThenEveryoneAborts) {
+  char dirTemplate[] = "/tmp/occl-hung-XXXXXX";
+  ASSERT_NE(mkdtemp(dirTemplate), nullptr) << std::strerror(errno);
+  const std::string dir = dirTemplate;
+  std::vector<pid_t> pids = spawnWithUniqueId("hung", 3, {{"OCCL_MP_VICTIM", "1"}, {"OCCL_MP_DIR", dir}});
+  ASSERT_EQ(pids.size(), 3u);
+  bool stopped = false;
+  for (auto deadline = Clock::now() + std::chrono::seconds(60); !stopped && Clock::now() < deadline;) {
+    int status = 0;
+    const pid_t got = waitpid(pids[1], &status, WNOHANG | WUNTRACED);
+    if (got == pids[1]) {
+      ASSERT_TRUE(WIFSTOPPED(status)) << "rank 1 ended instead of stopping";
+      stopped = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(stopped) << "rank 1 never stopped";
+  // The survivors report their timeouts while the peer is still stopped.
+  for (int r : {0, 2}) {
+    EXPECT_TRUE(waitForFile(dir + "/timedout." + std::to_string(r), std::chrono::seconds(30)))
+        << "rank " << r << " never reported its timeout";
+  }
+  kill(pids[1], SIGCONT);
+  { std::ofstream(dir + "/continued") << "1"; }
+  expectAllSucceeded(reapChildren(pids, std::chrono::seconds(60)));
+  std::filesystem::remove_all(dir);
+}
+
 // ---- child side ----
 
 int envInt(const char* name, int fallback) {
@@ -229,6 +275,39 @@ void survivePeerDeath(occlComm_t comm) {
   finish(comm);  // nothing pending: finalize stops without waiting for the dead peer
 }
 
+void hangOrTimeOut(occlComm_t comm, int rank) {
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.count = 1024;
+  expectOk(occlCollRegister(comm, 0xA, &d), comm, "register A");
+  expectOk(occlCollRegister(comm, 0xB, &d), comm, "register B");
+  std::vector<float> a(1024, 1.0f), b(1024, 1.0f);
+  CallbackCounter done;
+  expectOk(occlSubmit(comm, 0xA, a.data(), a.data(), &CallbackCounter::callback, &done), comm, "submit A");
+  ASSERT_TRUE(done.waitFor(1, std::chrono::seconds(30))) << "A never completed";
+  ASSERT_EQ(done.fired()[0].second, occlSuccess) << "A";
+  ASSERT_EQ(a[0], 3.0f);
+  const std::string dir = std::getenv("OCCL_MP_DIR");
+  if (rank == envInt("OCCL_MP_VICTIM", -1)) {
+    raise(SIGSTOP);  // the parent continues it once the others have timed out
+  } else {
+    const auto submitted = Clock::now();
+    expectOk(occlSubmit(comm, 0xB, b.data(), b.data(), &CallbackCounter::callback, &done), comm, "submit B");
+    ASSERT_TRUE(done.waitFor(2, std::chrono::milliseconds(kHangTimeoutMs) + kHangSlack))
+        << "B did not fail within collTimeoutMs + slack";
+    const auto took = Clock::now() - submitted;
+    EXPECT_GE(took, std::chrono::milliseconds(kHangTimeoutMs) - std::chrono::milliseconds(50)) << "failed before its time";
+    EXPECT_EQ(done.fired()[1].first, 0xBu);
+    EXPECT_EQ(done.fired()[1].second, occlTimeout);
+    EXPECT_NE(std::string(occlGetLastError(comm)).find("collTimeoutMs"), std::string::npos) << occlGetLastError(comm);
+    { std::ofstream(dir + "/timedout." + std::to_string(rank)) << "1"; }
+    ASSERT_TRUE(waitForFile(dir + "/continued", std::chrono::seconds(60)));
+  }
+  expectOk(occlCommAbort(comm), nullptr, "abort");
+  std::vector<std::pair<uint64_t, occlResult_t>> fired = done.fired();
+  EXPECT_EQ(fired.size(), rank == envInt("OCCL_MP_VICTIM", -1) ? 1u : 2u) << "a callback fired twice, or not at all";
+}
+
 TEST(MultiProcessChild, DISABLED_Entry) {
   const char* scenario = std::getenv("OCCL_MP_SCENARIO");
   ASSERT_NE(scenario, nullptr) << "run only as a child of MultiProcessTest";
@@ -260,6 +339,11 @@ TEST(MultiProcessChild, DISABLED_Entry) {
     return;
   }
   const int rank = envInt("OCCL_MP_RANK", -1), nRanks = envInt("OCCL_MP_NRANKS", 0);
+  if (s == "hung") {
+    cfg.collTimeoutMs = kHangTimeoutMs;
+    hangOrTimeOut(initRank(rank, nRanks, cfg), rank);
+    return;
+  }
   occlComm_t comm = initRank(rank, nRanks, cfg);
   if (s == "allreduce") {
     runAllReduces(comm, rank, nRanks);
