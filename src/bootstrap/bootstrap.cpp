@@ -11,6 +11,8 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_cat.h"
+#include "util/log.hpp"
 #include "util/thread_name.hpp"
 
 namespace occl::bootstrap {
@@ -94,19 +96,25 @@ std::pair<int32_t, std::string> decodeNote(const std::vector<char>& payload) {
   return {value, std::string(payload.begin() + sizeof(value), payload.end())};
 }
 
-Status checkHello(const Hello& h, uint64_t idNonce, int nranks, const std::string& from) {
+// Why a hello does not come from a rank of this job (empty: it does). Such a connection is refused
+// alone and the rendezvous goes on: a port scanner, another occl version, or a rank of another
+// job that reached this address with a stale id must not take this job down.
+std::string strangerReason(const Hello& h, uint64_t idNonce) {
   if (h.magicVersion != kBootstrapMagicVersion) {
-    return Status::error(occlInvalidUsage,
-                         absl::StrFormat("connection from %s sent bad magic/version 0x%08x (expected 0x%08x): "
-                                         "another occl version, or not an occl rank",
-                                         from, h.magicVersion, kBootstrapMagicVersion));
+    return absl::StrFormat("sent bad magic/version 0x%08x (expected 0x%08x): another occl version, or not an "
+                           "occl rank",
+                           h.magicVersion, kBootstrapMagicVersion);
   }
   if (h.nonce != idNonce) {
-    return Status::error(occlInvalidUsage,
-                         absl::StrFormat("rank %d (%s) uses another unique id (nonce %016x, expected %016x): a "
-                                         "stale id, or two jobs on one address",
-                                         h.rank, from, h.nonce, idNonce));
+    return absl::StrFormat("claims rank %d with another unique id (nonce %016x, expected %016x): a stale id, or "
+                           "two jobs on one address",
+                           h.rank, h.nonce, idNonce);
   }
+  return "";
+}
+
+// A hello of this job that cannot join it: the job fails, on every rank that connected.
+Status checkHello(const Hello& h, int nranks, const std::string& from) {
   if (h.nranks != nranks) {
     return Status::error(occlInvalidUsage,
                          absl::StrFormat("nranks mismatch: rank %d (%s) was started with nranks=%d, rank 0 "
@@ -254,8 +262,11 @@ Status Bootstrap::acceptRanks(Socket& listener, uint64_t idNonce, std::vector<Li
       auto complete = pending[i].read();
       if (complete.ok() && !*complete) continue;
       if (complete.ok()) {
-        if (auto st = admit(pending[i], idNonce, byRank); !st.ok()) return st;
-        ++joined;
+        Result<bool> admitted = admit(pending[i], idNonce, byRank);
+        if (!admitted.ok()) return admitted.status();
+        if (*admitted) ++joined;
+      } else {
+        refuse(pending[i].socket, complete.status().message);
       }
       pending.erase(pending.begin() + static_cast<ptrdiff_t>(i));
     }
@@ -264,14 +275,27 @@ Status Bootstrap::acceptRanks(Socket& listener, uint64_t idNonce, std::vector<Li
       pending.push_back(PendingHello{std::move(*conn)});
     }
   }
+  for (PendingHello& p : pending) refuse(p.socket, "never said hello (dropped when the rendezvous completed)");
   return Status::success();
 }
 
-Status Bootstrap::admit(PendingHello& conn, uint64_t idNonce, std::vector<Link*>& byRank) {
+void Bootstrap::refuse(const Socket& socket, const std::string& why) {
+  auto peer = socket.peerAddress();
+  const std::string stranger = absl::StrFormat("%s %s", peer.ok() ? peer->toString() : "an unknown address", why);
+  logWarning(absl::StrFormat("bootstrap root %s: refused the connection from %s", localAddress_.toString(), stranger));
+  if (refused_.size() < kMaxRefusedNamed) refused_.push_back(stranger);
+}
+
+Result<bool> Bootstrap::admit(PendingHello& conn, uint64_t idNonce, std::vector<Link*>& byRank) {
   const Hello& hello = conn.hello;
+  if (std::string why = strangerReason(hello, idNonce); !why.empty()) {
+    sendWelcomeError(conn.socket, nranks_, Status::error(occlInvalidUsage, "refused by the root: this connection " + why));
+    refuse(conn.socket, why);
+    return false;
+  }
   auto peer = conn.socket.peerAddress();
   std::string from = peer.ok() ? peer->toString() : "an unknown address";
-  Status st = checkHello(hello, idNonce, nranks_, from);
+  Status st = checkHello(hello, nranks_, from);
   if (st.ok() && byRank[hello.rank] != nullptr) {
     st = Status::error(occlInvalidUsage, absl::StrFormat("duplicate rank %d: claimed by %s and by %s", hello.rank,
                                                          byRank[hello.rank]->name, from));
@@ -281,7 +305,7 @@ Status Bootstrap::admit(PendingHello& conn, uint64_t idNonce, std::vector<Link*>
     return st;
   }
   byRank[hello.rank] = addLink(hello.rank, std::move(conn.socket), from);
-  return Status::success();
+  return true;
 }
 
 Status Bootstrap::missingRanksError(const std::vector<Link*>& byRank, int joined) const {
@@ -289,11 +313,14 @@ Status Bootstrap::missingRanksError(const std::vector<Link*>& byRank, int joined
   for (int r = 1; r < nranks_ && missing.size() < 16; ++r) {
     if (byRank[r] == nullptr) missing.push_back(r);
   }
+  // A missing rank may be among the refused connections (started with another job's id).
+  const std::string refused =
+      refused_.empty() ? "" : absl::StrCat("; refused meanwhile: ", absl::StrJoin(refused_, "; "));
   return Status::error(occlTimeout,
                        absl::StrFormat("timed out after %d ms waiting for ranks [%s%s] to connect to %s (%d of %d "
-                                       "ranks joined)",
+                                       "ranks joined)%s",
                                        timeoutMs_, absl::StrJoin(missing, ", "), nranks_ - joined > 16 ? ", ..." : "",
-                                       localAddress_.toString(), joined, nranks_));
+                                       localAddress_.toString(), joined, nranks_, refused));
 }
 
 Status Bootstrap::rendezvousAsLeaf(const UniqueIdData& id, Deadline deadline) {

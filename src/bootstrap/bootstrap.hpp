@@ -117,7 +117,11 @@ class Bootstrap {
   Status rendezvousAsRoot(const UniqueIdData& id, Deadline deadline);
   Status rendezvousAsLeaf(const UniqueIdData& id, Deadline deadline);
   Status acceptRanks(Socket& listener, uint64_t idNonce, std::vector<Link*>& byRank, Deadline deadline);
-  Status admit(PendingHello& conn, uint64_t idNonce, std::vector<Link*>& byRank);
+  // True: the rank joined; false: a stranger, refused (the rendezvous goes on); an error: the job
+  // cannot start (a rank of it with a wrong nranks, a rank out of range, a rank claimed twice).
+  Result<bool> admit(PendingHello& conn, uint64_t idNonce, std::vector<Link*>& byRank);
+  // Logs a refused connection (util/log.hpp) and remembers it for a timeout's message.
+  void refuse(const Socket& socket, const std::string& why);
   Status missingRanksError(const std::vector<Link*>& byRank, int joined) const;
   Link* addLink(int peer, Socket socket, const std::string& address);
 
@@ -140,6 +144,9 @@ class Bootstrap {
   const int64_t timeoutMs_;
   uint64_t nonce_ = 0;
   SockAddr localAddress_;
+  // Root: the connections refused during the rendezvous, "address why", the first few of them.
+  static constexpr size_t kMaxRefusedNamed = 4;
+  std::vector<std::string> refused_;
   std::vector<std::unique_ptr<Link>> links_;  // root: one per other rank; leaf: the root
 
   std::mutex opMu_;      // serialises allGather/barrier

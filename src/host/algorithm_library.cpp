@@ -1,10 +1,9 @@
 #include "host/algorithm_library.hpp"
 
-#include <cstdio>
-
 #include "absl/strings/str_format.h"
 #include "ir_loader/msccl_ir.hpp"
 #include "ir_loader/validate.hpp"
+#include "util/log.hpp"
 
 namespace occl::host {
 
@@ -12,7 +11,7 @@ Result<std::shared_ptr<const ir::Program>> AlgorithmLibrary::loadFile(const std:
   ir::LoadResult loaded = ir::loadMscclIrFile(path);
   if (!loaded.ok()) return Status::error(occlInvalidArgument, ir::formatErrors(loaded.errors, path));
   // Once per file: a loaded program is cached by name and path.
-  if (!loaded.warnings.empty()) std::fprintf(stderr, "%s", ir::formatWarnings(loaded.warnings, "occl: " + path).c_str());
+  for (const ir::LoadError& w : loaded.warnings) logWarning(path + ": " + ir::formatError(w));
   return std::make_shared<const ir::Program>(std::move(*loaded.program));
 }
 

@@ -188,23 +188,59 @@ TEST(Bootstrap, DuplicateRankIsRejected) {
   EXPECT_NE(results[0].message.find("duplicate rank 1"), std::string::npos) << results[0].message;
 }
 
-TEST(Bootstrap, BadArgumentsAndBadMagic) {
+TEST(Bootstrap, BadArguments) {
   UniqueIdData id = newId();
   EXPECT_EQ(Bootstrap::connect(id, 2, 2, 1000).status().code, occlInvalidArgument);
   EXPECT_EQ(Bootstrap::connect(id, 0, 0, 1000).status().code, occlInvalidArgument);
   UniqueIdData bad = id;
   bad.magicVersion ^= 1;
   EXPECT_EQ(Bootstrap::connect(bad, 1, 2, 1000).status().code, occlInvalidArgument);
+}
 
-  Status rootStatus;
-  std::thread root([&] { rootStatus = Bootstrap::connect(id, 0, 2, 10000).status(); });
-  auto stray = Socket::connect(id.rootAddress(), deadlineAfterMs(5000));
-  ASSERT_TRUE(stray.ok()) << stray.status().message;
-  std::vector<char> garbage(64, '\xab');
-  ASSERT_TRUE(stray->sendAll(garbage.data(), garbage.size(), deadlineAfterMs(1000)).ok());
-  root.join();
-  EXPECT_EQ(rootStatus.code, occlInvalidUsage);
-  EXPECT_NE(rootStatus.message.find("bad magic"), std::string::npos) << rootStatus.message;
+// Strangers on the root's port while a 4-rank job meets there: one sends garbage, one speaks
+// occl with another job's id, one sends part of a hello and then nothing (slowloris), one sends
+// part of a hello and hangs up. Each is refused alone, named on stderr; the job meets and its
+// collectives carry the right bytes.
+TEST(Bootstrap, StrangersAreRefusedAndTheJobGoesOn) {
+  UniqueIdData id = newId();
+  ::testing::internal::CaptureStderr();
+  auto garbage = Socket::connect(id.rootAddress(), deadlineAfterMs(5000));
+  auto slow = Socket::connect(id.rootAddress(), deadlineAfterMs(5000));
+  auto quitter = Socket::connect(id.rootAddress(), deadlineAfterMs(5000));
+  ASSERT_TRUE(garbage.ok() && slow.ok() && quitter.ok());
+  const std::vector<char> junk(64, '\xab');
+  ASSERT_TRUE(garbage->sendAll(junk.data(), junk.size(), deadlineAfterMs(1000)).ok());
+  ASSERT_TRUE(slow->sendAll(junk.data(), 3, deadlineAfterMs(1000)).ok());
+  ASSERT_TRUE(quitter->sendAll(junk.data(), 5, deadlineAfterMs(1000)).ok());
+  const std::string garbageAddr = garbage->localAddress()->toString();
+  const std::string slowAddr = slow->localAddress()->toString();
+  const std::string quitterAddr = quitter->localAddress()->toString();
+  *quitter = Socket();  // hangs up mid-hello
+  UniqueIdData stale = id;
+  stale.nonce ^= 0x5a5a;
+  Status staleStatus;
+  std::thread staleRank([&] { staleStatus = Bootstrap::connect(stale, 1, 4, 10000).status(); });
+
+  constexpr size_t kBytes = 40;
+  expectAllOk(runRanks(4, [&](int rank) -> Status {
+    if (rank != 0) std::this_thread::sleep_for(300ms);  // the strangers are at the root first
+    auto bs = Bootstrap::connect(id, rank, 4, 20000);
+    if (!bs.ok()) return bs.status();
+    std::vector<char> buf(4 * kBytes);
+    for (size_t i = 0; i < kBytes; ++i) buf[rank * kBytes + i] = static_cast<char>(rank * 31 + i + 1);
+    if (Status st = (*bs)->allGather(buf.data(), kBytes); !st.ok()) return st;
+    if (Status st = checkGathered(buf, 4, kBytes, 1); !st.ok()) return st;
+    return (*bs)->barrier();
+  }));
+  staleRank.join();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(staleStatus.code, occlInvalidUsage) << staleStatus.message;
+  EXPECT_NE(staleStatus.message.find("refused by the root"), std::string::npos) << staleStatus.message;
+  EXPECT_NE(log.find("refused the connection from " + garbageAddr + " sent bad magic"), std::string::npos) << log;
+  EXPECT_NE(log.find("with another unique id"), std::string::npos) << log;
+  EXPECT_NE(log.find("refused the connection from " + slowAddr + " never said hello"), std::string::npos) << log;
+  EXPECT_NE(log.find("refused the connection from " + quitterAddr + " closed before saying hello"), std::string::npos)
+      << log;
 }
 
 TEST(Bootstrap, SilentOrClosedConnectionsAreIgnored) {
