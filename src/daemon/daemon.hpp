@@ -96,12 +96,15 @@ OCCL_HD inline void finishTask(const DaemonEnv& env, BlockState& bs, const CollD
 }
 
 // Records a failure so every block of this rank and every peer reached by a connector fails the
-// collective too (Gloo's fail-fast), instead of waiting for its own timeout.
+// collective too (Gloo's fail-fast), instead of waiting for its own timeout. Peers see a
+// registration mismatch and a timeout as what they are (a hung rank makes every other rank's
+// copy time out, whichever deadline passes first); any other failure as occlRemoteError.
 OCCL_HD inline void failCollective(const CollDesc& d, int block, uint32_t code) {
   if (!exec::isLeader()) return;
   uint32_t expected = 0;
   atomics::compareExchange(&d.shared->failStatus, expected, code);
-  uint32_t remote = (code == occlInvalidUsage) ? code : static_cast<uint32_t>(occlRemoteError);
+  const bool asIs = code == occlInvalidUsage || code == occlTimeout;
+  const uint32_t remote = asIs ? code : static_cast<uint32_t>(occlRemoteError);
   for (const ProgramForm& form : d.forms) {
     const BlockPlan& plan = form.blocks[block];
     for (uint32_t i = 0; i < plan.nSends; ++i) plan.sends[i].poisonWith(remote);

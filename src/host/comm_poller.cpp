@@ -74,7 +74,9 @@ std::string Comm::completionFailure(uint64_t collId, uint64_t seq, occlResult_t 
       return head + "a peer registered this collId differently (type, count, datatype, op, root, algorithm and "
                     "connector geometry must match on every rank)";
     case occlTimeout:
-      return head + absl::StrFormat("did not complete within config.collTimeoutMs = %d ms", config_.collTimeoutMs);
+      return head + absl::StrFormat("did not complete within config.collTimeoutMs = %d ms (here, or on a peer "
+                                    "whose timeout then failed it here)",
+                                    config_.collTimeoutMs);
     case occlRemoteError: {
       std::lock_guard<std::mutex> error(errorMu_);
       return head + "a peer failed it" + (asyncWhy_.empty() ? "" : ": " + asyncWhy_);
