@@ -9,9 +9,9 @@
 #include <cstring>
 #include <deque>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_cat.h"
 #include "util/log.hpp"
 #include "util/thread_name.hpp"
 
@@ -158,6 +158,12 @@ Status checkPiece(const Frame& f, uint32_t op, uint32_t seq, size_t bytes, int p
   return Status::success();
 }
 
+// The other end of an accepted connection, for messages.
+std::string peerName(const Socket& socket) {
+  auto peer = socket.peerAddress();
+  return peer.ok() ? peer->toString() : "an unknown address";
+}
+
 }  // namespace
 
 // ---- rendezvous ----
@@ -280,8 +286,7 @@ Status Bootstrap::acceptRanks(Socket& listener, uint64_t idNonce, std::vector<Li
 }
 
 void Bootstrap::refuse(const Socket& socket, const std::string& why) {
-  auto peer = socket.peerAddress();
-  const std::string stranger = absl::StrFormat("%s %s", peer.ok() ? peer->toString() : "an unknown address", why);
+  const std::string stranger = absl::StrCat(peerName(socket), " ", why);
   logWarning(absl::StrFormat("bootstrap root %s: refused the connection from %s", localAddress_.toString(), stranger));
   if (refused_.size() < kMaxRefusedNamed) refused_.push_back(stranger);
 }
@@ -293,8 +298,7 @@ Result<bool> Bootstrap::admit(PendingHello& conn, uint64_t idNonce, std::vector<
     refuse(conn.socket, why);
     return false;
   }
-  auto peer = conn.socket.peerAddress();
-  std::string from = peer.ok() ? peer->toString() : "an unknown address";
+  const std::string from = peerName(conn.socket);
   Status st = checkHello(hello, nranks_, from);
   if (st.ok() && byRank[hello.rank] != nullptr) {
     st = Status::error(occlInvalidUsage, absl::StrFormat("duplicate rank %d: claimed by %s and by %s", hello.rank,

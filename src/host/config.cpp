@@ -186,16 +186,12 @@ std::string variableOrigin(const occlConfig_t& c, std::string_view field) {
   return "";
 }
 
-// OCCL_MAX_TIMEOUT_MS spelled out: the ranges the messages state.
-constexpr char kCollTimeoutRange[] = "0..3153600000000 (0 = never; at most 100 years, OCCL_MAX_TIMEOUT_MS)";
-constexpr char kInitTimeoutRange[] = "1..3153600000000 (at most 100 years, OCCL_MAX_TIMEOUT_MS)";
-static_assert(OCCL_MAX_TIMEOUT_MS == 3153600000000LL, "the ranges above state it");
 static_assert(OCCL_MAX_TIMEOUT_MS * 1000000 <= std::numeric_limits<int64_t>::max() / 2,
               "a deadline in nanoseconds from now must fit an int64_t");
 
 bool isPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
-Status rangeError(const occlConfig_t& c, const char* field, int64_t value, const char* expected) {
+Status rangeError(const occlConfig_t& c, const char* field, int64_t value, std::string_view expected) {
   return Status::error(occlInvalidArgument, absl::StrFormat("config.%s = %d%s: expected %s", field, value,
                                                             variableOrigin(c, field), expected));
 }
@@ -235,9 +231,11 @@ Status validateConfig(const occlConfig_t& c) {
     return rangeError(c, "spinThresholdMin", c.spinThresholdMin, "1..spinThresholdMax");
   if (c.idleQuitUs < 0) return rangeError(c, "idleQuitUs", c.idleQuitUs, ">= 0");
   if (c.collTimeoutMs < 0 || c.collTimeoutMs > OCCL_MAX_TIMEOUT_MS)
-    return rangeError(c, "collTimeoutMs", c.collTimeoutMs, kCollTimeoutRange);
+    return rangeError(c, "collTimeoutMs", c.collTimeoutMs,
+                      absl::StrCat("0..", OCCL_MAX_TIMEOUT_MS, " (0 = never; at most 100 years, OCCL_MAX_TIMEOUT_MS)"));
   if (c.initTimeoutMs <= 0 || c.initTimeoutMs > OCCL_MAX_TIMEOUT_MS)
-    return rangeError(c, "initTimeoutMs", c.initTimeoutMs, kInitTimeoutRange);
+    return rangeError(c, "initTimeoutMs", c.initTimeoutMs,
+                      absl::StrCat("1..", OCCL_MAX_TIMEOUT_MS, " (at most 100 years, OCCL_MAX_TIMEOUT_MS)"));
   if (c.forcePreempt && c.disablePreemption) return rangeError(c, "forcePreempt", c.forcePreempt, "0 when disablePreemption is set");
   if (c.simtLanes < 1 || c.simtLanes > 64) return rangeError(c, "simtLanes", c.simtLanes, "1..64");
   if (c.simtSmSlots < 0 || c.simtSmSlots > 4096) return rangeError(c, "simtSmSlots", c.simtSmSlots, "0..4096 (0 = no limit)");
