@@ -111,7 +111,7 @@ typedef struct {
   int cqDepth;              /* completion ring slots per daemon block, power of two */
   int taskQueueDepth;       /* collectives one daemon block juggles at once */
   int maxInflightPerColl;   /* submissions of one collId in flight at once */
-  int connectorSlots;       /* FIFO slots of a connector, >= 2 */
+  int connectorSlots;       /* FIFO slots of a connector, 2..1024; a program that needs more gets more */
   size_t connectorSlotBytes; /* bytes of one FIFO slot (one tile), multiple of 64; 0 = auto:
                                 128 KiB within a host, 1 MiB across hosts */
   int orderPolicy;          /* occlOrderPolicy_t */
@@ -175,6 +175,13 @@ typedef struct {
   uint64_t queueWaitNs;
   /* From that first try to successful completion, time spent preempted included. */
   uint64_t executionNs;
+  /* What the registration costs this rank: the FIFO bytes of its ends of the collective's
+   * connectors, the most slots one of them has (config.connectorSlots, or more where the
+   * program needs more: an MSCCL-IR program that sends k chunks on a connection before their
+   * receiver takes one gets k), and the scratch bytes its program uses. */
+  uint64_t connectorBytes;
+  uint64_t scratchBytes;
+  uint32_t connectorSlots;
 } occlCollStats_t;
 
 const char* occlGetErrorString(occlResult_t result);

@@ -80,7 +80,8 @@ OCCL_HD inline SpinBudget budgetFor(const DaemonEnv& env, const BlockState& bs, 
   return b;
 }
 
-// Publishes the CQE once the last participating block is done with submission `seq`.
+// Publishes the CQE (into daemon block `block`'s ring) once the last part of the collective is
+// done with submission `seq`.
 OCCL_HD inline void finishTask(const DaemonEnv& env, BlockState& bs, const CollDesc& d, int block,
                                const TaskEntry& task, uint32_t status) {
   if (!exec::isLeader()) return;
@@ -90,7 +91,7 @@ OCCL_HD inline void finishTask(const DaemonEnv& env, BlockState& bs, const CollD
   uint32_t sticky = atomics::loadAcquire(&d.shared->failStatus);
   uint64_t word = cqe::pack(d.collIndex, status != 0 ? status : sticky, task.seq);
   // Counted before the CQE exists: once its callback has fired, the statistics include it.
-  bump(d.stats[block].completions, 1);
+  bump(d.stats[task.part].completions, 1);
   while (!env.cq.tryPush(static_cast<uint32_t>(block), bs.cqTail, word)) exec::spinPause();  // the poller frees slots
   bs.cqTail += 1;
 }
@@ -99,14 +100,14 @@ OCCL_HD inline void finishTask(const DaemonEnv& env, BlockState& bs, const CollD
 // collective too (Gloo's fail-fast), instead of waiting for its own timeout. Peers see a
 // registration mismatch and a timeout as what they are (a hung rank makes every other rank's
 // copy time out, whichever deadline passes first); any other failure as occlRemoteError.
-OCCL_HD inline void failCollective(const CollDesc& d, int block, uint32_t code) {
+OCCL_HD inline void failCollective(const CollDesc& d, int part, uint32_t code) {
   if (!exec::isLeader()) return;
   uint32_t expected = 0;
   atomics::compareExchange(&d.shared->failStatus, expected, code);
   const bool asIs = code == occlInvalidUsage || code == occlTimeout;
   const uint32_t remote = asIs ? code : static_cast<uint32_t>(occlRemoteError);
   for (const ProgramForm& form : d.forms) {
-    const BlockPlan& plan = form.blocks[block];
+    const BlockPlan& plan = form.blocks[part];
     for (uint32_t i = 0; i < plan.nSends; ++i) plan.sends[i].poisonWith(remote);
     for (uint32_t i = 0; i < plan.nRecvs; ++i) plan.recvs[i].poisonWith(remote);
   }
@@ -118,12 +119,13 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
                             bool& yielded) {
   const TaskEntry task = bs.tasks[position];
   const CollDesc& d = *env.colls.get(task.collIndex);
-  BlockContext* saved = &d.contexts[block];
+  const int part = static_cast<int>(task.part);
+  BlockContext* saved = &d.contexts[part];
   if (saved->seq != task.seq) return false;  // an earlier submission of this collective runs first
 
   const BlockContext loaded = *saved;
   BlockContext ctx = loaded;
-  BlockStats& stats = d.stats[block];
+  BlockStats& stats = d.stats[part];
   uint64_t now = exec::nowNs();
   if (!ctx.started) {
     ctx.started = 1;
@@ -132,7 +134,7 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
   const ProgramForm& form = d.forms[task.form];
   TaskBuffers bufs{reinterpret_cast<char*>(task.sendbuf), reinterpret_cast<char*>(task.recvbuf), form.scratch};
   uint64_t deadline = d.timeoutNs != 0 ? task.popNs + d.timeoutNs : 0;
-  BlockExecutor ex(d, form, block, ctx, bufs, budgetFor(env, bs, position), env.abortFlag, deadline);
+  BlockExecutor ex(d, form, part, ctx, bufs, budgetFor(env, bs, position), env.abortFlag, deadline);
   TryOutcome out = ex.run();
   progressed = progressed || out.progressed;
   yielded = out.yielded;
@@ -155,7 +157,7 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
     });
     return false;
   }
-  if (out.status == TryStatus::Failed) failCollective(d, block, out.failCode);
+  if (out.status == TryStatus::Failed) failCollective(d, part, out.failCode);
   leaderUpdate([&] {
     bump(stats.contextLoads, 1);
     if (!loaded.started) bump(stats.queueWaitNs, now - task.popNs);
@@ -167,7 +169,9 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
   return true;
 }
 
-// Moves published SQEs into the task queue while it has room. Returns true if any arrived.
+// Moves published SQEs into the task queue while it has room: one task per part of the
+// collective this block runs (daemonParts()). An entry whose parts do not fit stays in the SQ until
+// tasks finish. Returns true if any arrived.
 // An entry is reported read (BlockReport::sqNext) once it is handled, not when it is copied: the
 // host reuses the slot, and a deregistered collective's table index, once every block reports
 // past the entries that name it, and a block that skips an entry still reads its CollDesc here.
@@ -176,13 +180,16 @@ OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int bl
   const bool byPriority = env.policy.order == occlOrderPriority;
   while (bs.nTasks < bs.capacity && !bs.exitSeen) {
     if (!exec::broadcastFromLeader([&] { return env.sq.tryPop(bs.sqCursor, bs.incoming); })) break;
-    any = true;
     const SqeView e = bs.incoming;
     exec::blockSync();  // every lane has its copy before the leader may overwrite `incoming`
     const CollDesc* d = (e.flags & kSqeExit) ? nullptr : env.colls.get(e.collIndex);
-    if (d != nullptr && static_cast<uint32_t>(block) < d->nBlocks) {
-      const uint32_t form = (e.flags & kSqeInPlace) ? kFormInPlace : kFormOutOfPlace;
-      TaskEntry t{e.collIndex, byPriority ? d->priority : 0, e.seq, e.sendbuf, e.recvbuf, exec::nowNs(), form, 0};
+    const uint32_t parts = d != nullptr ? daemonParts(d->nBlocks, env.nBlocks, static_cast<uint32_t>(block)) : 0;
+    if (bs.nTasks + parts > bs.capacity) break;  // read again once tasks have left
+    any = true;
+    const uint32_t form = (e.flags & kSqeInPlace) ? kFormInPlace : kFormOutOfPlace;
+    for (uint32_t i = 0; i < parts; ++i) {
+      const uint32_t part = static_cast<uint32_t>(block) + i * env.nBlocks;
+      TaskEntry t{e.collIndex, byPriority ? d->priority : 0, e.seq, e.sendbuf, e.recvbuf, exec::nowNs(), form, part};
       insertTask(bs, t, byPriority);
     }
     leaderUpdate([&] {

@@ -25,7 +25,7 @@ struct TaskEntry {
   uint64_t recvbuf;
   uint64_t popNs;  // when this block took it from the SQ (its own clock)
   uint32_t form;   // kFormInPlace or kFormOutOfPlace: which ProgramForm runs it
-  uint32_t pad;
+  uint32_t part;   // the program block this task runs (daemonParts(): part % daemon blocks == block)
 };
 static_assert(sizeof(TaskEntry) == 48, "TaskEntry layout is shared by host and device");
 

@@ -84,7 +84,7 @@ struct CollDesc {
   uint8_t redOp;
   uint8_t collType;
   uint8_t pad0;
-  uint32_t nBlocks;      // blocks that take part, in either form
+  uint32_t nBlocks;      // parts (program blocks) that take part, in either form: daemonParts()
   uint32_t nRanks;       // avg divides by this
   uint64_t totalElems;   // count * multiplier: what the chunks divide
   uint64_t tileElems;    // elements per connector slot
@@ -98,6 +98,15 @@ struct CollDesc {
   int32_t priority;
 };
 static_assert(sizeof(CollDesc) == 176, "CollDesc layout is shared by host and device");
+
+// A collective's program blocks ("parts") are dealt round-robin to the daemon's blocks: daemon
+// block b runs parts b, b + nDaemonBlocks, ... as tasks of their own. A program may have more parts
+// than the daemon has blocks (an MSCCL-IR program with a threadblock per peer on a one-block
+// daemon); the block then moves between them, when one waits, as it moves between collectives.
+// Returns how many parts daemon block `block` runs.
+OCCL_HD inline uint32_t daemonParts(uint32_t nParts, uint32_t nDaemonBlocks, uint32_t block) {
+  return block < nParts ? (nParts - block + nDaemonBlocks - 1) / nDaemonBlocks : 0;
+}
 
 // Two-level table of registered collectives: pages are allocated on demand and never move, so
 // the daemon can read an entry while the host registers another one.

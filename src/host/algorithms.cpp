@@ -101,7 +101,8 @@ std::optional<ir::CollKind> irKindOf(int type) {
 
 // What the caller named must be able to run this collective at all: a wrong collective, rank
 // count or block count is an error, not a silent fallback.
-Status checkNamedProgram(const ir::Program& p, const occlCollDesc_t& d, int rank, int nRanks, int daemonBlocks) {
+// Its threadblocks need not fit the daemon's blocks: a daemon block runs several (daemonParts()).
+Status checkNamedProgram(const ir::Program& p, const occlCollDesc_t& d, int nRanks) {
   const std::string what = absl::StrFormat("desc.algorithm = \"%s\" (program %s)", d.algorithm, p.name);
   const std::optional<ir::CollKind> kind = irKindOf(d.type);
   if (!kind) return invalid(absl::StrFormat("%s: MSCCL-IR programs run collectives, not %s", what, collTypeName(d.type)));
@@ -109,10 +110,15 @@ Status checkNamedProgram(const ir::Program& p, const occlCollDesc_t& d, int rank
     return invalid(absl::StrFormat("%s is a %s program; desc.type is %s", what, ir::collName(p.coll), collTypeName(d.type)));
   if (p.nRanks != nRanks)
     return invalid(absl::StrFormat("%s is written for %d ranks; the communicator has %d", what, p.nRanks, nRanks));
-  const size_t blocks = p.ranks[static_cast<size_t>(rank)].blocks.size();
-  if (blocks > static_cast<size_t>(daemonBlocks))
-    return invalid(absl::StrFormat("%s gives rank %d %d threadblocks; config.daemonBlocks = %d is too few", what, rank,
-                                   blocks, daemonBlocks));
+  if (rooted(d.type)) {
+    const std::optional<int32_t> root = ir::programRoot(p);
+    if (!root)
+      return invalid(absl::StrFormat("%s: no single rank is its root (for %s, the one rank that %s)", what,
+                                     collTypeName(d.type),
+                                     d.type == occlCollReduce ? "writes its output" : "receives nothing"));
+    if (*root != d.root)
+      return invalid(absl::StrFormat("%s is written for root %d; desc.root = %d", what, *root, d.root));
+  }
   return Status::success();
 }
 
@@ -140,7 +146,7 @@ Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int n
   Result<std::shared_ptr<const ir::Program>> named = library.find(d.algorithm);
   if (!named.ok()) return named.status();
   const ir::Program& p = *named.value();
-  if (Status s = checkNamedProgram(p, d, rank, nRanks, daemonBlocks); !s.ok()) return s;
+  if (Status s = checkNamedProgram(p, d, nRanks); !s.ok()) return s;
   const bool fits = sizeFits(p, d, nRanks);
   AlgorithmChoice choice;
   choice.forms[kFormOutOfPlace] = fits && p.outOfPlace ? named.value() : builtIn;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "host/algorithms.hpp"
+#include "host/config.hpp"
 #include "ir_loader/validate.hpp"
 #include "primitives/dtypes.hpp"
 #include "primitives/reduce_ops.hpp"
@@ -60,6 +61,9 @@ std::string mismatchMessage(uint64_t collId, const occlCollDesc_t& d, int peer) 
                          collId, peer, collTypeName(d.type), d.count, dtypeName(d.datatype), ops::opName(d.op), d.root);
 }
 
+// A program's threadblocks index CollShared::progress and the per-part arrays.
+static_assert(ir::kMaxBlocksPerRank <= kMaxDaemonBlocks, "every part of a program needs a progress word");
+
 FifoHandle handleOf(const transport::ConnectorMemory& m, uint32_t nSlots, uint64_t slotBytes) {
   return FifoHandle{m.header(), m.data(), nSlots, 0, slotBytes};
 }
@@ -84,14 +88,32 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   if (!choice.ok()) return choice.status();
   const auto& forms = choice.value().forms;
   uint32_t nBlocks = 0;
+  const ir::Program* widest = forms[0].get();  // the form with the most threadblocks, for messages
   for (uint32_t f : {kFormOutOfPlace, kFormInPlace}) {
     algorithmNames_[f] = forms[f]->name;
-    nBlocks = std::max(nBlocks, static_cast<uint32_t>(forms[f]->ranks.at(setup.rank).blocks.size()));
+    const auto blocks = static_cast<uint32_t>(forms[f]->ranks.at(setup.rank).blocks.size());
+    if (blocks > nBlocks) widest = forms[f].get();
+    nBlocks = std::max(nBlocks, blocks);
   }
   // The daemon would never pick up a submission with no block, so its callback would never fire.
   if (nBlocks == 0)
     return Status::error(occlInvalidArgument, absl::StrFormat("algorithm %s gives rank %d no part in %s",
                                                               forms[0]->name, setup.rank, collTypeName(desc.type)));
+  // More parts than daemon blocks: a block runs several (daemonParts()), moving to another when
+  // one waits. Without preemption it would wait forever on the part it has not run yet; and all of
+  // a submission's parts enter a block's task queue together.
+  const auto daemonBlocks = static_cast<uint32_t>(cfg.daemonBlocks);
+  if (nBlocks > daemonBlocks && cfg.disablePreemption)
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("algorithm %s gives rank %d %d threadblocks, more than config.daemonBlocks = %d, "
+                                         "which needs preemption; config.disablePreemption is set",
+                                         widest->name, setup.rank, nBlocks, daemonBlocks));
+  tasksPerSubmission_ = daemonParts(nBlocks, daemonBlocks, 0);
+  if (tasksPerSubmission_ > static_cast<uint32_t>(cfg.taskQueueDepth))
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("algorithm %s gives a daemon block %d threadblocks to run; "
+                                         "config.taskQueueDepth = %d holds fewer",
+                                         widest->name, tasksPerSubmission_, cfg.taskQueueDepth));
 
   // Sizes, overflow-checked; the chunk geometry is per form.
   const uint64_t elemBytes = dtypeSize(desc.datatype);
@@ -139,12 +161,13 @@ Status Collective::buildForm(const CollectiveSetup& setup, const occlCollDesc_t&
                              uint32_t formIndex) {
   ProgramForm& form = desc_.forms[formIndex];
   // Fewer slots than the program fills before its receivers drain them would hang it inside one
-  // collective, where preemption cannot help.
-  if (setup.config->connectorSlots < program.minConnectorSlots)
+  // collective, where preemption cannot help: its connectors get what it needs, config's at least.
+  const int32_t slots = std::max(setup.config->connectorSlots, program.minConnectorSlots);
+  if (slots > kMaxConnectorSlots)
     return Status::error(occlInvalidArgument,
-                         absl::StrFormat("algorithm %s needs config.connectorSlots >= %d (it sends that many chunks "
-                                         "on a connection before they are received); it is %d",
-                                         program.name, program.minConnectorSlots, setup.config->connectorSlots));
+                         absl::StrFormat("algorithm %s needs connectors of %d slots (it sends that many chunks on a "
+                                         "connection before they are received); at most %d",
+                                         program.name, program.minConnectorSlots, kMaxConnectorSlots));
   const uint64_t total = desc_.totalElems, nChunks = static_cast<uint64_t>(program.nChunksPerLoop);
   // selectAlgorithm gives a program without ragged chunks only sizes that split into whole
   // chunks; were that broken, the chunks below would reach past the user's buffers.
@@ -165,7 +188,7 @@ Status Collective::buildForm(const CollectiveSetup& setup, const occlCollDesc_t&
   form.ragged = program.raggedChunksAllowed && total % nChunks != 0 ? 1 : 0;
 
   const ir::RankProgram& mine = program.ranks.at(setup.rank);
-  Result<const BlockPlan*> plans = buildBlocks(setup, desc, mine, program.name, formIndex);
+  Result<const BlockPlan*> plans = buildBlocks(setup, desc, mine, program.name, formIndex, static_cast<uint32_t>(slots));
   if (!plans.ok()) return plans.status();
   form.blocks = plans.value();
   const uint64_t scratchBytes = static_cast<uint64_t>(mine.scratchChunks) * chunkElems * desc_.elemBytes;
@@ -173,6 +196,7 @@ Status Collective::buildForm(const CollectiveSetup& setup, const occlCollDesc_t&
     Result<void*> scratch = allocDaemon(scratchBytes);
     if (!scratch.ok()) return scratch.status();
     form.scratch = static_cast<char*>(scratch.value());
+    scratchBytes_ += scratchBytes;
   }
   return Status::success();
 }
@@ -184,15 +208,17 @@ Result<void*> Collective::allocDaemon(size_t bytes) {
 }
 
 Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, const occlCollDesc_t& desc, int peer,
-                                               int channel, uint32_t formIndex, transport::ConnectorEnd end) {
+                                               int channel, uint32_t formIndex, transport::ConnectorEnd end,
+                                               uint32_t slots) {
   const occlConfig_t& cfg = *setup.config;
   const bool sending = end == transport::ConnectorEnd::Sender;
   const transport::ConnectorKey key{desc_.collId, sending ? setup.rank : peer, sending ? peer : setup.rank, channel,
                                     static_cast<int32_t>(formIndex)};
-  const auto slots = static_cast<uint32_t>(cfg.connectorSlots);
   auto mem = setup.connectors->attach(key, end, slots, cfg.connectorSlotBytes);
   if (!mem.ok()) return mem.status();
   connectors_.push_back(mem.value());
+  connectorBytes_ += fifoBytes(slots, cfg.connectorSlotBytes);
+  connectorSlots_ = std::max(connectorSlots_, slots);
   Result<uint64_t> peerSig = mem.value()->exchangeSignature(sending, desc_.signature);
   if (!peerSig.ok()) return peerSig.status();
   if (peerSig.value() != 0 && peerSig.value() != desc_.signature) {
@@ -206,7 +232,7 @@ Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, con
 
 Result<const BlockPlan*> Collective::buildBlocks(const CollectiveSetup& setup, const occlCollDesc_t& desc,
                                                  const ir::RankProgram& mine, const std::string& algorithm,
-                                                 uint32_t formIndex) {
+                                                 uint32_t formIndex, uint32_t slots) {
   // Per block: its steps, back to back, and its connectors (sends, then receives), back to back.
   struct Extent {
     size_t firstStep, firstConnector;
@@ -227,7 +253,7 @@ Result<const BlockPlan*> Collective::buildBlocks(const CollectiveSetup& setup, c
     for (auto [peers, end] : {std::pair{&sendPeers, transport::ConnectorEnd::Sender},
                               std::pair{&recvPeers, transport::ConnectorEnd::Receiver}}) {
       for (int32_t peer : *peers) {
-        Result<FifoHandle> h = attachConnector(setup, desc, peer, bp.channel, formIndex, end);
+        Result<FifoHandle> h = attachConnector(setup, desc, peer, bp.channel, formIndex, end, slots);
         if (!h.ok()) return h.status();
         connectors.push_back(h.value());
       }
@@ -267,6 +293,9 @@ Status Collective::publish(CollDesc* tableEntry) {
 occlCollStats_t Collective::stats(backend::Backend&) const {
   occlCollStats_t out{};
   out.submissions = submissions_.load(std::memory_order_relaxed);
+  out.connectorSlots = connectorSlots_;
+  out.connectorBytes = connectorBytes_;
+  out.scratchBytes = scratchBytes_;
   for (uint32_t b = 0; b < desc_.nBlocks; ++b) {
     const BlockStats& s = desc_.stats[b];
     out.completions += atomics::loadRelaxed(const_cast<uint64_t*>(&s.completions));

@@ -58,6 +58,8 @@ class Collective {
   uint64_t recvElems() const { return recvElems_; }
   // The algorithm a submission runs, by placement (kFormInPlace, kFormOutOfPlace).
   const std::string& algorithmName(uint32_t form) const { return algorithmNames_[form]; }
+  // Task-queue entries one submission takes on the daemon block that runs the most of its parts.
+  uint32_t tasksPerSubmission() const { return tasksPerSubmission_; }
 
   // Submission side (under the communicator's submit lock).
   uint64_t nextSeq() const { return nextSeq_.load(std::memory_order_acquire); }
@@ -100,11 +102,12 @@ class Collective {
                    uint32_t formIndex);
   // Steps, connectors and desc_.nBlocks block plans of this rank's part, in daemon memory.
   Result<const BlockPlan*> buildBlocks(const CollectiveSetup& setup, const occlCollDesc_t& desc,
-                                       const ir::RankProgram& mine, const std::string& algorithm, uint32_t formIndex);
+                                       const ir::RankProgram& mine, const std::string& algorithm, uint32_t formIndex,
+                                       uint32_t slots);
   // This rank's end of the connector to (Sender) or from `peer` on `channel` for one form; checks
   // the peer's registration signature when the peer has registered already.
   Result<FifoHandle> attachConnector(const CollectiveSetup& setup, const occlCollDesc_t& desc, int peer, int channel,
-                                     uint32_t formIndex, transport::ConnectorEnd end);
+                                     uint32_t formIndex, transport::ConnectorEnd end, uint32_t slots);
   Result<void*> allocDaemon(size_t bytes);
   template <typename T>
   Result<T*> copyToDaemon(const std::vector<T>& items) {
@@ -121,6 +124,12 @@ class Collective {
   std::vector<void*> daemonAllocations_;
   void* statsMemory_ = nullptr;  // shared memory: the host reads the daemon's counters
   std::vector<std::shared_ptr<transport::ConnectorMemory>> connectors_;
+  // What registration cost (occlCollStats_t): FIFO bytes of this rank's connector ends, the most
+  // slots one of them has, scratch bytes.
+  uint32_t tasksPerSubmission_ = 1;
+  uint64_t connectorBytes_ = 0;
+  uint32_t connectorSlots_ = 0;
+  uint64_t scratchBytes_ = 0;
   uint64_t sendElems_ = 0;
   uint64_t recvElems_ = 0;
   std::array<std::string, 2> algorithmNames_;

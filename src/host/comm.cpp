@@ -372,12 +372,15 @@ Status Comm::submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCal
                          absl::StrFormat("collId 0x%x already has %d submissions in flight (config.maxInflightPerColl); "
                                          "submit again after a callback",
                                          collId, c.window()));
-  uint64_t outstanding = submittedTotal_.load() - firedTotal_.load();
-  if (outstanding >= static_cast<uint64_t>(config_.taskQueueDepth))
+  // A block that cannot take an SQE stops reading the SQ, and a collective a peer waits on may be
+  // behind it: so what is outstanding must always fit every block's task queue.
+  const uint64_t tasks = c.tasksPerSubmission();
+  if (queuedTasks_.load() + tasks > static_cast<uint64_t>(config_.taskQueueDepth))
     return Status::error(occlInProgress,
-                         absl::StrFormat("%d submissions are outstanding (config.taskQueueDepth); submit again after a "
-                                         "callback",
-                                         outstanding));
+                         absl::StrFormat("%d submissions are outstanding, %d task-queue entries of "
+                                         "config.taskQueueDepth = %d; submit again after a callback",
+                                         submittedTotal_.load() - firedTotal_.load(), queuedTasks_.load(),
+                                         config_.taskQueueDepth));
   const uint64_t seq = c.nextSeq();
   {
     // The callback is in place before the SQE exists, so a fast completion always finds it.
@@ -388,9 +391,11 @@ Status Comm::submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCal
   SqeView e{flags, c.index(), seq, reinterpret_cast<uint64_t>(sendbuf), reinterpret_cast<uint64_t>(recvbuf)};
   c.noteSubmitted();
   submittedTotal_.fetch_add(1, std::memory_order_acq_rel);
+  queuedTasks_.fetch_add(tasks, std::memory_order_acq_rel);
   if (Status s = pushSqe(e); !s.ok()) {
     c.undoSubmitted();
     submittedTotal_.fetch_sub(1, std::memory_order_acq_rel);
+    queuedTasks_.fetch_sub(tasks, std::memory_order_acq_rel);
     return s;
   }
   lock.unlock();

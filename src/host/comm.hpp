@@ -117,6 +117,9 @@ class Comm {
 
   std::atomic<uint64_t> submittedTotal_{0};
   std::atomic<uint64_t> firedTotal_{0};
+  // Task-queue entries of the submissions whose callbacks have not fired (tasksPerSubmission()
+  // each): kept <= taskQueueDepth, so that every block can always take every published SQE.
+  std::atomic<uint64_t> queuedTasks_{0};
   std::mutex waitMu_;
   std::condition_variable waitCv_;
   std::atomic<int> waiters_{0};

@@ -98,6 +98,7 @@ void Comm::fireInOrder(uint32_t index) {
     slot = CallbackSlot{};
     const uint64_t seq = c->completedSeq();
     c->advanceCompleted();  // before the callback, so it may submit again
+    queuedTasks_.fetch_sub(c->tasksPerSubmission(), std::memory_order_acq_rel);
     lock.unlock();
     const auto status = static_cast<occlResult_t>(fired.status);
     // Before the callback: a callback that asks occlGetLastError finds why.

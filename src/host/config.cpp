@@ -219,8 +219,9 @@ Status validateConfig(const occlConfig_t& c) {
   if (c.taskQueueDepth < 1 || c.taskQueueDepth > (1 << 20)) return rangeError(c, "taskQueueDepth", c.taskQueueDepth, "1..2^20");
   if (!isPowerOfTwo(c.maxInflightPerColl) || c.maxInflightPerColl > 64)
     return rangeError(c, "maxInflightPerColl", c.maxInflightPerColl, "a power of two up to 64");
-  if (c.connectorSlots < 2 || c.connectorSlots > 1024)
-    return rangeError(c, "connectorSlots", c.connectorSlots, "2..1024 (fused recv-then-send steps need two slots)");
+  if (c.connectorSlots < 2 || c.connectorSlots > kMaxConnectorSlots)
+    return rangeError(c, "connectorSlots", c.connectorSlots,
+                      absl::StrCat("2..", kMaxConnectorSlots, " (fused recv-then-send steps need two slots)"));
   if (c.connectorSlotBytes % 64 != 0 || c.connectorSlotBytes > (1ull << 30))
     return rangeError(c, "connectorSlotBytes", static_cast<int64_t>(c.connectorSlotBytes),
                       "0 (auto) or a multiple of 64 up to 1 GiB");

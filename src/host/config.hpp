@@ -21,6 +21,10 @@ inline constexpr size_t kSlotBytesOneHost = size_t{128} * 1024;
 inline constexpr size_t kSlotBytesAcrossHosts = size_t{1024} * 1024;
 void resolveConnectorGeometry(occlConfig_t& config, bool spansHosts);
 
+// Slots of one connector: config.connectorSlots is 2..this, and a program that needs more than
+// config gives (Program::minConnectorSlots) gets up to this many.
+inline constexpr int kMaxConnectorSlots = 1024;
+
 // Checks every field; the message names the field and the accepted range.
 Status validateConfig(const occlConfig_t& config);
 

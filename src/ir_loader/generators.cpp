@@ -44,6 +44,66 @@ Program makeAllToAll(int nRanks, int nBlocks) {
   return p;
 }
 
+Program makeAllPairsAllReduce(int nRanks) {
+  const int n = nRanks;
+  Program p;
+  p.name = "allpairs";
+  p.coll = CollKind::AllReduce;
+  p.nRanks = n;
+  p.nChannels = 1;
+  p.nChunksPerLoop = n * n;
+  p.inPlace = true;  // reads and writes the input buffer, as MSCCLang's program does
+  p.outOfPlace = false;
+  // Step numbers the dependencies name: block 0 has n-1 nops, then n-1 reductions; a peer
+  // block has its send and receive, n-2 nops, then its n-1 reductions.
+  constexpr int kReceived = 1;
+  const auto lastReduce = [n](int block) { return block == 0 ? 2 * n - 3 : 2 * n - 2; };
+  const auto nop = [](int block, int step) {
+    return Step{.op = OpType::Nop, .srcOff = -1, .dstOff = -1, .count = 0, .depBlock = block, .depStep = step};
+  };
+  const auto transfer = [](OpType op, BufferKind src, int srcOff, BufferKind dst, int dstOff, int count) {
+    return Step{.op = op, .srcBuf = src, .dstBuf = dst, .srcOff = srcOff, .dstOff = dstOff, .count = count};
+  };
+  for (int r = 0; r < n; ++r) {
+    std::vector<int> peers;  // block k serves peers[k - 1]
+    for (int q = 0; q < n; ++q)
+      if (q != r) peers.push_back(q);
+    // Where rank q keeps rank r's copy in its scratch: r's index among q's peers.
+    const auto slotAt = [](int q, int r) { return r < q ? r : r - 1; };
+    RankProgram rp;
+    rp.inputChunks = n * n;
+    rp.scratchChunks = (n - 1) * n;
+    rp.blocks.resize(static_cast<size_t>(n));
+    for (int k = 1; k < n; ++k) {
+      BlockProgram& b = rp.blocks[static_cast<size_t>(k)];
+      const int q = peers[static_cast<size_t>(k - 1)];
+      b.sendPeer = b.recvPeer = q;
+      b.steps.push_back(transfer(OpType::Send, In, q * n, BufferKind::Scratch, slotAt(q, r) * n, n));
+      b.steps.push_back(transfer(OpType::Recv, In, r * n, BufferKind::Scratch, (k - 1) * n, n));
+      b.steps.back().hasDep = true;
+    }
+    for (int j = 0; j < n; ++j) {  // block j reduces chunk j of r's share once every copy is in
+      std::vector<Step>& steps = rp.blocks[static_cast<size_t>(j)].steps;
+      for (int k = 1; k < n; ++k)
+        if (k != j) steps.push_back(nop(k, kReceived));
+      for (int m = 0; m < n - 1; ++m)
+        steps.push_back(transfer(OpType::Reduce, BufferKind::Scratch, m * n + j, In, r * n + j, 1));
+      steps.back().hasDep = j == 0 || n > 2;  // the other peer blocks wait for it, if any
+      steps.back().postOp = true;  // the n-th contribution: the value is complete
+    }
+    for (int k = 1; k < n; ++k) {  // then the reduced share goes to each peer
+      std::vector<Step>& steps = rp.blocks[static_cast<size_t>(k)].steps;
+      const int q = peers[static_cast<size_t>(k - 1)];
+      for (int j = 0; j < n; ++j)
+        if (j != k) steps.push_back(nop(j, lastReduce(j)));
+      steps.push_back(transfer(OpType::Send, In, r * n, In, r * n, n));
+      steps.push_back(transfer(OpType::Recv, In, q * n, In, q * n, n));
+    }
+    p.ranks.push_back(std::move(rp));
+  }
+  return p;
+}
+
 Program makeSendRecv(int nRanks, int nChannels, int sender, int receiver) {
   Program p;
   p.name = "p2p";

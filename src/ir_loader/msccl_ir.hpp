@@ -11,6 +11,7 @@
 
 #include "ir_loader/program.hpp"
 #include "ir_loader/validate.hpp"
+#include "util/status.hpp"
 
 namespace occl::ir {
 
@@ -30,5 +31,12 @@ struct LoadResult {
 LoadResult loadMscclIrFile(const std::string& path);
 // `sourceName` only labels the program when the XML has no name; errors carry no file name.
 LoadResult loadMscclIrString(std::string_view xml, std::string_view sourceName);
+
+// `p` as MSCCL-IR XML in the MSCCLang compiler's layout, which loadMscclIrString() reads back as
+// the same steps (occl-ir emit). Refused with a message: an invalid program, a point-to-point one
+// (MSCCL-IR describes collectives), and a block with more than one send or receive peer (an
+// MSCCL-IR threadblock names one of each). Ragged chunks are not kept: the loaded program splits
+// only counts that divide into whole chunks, as every MSCCL-IR program does.
+Result<std::string> writeMscclIr(const Program& p);
 
 }  // namespace occl::ir

@@ -48,6 +48,16 @@ Program makeChainBroadcast(int nRanks, int nChannels, int root);
 // n-1 blocks; a block owns a connector per peer it serves, so one block suffices.
 Program makeAllToAll(int nRanks, int nBlocks);
 
+// All-pairs AllReduce (in place, one channel), the shape of MSCCLang's allreduce_allpairs with one
+// instance: rank r's input is n*n chunks, chunks [q*n, q*n + n) are rank q's share. Threadblock k
+// (1..n-1) serves the k-th other rank: it sends that rank's share there in one n-chunk step and
+// receives its copy of r's share into scratch; threadblock j reduces chunk j of r's share from the
+// n-1 copies (nops wait for every receive); each peer threadblock then sends the reduced share to
+// its peer and receives the peer's. A connection carries n chunks before its first receive, so
+// it needs n connector slots; n threadblocks per rank. The library never chooses it: occl-ir emit
+// writes it as MSCCL-IR, a starting point for programs of one's own. nRanks >= 2.
+Program makeAllPairsAllReduce(int nRanks);
+
 // Point-to-point: `sender` sends its input to `receiver`'s output over nChannels blocks, each
 // carrying one ragged chunk. Every other rank has no blocks: it takes no part.
 Program makeSendRecv(int nRanks, int nChannels, int sender, int receiver);

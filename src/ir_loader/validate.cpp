@@ -222,6 +222,24 @@ std::vector<LoadError> validateProgram(const Program& p) {
   return errors.take();
 }
 
+std::optional<int32_t> programRoot(const Program& p) {
+  if (p.coll != CollKind::Reduce && p.coll != CollKind::Broadcast) return std::nullopt;
+  std::optional<int32_t> root;
+  for (size_t r = 0; r < p.ranks.size(); ++r) {
+    bool writesOutput = false, receives = false;
+    for (const BlockProgram& b : p.ranks[r].blocks)
+      for (const Step& s : b.steps) {
+        writesOutput = writesOutput || (opWritesDst(s.op) && s.dstBuf == BufferKind::Output);
+        receives = receives || opReceives(s.op);
+      }
+    if (p.coll == CollKind::Reduce ? writesOutput : !receives) {
+      if (root) return std::nullopt;  // two candidates
+      root = static_cast<int32_t>(r);
+    }
+  }
+  return root;
+}
+
 namespace {
 const char* placementName(const Program& p) {
   if (p.inPlace && p.outOfPlace) return "in-place and out-of-place";
@@ -239,7 +257,8 @@ std::string summarize(const Program& p) {
       "%s: %s, %s, proto %s, %d ranks, %d channels, %d chunks per loop, %d threadblocks, %d steps\n", p.name,
       collName(p.coll), placementName(p), p.protocol, p.nRanks, p.nChannels,
       p.nChunksPerLoop, totalBlocks, totalSteps);
-  absl::StrAppendFormat(&out, "  needs connectorSlots >= %d\n", p.minConnectorSlots);
+  absl::StrAppendFormat(&out, "  connectors need >= %d slots (registration gives each max(config.connectorSlots, %d))\n",
+                        p.minConnectorSlots, p.minConnectorSlots);
   for (size_t r = 0; r < p.ranks.size(); ++r) {
     const RankProgram& rank = p.ranks[r];
     size_t steps = 0;

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -90,6 +91,12 @@ int32_t minConnectorSlots(const Program& p);
 // generators set postOp themselves. Returns false (marking nothing) for an invalid program or one
 // too large to replay.
 bool markPostOps(Program& p);
+
+// The root a rooted program was written for: the one rank that writes its output buffer
+// (Reduce) or the one rank that receives nothing (Broadcast). nullopt for other collectives, or
+// when no single rank is (MSCCL-IR carries no root, so this is how a registration's root is
+// checked against the program's).
+std::optional<int32_t> programRoot(const Program& p);
 
 // Human-readable overview: ranks, threadblocks per rank, steps, connector slots needed
 // (Program::minConnectorSlots), connections (peer, channel, dir).

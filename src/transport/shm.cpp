@@ -2,9 +2,12 @@
 // connector.hpp: the k-th attach of a key by one end maps generation k of a POSIX shm segment
 // named after the job nonce, the key and k. Whichever end comes first creates and sizes it
 // (O_EXCL), the other waits until it has its size; once both have mapped it, the name is
-// unlinked. A segment its creator released before the peer joined stays in /dev/shm with what
-// was sent, for the peer to find; the factory unlinks such leftovers when it is destroyed (after
-// occlCommFinalize's barrier no peer can still join), so a finished job leaves nothing behind.
+// unlinked. A segment whose peer never joined keeps its name (what was sent waits there for the
+// peer), so when the last connector and the factory of a communicator are gone, every name of
+// the job's nonce left in /dev/shm is unlinked: after occlCommFinalize's barrier no peer can
+// still join, and without it the job is being torn down. That includes segments a killed peer
+// created for collectives this rank never registered: the job's survivors leave nothing behind.
+// (A job none of whose ranks lives to destroy its communicator leaves its segments, as NCCL's.)
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -13,6 +16,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -25,31 +29,42 @@
 namespace occl::transport {
 namespace {
 
-// Names of segments released by their creator before the peer joined.
-class Leftovers {
+// Unlinks, when the last of a communicator's shm connectors and its factory are gone, the names
+// its segments kept (a peer never joined) and any other name of the job's nonce in /dev/shm.
+class JobSegments {
  public:
-  void add(std::string name) {
+  explicit JobSegments(uint64_t nonce) : nonce_(nonce) {}
+  void keep(std::string name) {
     std::lock_guard<std::mutex> lock(mu_);
     names_.push_back(std::move(name));
   }
-  ~Leftovers() {
+  ~JobSegments() {
     for (const std::string& name : names_) shm_unlink(name.c_str());  // ENOENT: the peer joined since
+    // glibc's shm_open keeps "/name" as /dev/shm/name.
+    const std::string prefix = absl::StrFormat("occl-%016x-", nonce_);
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator("/dev/shm", ec); !ec && it != std::filesystem::end(it);
+         it.increment(ec)) {
+      const std::string file = it->path().filename().string();
+      if (file.rfind(prefix, 0) == 0) shm_unlink(("/" + file).c_str());
+    }
   }
 
  private:
+  uint64_t nonce_;
   std::mutex mu_;
   std::vector<std::string> names_;
 };
 
 class ShmMemory : public ConnectorMemory {
  public:
-  ShmMemory(void* base, size_t bytes, std::string name, std::shared_ptr<Leftovers> leftovers)
-      : bytes_(bytes), name_(std::move(name)), leftovers_(std::move(leftovers)) {
+  ShmMemory(void* base, size_t bytes, std::string name, std::shared_ptr<JobSegments> segments)
+      : bytes_(bytes), name_(std::move(name)), segments_(std::move(segments)) {
     base_ = base;
   }
   ~ShmMemory() override {
     // The peer has not mapped it yet: the name must stay for it to find what was sent.
-    if (atomics::loadAcquire(&header()->attached) < 2) leftovers_->add(name_);
+    if (atomics::loadAcquire(&header()->attached) < 2) segments_->keep(name_);
     munmap(base_, bytes_);
   }
   void unlinkIfShared() {
@@ -59,7 +74,7 @@ class ShmMemory : public ConnectorMemory {
  private:
   size_t bytes_;
   std::string name_;
-  std::shared_ptr<Leftovers> leftovers_;
+  std::shared_ptr<JobSegments> segments_;
 };
 
 Status sysError(const std::string& what, const std::string& name) {
@@ -124,7 +139,7 @@ class ShmFactory : public ConnectorFactory {
       errno = mmapErrno;
       return sysError("mmap", name);
     }
-    auto memory = std::make_shared<ShmMemory>(base, bytes, name, leftovers_);
+    auto memory = std::make_shared<ShmMemory>(base, bytes, name, segments_);
     Status geometry = claimGeometry(memory->header(), nSlots, slotBytes, key);
     if (!geometry.ok()) return geometry;
     memory->unlinkIfShared();
@@ -142,7 +157,7 @@ class ShmFactory : public ConnectorFactory {
 
   uint64_t nonce_;
   int64_t timeoutMs_;
-  std::shared_ptr<Leftovers> leftovers_ = std::make_shared<Leftovers>();
+  std::shared_ptr<JobSegments> segments_ = std::make_shared<JobSegments>(nonce_);
   std::mutex mu_;
   absl::flat_hash_map<std::pair<ConnectorKey, ConnectorEnd>, uint64_t> generations_;
 };

@@ -176,21 +176,22 @@ std::string allPairsAllReduce(int n) {
 // Loads the program at `path` on every rank of a simt group and runs it bit-exactly in every
 // placement it declares, at one and at several tiles per chunk, checking that it (not the
 // built-in fallback) ran.
-void runProgram(const std::string& path, int type, bool forcePreempt) {
+// daemonBlocks 0: one per threadblock of the program; fewer makes a block run several (parts).
+void runProgram(const std::string& path, int type, bool forcePreempt, int daemonBlocks = 0) {
   ir::LoadResult loaded = ir::loadMscclIrFile(path);
   ASSERT_TRUE(loaded.ok()) << ir::formatErrors(loaded.errors, path);
   const ir::Program& p = *loaded.program;
   size_t blocks = 1;
   for (const ir::RankProgram& r : p.ranks) blocks = std::max(blocks, r.blocks.size());
-  occlConfig_t config = simtConfig(static_cast<int>(blocks), 1024);
+  occlConfig_t config = simtConfig(daemonBlocks > 0 ? daemonBlocks : static_cast<int>(blocks), 1024);
   config.forcePreempt = forcePreempt ? 1 : 0;
+  std::vector<Case> cases;  // before the ranks: a rank that fails leaves the others' daemons reading them
   CommGroup comms(p.nRanks, config);
   for (int r = 0; r < comms.size(); ++r) expectOk(occlAlgorithmLoad(comms[r], "program", path.c_str()), comms[r], "load");
   const size_t mult = ir::chunkMultiplier(p.coll, p.nRanks), loop = static_cast<size_t>(p.nChunksPerLoop);
-  std::vector<Case> cases;
   for (size_t count : {loop / mult, 700 * loop / mult}) {
     for (bool inPlace : {false, true}) {
-      if (!(inPlace ? p.inPlace : p.outOfPlace) || count == 0) continue;
+      if (!(inPlace ? p.inPlace && hasInPlace(type) : p.outOfPlace) || count == 0) continue;
       Spec s{type, occlFloat32, occlSum, count, inPlace};
       s.algorithm = "program";
       cases.push_back(makeCase(s, p.nRanks));
@@ -224,20 +225,36 @@ TEST_P(SimtIr, AllPairsProgramWithCrossBlockDependencies) {
   }
 }
 
-TEST_P(SimtIr, MscclangCompilerPrograms) {
-  const std::string dir = std::string(OCCL_SHARED_DIR) + "/msccl-ir/";
-  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "../shared/msccl-ir not found at " << dir;
-  const std::pair<const char*, int> kPrograms[] = {
+// The project's fixtures (tests/data/msccl-ir), and MSCCLang's own output where ../shared exists.
+TEST_P(SimtIr, FixturePrograms) {
+  const std::string data = std::string(OCCL_TEST_DATA_DIR) + "/msccl-ir/";
+  const std::string shared = std::string(OCCL_SHARED_DIR) + "/msccl-ir/";
+  std::vector<std::pair<std::string, int>> programs = {
+      {data + "allpairs_allreduce_4r.xml", occlCollAllReduce},
+      {data + "edge_allreduce_2r_split_blocks.xml", occlCollAllReduce},
+      {data + "ring_allgather_4r.xml", occlCollAllGather},
+      {data + "direct_alltoall_4r.xml", occlCollAllToAll},
+  };
+  const std::pair<const char*, int> kMscclang[] = {
       {"allreduce_allpairs_4r_1i_ll.xml", occlCollAllReduce},
       {"allgather_ring_oop_4r_auto.xml", occlCollAllGather},
       {"reduce_scatter_ring_oop_4r_1i_simple.xml", occlCollReduceScatter},
       {"alltoall_allpairs_4r_1i_simple.xml", occlCollAllToAll},
   };
-  for (const auto& [file, type] : kPrograms) {
-    SCOPED_TRACE(file);
-    runProgram(dir + file, type, GetParam());
+  for (const auto& [file, type] : kMscclang)
+    if (std::filesystem::exists(shared + file)) programs.emplace_back(shared + file, type);
+  for (const auto& [path, type] : programs) {
+    SCOPED_TRACE(path);
+    runProgram(path, type, GetParam());
     if (HasFatalFailure()) return;
   }
+}
+
+// One daemon block runs all four threadblocks of a rank's all-pairs part (daemonParts()),
+// moving between them when one waits on a peer or on another's dependency.
+TEST_P(SimtIr, AllPairsOnOneDaemonBlock) {
+  runProgram(std::string(OCCL_TEST_DATA_DIR) + "/msccl-ir/allpairs_allreduce_4r.xml", occlCollAllReduce, GetParam(),
+             /*daemonBlocks=*/1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Preemption, SimtIr, ::testing::Bool(),

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -395,22 +396,44 @@ TEST(BenchEndToEnd, UncheckedRunsPrintNA) {
   EXPECT_NE(r.out.find("    N/A\n"), std::string::npos) << r.out;
 }
 
-// --algo FILE: the collective comes from the file, every element is checked, and the tally says
-// which sizes and placements ran the program. A file that cannot run is refused before any size.
-TEST(BenchEndToEnd, MscclIrProgramRunsAndIsReported) {
-  const std::string dir = std::string(OCCL_SHARED_DIR) + "/msccl-ir/";
-  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "../shared/msccl-ir not found at " << dir;
-  const std::string file = dir + "allgather_ring_oop_4r_auto.xml";
-  const CliRun r = runMain({"--algo", file, "-g", "4", "-b", "64", "-e", "16K", "-f", "16", "-n", "2", "-w", "1"});
-  EXPECT_EQ(r.exitCode, kExitOk) << r.out << r.err;
-  EXPECT_NE(r.out.find("# occl-bench allgather"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("# algorithm: allgather_ring out-of-place 3, ring in-place 3"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
+// The MSCCL-IR programs the tests below run: the project's (tests/data/msccl-ir) always, the
+// MSCCLang compiler's (../shared/msccl-ir) as extra cases where it is checked out.
+const std::string kDataIr = std::string(OCCL_TEST_DATA_DIR) + "/msccl-ir/";
+const std::string kSharedIr = std::string(OCCL_SHARED_DIR) + "/msccl-ir/";
 
+struct ProgramRun {
+  std::string file;
+  std::string ranks;  // -g
+  std::string tally;  // the "# algorithm:" line
+};
+
+// --algo FILE: the collective comes from the file, every element is checked, and the tally says
+// which sizes and placements ran the program: a program written for both placements runs both, one
+// written out of place only leaves the in-place calls to the built-in ring. A file that cannot run
+// is refused before any size.
+TEST(BenchEndToEnd, MscclIrProgramRunsAndIsReported) {
+  std::vector<ProgramRun> runs = {
+      {kDataIr + "ring_allgather_4r.xml", "4", "# algorithm: ring_allgather out-of-place 3, ring_allgather in-place 3\n"},
+      {kDataIr + "edge_allgather_2r_scratch.xml", "2",
+       "# algorithm: edge_allgather_scratch out-of-place 3, ring in-place 3\n"},
+  };
+  if (std::filesystem::exists(kSharedIr + "allgather_ring_oop_4r_auto.xml"))
+    runs.push_back({kSharedIr + "allgather_ring_oop_4r_auto.xml", "4",
+                    "# algorithm: allgather_ring out-of-place 3, ring in-place 3\n"});
+  for (const ProgramRun& run : runs) {
+    const CliRun r = runMain({"--algo", run.file, "-g", run.ranks, "-b", "64", "-e", "16K", "-f", "16", "-n", "2", "-w", "1"});
+    EXPECT_EQ(r.exitCode, kExitOk) << run.file << "\n" << r.out << r.err;
+    EXPECT_NE(r.out.find("# occl-bench allgather"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(run.tally), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
+  }
+
+  const std::string file = kDataIr + "ring_allgather_4r.xml";
   CliRun bad = runMain({"allreduce", "--algo", file, "-g", "4"});
   EXPECT_EQ(bad.exitCode, kExitUsage);
   EXPECT_NE(bad.err.find("is a program for allgather; the collective asked for is allreduce"), std::string::npos) << bad.err;
   bad = runMain({"--algo", file, "-g", "2"});
+  EXPECT_EQ(bad.exitCode, kExitUsage);
   EXPECT_NE(bad.err.find("is written for 4 ranks: run it with -g 4 (got -g 2)"), std::string::npos) << bad.err;
   const std::filesystem::path bogus = tempPath("bogus.xml");
   std::ofstream(bogus) << "this is not MSCCL-IR\n";
@@ -421,24 +444,94 @@ TEST(BenchEndToEnd, MscclIrProgramRunsAndIsReported) {
   EXPECT_EQ(bad.out.find("FAILED"), std::string::npos) << "nothing ran: " << bad.out;
 }
 
+// Sets an environment variable for a scope, restoring what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) saved_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (saved_) setenv(name_, saved_->c_str(), 1);
+    else unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> saved_;
+};
+
+// A program that needs more connector slots than config.connectorSlots runs: registration gives
+// its connectors max(config.connectorSlots, what it needs). All-pairs sends 4 chunks on a
+// connection before its peer receives one, so with OCCL_CONN_SLOTS=2 its connectors get 4. It is
+// written in place only: the out-of-place calls run the built-in ring, and so does 32 B in place
+// (8 floats, not whole chunks of its 16).
+TEST(BenchEndToEnd, ProgramNeedingMoreSlotsThanConfiguredRuns) {
+  std::vector<std::pair<std::string, std::string>> programs = {{kDataIr + "allpairs_allreduce_4r.xml", "allpairs_allreduce"}};
+  if (std::filesystem::exists(kSharedIr + "allreduce_allpairs_4r_1i_ll.xml"))
+    programs.emplace_back(kSharedIr + "allreduce_allpairs_4r_1i_ll.xml", "allreduce_pairs");
+  const ScopedEnv slots("OCCL_CONN_SLOTS", "2");
+  for (const auto& [file, name] : programs) {
+    const ParsedArgs p = parse({"--algo", file, "-g", "4", "-b", "32", "-e", "256", "-f", "2", "-n", "1", "-w", "0"});
+    ASSERT_TRUE(p.ok()) << p.error;
+    std::ostringstream out, err;
+    const BenchOutcome o = runBench(p.options, out, err);
+    EXPECT_EQ(o.exitCode, kExitOk) << out.str() << err.str();
+    ASSERT_EQ(o.rows.size(), 4u) << out.str();  // 32, 64, 128, 256
+    for (const RowResult& row : o.rows) {
+      EXPECT_TRUE(row.error.empty()) << row.bytes << ": " << row.error;
+      EXPECT_TRUE(row.outOfPlace.ran && row.inPlace.ran) << row.bytes;
+      EXPECT_EQ(row.outOfPlace.wrong, 0) << row.bytes;
+      EXPECT_EQ(row.inPlace.wrong, 0) << row.bytes;
+      EXPECT_EQ(row.outOfPlace.algorithm, "ring") << row.bytes;
+      EXPECT_EQ(row.inPlace.algorithm, row.bytes == 32 ? "ring" : name) << row.bytes;
+    }
+    EXPECT_EQ(o.wrongTotal, 0);
+    EXPECT_NE(out.str().find("# algorithm: ring out-of-place 4, ring in-place 1, " + name + " in-place 3\n"),
+              std::string::npos)
+        << out.str();
+  }
+}
+
+// A 2-rank in-place AllReduce in which each rank sends all its `chunks` chunks to the peer's
+// scratch before it receives any, then adds the peer's into its own: it needs `chunks` slots.
+std::string sendAllFirstAllReduce(int chunks) {
+  const std::string n = std::to_string(chunks);
+  auto step = [&](int s, const char* type, const char* src, const char* dst) {
+    return "      <step s=\"" + std::to_string(s) + "\" type=\"" + type + "\" srcbuf=\"" + src + "\" srcoff=\"0\" dstbuf=\"" +
+           dst + "\" dstoff=\"0\" cnt=\"" + n + "\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>\n";
+  };
+  std::string xml = "<algo name=\"send_all_first\" proto=\"Simple\" nchannels=\"1\" nchunksperloop=\"" + n +
+                    "\" ngpus=\"2\" coll=\"allreduce\" inplace=\"1\">\n";
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string peer = std::to_string(1 - rank);
+    xml += "  <gpu id=\"" + std::to_string(rank) + "\" i_chunks=\"" + n + "\" o_chunks=\"0\" s_chunks=\"" + n + "\">\n";
+    xml += "    <tb id=\"0\" send=\"" + peer + "\" recv=\"" + peer + "\" chan=\"0\">\n";
+    xml += step(0, "s", "i", "s") + step(1, "r", "i", "s") + step(2, "re", "s", "i") + "    </tb>\n  </gpu>\n";
+  }
+  return xml + "</algo>\n";
+}
+
 // A registration that fails on every rank is reported per size, the sweep goes on, and the exit
-// code says so: all-pairs needs four connector slots, so with two the sizes it takes fail, while
-// 32 B (8 floats, not whole chunks of its 16) runs the built-in ring.
+// code says so: a program that needs more slots than a connector may have (1025, past 1024) fails
+// at the sizes it takes, 4100 and 8200 B, while 2048 B (512 floats, not whole chunks of its 1025)
+// runs the built-in ring.
 TEST(BenchEndToEnd, FailedRegistrationIsReportedPerSizeAndTheRunContinues) {
-  const std::string file = std::string(OCCL_SHARED_DIR) + "/msccl-ir/allreduce_allpairs_4r_1i_ll.xml";
-  if (!std::filesystem::exists(file)) GTEST_SKIP() << "../shared/msccl-ir not found";
-  const char* saved = std::getenv("OCCL_CONN_SLOTS");
-  const std::string previous = saved != nullptr ? saved : "";
-  setenv("OCCL_CONN_SLOTS", "2", 1);
-  const CliRun r = runMain({"--algo", file, "-g", "4", "-b", "32", "-e", "256", "-f", "2", "-n", "1", "-w", "0"});
-  if (saved != nullptr) setenv("OCCL_CONN_SLOTS", previous.c_str(), 1);
-  else unsetenv("OCCL_CONN_SLOTS");
+  const std::filesystem::path file = tempPath("send_all_first.xml");
+  std::ofstream(file) << sendAllFirstAllReduce(1025);
+  const CliRun r = runMain({"--algo", file.string(), "-g", "2", "-b", "2050", "-e", "8200", "-f", "2", "-n", "1", "-w", "0"});
+  std::filesystem::remove(file);
   EXPECT_EQ(r.exitCode, kExitFailed) << r.out << r.err;
   size_t failed = 0;
   for (size_t at = r.out.find(": FAILED: "); at != std::string::npos; at = r.out.find(": FAILED: ", at + 1)) ++failed;
-  EXPECT_EQ(failed, 3u) << r.out;  // 64, 128, 256
-  EXPECT_NE(r.out.find("needs config.connectorSlots >= 4"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("# algorithm: ring out-of-place 1, ring in-place 1"), std::string::npos) << r.out;
+  EXPECT_EQ(failed, 2u) << r.out;
+  EXPECT_NE(r.out.find("algorithm send_all_first needs connectors of 1025 slots (it sends that many chunks on a "
+                       "connection before they are received); at most 1024 (on 2 ranks)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("# algorithm: ring out-of-place 1, ring in-place 1\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
 }
 

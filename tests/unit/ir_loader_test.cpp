@@ -1,7 +1,11 @@
-// MSCCL-IR loader and Program validator: the real fixtures load, and mutated copies of them are
-// rejected with an error naming the element and line at fault.
+// MSCCL-IR loader and Program validator: the project's fixtures (tests/data/msccl-ir: programs
+// occl-ir emit writes from occl's generators, and hand-written edge cases) load, mutated copies of
+// them are rejected with an error naming the element and line at fault, and so are the invalid
+// fixtures. Where ../shared/msccl-ir (the MSCCLang compiler's output) is checked out next to the
+// repository, its files are extra cases; without it nothing is skipped.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 #include <sys/wait.h>
 
@@ -22,21 +27,33 @@
 namespace occl::ir {
 namespace {
 
-const std::string kFixtureDir = std::string(OCCL_SHARED_DIR) + "/msccl-ir/";
+const std::string kDataDir = std::string(OCCL_TEST_DATA_DIR) + "/msccl-ir/";
+const std::string kSharedDir = std::string(OCCL_SHARED_DIR) + "/msccl-ir/";
 
+// The project's fixtures the tests below mutate.
+constexpr const char* kRing = "ring_allreduce_4r.xml";
+constexpr const char* kAllGather = "ring_allgather_4r.xml";
+constexpr const char* kReduceScatter = "ring_reduce_scatter_4r.xml";
+constexpr const char* kChainReduce = "chain_reduce_4r_root1.xml";
+constexpr const char* kAllToAll = "direct_alltoall_4r.xml";
+constexpr const char* kAllPairs = "allpairs_allreduce_4r.xml";
+constexpr const char* kSplitBlocks = "edge_allreduce_2r_split_blocks.xml";
+constexpr const char* kUnknownAttributes = "edge_unknown_attributes_2r.xml";
+
+// A file's text; one that cannot be read fails the test (every path given here should exist).
 std::string readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    ADD_FAILURE() << "cannot read " << path;
+    return "";
+  }
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
 
-// Loads a fixture's text, or skips the test when ../shared is not checked out next to the repo.
-#define FIXTURE_OR_SKIP(var, name)                                       \
-  if (!std::filesystem::exists(kFixtureDir + (name))) {                  \
-    GTEST_SKIP() << "../shared/msccl-ir not found at " << kFixtureDir;   \
-  }                                                                      \
-  const std::string var = readFile(kFixtureDir + (name))
+// A project fixture (tests/data/msccl-ir/NAME): part of the repository, so always there.
+std::string fixture(const std::string& name) { return readFile(kDataDir + name); }
 
 std::string replaceOnce(std::string text, std::string_view from, std::string_view to) {
   const size_t at = text.find(from);
@@ -133,31 +150,93 @@ bool runsToCompletion(const Program& p, int32_t slots, int32_t tiles) {
   return ::testing::AssertionSuccess();
 }
 
-constexpr const char* kRing = "allreduce_ring_4r_1ch_1i_simple.xml";
-constexpr const char* kAllGatherOop = "allgather_ring_oop_4r_auto.xml";
-constexpr const char* kAllToAll = "alltoall_allpairs_4r_1i_simple.xml";
-
 struct FixtureShape {
-  const char* file;
+  std::string path;
   CollKind coll;
-  int blocksPerRank;
+  int ranks;
+  int blocksPerRank;  // every rank of every fixture has as many
   int totalSteps;
   int minSlots;
+  size_t warnings = 0;  // unknown attributes, one warning per element kind and name
 };
 
-void PrintTo(const FixtureShape& f, std::ostream* os) { *os << f.file; }
+void PrintTo(const FixtureShape& f, std::ostream* os) { *os << f.path; }
+
+// Connector slots each fixture needs (minSlots). A ring block holds the chunk it received while its
+// fused step (rcs, rrs, rrcs) waits for room to forward it; with one slot every rank's connector
+// still holds the chunk its successor is holding, so all wait in a circle: rings need 2.
+std::vector<FixtureShape> projectFixtures() {
+  auto at = [](const char* file) { return kDataDir + file; };
+  return {
+      // s, rrs, rrs, rrcs, rcs, rcs, r: fused steps forward while holding, so 2.
+      {at(kRing), CollKind::AllReduce, 4, 1, 28, 2},
+      // The same ring on 3 ranks, one block per channel: 2.
+      {at("ring_allreduce_3r_2ch.xml"), CollKind::AllReduce, 3, 2, 30, 2},
+      // cpy, s, rcs, rcs, r: the rcs steps forward while holding, so 2.
+      {at(kAllGather), CollKind::AllGather, 4, 1, 20, 2},
+      // s, rrs, rrs, rrc: the rrs steps forward while holding, so 2.
+      {at(kReduceScatter), CollKind::ReduceScatter, 4, 1, 16, 2},
+      // A chain moves one chunk per connection per tile: nothing ever waits for room, so 1.
+      {at(kChainReduce), CollKind::Reduce, 4, 1, 4, 1},
+      {at("chain_broadcast_4r_root2.xml"), CollKind::Broadcast, 4, 1, 5, 1},
+      // One threadblock per peer, one chunk each way per tile: 1.
+      {at(kAllToAll), CollKind::AllToAll, 4, 3, 28, 1},
+      // Each pair's threadblocks send cnt=4 before receiving cnt=4 from each other: with fewer
+      // than 4 slots both stop mid-send on a full connector that only the other's receive could
+      // drain. The second exchange (s cnt=4, r cnt=4) again needs room for 4, so 4; on 8 ranks
+      // the exchanges move cnt=8, so 8.
+      {at(kAllPairs), CollKind::AllReduce, 4, 4, 168, 4},
+      {at("allpairs_allreduce_8r.xml"), CollKind::AllReduce, 8, 8, 1456, 8},
+      // cpy, s, r, cpy: one chunk each way per tile, through scratch: 1.
+      {at("edge_allgather_2r_scratch.xml"), CollKind::AllGather, 2, 1, 8, 1},
+      // Sends and receives in different blocks, one chunk per connection per tile: 1.
+      {at(kSplitBlocks), CollKind::AllReduce, 2, 2, 10, 1},
+      // The same program with compiler, version (<algo>) and prio (<step>) added: 3 warnings.
+      {at(kUnknownAttributes), CollKind::AllReduce, 2, 2, 10, 1, 3},
+  };
+}
+
+// The MSCCLang compiler's output in ../shared/msccl-ir, where it is checked out.
+std::vector<FixtureShape> mscclangFixtures() {
+  auto at = [](const char* file) { return kSharedDir + file; };
+  return {
+      // s, rcs, rcs, r around the ring: the two rcs steps forward while holding, so 2.
+      {at("allgather_ring_inplace_4r_1ch_1i_simple.xml"), CollKind::AllGather, 4, 1, 16, 2},
+      // Every connection (one per channel) carries one chunk per tile: nothing ever waits for
+      // room, so 1.
+      {at("allgather_ring_oop_4r_auto.xml"), CollKind::AllGather, 4, 5, 20, 1},
+      // The all-pairs exchange as above, in MSCCLang's layout: 4.
+      {at("allreduce_allpairs_4r_1i_ll.xml"), CollKind::AllReduce, 4, 4, 140, 4},
+      {at("allreduce_ring_4r_1ch_1i_simple.xml"), CollKind::AllReduce, 4, 1, 28, 2},
+      {at("allreduce_ring_inplace_auto_4r_1i.xml"), CollKind::AllReduce, 4, 1, 28, 2},
+      // One threadblock per (peer, direction), one chunk each per tile: 1.
+      {at("alltoall_allpairs_4r_1i_simple.xml"), CollKind::AllToAll, 4, 6, 28, 1},
+      // s, rrcs, rrcs, rrc: the rrcs steps forward while holding, so 2.
+      {at("reduce_scatter_ring_oop_4r_1i_simple.xml"), CollKind::ReduceScatter, 4, 1, 20, 2},
+  };
+}
+
+// Every project fixture, and those of ../shared that exist: the list is built from what is there,
+// so a checkout without ../shared has fewer cases, not skipped ones.
+std::vector<FixtureShape> fixtureCases() {
+  std::vector<FixtureShape> cases = projectFixtures();
+  for (FixtureShape& f : mscclangFixtures())
+    if (std::filesystem::exists(f.path)) cases.push_back(std::move(f));
+  return cases;
+}
 
 class FixtureTest : public ::testing::TestWithParam<FixtureShape> {};
 
 TEST_P(FixtureTest, LoadsAndValidates) {
   const FixtureShape& f = GetParam();
-  FIXTURE_OR_SKIP(xml, f.file);
-  LoadResult r = loadMscclIrString(xml, f.file);
+  const std::string file = std::filesystem::path(f.path).filename().string();
+  LoadResult r = loadMscclIrString(readFile(f.path), file);
   ASSERT_TRUE(r.ok()) << allErrors(r);
-  EXPECT_EQ(formatWarnings(r.warnings, f.file), "") << "MSCCLang's output has no attribute occl does not know";
+  // Neither MSCCLang nor occl-ir emit writes attributes occl does not know.
+  EXPECT_EQ(r.warnings.size(), f.warnings) << formatWarnings(r.warnings, file);
   const Program& p = *r.program;
   EXPECT_EQ(p.coll, f.coll);
-  EXPECT_EQ(p.nRanks, 4);
+  EXPECT_EQ(p.nRanks, f.ranks);
   int steps = 0;
   for (const RankProgram& rank : p.ranks) {
     EXPECT_EQ(static_cast<int>(rank.blocks.size()), f.blocksPerRank);
@@ -169,39 +248,72 @@ TEST_P(FixtureTest, LoadsAndValidates) {
   EXPECT_EQ(minConnectorSlots(p), f.minSlots);
   EXPECT_TRUE(SlotsMatchExecution(p));
   const std::string summary = summarize(p);
-  EXPECT_NE(summary.find("4 ranks"), std::string::npos) << summary;
-  EXPECT_NE(summary.find(std::to_string(f.totalSteps) + " steps\n"), std::string::npos) << summary;
-  EXPECT_NE(summary.find("rank 3: " + std::to_string(f.blocksPerRank) + " threadblocks"), std::string::npos) << summary;
-  EXPECT_NE(summary.find("needs connectorSlots >= " + std::to_string(f.minSlots) + "\n"), std::string::npos) << summary;
+  const std::string slots = std::to_string(f.minSlots);
+  EXPECT_NE(summary.find(", " + std::to_string(f.ranks) + " ranks, "), std::string::npos) << summary;
+  EXPECT_NE(summary.find(" " + std::to_string(f.totalSteps) + " steps\n"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("rank " + std::to_string(f.ranks - 1) + ": " + std::to_string(f.blocksPerRank) + " threadblocks"),
+            std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("\n  connectors need >= " + slots + " slots (registration gives each max(config.connectorSlots, " +
+                         slots + "))\n"),
+            std::string::npos)
+      << summary;
 }
 
-// Connector slots each fixture needs (minSlots). A ring block holds the chunk it received while its
-// fused step (rcs, rrs, rrcs) waits for room to forward it; with one slot every rank's connector
-// still holds the chunk its successor is holding, so all four wait in a circle: rings need 2.
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, FixtureTest,
-    ::testing::Values(
-        // s, rcs, rcs, r around the ring: the two rcs steps forward while holding, so 2.
-        FixtureShape{"allgather_ring_inplace_4r_1ch_1i_simple.xml", CollKind::AllGather, 1, 16, 2},
-        // Every connection (one per channel) carries one chunk per tile: nothing ever waits for
-        // room, so 1.
-        FixtureShape{kAllGatherOop, CollKind::AllGather, 5, 20, 1},
-        // Each pair's threadblocks send cnt=4 before receiving cnt=4 from each other: with fewer
-        // than 4 slots both stop mid-send on a full connector that only the other's receive could
-        // drain. The second exchange (s cnt=4, r cnt=4) again needs room for 4, so 4.
-        FixtureShape{"allreduce_allpairs_4r_1i_ll.xml", CollKind::AllReduce, 4, 140, 4},
-        // s, rrs, rrs, rrcs, rcs, rcs, r: fused steps forward while holding, so 2.
-        FixtureShape{kRing, CollKind::AllReduce, 1, 28, 2},
-        FixtureShape{"allreduce_ring_inplace_auto_4r_1i.xml", CollKind::AllReduce, 1, 28, 2},
-        // One threadblock per (peer, direction), one chunk each per tile: 1.
-        FixtureShape{kAllToAll, CollKind::AllToAll, 6, 28, 1},
-        // s, rrcs, rrcs, rrc: the rrcs steps forward while holding, so 2.
-        FixtureShape{"reduce_scatter_ring_oop_4r_1i_simple.xml", CollKind::ReduceScatter, 1, 20, 2}),
-    [](const ::testing::TestParamInfo<FixtureShape>& info) {
-      std::string name = std::string(info.param.file).substr(0, std::string_view(info.param.file).find('.'));
-      for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureTest, ::testing::ValuesIn(fixtureCases()),
+                         [](const ::testing::TestParamInfo<FixtureShape>& info) {
+                           const std::string stem = std::filesystem::path(info.param.path).stem().string();
+                           std::string name = info.param.path.starts_with(kSharedDir) ? "mscclang_" + stem : stem;
+                           for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
+                         });
+
+// Every valid fixture of tests/data/msccl-ir is a case of FixtureTest: a new one cannot go
+// unchecked.
+TEST(IrLoader, FixtureTestCoversEveryProjectFixture) {
+  std::vector<std::string> listed, present;
+  for (const FixtureShape& f : projectFixtures()) listed.push_back(std::filesystem::path(f.path).filename().string());
+  for (const auto& entry : std::filesystem::directory_iterator(kDataDir))
+    if (entry.is_regular_file() && entry.path().extension() == ".xml") present.push_back(entry.path().filename().string());
+  std::sort(listed.begin(), listed.end());
+  std::sort(present.begin(), present.end());
+  EXPECT_EQ(present, listed);
+}
+
+// Each file of tests/data/msccl-ir/invalid with the errors it must be rejected with, exactly.
+struct InvalidFixture {
+  const char* file;
+  const char* errors;  // formatErrors(errors, file)
+};
+
+constexpr InvalidFixture kInvalidFixtures[] = {
+    {"deadlock_2r.xml",
+     "deadlock_2r.xml: line 6, <gpu id=0>/<tb id=0>/<step s=1>: deadlock: 4 steps wait on each other in a cycle (each "
+     "must finish before the next can): <gpu id=0>/<tb id=0>/<step s=1> (line 6) -> <gpu id=1>/<tb id=0>/<step s=0> "
+     "(line 11) -> <gpu id=1>/<tb id=0>/<step s=1> (line 12) -> <gpu id=0>/<tb id=0>/<step s=0> (line 5) -> <gpu "
+     "id=0>/<tb id=0>/<step s=1> (line 6)\n"},
+    {"unmatched_send_2r.xml",
+     "unmatched_send_2r.xml: line 6, <gpu id=0>/<tb id=0>/<step s=1>: sends to rank 1 on channel 0, but no threadblock "
+     "of rank 1 receives from rank 0 on channel 0\n"},
+};
+
+TEST(IrLoader, RejectsEveryInvalidFixture) {
+  size_t checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kDataDir + "invalid")) {
+    const std::string file = entry.path().filename().string();
+    const auto* known = std::find_if(std::begin(kInvalidFixtures), std::end(kInvalidFixtures),
+                                     [&](const InvalidFixture& f) { return file == f.file; });
+    if (known == std::end(kInvalidFixtures)) {
+      ADD_FAILURE() << "invalid/" << file << " has no expected errors in kInvalidFixtures";
+      continue;
+    }
+    const LoadResult r = loadMscclIrFile(entry.path().string());
+    EXPECT_FALSE(r.ok()) << file;
+    EXPECT_EQ(formatErrors(r.errors, file), known->errors);
+    ++checked;
+  }
+  EXPECT_EQ(checked, std::size(kInvalidFixtures));
+}
 
 // A 2-rank ring AllReduce written by hand, with attributes MSCCL-IR does not have: on <algo>, on
 // two <step>s, and one whose name is not printable. MSCCL ignores unknown attributes; occl loads
@@ -229,7 +341,7 @@ TEST(IrLoader, UnknownAttributesAreAcceptedWithAWarning) {
   ASSERT_TRUE(r.ok()) << allErrors(r);
   EXPECT_EQ(formatWarnings(r.warnings, "ar2.xml"),
             "ar2.xml: warning: line 1, <algo>: unknown attribute 'color' ignored, as MSCCL ignores it\n"
-            "ar2.xml: warning: line 9, <gpu>: unknown attribute 'x??' ignored, as MSCCL ignores it\n"
+            "ar2.xml: warning: line 9, <gpu>: unknown attribute 'x?\?' ignored, as MSCCL ignores it\n"
             "ar2.xml: warning: line 4, <step>: unknown attribute 'prio' ignored, as MSCCL ignores it (on 2 <step> "
             "elements)\n");
   // Without them: the same program, no warning.
@@ -241,14 +353,34 @@ TEST(IrLoader, UnknownAttributesAreAcceptedWithAWarning) {
   EXPECT_EQ(summarize(*clean.program), summarize(*r.program));
 }
 
+// edge_unknown_attributes_2r.xml: edge_allreduce_2r_split_blocks.xml with attributes MSCCL-IR
+// does not have. It loads as the same program, with one warning per element kind and name.
+TEST(IrLoader, UnknownAttributesFixtureLoadsAsItsPlainTwin) {
+  const LoadResult r = loadMscclIrFile(kDataDir + kUnknownAttributes);
+  ASSERT_TRUE(r.ok()) << allErrors(r);
+  EXPECT_EQ(formatWarnings(r.warnings, "u.xml"),
+            "u.xml: warning: line 3, <algo>: unknown attribute 'compiler' ignored, as MSCCL ignores it\n"
+            "u.xml: warning: line 3, <algo>: unknown attribute 'version' ignored, as MSCCL ignores it\n"
+            "u.xml: warning: line 11, <step>: unknown attribute 'prio' ignored, as MSCCL ignores it (on 2 <step> "
+            "elements)\n");
+  const LoadResult plain = loadMscclIrFile(kDataDir + kSplitBlocks);
+  ASSERT_TRUE(plain.ok()) << allErrors(plain);
+  EXPECT_TRUE(plain.warnings.empty()) << formatWarnings(plain.warnings, kSplitBlocks);
+  Program renamed = *plain.program;
+  renamed.name = r.program->name;
+  EXPECT_EQ(summarize(renamed), summarize(*r.program));
+}
+
 TEST(IrLoader, RingFieldsAndSummary) {
-  FIXTURE_OR_SKIP(xml, kRing);
+  const std::string xml = fixture(kRing);
   LoadResult r = loadMscclIrString(xml, kRing);
   ASSERT_TRUE(r.ok()) << allErrors(r);
   const Program& p = *r.program;
-  EXPECT_EQ(p.name, "allreduce_ring_1channelsperring");
+  EXPECT_EQ(p.name, "ring_allreduce");
   EXPECT_EQ(p.protocol, "Simple");
   EXPECT_TRUE(p.inPlace);
+  EXPECT_TRUE(p.outOfPlace);
+  EXPECT_EQ(p.nChannels, 1);
   EXPECT_EQ(p.nChunksPerLoop, 4);
   const BlockProgram& b = p.ranks[1].blocks[0];
   EXPECT_EQ(b.sendPeer, 2);
@@ -258,14 +390,14 @@ TEST(IrLoader, RingFieldsAndSummary) {
   EXPECT_EQ(b.steps[3].op, OpType::RecvReduceCopySend);
   EXPECT_EQ(b.steps[3].srcOff, 2);
   EXPECT_EQ(b.steps[3].sourceLine, 18);
-  EXPECT_NE(summarize(p).find("rank 0: 1 threadblocks, 7 steps, chunks i=4 o=0 s=0; connections "
+  EXPECT_NE(summarize(p).find("rank 0: 1 threadblocks, 7 steps, chunks i=4 o=4 s=0; connections "
                               "(peer,channel,dir): (1,0,send) (3,0,recv)"), std::string::npos) << summarize(p);
 }
 
 TEST(IrLoader, RejectsDroppedReceive) {
-  FIXTURE_OR_SKIP(xml, kRing);
+  const std::string xml = fixture(kRing);
   // gpu 1's last step receives rank 0's sixth send (gpu 0, step 5, line 9).
-  std::string bad = replaceOnce(xml, R"(      <step s="6" type="r" srcbuf="i" srcoff="3" dstbuf="i" dstoff="3" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+  std::string bad = replaceOnce(xml, R"(      <step s="6" type="r" srcbuf="o" srcoff="3" dstbuf="o" dstoff="3" cnt="1" depid="-1" deps="-1" hasdep="0"/>
 )", "");
   LoadResult r = loadMscclIrString(bad, "dropped");
   EXPECT_TRUE(HasError(r, 9, "<gpu id=0>/<tb id=0>/<step s=5>", "is never received"));
@@ -273,24 +405,24 @@ TEST(IrLoader, RejectsDroppedReceive) {
 }
 
 TEST(IrLoader, RejectsCountMismatch) {
-  FIXTURE_OR_SKIP(xml, kRing);
-  std::string bad = replaceOnce(xml, R"(<step s="6" type="r" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1")",
-                                R"(<step s="6" type="r" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="2")");
+  const std::string xml = fixture(kRing);
+  // gpu 2's last step (line 32) receives what gpu 1's step 5 (line 20) sends.
+  std::string bad = replaceOnce(xml, R"(<step s="6" type="r" srcbuf="o" srcoff="0" dstbuf="o" dstoff="0" cnt="1")",
+                                R"(<step s="6" type="r" srcbuf="o" srcoff="0" dstbuf="o" dstoff="0" cnt="2")");
   LoadResult r = loadMscclIrString(bad, "count");
   EXPECT_TRUE(HasError(r, 32, "<gpu id=2>/<tb id=0>/<step s=6>", "has cnt=2, but the matching send"));
   EXPECT_TRUE(HasError(r, 32, "", "<gpu id=1>/<tb id=0>/<step s=5> (line 20) has cnt=1"));
 }
 
 TEST(IrLoader, RejectsDependencyCycleBetweenBlocks) {
-  FIXTURE_OR_SKIP(xml, kAllGatherOop);
-  // gpu 0: tb 2 step 0 already waits on tb 0 step 0; make tb 0 step 0 wait on tb 2 step 0 too.
-  std::string bad = replaceOnce(xml, R"(dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="1"/>)",
-                                R"(dstoff="0" cnt="1" depid="2" deps="0" hasdep="1"/>)");
-  bad = replaceOnce(bad, R"(cnt="1" depid="0" deps="0" hasdep="0"/>)", R"(cnt="1" depid="0" deps="0" hasdep="1"/>)");
+  const std::string xml = fixture(kSplitBlocks);
+  // gpu 0: tb 0 step 1 already waits on tb 1 step 0; make tb 1 step 0 wait on tb 0 step 1 too.
+  std::string bad = replaceOnce(xml, R"(cnt="1" depid="-1" deps="-1" hasdep="1"/>)", R"(cnt="1" depid="0" deps="1" hasdep="1"/>)");
+  bad = replaceOnce(bad, R"(cnt="0" depid="1" deps="0" hasdep="0"/>)", R"(cnt="0" depid="1" deps="0" hasdep="1"/>)");
   LoadResult r = loadMscclIrString(bad, "cycle");
   EXPECT_TRUE(HasError(r, 0, "<gpu id=0>/<tb id=", "deadlock: 2 steps wait on each other"));
-  EXPECT_TRUE(HasError(r, 0, "", "<gpu id=0>/<tb id=2>/<step s=0> (line 10)"));
-  EXPECT_TRUE(HasError(r, 0, "", "<gpu id=0>/<tb id=0>/<step s=0> (line 4)"));
+  EXPECT_TRUE(HasError(r, 0, "", "<gpu id=0>/<tb id=1>/<step s=0> (line 12)"));
+  EXPECT_TRUE(HasError(r, 0, "", "<gpu id=0>/<tb id=0>/<step s=1> (line 8)"));
 }
 
 TEST(IrLoader, RejectsCrossRankDeadlock) {
@@ -320,23 +452,23 @@ TEST(IrLoader, RejectsCrossRankDeadlock) {
 }
 
 TEST(IrLoader, RejectsDependencyProblems) {
-  FIXTURE_OR_SKIP(xml, kAllGatherOop);
-  // The step tb 2 waits on no longer publishes its progress.
+  const std::string xml = fixture(kSplitBlocks);
+  // The step tb 0 step 1 (line 8) waits on (tb 1 step 0, line 12) no longer publishes its progress.
   LoadResult r = loadMscclIrString(replaceOnce(xml, R"(depid="-1" deps="-1" hasdep="1"/>)", R"(depid="-1" deps="-1" hasdep="0"/>)"), "d");
-  EXPECT_TRUE(HasError(r, 10, "<gpu id=0>/<tb id=2>/<step s=0>", "lacks hasdep=1"));
-  r = loadMscclIrString(replaceOnce(xml, R"(depid="0" deps="0")", R"(depid="0" deps="5")"), "d");
-  EXPECT_TRUE(HasError(r, 10, "<gpu id=0>/<tb id=2>/<step s=0>", "deps=5 names no step"));
-  r = loadMscclIrString(replaceOnce(xml, R"(depid="0" deps="0")", R"(depid="9" deps="0")"), "d");
-  EXPECT_TRUE(HasError(r, 10, "<step s=0>", "depid=9 names no threadblock"));
-  r = loadMscclIrString(replaceOnce(xml, R"(depid="0" deps="0")", R"(depid="0" deps="-1")"), "d");
-  EXPECT_TRUE(HasError(r, 10, "<step s=0>", "depid and deps must both be -1"));
-  FIXTURE_OR_SKIP(ring, kRing);
+  EXPECT_TRUE(HasError(r, 8, "<gpu id=0>/<tb id=0>/<step s=1>", "lacks hasdep=1"));
+  r = loadMscclIrString(replaceOnce(xml, R"(depid="1" deps="0")", R"(depid="1" deps="5")"), "d");
+  EXPECT_TRUE(HasError(r, 8, "<gpu id=0>/<tb id=0>/<step s=1>", "deps=5 names no step"));
+  r = loadMscclIrString(replaceOnce(xml, R"(depid="1" deps="0")", R"(depid="9" deps="0")"), "d");
+  EXPECT_TRUE(HasError(r, 8, "<step s=1>", "depid=9 names no threadblock"));
+  r = loadMscclIrString(replaceOnce(xml, R"(depid="1" deps="0")", R"(depid="1" deps="-1")"), "d");
+  EXPECT_TRUE(HasError(r, 8, "<step s=1>", "depid and deps must both be -1"));
+  const std::string ring = fixture(kRing);
   r = loadMscclIrString(replaceOnce(ring, R"(hasdep="0"/>)", R"(hasdep="1"/>)"), "d");
   EXPECT_TRUE(HasError(r, 4, "<gpu id=0>/<tb id=0>/<step s=0>", "hasdep=1 but no step depends on it"));
 }
 
 TEST(IrLoader, RejectsMissingAttribute) {
-  FIXTURE_OR_SKIP(xml, kRing);
+  const std::string xml = fixture(kRing);
   LoadResult r = loadMscclIrString(replaceOnce(xml, R"( cnt="1")", ""), "missing");
   EXPECT_TRUE(HasError(r, 4, "<gpu id=0>/<tb id=0>/<step s=0>", "missing required attribute 'cnt'"));
   r = loadMscclIrString(replaceOnce(xml, R"( ngpus="4")", ""), "missing");
@@ -344,24 +476,24 @@ TEST(IrLoader, RejectsMissingAttribute) {
 }
 
 TEST(IrLoader, RejectsSharedConnectorAndDuplicatePeers) {
-  FIXTURE_OR_SKIP(xml, kAllToAll);
-  // gpu 0's tb 3 already sends to rank 1 on channel 0.
-  LoadResult r = loadMscclIrString(replaceOnce(xml, R"(<tb id="4" send="2")", R"(<tb id="4" send="1")"), "dup");
-  EXPECT_TRUE(HasError(r, 16, "<gpu id=0>/<tb id=4>", "send peer 1 on channel 0 is already used by <gpu id=0>/<tb id=3> (line 12)"));
-  r = loadMscclIrString(replaceOnce(xml, R"(<tb id="4" send="2")", R"(<tb id="4" send="2" send="3")"), "two");
-  EXPECT_TRUE(HasError(r, 16, "<gpu id=0>/<tb id=4>", "attribute 'send' appears more than once"));
-  r = loadMscclIrString(replaceOnce(xml, R"(<tb id="4" send="2")", R"(<tb id="4" send="0")"), "self");
-  EXPECT_TRUE(HasError(r, 16, "<tb id=4>", "must not be the rank itself"));
-  r = loadMscclIrString(replaceOnce(xml, R"(<tb id="4" send="2")", R"(<tb id="4" send="4")"), "range");
-  EXPECT_TRUE(HasError(r, 16, "<tb id=4>", "send peer must be -1 or in 0..3, got 4"));
-  r = loadMscclIrString(replaceOnce(xml, R"(<tb id="4" send="2" recv="-1" chan="0">)", R"(<tb id="4" send="2" recv="-1" chan="1">)"), "chan");
-  EXPECT_TRUE(HasError(r, 16, "<tb id=4>", "chan must be in 0..0"));
+  const std::string xml = fixture(kAllToAll);
+  // gpu 0's tb 0 (line 3) already sends to rank 1 on channel 0; tb 1 (line 8) sends to rank 2.
+  LoadResult r = loadMscclIrString(replaceOnce(xml, R"(<tb id="1" send="2")", R"(<tb id="1" send="1")"), "dup");
+  EXPECT_TRUE(HasError(r, 8, "<gpu id=0>/<tb id=1>", "send peer 1 on channel 0 is already used by <gpu id=0>/<tb id=0> (line 3)"));
+  r = loadMscclIrString(replaceOnce(xml, R"(<tb id="1" send="2")", R"(<tb id="1" send="2" send="3")"), "two");
+  EXPECT_TRUE(HasError(r, 8, "<gpu id=0>/<tb id=1>", "attribute 'send' appears more than once"));
+  r = loadMscclIrString(replaceOnce(xml, R"(<tb id="1" send="2")", R"(<tb id="1" send="0")"), "self");
+  EXPECT_TRUE(HasError(r, 8, "<tb id=1>", "must not be the rank itself"));
+  r = loadMscclIrString(replaceOnce(xml, R"(<tb id="1" send="2")", R"(<tb id="1" send="4")"), "range");
+  EXPECT_TRUE(HasError(r, 8, "<tb id=1>", "send peer must be -1 or in 0..3, got 4"));
+  r = loadMscclIrString(replaceOnce(xml, R"(<tb id="1" send="2" recv="2" chan="0">)", R"(<tb id="1" send="2" recv="2" chan="1">)"), "chan");
+  EXPECT_TRUE(HasError(r, 8, "<tb id=1>", "chan must be in 0..0"));
 }
 
 TEST(IrLoader, RejectsSendWithoutPeer) {
-  FIXTURE_OR_SKIP(xml, kAllToAll);
-  LoadResult r = loadMscclIrString(replaceOnce(xml, R"(<tb id="4" send="2")", R"(<tb id="4" send="-1")"), "nopeer");
-  EXPECT_TRUE(HasError(r, 17, "<gpu id=0>/<tb id=4>/<step s=0>", "has no send peer"));
+  const std::string xml = fixture(kAllToAll);
+  LoadResult r = loadMscclIrString(replaceOnce(xml, R"(<tb id="1" send="2")", R"(<tb id="1" send="-1")"), "nopeer");
+  EXPECT_TRUE(HasError(r, 9, "<gpu id=0>/<tb id=1>/<step s=0>", "has no send peer"));
 }
 
 TEST(IrLoader, RejectsGarbageAndTruncation) {
@@ -370,7 +502,7 @@ TEST(IrLoader, RejectsGarbageAndTruncation) {
   EXPECT_TRUE(HasError(r, 1, "<document>", ""));
   EXPECT_TRUE(HasError(loadMscclIrString("", "empty"), 1, "<document>", ""));
   EXPECT_TRUE(HasError(loadMscclIrString("<foo/>", "foo"), 1, "<document>", "unexpected element <foo>"));
-  FIXTURE_OR_SKIP(xml, kRing);
+  const std::string xml = fixture(kRing);
   r = loadMscclIrString(std::string_view(xml).substr(0, xml.size() / 2), "truncated");
   EXPECT_TRUE(HasError(r, 0, "<document>", "XML parse error"));
   EXPECT_GT(r.errors.front().line, 1);
@@ -379,7 +511,7 @@ TEST(IrLoader, RejectsGarbageAndTruncation) {
 }
 
 TEST(IrLoader, RejectsBadNumbers) {
-  FIXTURE_OR_SKIP(xml, kRing);
+  const std::string xml = fixture(kRing);
   const std::string first = R"(<step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1")";
   auto withFirst = [&](std::string_view replacement) { return loadMscclIrString(replaceOnce(xml, first, replacement), "n"); };
   const char* step = "<gpu id=0>/<tb id=0>/<step s=0>";
@@ -395,8 +527,9 @@ TEST(IrLoader, RejectsBadNumbers) {
                        4, step, "must be >= 0, got 4294967297"));
   EXPECT_TRUE(HasError(withFirst(R"(<step s="0" type="s" srcbuf="i" srcoff="3" dstbuf="i" dstoff="0" cnt="2")"), 4, step,
                        "srcoff=3 cnt=2 is outside buffer 'i' of 4 chunks"));
-  EXPECT_TRUE(HasError(withFirst(R"(<step s="0" type="s" srcbuf="o" srcoff="0" dstbuf="i" dstoff="0" cnt="1")"), 4, step,
-                       "outside buffer 'o' of 0 chunks"));
+  // The ring has no scratch: reading it is out of bounds however small the range.
+  EXPECT_TRUE(HasError(withFirst(R"(<step s="0" type="s" srcbuf="s" srcoff="0" dstbuf="i" dstoff="0" cnt="1")"), 4, step,
+                       "outside buffer 's' of 0 chunks"));
   EXPECT_TRUE(HasError(withFirst(R"(<step s="0" type="x" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1")"), 4, step,
                        "attribute 'type' must be one of nop, s, r"));
   EXPECT_TRUE(HasError(withFirst(R"(<step s="1" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1")"), 4,
@@ -404,12 +537,15 @@ TEST(IrLoader, RejectsBadNumbers) {
 }
 
 TEST(IrLoader, RejectsBadAlgoAttributes) {
-  FIXTURE_OR_SKIP(xml, kRing);
+  const std::string xml = fixture(kRing);
   auto with = [&](std::string_view from, std::string_view to) { return loadMscclIrString(replaceOnce(xml, from, to), "a"); };
   EXPECT_TRUE(HasError(with(R"(ngpus="4")", R"(ngpus="0")"), 1, "<algo>", "'ngpus' must be in 1..1024, got 0"));
   EXPECT_TRUE(HasError(with(R"(ngpus="4")", R"(ngpus="5")"), 1, "<algo>", "no <gpu id=4>"));
   EXPECT_TRUE(HasError(with(R"(proto="Simple")", R"(proto="simple")"), 1, "<algo>", "'proto' must be one of Simple, LL, LL128"));
   EXPECT_TRUE(HasError(with(R"(inplace="1")", R"(inplace="2")"), 1, "<algo>", "'inplace' must be in 0..1"));
+  EXPECT_TRUE(HasError(with(R"(outofplace="1")", R"(outofplace="2")"), 1, "<algo>", "'outofplace' must be in 0..1"));
+  EXPECT_TRUE(HasError(with(R"(inplace="1" outofplace="1")", R"(inplace="0" outofplace="0")"), 1, "<algo>",
+                       "inplace and outofplace are both 0: no call could run it"));
   EXPECT_TRUE(HasError(with(R"(inplace="1")", R"(inplace="1" minBytes="10" maxBytes="5")"), 1, "<algo>",
                        "minBytes (10) must not exceed maxBytes (5)"));
   EXPECT_TRUE(HasError(with(R"(nchunksperloop="4")", R"(nchunksperloop="2")"), 2, "<gpu id=0>", "i_chunks=4 is outside 0..2"));
@@ -652,38 +788,42 @@ std::vector<std::string> postOpSteps(const Program& p) {
   return out;
 }
 
-TEST(IrLoader, MarksPostOpsOfReductions) {
-  FIXTURE_OR_SKIP(ring, kRing);
-  LoadResult r = loadMscclIrString(ring, kRing);
-  ASSERT_TRUE(r.ok()) << allErrors(r);
-  EXPECT_EQ(postOpSteps(*r.program), (std::vector<std::string>{"<gpu id=0>/<tb id=0>/<step s=3>", "<gpu id=1>/<tb id=0>/<step s=3>",
-                                                               "<gpu id=2>/<tb id=0>/<step s=3>", "<gpu id=3>/<tb id=0>/<step s=3>"}));
-  FIXTURE_OR_SKIP(rs, "reduce_scatter_ring_oop_4r_1i_simple.xml");
-  r = loadMscclIrString(rs, "rs");
-  ASSERT_TRUE(r.ok()) << allErrors(r);
-  EXPECT_EQ(postOpSteps(*r.program).size(), 4u);
-  EXPECT_EQ(postOpSteps(*r.program).front(), "<gpu id=0>/<tb id=0>/<step s=3>");
-  FIXTURE_OR_SKIP(pairs, "allreduce_allpairs_4r_1i_ll.xml");
-  r = loadMscclIrString(pairs, "pairs");
-  ASSERT_TRUE(r.ok()) << allErrors(r);
-  const std::vector<std::string> marked = postOpSteps(*r.program);
-  EXPECT_EQ(marked.size(), 16u);  // 16 chunks, each completed by one final 're'
-  for (const std::string& m : marked) {
-    const bool lastReduce = m.find("<tb id=0>/<step s=4>") != std::string::npos || m.find("/<step s=5>") != std::string::npos;
-    EXPECT_TRUE(lastReduce) << m;
+// postOpSteps of a project fixture, as the loader marks them.
+std::vector<std::string> loadedPostOps(const char* file) {
+  const LoadResult r = loadMscclIrString(fixture(file), file);
+  if (!r.ok()) {
+    ADD_FAILURE() << file << ":\n" << allErrors(r);
+    return {};
   }
-  FIXTURE_OR_SKIP(ag, kAllGatherOop);
-  r = loadMscclIrString(ag, "ag");
-  ASSERT_TRUE(r.ok()) << allErrors(r);
-  EXPECT_TRUE(postOpSteps(*r.program).empty());
+  return postOpSteps(*r.program);
+}
+
+TEST(IrLoader, MarksPostOpsOfReductions) {
+  // Rings: each rank's rrcs (step 3) completes the chunk it then sends around.
+  EXPECT_EQ(loadedPostOps(kRing), (std::vector<std::string>{"<gpu id=0>/<tb id=0>/<step s=3>", "<gpu id=1>/<tb id=0>/<step s=3>",
+                                                            "<gpu id=2>/<tb id=0>/<step s=3>", "<gpu id=3>/<tb id=0>/<step s=3>"}));
+  EXPECT_EQ(loadedPostOps(kReduceScatter), (std::vector<std::string>{"<gpu id=0>/<tb id=0>/<step s=3>", "<gpu id=1>/<tb id=0>/<step s=3>",
+                                                                     "<gpu id=2>/<tb id=0>/<step s=3>", "<gpu id=3>/<tb id=0>/<step s=3>"}));
+  // The chain ends at the root (rank 1) with its rrc.
+  EXPECT_EQ(loadedPostOps(kChainReduce), std::vector<std::string>{"<gpu id=1>/<tb id=0>/<step s=0>"});
+  // Split blocks: each rank's receiving block completes its own chunk with rrc.
+  EXPECT_EQ(loadedPostOps(kSplitBlocks), (std::vector<std::string>{"<gpu id=0>/<tb id=1>/<step s=0>", "<gpu id=1>/<tb id=1>/<step s=0>"}));
+  // All-pairs: 16 chunks, each completed by the last of the three 're' that block adds into it
+  // (step 5 of tb 0, which waits on nothing first; step 6 of the others, after their exchange).
+  std::vector<std::string> lastReduces;
+  for (int g = 0; g < 4; ++g)
+    for (int b = 0; b < 4; ++b) lastReduces.push_back(stepElement(g, b, b == 0 ? 5 : 6));
+  EXPECT_EQ(loadedPostOps(kAllPairs), lastReduces);
+  EXPECT_TRUE(loadedPostOps(kAllGather).empty());
 }
 
 TEST(IrLoader, RandomByteFlipsNeverCrash) {
-  const char* files[] = {kRing, kAllGatherOop, kAllToAll, "allreduce_allpairs_4r_1i_ll.xml"};
+  const char* files[] = {kRing, kAllGather, kAllToAll, kAllPairs};
   std::mt19937 rng(12345);
   int rejected = 0;
   for (const char* f : files) {
-    FIXTURE_OR_SKIP(xml, f);
+    const std::string xml = fixture(f);
+    ASSERT_FALSE(xml.empty()) << f;
     for (int iter = 0; iter < 100; ++iter) {
       std::string bad = xml;
       const int flips = 1 + static_cast<int>(rng() % 8);
@@ -701,36 +841,127 @@ TEST(IrLoader, RandomByteFlipsNeverCrash) {
 }
 
 TEST(IrLoader, LoadsFromFileAndReportsMissingFile) {
-  FIXTURE_OR_SKIP(xml, kRing);
-  EXPECT_TRUE(loadMscclIrFile(kFixtureDir + kRing).ok());
-  EXPECT_TRUE(HasError(loadMscclIrFile(kFixtureDir + "no-such-file.xml"), 0, "<document>", "cannot open"));
+  EXPECT_TRUE(loadMscclIrFile(kDataDir + kRing).ok());
+  EXPECT_TRUE(HasError(loadMscclIrFile(kDataDir + "no-such-file.xml"), 0, "<document>", "cannot open"));
 }
 
-// The occl-ir CLI, when the build put it next to this test (tools/ is a sibling of tests/).
-TEST(OcclIrCli, ChecksFiles) {
-  const std::string cli = std::string(OCCL_TEST_BINARY_DIR) + "/../../tools/occl-ir";
-  if (!std::filesystem::exists(cli)) GTEST_SKIP() << "occl-ir not built at " << cli;
-  FIXTURE_OR_SKIP(xml, kRing);
-  auto run = [&](const std::string& args, std::string* out) {
-    FILE* pipe = popen((cli + " " + args + " 2>&1").c_str(), "r");
-    char buf[4096];
-    for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out->append(buf, n);
-    return WEXITSTATUS(pclose(pipe));
-  };
-  std::string out;
-  EXPECT_EQ(run("check " + kFixtureDir + kRing + " " + kFixtureDir + kAllToAll, &out), 0) << out;
-  EXPECT_NE(out.find("rank 0: 1 threadblocks, 7 steps"), std::string::npos) << out;
-  EXPECT_NE(out.find("  needs connectorSlots >= 2\n"), std::string::npos) << out;
+// The occl-ir CLI the build puts next to this test (tools/ is a sibling of tests/). CI builds it
+// before the tests run, so a missing binary fails the tests rather than skipping them.
+const std::string kCli = std::string(OCCL_TEST_BINARY_DIR) + "/../../tools/occl-ir";
+
+struct CliRun {
+  int status = -1;  // the exit status; -1 when it did not exit
+  std::string out;  // stdout and stderr
+};
+
+CliRun runCli(const std::string& args) {
+  CliRun run;
+  FILE* pipe = popen((kCli + " " + args + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) {
+    ADD_FAILURE() << "popen: " << kCli;
+    return run;
+  }
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) run.out.append(buf, n);
+  const int status = pclose(pipe);
+  if (WIFEXITED(status)) run.status = WEXITSTATUS(status);
+  return run;
+}
+
+class OcclIrCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(std::filesystem::exists(kCli)) << "occl-ir not built at " << kCli << ": build the occl-ir target first";
+  }
+};
+
+TEST_F(OcclIrCli, ChecksFiles) {
+  CliRun run = runCli("check " + kDataDir + kRing + " " + kDataDir + kAllToAll);
+  EXPECT_EQ(run.status, 0) << run.out;
+  EXPECT_NE(run.out.find(kDataDir + kRing + ": ok\n"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("rank 0: 1 threadblocks, 7 steps"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("  connectors need >= 2 slots (registration gives each max(config.connectorSlots, 2))\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("  connectors need >= 1 slots (registration gives each max(config.connectorSlots, 1))\n"),
+            std::string::npos)
+      << run.out;
+  // A program that needs more slots than the default configuration's 4 costs what it needs.
+  run = runCli("check " + kDataDir + "allpairs_allreduce_8r.xml");
+  EXPECT_EQ(run.status, 0) << run.out;
+  EXPECT_NE(run.out.find("  connector memory with the default configuration (4 slots of 128 KiB, one host): up to 14 "
+                         "connector ends of 8 slots per rank, 14.0 MiB\n"),
+            std::string::npos)
+      << run.out;
+
   const std::string badPath = std::string(OCCL_TEST_BINARY_DIR) + "/ir_loader_test_bad.xml";
-  std::ofstream(badPath) << replaceOnce(xml, R"( cnt="1")", "");
-  out.clear();
-  EXPECT_EQ(run("check " + badPath, &out), 1) << out;
-  EXPECT_NE(out.find("line 4, <gpu id=0>/<tb id=0>/<step s=0>: missing required attribute 'cnt'"), std::string::npos) << out;
-  out.clear();
-  EXPECT_EQ(run("--help", &out), 0);
-  EXPECT_NE(out.find("usage: occl-ir check FILE..."), std::string::npos) << out;
-  out.clear();
-  EXPECT_EQ(run("", &out), 2);
+  std::ofstream(badPath) << replaceOnce(fixture(kRing), R"( cnt="1")", "");
+  run = runCli("check " + badPath);
+  std::filesystem::remove(badPath);
+  EXPECT_EQ(run.status, 1) << run.out;
+  EXPECT_NE(run.out.find("line 4, <gpu id=0>/<tb id=0>/<step s=0>: missing required attribute 'cnt'"), std::string::npos)
+      << run.out;
+  run = runCli("--help");
+  EXPECT_EQ(run.status, 0);
+  EXPECT_NE(run.out.find("usage: occl-ir check FILE..."), std::string::npos) << run.out;
+  EXPECT_EQ(runCli("").status, 2);
+}
+
+TEST_F(OcclIrCli, CheckWarnsAboutUnknownAttributesAndRejectsInvalidFixtures) {
+  const std::string file = kDataDir + kUnknownAttributes;
+  CliRun run = runCli("check " + file);
+  EXPECT_EQ(run.status, 0) << run.out;
+  EXPECT_NE(run.out.find(file + ": warning: line 3, <algo>: unknown attribute 'compiler' ignored, as MSCCL ignores it\n" +
+                         file + ": warning: line 3, <algo>: unknown attribute 'version' ignored, as MSCCL ignores it\n" +
+                         file + ": warning: line 11, <step>: unknown attribute 'prio' ignored, as MSCCL ignores it (on 2 "
+                                "<step> elements)\n" +
+                         file + ": ok\n"),
+            std::string::npos)
+      << run.out;
+  for (const InvalidFixture& f : kInvalidFixtures) {
+    const std::string path = kDataDir + "invalid/" + f.file;
+    run = runCli("check " + path);
+    EXPECT_EQ(run.status, 1) << run.out;
+    // Each has one error: one line, naming the file as the command line did.
+    EXPECT_EQ(run.out, path + ": 1 error(s)\n" + kDataDir + "invalid/" + f.errors);
+  }
+}
+
+// occl-ir emit writes the emitted fixtures byte for byte (tests/data/msccl-ir/regenerate.sh).
+TEST_F(OcclIrCli, EmitWritesTheProjectFixtures) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"allreduce --ranks 4", kRing},
+      {"allreduce --ranks 8 --algo allpairs", "allpairs_allreduce_8r.xml"},
+      {"broadcast --ranks 4 --root 2", "chain_broadcast_4r_root2.xml"},
+      {"alltoall --ranks 4", kAllToAll},
+  };
+  for (const auto& [args, file] : cases) {
+    const CliRun run = runCli(std::string("emit ") + args);
+    EXPECT_EQ(run.status, 0) << args << "\n" << run.out;
+    EXPECT_EQ(run.out, fixture(file)) << "occl-ir emit " << args << " differs from " << file;
+  }
+}
+
+// A bad argument exits 2 with a message naming it, then the usage; nothing is written.
+TEST_F(OcclIrCli, EmitRejectsBadArgumentsNamingThem) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"allreduce --ranks 0", "--ranks 0: expected 1..1024"},
+      {"allreduce --ranks four", "--ranks 'four': expected an integer"},
+      {"allreduce --ranks", "--ranks needs a value"},
+      {"allreduce", "emit needs --ranks N"},
+      {"broadcast --ranks 4 --root 5", "--root 5: expected a rank in 0..3"},
+      {"allreduce --ranks 4 --root 1", "--root: allreduce has no root"},
+      {"allgather --ranks 4 --algo allpairs", "--algo allpairs: an allreduce algorithm, not allgather"},
+      {"allreduce --ranks 4 --algo tree", "--algo tree: expected ring or, for allreduce, allpairs"},
+      {"allsum --ranks 4", "emit allsum: expected allreduce, allgather, reduce_scatter, reduce, broadcast or alltoall"},
+      {"allreduce --ranks 4 --bogus 1", "unknown option '--bogus'"},
+  };
+  for (const auto& [args, message] : cases) {
+    const CliRun run = runCli(std::string("emit ") + args);
+    EXPECT_EQ(run.status, 2) << args;
+    EXPECT_TRUE(run.out.starts_with(std::string("occl-ir: ") + message + "\n\nusage: occl-ir check FILE...\n")) << args << "\n"
+                                                                                                           << run.out;
+  }
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/process_job.hpp"
 #include "support/processes.hpp"
 #include "support/ranks.hpp"
 
@@ -33,6 +34,9 @@ using Clock = std::chrono::steady_clock;
 // ---- parent side ----
 
 using proc::Env;
+using proc::envInt;
+using proc::initRank;
+using proc::waitForFile;
 
 pid_t spawnChild(const Env& extra) { return proc::spawn("MultiProcessChild.DISABLED_Entry", extra); }
 
@@ -40,52 +44,9 @@ std::vector<int> reapChildren(const std::vector<pid_t>& pids, std::chrono::secon
   return proc::reap(pids, timeout);
 }
 
-std::string toHex(const void* data, size_t n) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char b = static_cast<const unsigned char*>(data)[i];
-    out += kDigits[b >> 4];
-    out += kDigits[b & 15];
-  }
-  return out;
-}
-
-// Rank 0's child creates the id (its listener must live in rank 0's process) and writes it to a
-// pipe; the parent hands it to the other ranks. Returns the children's pids, rank order.
+// Rank 0's child creates the id; the parent hands it to the others (process_job.hpp).
 std::vector<pid_t> spawnWithUniqueId(const std::string& scenario, int nRanks, Env extra = {}) {
-  int fds[2];
-  if (pipe(fds) != 0) {
-    ADD_FAILURE() << "pipe: " << std::strerror(errno);
-    return {};
-  }
-  extra["OCCL_MP_SCENARIO"] = scenario;
-  extra["OCCL_MP_NRANKS"] = std::to_string(nRanks);
-  Env rank0 = extra;
-  rank0["OCCL_MP_RANK"] = "0";
-  rank0["OCCL_MP_ID_FD"] = std::to_string(fds[1]);
-  std::vector<pid_t> pids{spawnChild(rank0)};
-  close(fds[1]);  // later children must not inherit the write end
-  occlUniqueId id{};
-  size_t got = 0;
-  pollfd p{fds[0], POLLIN, 0};
-  while (got < sizeof(id) && poll(&p, 1, 30000) > 0) {
-    ssize_t n = read(fds[0], id.internal + got, sizeof(id) - got);
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  close(fds[0]);
-  if (got != sizeof(id)) {
-    ADD_FAILURE() << "rank 0 did not deliver the unique id";
-    return pids;
-  }
-  extra["OCCL_MP_ID"] = toHex(&id, sizeof(id));
-  for (int r = 1; r < nRanks; ++r) {
-    Env e = extra;
-    e["OCCL_MP_RANK"] = std::to_string(r);
-    pids.push_back(spawnChild(e));
-  }
-  return pids;
+  return proc::spawnWithUniqueId("MultiProcessChild.DISABLED_Entry", scenario, nRanks, std::move(extra));
 }
 
 int freeLoopbackPort() {
@@ -150,15 +111,6 @@ INSTANTIATE_TEST_SUITE_P(Victims, PeerDeathTest, ::testing::Values(0, 2),
 constexpr int64_t kHangTimeoutMs = 1500;
 constexpr auto kHangSlack = std::chrono::milliseconds(1500);
 
-bool waitForFile(const std::string& path, std::chrono::seconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (access(path.c_str(), F_OK) != 0) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
-
 TEST(MultiProcessTest, HungPeerTimesTheOthersOutThenEveryoneAborts) {
   char dirTemplate[] = "/tmp/occl-hung-XXXXXX";
   ASSERT_NE(mkdtemp(dirTemplate), nullptr) << std::strerror(errno);
@@ -188,32 +140,6 @@ TEST(MultiProcessTest, HungPeerTimesTheOthersOutThenEveryoneAborts) {
 }
 
 // ---- child side ----
-
-int envInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? std::atoi(v) : fallback;
-}
-
-occlUniqueId idFromEnvironment() {
-  occlUniqueId id{};
-  if (const char* fdText = std::getenv("OCCL_MP_ID_FD")) {
-    expectOk(occlGetUniqueId(&id), nullptr, "occlGetUniqueId");
-    int fd = std::atoi(fdText);
-    if (write(fd, &id, sizeof(id)) != static_cast<ssize_t>(sizeof(id))) throw std::runtime_error("writing the id");
-    close(fd);
-    return id;
-  }
-  const std::string hex = std::getenv("OCCL_MP_ID");
-  for (size_t i = 0; i < sizeof(id); ++i) id.internal[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
-  return id;
-}
-
-occlComm_t initRank(int rank, int nRanks, const occlConfig_t& cfg) {
-  occlUniqueId id = idFromEnvironment();
-  occlComm_t comm = nullptr;
-  expectOk(occlCommInitRank(&comm, nRanks, id, rank, &cfg), nullptr, "occlCommInitRank");
-  return comm;
-}
 
 // Every count of the acceptance list, in place and out of place, all in flight at once.
 void runAllReduces(occlComm_t comm, int rank, int nRanks) {
