@@ -1,4 +1,4 @@
-// occl-torture: runs the deadlock torture workload (tests/deadlock) from the command line. N
+// occl-torture: runs the deadlock torture workload (src/torture) from the command line. N
 // ranks as threads (or one rank per process under mpirun or torchrun, on one host or several)
 // submit K AllReduces per iteration, each rank in its own order (or all in one order), and the
 // tool reports completions, preemptions, context loads/saves, throughput, an estimate of the

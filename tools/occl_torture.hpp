@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "deadlock/torture.hpp"
+#include "torture/torture.hpp"
 
 namespace occl::tools {
 

@@ -14,7 +14,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "deadlock/torture.hpp"
+#include "torture/torture.hpp"
 #include "support/ranks.hpp"
 
 namespace occl::torture {

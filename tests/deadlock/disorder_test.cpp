@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <random>
 
-#include "deadlock/torture.hpp"
+#include "torture/torture.hpp"
 #include "support/ranks.hpp"
 
 namespace occl::torture {

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "deadlock/torture.hpp"
+#include "torture/torture.hpp"
 #include "support/ranks.hpp"
 
 namespace occl::torture {

@@ -9,7 +9,7 @@
 #include <random>
 #include <thread>
 
-#include "deadlock/torture.hpp"
+#include "torture/torture.hpp"
 
 namespace occl::torture {
 namespace {

@@ -1,5 +1,5 @@
 // The pending tracker and the communicator set of torture.hpp.
-#include "deadlock/torture.hpp"
+#include "torture/torture.hpp"
 
 #include <algorithm>
 #include <cstdio>

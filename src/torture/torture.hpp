@@ -1,5 +1,5 @@
-// Deadlock torture support, shared by tests/deadlock and tools/occl_torture.cpp (no GoogleTest
-// here). A PendingTracker counts the submissions of every (rank, collId) that have not called
+// The deadlock torture workload, a library of its own (occl_torture, not part of libocc) that
+// tests/deadlock and tools/occl_torture.cpp link; it uses only the public API (no GoogleTest). A PendingTracker counts the submissions of every (rank, collId) that have not called
 // back yet, so a bounded wait that fails can say exactly which collectives are stuck on which
 // rank before the communicators are aborted. runRank() drives one rank of a workload: every
 // iteration it fills its inputs, submits its collectives in its own order, waits (bounded) and
