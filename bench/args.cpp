@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 
+#include "device/step.hpp"
 #include "options.hpp"
 
 namespace occl::bench {
@@ -16,7 +17,7 @@ namespace {
 // More sizes than this is a typo (e.g. -i 1 over a GiB range), and it would overflow collIds.
 constexpr uint64_t kMaxSizes = 1'000'000;
 constexpr int kMaxLocalRanks = 256;
-constexpr int kMaxBlocks = 64;
+constexpr int kMaxBlocks = kMaxDaemonBlocks;  // desc.nBlocks: at most config.daemonBlocks
 
 std::string lower(std::string_view s) {
   std::string out(s);

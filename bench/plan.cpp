@@ -1,6 +1,9 @@
 #include "plan.hpp"
 
 #include <algorithm>
+#include <tuple>
+
+#include "device/coll_types.hpp"
 
 namespace occl::bench {
 namespace {
@@ -17,9 +20,7 @@ uint64_t rowCollId(const RowKey& key, uint32_t link) {
          (static_cast<uint64_t>(link & 0xffffu) << 24) | (key.sizeIndex & 0xffffffu);
 }
 
-bool perRankCount(Coll coll) {
-  return coll == Coll::AllGather || coll == Coll::ReduceScatter || coll == Coll::AllToAll;
-}
+const CollTypeInfo& info(Coll coll) { return collInfo(collType(coll)); }
 
 occlCollDesc_t baseDesc(const SizePlan& plan, const Options& options, int op) {
   occlCollDesc_t d;
@@ -55,46 +56,27 @@ SizePlan planFor(Coll coll, uint64_t bytes, int dtype, int nRanks) {
   p.elemSize = dtypeSize(dtype);
   const uint64_t n = static_cast<uint64_t>(nRanks);
   const uint64_t elems = bytes / p.elemSize;
-  p.count = perRankCount(coll) ? elems / n : elems;
-  switch (coll) {
-    case Coll::AllGather: p.sendElems = p.count, p.recvElems = p.count * n; break;
-    case Coll::ReduceScatter: p.sendElems = p.count * n, p.recvElems = p.count; break;
-    case Coll::AllToAll: p.sendElems = p.recvElems = p.count * n; break;
-    default: p.sendElems = p.recvElems = p.count; break;
-  }
+  // A size is the largest buffer's (nccl-tests): the count is a share of it where the chunks divide
+  // count * n. Every rank gets both buffers, as the root would: a rank of a SendRecv row sends to
+  // the next and receives from the previous.
+  p.count = info(coll).chunksByRanks ? elems / n : elems;
+  std::tie(p.sendElems, p.recvElems) = userElems(collType(coll), p.count, nRanks, /*isRoot=*/true);
+  if (coll == Coll::SendRecv) p.recvElems = p.sendElems;
   p.bytes = std::max(p.sendElems, p.recvElems) * p.elemSize;
   return p;
 }
 
-double busBwFactor(Coll coll, int nRanks) {
-  const double n = nRanks;
-  switch (coll) {
-    case Coll::AllReduce: return 2.0 * (n - 1) / n;
-    case Coll::AllGather:
-    case Coll::ReduceScatter:
-    case Coll::AllToAll: return (n - 1) / n;
-    case Coll::Reduce:
-    case Coll::Broadcast:
-    case Coll::SendRecv: return 1.0;
-  }
-  return 1.0;
-}
+double busBwFactor(Coll coll, int nRanks) { return occl::busBwFactor(collType(coll), nRanks); }
 
-bool isReducing(Coll coll) {
-  return coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::Reduce;
-}
+bool isReducing(Coll coll) { return info(coll).reduces; }
 
-bool usesRoot(Coll coll) { return coll == Coll::Reduce || coll == Coll::Broadcast; }
+bool usesRoot(Coll coll) { return info(coll).rooted; }
 
-bool supportsInPlace(Coll coll) { return coll != Coll::AllToAll && coll != Coll::SendRecv; }
+bool supportsInPlace(Coll coll) { return info(coll).inPlace != InPlaceRule::None; }
 
 InPlaceOffsets inPlaceOffsets(const SizePlan& plan, int rank) {
-  const uint64_t shard = static_cast<uint64_t>(rank) * plan.count;
-  switch (plan.coll) {
-    case Coll::AllGather: return {shard, 0};      // sendbuf == recvbuf + rank*count
-    case Coll::ReduceScatter: return {0, shard};  // recvbuf == sendbuf + rank*count
-    default: return {0, 0};
-  }
+  const auto [send, recv] = occl::inPlaceOffsets(collType(plan.coll), rank, plan.count);
+  return {send, recv};
 }
 
 std::vector<Registration> registrationsFor(const SizePlan& plan, const Options& options, const RowKey& key, int rank,

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "device/coll_types.hpp"
 #include "host/config.hpp"
 #include "ir_loader/msccl_ir.hpp"
 #include "ir_loader/ring.hpp"
@@ -86,6 +88,7 @@ int check(const std::vector<std::string>& files) {
 
 struct EmitArgs {
   std::string coll, algo, name;
+  int type = occlCollAllReduce;  // of coll
   int ranks = 0, channels = 1, root = 0;
   bool rootGiven = false, channelsGiven = false;
 };
@@ -104,11 +107,12 @@ std::variant<occl::ir::Program, std::string> generate(const EmitArgs& a) {
   if (a.ranks < 1 || a.ranks > kMaxRanks) return absl::StrFormat("--ranks %d: expected 1..%d", a.ranks, kMaxRanks);
   if (a.channels < 1 || a.channels > kMaxChannels)
     return absl::StrFormat("--channels %d: expected 1..%d", a.channels, kMaxChannels);
-  const bool rooted = a.coll == "reduce" || a.coll == "broadcast";
+  const occl::CollTypeInfo& info = occl::collInfo(a.type);
+  const bool rooted = info.rooted;
   if (a.rootGiven && !rooted) return absl::StrFormat("--root: %s has no root", a.coll);
   if (rooted && (a.root < 0 || a.root >= a.ranks))
     return absl::StrFormat("--root %d: expected a rank in 0..%d", a.root, a.ranks - 1);
-  const std::string defaultAlgo = rooted ? "chain" : a.coll == "alltoall" ? "direct" : "ring";
+  const std::string defaultAlgo = info.builtIn;
   const std::string algo = a.algo.empty() ? defaultAlgo : a.algo;
   if (algo == "allpairs") {
     if (a.coll != "allreduce") return absl::StrFormat("--algo allpairs: an allreduce algorithm, not %s", a.coll);
@@ -118,24 +122,28 @@ std::variant<occl::ir::Program, std::string> generate(const EmitArgs& a) {
   }
   if (algo != defaultAlgo)
     return absl::StrFormat("--algo %s: expected %s or, for allreduce, allpairs", algo, defaultAlgo);
-  if (a.coll == "allreduce") return occl::ir::makeRingAllReduce(a.ranks, a.channels);
-  if (a.coll == "allgather") return occl::ir::makeRingAllGather(a.ranks, a.channels);
-  if (a.coll == "reduce_scatter") return occl::ir::makeRingReduceScatter(a.ranks, a.channels);
-  if (a.coll == "reduce") return occl::ir::makeChainReduce(a.ranks, a.channels, a.root);
-  if (a.coll == "broadcast") return occl::ir::makeChainBroadcast(a.ranks, a.channels, a.root);
-  if (a.channelsGiven) return std::string("--channels: alltoall has one threadblock per peer");
-  return occl::ir::makeAllToAll(a.ranks, a.ranks - 1);  // one peer per block, as MSCCL-IR needs
+  switch (a.type) {
+    case occlCollAllReduce: return occl::ir::makeRingAllReduce(a.ranks, a.channels);
+    case occlCollAllGather: return occl::ir::makeRingAllGather(a.ranks, a.channels);
+    case occlCollReduceScatter: return occl::ir::makeRingReduceScatter(a.ranks, a.channels);
+    case occlCollReduce: return occl::ir::makeChainReduce(a.ranks, a.channels, a.root);
+    case occlCollBroadcast: return occl::ir::makeChainBroadcast(a.ranks, a.channels, a.root);
+    default:
+      if (a.channelsGiven) return std::string("--channels: alltoall has one threadblock per peer");
+      return occl::ir::makeAllToAll(a.ranks, a.ranks - 1);  // one peer per block, as MSCCL-IR needs
+  }
 }
 
 int emit(const std::vector<std::string>& args) {
   EmitArgs a;
   a.coll = args[0];
-  static const std::vector<std::string> kColls = {"allreduce", "allgather", "reduce_scatter",
-                                                  "reduce",    "broadcast", "alltoall"};
-  if (std::find(kColls.begin(), kColls.end(), a.coll) == kColls.end())
-    return usageError(absl::StrFormat("emit %s: expected allreduce, allgather, reduce_scatter, reduce, broadcast "
-                                      "or alltoall",
-                                      a.coll));
+  // MSCCL-IR's collective names (device/coll_types.hpp): send and recv have none.
+  std::vector<std::string> names;
+  for (const occl::CollTypeInfo& c : occl::kCollTypes)
+    if (c.irName != nullptr) names.push_back(c.irName);
+  a.type = occl::collTypeFromName(a.coll);
+  if (std::find(names.begin(), names.end(), a.coll) == names.end())
+    return usageError(absl::StrFormat("emit %s: expected one of %s", a.coll, absl::StrJoin(names, ", ")));
   bool ranksGiven = false;
   for (size_t i = 1; i < args.size(); i += 2) {
     const std::string& flag = args[i];

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "device/coll_types.hpp"
 #include "occl_torture.hpp"
 
 namespace occl::tools {
@@ -118,10 +119,11 @@ void printReport(const TortureOptions& o, const Outcome& out, const std::vector<
               static_cast<unsigned long long>(t.contextSaves));
   double bytesPerIter = 0;
   for (size_t n : counts) bytesPerIter += static_cast<double>(n) * 4;
-  const double iters = out.itersDone, n = o.ranks;
+  const double iters = out.itersDone;
   const double algbw = bytesPerIter * iters / out.seconds / 1e9;
   std::printf("time %.3f s: %.1f collectives/s, algbw %.3f GB/s, busbw %.3f GB/s\n", out.seconds,
-              static_cast<double>(counts.size()) * iters / out.seconds, algbw, n > 1 ? algbw * 2 * (n - 1) / n : algbw);
+              static_cast<double>(counts.size()) * iters / out.seconds, algbw,
+              algbw * busBwFactor(occlCollAllReduce, o.ranks));
 }
 
 // The cost of one switch, two ways: the daemon's tryTask timed on a collective that is never

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "device/coll_desc.hpp"
+#include "device/coll_types.hpp"
 #include "ir_loader/fingerprint.hpp"
 #include "ir_loader/ring.hpp"
 #include "ir_loader/validate.hpp"
@@ -15,8 +16,9 @@ namespace {
 
 Status invalid(const std::string& message) { return Status::error(occlInvalidArgument, message); }
 
-bool rooted(int type) { return type == occlCollReduce || type == occlCollBroadcast; }
-bool pointToPoint(int type) { return type == occlCollSend || type == occlCollRecv; }
+bool rooted(int type) { return collInfo(type).rooted; }
+bool pointToPoint(int type) { return collInfo(type).pointToPoint; }
+bool collectiveReduces(int type) { return collInfo(type).reduces; }
 
 // Both ends of a Send/Recv name the same pair: the sender passes the receiver as root, and the
 // receiver passes the sender.
@@ -73,30 +75,10 @@ ir::Program generate(const occlCollDesc_t& d, int rank, int nRanks, int nBlocks)
   }
 }
 
-}  // namespace
-
-bool collectiveReduces(int type) {
-  return type == occlCollAllReduce || type == occlCollReduceScatter || type == occlCollReduce;
-}
-
-const char* collTypeName(int type) {
-  static const char* const kNames[] = {"allreduce", "allgather", "reducescatter", "reduce",
-                                       "broadcast", "alltoall",  "send",          "recv"};
-  return type >= 0 && type < occlNumCollTypes ? kNames[type] : "unknown";
-}
-
-namespace {
-
+// The MSCCL-IR collective of a type, if MSCCL-IR has one (program.hpp pins CollKind's values).
 std::optional<ir::CollKind> irKindOf(int type) {
-  switch (type) {
-    case occlCollAllReduce: return ir::CollKind::AllReduce;
-    case occlCollAllGather: return ir::CollKind::AllGather;
-    case occlCollReduceScatter: return ir::CollKind::ReduceScatter;
-    case occlCollReduce: return ir::CollKind::Reduce;
-    case occlCollBroadcast: return ir::CollKind::Broadcast;
-    case occlCollAllToAll: return ir::CollKind::AllToAll;
-    default: return std::nullopt;
-  }
+  if (collInfo(type).irName == nullptr) return std::nullopt;
+  return static_cast<ir::CollKind>(type);
 }
 
 // What the caller named must be able to run this collective at all: a wrong collective, rank

@@ -31,9 +31,4 @@ Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& desc, int rank, in
 uint64_t registrationSignature(const occlCollDesc_t& desc, int rank, int nRanks, const AlgorithmChoice& choice,
                                uint32_t slots, uint64_t slotBytes);
 
-const char* collTypeName(int type);
-
-// AllReduce, ReduceScatter and Reduce: the collectives whose desc.op means something.
-bool collectiveReduces(int type);
-
 }  // namespace occl::host

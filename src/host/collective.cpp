@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_format.h"
+#include "device/coll_types.hpp"
 #include "host/algorithms.hpp"
 #include "host/config.hpp"
 #include "ir_loader/validate.hpp"
@@ -38,18 +39,7 @@ uint16_t indexOf(const std::vector<int32_t>& peers, int32_t peer) {
 // Elements of the user's send and receive buffers, NCCL's definitions. Only the root reads a
 // Broadcast's sendbuf or writes a Reduce's recvbuf; the other ranks may pass NULL there.
 std::pair<uint64_t, uint64_t> bufferElems(const occlCollDesc_t& d, int rank, int nRanks) {
-  const uint64_t n = static_cast<uint64_t>(nRanks), count = d.count;
-  const bool root = rank == d.root;
-  switch (d.type) {
-    case occlCollAllGather: return {count, count * n};
-    case occlCollReduceScatter: return {count * n, count};
-    case occlCollAllToAll: return {count * n, count * n};
-    case occlCollBroadcast: return {root ? count : 0, count};
-    case occlCollReduce: return {count, root ? count : 0};
-    case occlCollSend: return {count, 0};
-    case occlCollRecv: return {0, count};
-    default: return {count, count};
-  }
+  return userElems(d.type, d.count, nRanks, rank == d.root);
 }
 
 // The peer's registration is known only as a hash, so the message lists what must match and what
@@ -126,7 +116,7 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
                                           static_cast<uint32_t>(cfg.connectorSlots), cfg.connectorSlotBytes);
   desc_.dtype = static_cast<uint8_t>(desc.datatype);
   // Copies dispatch on (dtype, op) too, so an op a non-reducing collective ignores must not stay invalid.
-  desc_.redOp = static_cast<uint8_t>(collectiveReduces(desc.type) ? desc.op : occlSum);
+  desc_.redOp = static_cast<uint8_t>(collInfo(desc.type).reduces ? desc.op : occlSum);
   desc_.collType = static_cast<uint8_t>(desc.type);
   desc_.nBlocks = nBlocks;
   desc_.nRanks = static_cast<uint32_t>(setup.nRanks);

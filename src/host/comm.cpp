@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "bootstrap/bootstrap.hpp"
+#include "device/coll_types.hpp"
 #include "primitives/dtypes.hpp"
 #include "util/thread_name.hpp"
 
@@ -333,24 +334,17 @@ Status Comm::validateBuffers(const Collective& c, const void* sendbuf, const voi
   return Status::error(occlInvalidArgument,
                        absl::StrFormat("sendbuf and recvbuf of collId 0x%x overlap but are not in place (%s in-place "
                                        "means %s)",
-                                       c.collId(), d.type == occlCollAllGather ? "allgather" : "this collective",
-                                       d.type == occlCollAllGather       ? "sendbuf == recvbuf + rank*count"
-                                       : d.type == occlCollReduceScatter ? "recvbuf == sendbuf + rank*count"
-                                       : d.type == occlCollAllToAll      ? "nothing: buffers must not overlap"
-                                                                         : "sendbuf == recvbuf"));
+                                       c.collId(), collTypeName(d.type), inPlaceRuleText(d.type)));
 }
 
 bool Comm::inPlace(const Collective& c, const void* sendbuf, const void* recvbuf) const {
   const occlCollDesc_t& d = c.userDesc();
   if (sendbuf == nullptr || recvbuf == nullptr) return false;
   const auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
-  const uint64_t rankOffset = static_cast<uint64_t>(rank_) * d.count * dtypeSize(d.datatype);
-  switch (d.type) {
-    case occlCollAllGather: return s == r + rankOffset;
-    case occlCollReduceScatter: return r == s + rankOffset;
-    case occlCollAllToAll: return false;  // NCCL has no in-place AllToAll: the buffers must not overlap
-    default: return s == r;
-  }
+  if (collInfo(d.type).inPlace == InPlaceRule::None) return false;  // e.g. AllToAll: NCCL has none
+  const auto [sendAt, recvAt] = inPlaceOffsets(d.type, rank_, d.count);
+  const uint64_t eb = dtypeSize(d.datatype);
+  return s - sendAt * eb == r - recvAt * eb;
 }
 
 Status Comm::submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg) {

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "device/step.hpp"
 
 namespace occl::host {
 namespace {
@@ -211,14 +212,16 @@ Status validateConfig(const occlConfig_t& c) {
   if (c.structSize != sizeof(occlConfig_t))
     return rangeError(c, "structSize", static_cast<int64_t>(c.structSize), "sizeof(occlConfig_t): call occlConfigInit first");
   if (c.backend < occlBackendAuto || c.backend > occlBackendSimt) return rangeError(c, "backend", c.backend, "an occlBackend_t");
-  if (c.daemonBlocks < 1 || c.daemonBlocks > 64) return rangeError(c, "daemonBlocks", c.daemonBlocks, "1..64");
+  if (c.daemonBlocks < 1 || c.daemonBlocks > kMaxDaemonBlocks)
+    return rangeError(c, "daemonBlocks", c.daemonBlocks, absl::StrCat("1..", kMaxDaemonBlocks));
   if (c.threadsPerBlock < 32 || c.threadsPerBlock > 1024 || c.threadsPerBlock % 32 != 0)
     return rangeError(c, "threadsPerBlock", c.threadsPerBlock, "a multiple of 32 in 32..1024");
   if (!isPowerOfTwo(c.sqDepth) || c.sqDepth > (1 << 20)) return rangeError(c, "sqDepth", c.sqDepth, "a power of two up to 2^20");
   if (!isPowerOfTwo(c.cqDepth) || c.cqDepth > (1 << 20)) return rangeError(c, "cqDepth", c.cqDepth, "a power of two up to 2^20");
   if (c.taskQueueDepth < 1 || c.taskQueueDepth > (1 << 20)) return rangeError(c, "taskQueueDepth", c.taskQueueDepth, "1..2^20");
-  if (!isPowerOfTwo(c.maxInflightPerColl) || c.maxInflightPerColl > 64)
-    return rangeError(c, "maxInflightPerColl", c.maxInflightPerColl, "a power of two up to 64");
+  if (!isPowerOfTwo(c.maxInflightPerColl) || c.maxInflightPerColl > static_cast<int>(kMaxInflightPerColl))
+    return rangeError(c, "maxInflightPerColl", c.maxInflightPerColl,
+                      absl::StrCat("a power of two up to ", kMaxInflightPerColl));
   if (c.connectorSlots < 2 || c.connectorSlots > kMaxConnectorSlots)
     return rangeError(c, "connectorSlots", c.connectorSlots,
                       absl::StrCat("2..", kMaxConnectorSlots, " (fused recv-then-send steps need two slots)"));

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "absl/strings/str_format.h"
+#include "device/coll_types.hpp"
 #include "primitives/dtypes.hpp"
 #include "util/cuda_util.hpp"
 
@@ -42,18 +43,16 @@ struct Geometry {
   size_t count;
 };
 
+// Every rank allocates both buffers, as the root would (device/coll_types.hpp).
 Geometry geometryOf(const NcclRunSpec& s, size_t nRanks) {
-  const size_t n = nRanks, elems = s.bytes / dtypeSize(s.datatype);
-  switch (s.coll) {
-    case occlCollAllGather: return {elems / n, elems / n * n, elems / n};
-    case occlCollReduceScatter: return {elems / n * n, elems / n, elems / n};
-    case occlCollAllToAll: return {elems / n * n, elems / n * n, elems / n};
-    default: return {elems, elems, elems};
-  }
+  const size_t elems = s.bytes / dtypeSize(s.datatype);
+  const size_t count = collInfo(s.coll).chunksByRanks ? elems / nRanks : elems;
+  const auto [send, recv] = userElems(s.coll, count, static_cast<int>(nRanks), /*isRoot=*/true);
+  return {send, recv, count};
 }
 
 Status validate(const NcclRunSpec& s, size_t nRanks) {
-  if (s.coll < occlCollAllReduce || s.coll > occlCollAllToAll)
+  if (!isCollType(s.coll) || collInfo(s.coll).pointToPoint)
     return Status::error(occlInvalidArgument,
                          absl::StrFormat("NCCL comparison: collective %d is not one of allreduce..alltoall", s.coll));
   if (s.datatype < 0 || s.datatype >= occlNumTypes)

@@ -5,9 +5,10 @@
 
 #include <algorithm>
 #include <array>
-#include <map>
 #include <charconv>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <limits>
 #include <utility>
 
@@ -33,9 +34,19 @@ constexpr NamedValue<OpType> kOps[] = {
     {"rrs", OpType::RecvReduceSend}, {"rrc", OpType::RecvReduceCopy}, {"rrcs", OpType::RecvReduceCopySend},
     {"cpy", OpType::Copy}, {"re", OpType::Reduce}};
 constexpr NamedValue<BufferKind> kBuffers[] = {{"i", BufferKind::Input}, {"o", BufferKind::Output}, {"s", BufferKind::Scratch}};
-constexpr NamedValue<CollKind> kColls[] = {
-    {"allreduce", CollKind::AllReduce}, {"allgather", CollKind::AllGather}, {"reduce_scatter", CollKind::ReduceScatter},
-    {"alltoall", CollKind::AllToAll}, {"reduce", CollKind::Reduce}, {"broadcast", CollKind::Broadcast}};
+// MSCCL-IR's coll names: the collective types that have one (device/coll_types.hpp).
+constexpr size_t kIrCollCount = [] {
+  size_t n = 0;
+  for (const CollTypeInfo& c : kCollTypes) n += c.irName != nullptr ? 1 : 0;
+  return n;
+}();
+constexpr auto kColls = [] {
+  std::array<NamedValue<CollKind>, kIrCollCount> out{};
+  size_t n = 0;
+  for (const CollTypeInfo& c : kCollTypes)
+    if (c.irName != nullptr) out[n++] = {c.irName, static_cast<CollKind>(c.type)};
+  return out;
+}();
 constexpr NamedValue<int> kProtocols[] = {{"Simple", 0}, {"LL", 1}, {"LL128", 2}};
 
 // Attribute text quoted in a message: bounded and printable, since it may be arbitrary bytes.
@@ -117,8 +128,9 @@ class AttrReader {
     return v;
   }
 
-  template <typename T, size_t N>
-  std::optional<T> choice(const char* name, const NamedValue<T> (&table)[N]) {
+  // `table`: NamedValues (an array or std::array).
+  template <typename Table, typename T = decltype(std::begin(std::declval<const Table&>())->value)>
+  std::optional<T> choice(const char* name, const Table& table) {
     std::optional<std::string_view> raw = text(name);
     if (!raw) return std::nullopt;
     std::string allowed;

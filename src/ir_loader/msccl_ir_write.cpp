@@ -44,7 +44,7 @@ void appendStep(std::string& out, const Step& s, size_t index) {
 }  // namespace
 
 Result<std::string> writeMscclIr(const Program& p) {
-  if (p.coll == CollKind::Send || p.coll == CollKind::Recv)
+  if (collInfo(p.coll).irName == nullptr)
     return Status::error(occlInvalidArgument,
                          absl::StrCat("program ", p.name, " is point-to-point; MSCCL-IR describes collectives"));
   if (std::vector<LoadError> problems = validateProgram(p); !problems.empty())

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "device/coll_types.hpp"
 #include "device/step.hpp"
 
 namespace occl::ir {
@@ -19,7 +20,19 @@ namespace occl::ir {
 using OpType = occl::StepOp;
 using BufferKind = occl::BufKind;
 
+// occlCollType_t as a scoped enum: the same values (pinned below), so device/coll_types.hpp's
+// table describes both.
 enum class CollKind : uint8_t { AllReduce, AllGather, ReduceScatter, Reduce, Broadcast, AllToAll, Send, Recv };
+static_assert(static_cast<int>(CollKind::AllReduce) == occlCollAllReduce &&
+                  static_cast<int>(CollKind::AllGather) == occlCollAllGather &&
+                  static_cast<int>(CollKind::ReduceScatter) == occlCollReduceScatter &&
+                  static_cast<int>(CollKind::Reduce) == occlCollReduce &&
+                  static_cast<int>(CollKind::Broadcast) == occlCollBroadcast &&
+                  static_cast<int>(CollKind::AllToAll) == occlCollAllToAll &&
+                  static_cast<int>(CollKind::Send) == occlCollSend && static_cast<int>(CollKind::Recv) == occlCollRecv &&
+                  static_cast<int>(CollKind::Recv) + 1 == occlNumCollTypes,
+              "CollKind mirrors occlCollType_t");
+inline const CollTypeInfo& collInfo(CollKind c) { return occl::collInfo(static_cast<int>(c)); }
 
 struct Step {
   OpType op = OpType::Nop;
@@ -84,15 +97,6 @@ struct Program {
 };
 
 // Elements of the logical buffer the chunks of a program divide: count times this multiplier.
-inline uint64_t chunkMultiplier(CollKind coll, int32_t nRanks) {
-  switch (coll) {
-    case CollKind::AllGather:
-    case CollKind::AllToAll:
-    case CollKind::ReduceScatter:
-      return static_cast<uint64_t>(nRanks);
-    default:
-      return 1;
-  }
-}
+inline uint64_t chunkMultiplier(CollKind coll, int32_t nRanks) { return occl::chunkMultiplier(static_cast<int>(coll), nRanks); }
 
 }  // namespace occl::ir

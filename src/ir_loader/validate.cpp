@@ -58,9 +58,8 @@ const char* bufferName(BufferKind b) {
   return kNames[static_cast<size_t>(b)];
 }
 const char* collName(CollKind c) {
-  static constexpr const char* kNames[] = {"allreduce", "allgather", "reduce_scatter", "reduce",
-                                           "broadcast", "alltoall", "send", "recv"};
-  return kNames[static_cast<size_t>(c)];
+  const CollTypeInfo& info = collInfo(c);
+  return info.irName != nullptr ? info.irName : info.name;
 }
 
 bool opSends(OpType op) {
@@ -101,9 +100,9 @@ int64_t userBufferChunks(const Program& p, BufferKind b) {
   if (b == BufferKind::Scratch) return kMaxScratchChunks;
   const int64_t perLoop = p.nChunksPerLoop;
   const int64_t perRank = p.nRanks > 0 ? perLoop / p.nRanks : 0;
-  if (p.coll == CollKind::AllGather && b == BufferKind::Input) return perRank;
-  if (p.coll == CollKind::ReduceScatter && b == BufferKind::Output) return perRank;
-  return perLoop;
+  // A buffer of count elements where the chunks divide count * n holds a rank's share of them.
+  const Extent e = b == BufferKind::Input ? collInfo(p.coll).send : collInfo(p.coll).recv;
+  return collInfo(p.coll).chunksByRanks && e == Extent::Count ? perRank : perLoop;
 }
 
 namespace {
@@ -223,7 +222,7 @@ std::vector<LoadError> validateProgram(const Program& p) {
 }
 
 std::optional<int32_t> programRoot(const Program& p) {
-  if (p.coll != CollKind::Reduce && p.coll != CollKind::Broadcast) return std::nullopt;
+  if (!collInfo(p.coll).rooted) return std::nullopt;
   std::optional<int32_t> root;
   for (size_t r = 0; r < p.ranks.size(); ++r) {
     bool writesOutput = false, receives = false;

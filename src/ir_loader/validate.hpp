@@ -20,7 +20,7 @@ inline constexpr int32_t kMaxRanks = 1024;
 inline constexpr int32_t kMaxChannels = 64;
 inline constexpr int32_t kMaxChunksPerLoop = 65536;
 inline constexpr int32_t kMaxBlocksPerRank = 64;
-inline constexpr int32_t kMaxStepsPerBlock = 4096;
+inline constexpr int32_t kMaxStepsPerBlock = static_cast<int32_t>(occl::kMaxStepsPerBlock);  // the daemon's
 inline constexpr int32_t kMaxScratchChunks = 1 << 20;
 inline constexpr size_t kMaxErrors = 50;
 

@@ -251,8 +251,7 @@ class PostOpMarker {
   // A program run only in place aliases output to input for AllReduce/Reduce/Broadcast; other
   // layouts (and programs that also run out of place) keep them apart.
   BufferKind resolve(BufferKind b) const {
-    const bool alias = p_.inPlace && !p_.outOfPlace && (p_.coll == CollKind::AllReduce || p_.coll == CollKind::Reduce ||
-                                      p_.coll == CollKind::Broadcast);
+    const bool alias = p_.inPlace && !p_.outOfPlace && collInfo(p_.coll).inPlace == InPlaceRule::Same;
     return alias && b == BufferKind::Output ? BufferKind::Input : b;
   }
 

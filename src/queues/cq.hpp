@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "device/coll_desc.hpp"
 #include "device/compat.hpp"
 #include "queues/block_report.hpp"
 
@@ -27,6 +28,8 @@ inline constexpr uint32_t kStatusBits = 8;
 inline constexpr uint32_t kIndexBits = 24;
 inline constexpr uint64_t kValid = 1ull << 63;
 inline constexpr uint32_t kMaxCollIndex = (1u << kIndexBits) - 1;
+static_assert(uint64_t{CollTable::kMaxPages} * CollTable::kPageSize - 1 <= kMaxCollIndex,
+              "a CQE names every index of the collective table");
 inline constexpr uint64_t kSeqMask = (1ull << kSeqBits) - 1;
 
 OCCL_HD inline uint64_t pack(uint32_t collIndex, uint32_t status, uint64_t seq) {

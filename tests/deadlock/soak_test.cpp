@@ -67,7 +67,7 @@ std::vector<Coll> drawCollectives(const std::vector<Group>& groups, std::mt19937
   std::vector<Coll> colls;
   for (size_t g = 0; g < groups.size(); ++g) {
     const int n = static_cast<int>(groups[g].members.size());
-    for (int type = occlCollAllReduce; type <= occlCollSend; ++type) {  // occlCollSend: a send/recv pair
+    for (int type : caseTypes()) {  // occlCollSend: a send/recv pair
       for (int v = 0; v < kVariants; ++v) {
         Spec s;
         s.type = type;

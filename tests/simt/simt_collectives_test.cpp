@@ -38,8 +38,6 @@ occlConfig_t simtConfig(int daemonBlocks, uint64_t slotBytes = 4096) {
 int blocksFor(int nRanks) { return nRanks == 3 ? 1 : nRanks == 2 ? 2 : 3; }
 
 constexpr size_t kCounts[] = {0, 1, 7, 1023, 5000};
-constexpr int kCollTypes[] = {occlCollAllReduce, occlCollAllGather, occlCollReduceScatter, occlCollReduce,
-                              occlCollBroadcast, occlCollAllToAll,  occlCollSend};
 
 // One dtype per size class with sum (or a copy), and float32 with every other op.
 std::vector<std::pair<int, int>> dtypeOpsFor(int type) {
@@ -78,7 +76,7 @@ TEST_P(SimtMatrix, BitExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RanksAndCollectives, SimtMatrix,
-                         ::testing::Combine(::testing::Values(2, 3, 4), ::testing::ValuesIn(kCollTypes)),
+                         ::testing::Combine(::testing::Values(2, 3, 4), ::testing::ValuesIn(caseTypes())),
                          [](const ::testing::TestParamInfo<MatrixParam>& info) {
                            return absl::StrFormat("r%d_%s", std::get<0>(info.param), caseName(std::get<1>(info.param)));
                          });

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "device/coll_types.hpp"
 #include "occl/occl.h"
 #include "primitives/dispatch.hpp"
 #include "primitives/dtypes.hpp"
@@ -37,14 +38,22 @@ struct Spec {
   const char* algorithm = nullptr;  // desc.algorithm: NULL = built-in
 };
 
-inline bool reducing(int type) {
-  return type == occlCollAllReduce || type == occlCollReduceScatter || type == occlCollReduce;
+// The facts come from the library's table (device/coll_types.hpp); a case of type occlCollSend
+// stands for the Send/Recv pair.
+inline bool reducing(int type) { return collInfo(type).reduces; }
+inline bool hasInPlace(int type) { return collInfo(type).inPlace != InPlaceRule::None; }
+
+// Every case type: the collectives, then the Send/Recv pair (occlCollSend).
+inline std::vector<int> caseTypes() {
+  std::vector<int> out;
+  for (const CollTypeInfo& c : kCollTypes)
+    if (c.type != occlCollRecv) out.push_back(c.type);
+  return out;
 }
-inline bool hasInPlace(int type) { return type != occlCollAllToAll && type != occlCollSend; }
 
 inline const char* caseName(int type) {
-  static const char* const kNames[] = {"allreduce", "allgather", "reducescatter", "reduce", "broadcast", "alltoall", "sendrecv"};
-  return type >= 0 && type <= occlCollSend ? kNames[type] : "invalid";
+  if (type == occlCollSend) return "sendrecv";
+  return isCollType(type) ? collTypeName(type) : "invalid";
 }
 
 inline std::string describe(const Spec& s) {
@@ -76,16 +85,9 @@ inline occlCollDesc_t descFor(const Spec& s, int rank) {
 
 // Elements of rank `rank`'s send and receive buffers (NCCL's meaning of count).
 inline std::pair<size_t, size_t> userElems(const Spec& s, int nRanks, int rank) {
-  const size_t c = s.count, n = static_cast<size_t>(nRanks);
-  switch (s.type) {
-    case occlCollAllGather: return {c, c * n};
-    case occlCollReduceScatter: return {c * n, c};
-    case occlCollAllToAll: return {c * n, c * n};
-    case occlCollReduce: return {c, rank == s.root ? c : 0};
-    case occlCollBroadcast: return {rank == s.root ? c : 0, c};
-    case occlCollSend: return {rank == s.root ? c : 0, rank == s.peer ? c : 0};
-    default: return {c, c};
-  }
+  if (s.type == occlCollSend) return {rank == s.root ? s.count : 0, rank == s.peer ? s.count : 0};
+  const auto [send, recv] = occl::userElems(s.type, s.count, nRanks, rank == s.root);
+  return {static_cast<size_t>(send), static_cast<size_t>(recv)};
 }
 
 // Small integers, exact in every type (bfloat16 holds integers up to 256): sums stay within

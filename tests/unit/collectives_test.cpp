@@ -23,9 +23,6 @@ constexpr size_t kCounts[] = {0, 1, 7, 1023, 65537};
 constexpr int kDtypes[] = {occlInt8,  occlUint8,   occlInt32,   occlUint32,  occlInt64,
                            occlUint64, occlFloat16, occlBfloat16, occlFloat32, occlFloat64};
 constexpr int kOps[] = {occlSum, occlProd, occlMin, occlMax, occlAvg};
-// occlCollSend stands for a Send/Recv pair.
-constexpr int kCollTypes[] = {occlCollAllReduce, occlCollAllGather, occlCollReduceScatter, occlCollReduce,
-                              occlCollBroadcast, occlCollAllToAll,  occlCollSend};
 
 // Batches allocate the same large buffers over and over: keeping freed memory in the heap instead
 // of returning it to the kernel saves a page fault per page per batch (half of this test's CPU time).
@@ -177,7 +174,7 @@ std::string matrixName(const ::testing::TestParamInfo<MatrixParam>& info) {
 std::vector<MatrixParam> matrixParams() {
   std::vector<MatrixParam> params;
   for (int n = 1; n <= 8; ++n)
-    for (int type : kCollTypes)
+    for (int type : caseTypes())
       if (type != occlCollSend || n > 1) params.emplace_back(n, type);
   return params;
 }

@@ -953,7 +953,8 @@ TEST_F(OcclIrCli, EmitRejectsBadArgumentsNamingThem) {
       {"allreduce --ranks 4 --root 1", "--root: allreduce has no root"},
       {"allgather --ranks 4 --algo allpairs", "--algo allpairs: an allreduce algorithm, not allgather"},
       {"allreduce --ranks 4 --algo tree", "--algo tree: expected ring or, for allreduce, allpairs"},
-      {"allsum --ranks 4", "emit allsum: expected allreduce, allgather, reduce_scatter, reduce, broadcast or alltoall"},
+      {"allsum --ranks 4",
+       "emit allsum: expected one of allreduce, allgather, reduce_scatter, reduce, broadcast, alltoall"},
       {"allreduce --ranks 4 --bogus 1", "unknown option '--bogus'"},
   };
   for (const auto& [args, message] : cases) {

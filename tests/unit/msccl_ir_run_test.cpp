@@ -68,7 +68,7 @@ std::string fileName(const Fixture& f) { return std::filesystem::path(f.path).fi
 void PrintTo(const Fixture& f, std::ostream* os) { *os << f.path; }
 
 // What a submission the program does not take runs instead.
-const char* builtInName(int type) { return type == occlCollAllToAll ? "direct" : "ring"; }
+const char* builtInName(int type) { return collInfo(type).builtIn; }
 
 ir::Program loadOrDie(const std::string& path) {
   ir::LoadResult r = ir::loadMscclIrFile(path);
