@@ -37,9 +37,10 @@ inline std::string toHex(const void* data, size_t n) {
 }
 
 // Starts `nRanks` children running the gtest test `entry` with OCCL_MP_SCENARIO, OCCL_MP_NRANKS,
-// OCCL_MP_RANK and the id. Returns their pids in rank order (fewer on failure, with a test failure).
+// OCCL_MP_RANK and the id (also stored in *idOut when given). Returns their pids in rank order
+// (fewer on failure, with a test failure).
 inline std::vector<pid_t> spawnWithUniqueId(const std::string& entry, const std::string& scenario, int nRanks,
-                                            Env extra = {}) {
+                                            Env extra = {}, occlUniqueId* idOut = nullptr) {
   int fds[2];
   if (pipe(fds) != 0) {
     ADD_FAILURE() << "pipe: " << std::strerror(errno);
@@ -65,6 +66,7 @@ inline std::vector<pid_t> spawnWithUniqueId(const std::string& entry, const std:
     ADD_FAILURE() << "rank 0 did not deliver the unique id";
     return pids;
   }
+  if (idOut != nullptr) *idOut = id;
   extra["OCCL_MP_ID"] = toHex(&id, sizeof(id));
   for (int r = 1; r < nRanks; ++r) {
     Env e = extra;
