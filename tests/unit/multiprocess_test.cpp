@@ -24,10 +24,10 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
-#include "bootstrap/socket.hpp"
 #include "support/process_job.hpp"
 #include "support/processes.hpp"
 #include "support/ranks.hpp"
+#include "support/strangers.hpp"
 
 namespace occl::test {
 namespace {
@@ -147,8 +147,6 @@ TEST(MultiProcessTest, HungPeerTimesTheOthersOutThenEveryoneAborts) {
 // nothing (slowloris), one sends part of a hello and hangs up. Each is refused alone and named in
 // rank 0's log; the job meets and its AllReduces (every count, both placements) are exact.
 TEST(MultiProcessTest, StrangersOnTheBootstrapPortAreRefusedAndTheJobsAllReducesAreExact) {
-  using bootstrap::deadlineAfterMs;
-  using bootstrap::Socket;
   proc::TempDir dir;
   occlUniqueId id{};
   std::vector<pid_t> pids = proc::spawnWithUniqueId("MultiProcessChild.DISABLED_Entry", "strangers", 3,
@@ -156,34 +154,11 @@ TEST(MultiProcessTest, StrangersOnTheBootstrapPortAreRefusedAndTheJobsAllReduces
   ASSERT_EQ(pids.size(), 3u);
   Result<bootstrap::UniqueIdData> data = bootstrap::unpackUniqueId(id);
   ASSERT_TRUE(data.ok()) << data.status().message;
-  const bootstrap::SockAddr root = data->rootAddress();
-  auto garbage = Socket::connect(root, deadlineAfterMs(5000));
-  auto slow = Socket::connect(root, deadlineAfterMs(5000));
-  auto quitter = Socket::connect(root, deadlineAfterMs(5000));
-  ASSERT_TRUE(garbage.ok() && slow.ok() && quitter.ok());
-  const std::vector<char> junk(64, '\xab');
-  ASSERT_TRUE(garbage->sendAll(junk.data(), junk.size(), deadlineAfterMs(1000)).ok());
-  ASSERT_TRUE(slow->sendAll(junk.data(), 3, deadlineAfterMs(1000)).ok());
-  ASSERT_TRUE(quitter->sendAll(junk.data(), 5, deadlineAfterMs(1000)).ok());
-  const std::string garbageAddr = garbage->localAddress()->toString();
-  const std::string slowAddr = slow->localAddress()->toString();
-  const std::string quitterAddr = quitter->localAddress()->toString();
-  *quitter = Socket();  // hangs up mid-hello
-  bootstrap::UniqueIdData stale = *data;
-  stale.nonce ^= 0x5a5a;
-  Status staleStatus;
-  std::thread staleRank([&] { staleStatus = bootstrap::Bootstrap::connect(stale, 1, 3, 10000).status(); });
+  Strangers strangers(*data, 3);
   proc::touch(dir.path() + "/strangers-at-the-door");
   expectAllSucceeded(reapChildren(pids, std::chrono::seconds(90)));
-  staleRank.join();
-  EXPECT_EQ(staleStatus.code, occlInvalidUsage) << staleStatus.message;
   std::ifstream in(dir.path() + "/stderr.0");
-  const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_NE(log.find("refused the connection from " + garbageAddr + " sent bad magic"), std::string::npos) << log;
-  EXPECT_NE(log.find("with another unique id"), std::string::npos) << log;
-  EXPECT_NE(log.find("refused the connection from " + slowAddr + " never said hello"), std::string::npos) << log;
-  EXPECT_NE(log.find("refused the connection from " + quitterAddr + " closed before saying hello"), std::string::npos)
-      << log;
+  strangers.expectRefusedAndNamed(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
 }
 
 // ---- child side ----
