@@ -184,7 +184,9 @@ OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int bl
     exec::blockSync();  // every lane has its copy before the leader may overwrite `incoming`
     const CollDesc* d = (e.flags & kSqeExit) ? nullptr : env.colls.get(e.collIndex);
     const uint32_t parts = d != nullptr ? daemonParts(d->nBlocks, env.nBlocks, static_cast<uint32_t>(block)) : 0;
-    if (bs.nTasks + parts > bs.capacity) break;  // read again once tasks have left
+    // The leader decides: it writes nTasks in insertTask below, and a lane still reading it here
+    // would race with that write (there is no barrier between them otherwise).
+    if (!exec::broadcastFromLeader([&] { return bs.nTasks + parts <= bs.capacity; })) break;  // read again later
     any = true;
     const uint32_t form = (e.flags & kSqeInPlace) ? kFormInPlace : kFormOutOfPlace;
     for (uint32_t i = 0; i < parts; ++i) {
