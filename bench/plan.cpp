@@ -54,12 +54,9 @@ SizePlan planFor(Coll coll, uint64_t bytes, int dtype, int nRanks) {
   p.coll = coll;
   p.dtype = dtype;
   p.elemSize = dtypeSize(dtype);
-  const uint64_t n = static_cast<uint64_t>(nRanks);
-  const uint64_t elems = bytes / p.elemSize;
-  // A size is the largest buffer's (nccl-tests): the count is a share of it where the chunks divide
-  // count * n. Every rank gets both buffers, as the root would: a rank of a SendRecv row sends to
-  // the next and receives from the previous.
-  p.count = info(coll).chunksByRanks ? elems / n : elems;
+  // Every rank gets both buffers, as the root would: a rank of a SendRecv row sends to the next
+  // and receives from the previous.
+  p.count = countForElems(collType(coll), bytes / p.elemSize, nRanks);
   std::tie(p.sendElems, p.recvElems) = userElems(collType(coll), p.count, nRanks, /*isRoot=*/true);
   if (coll == Coll::SendRecv) p.recvElems = p.sendElems;
   p.bytes = std::max(p.sendElems, p.recvElems) * p.elemSize;

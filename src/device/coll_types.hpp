@@ -118,6 +118,12 @@ constexpr uint64_t chunkMultiplier(int type, int nRanks) {
   return collInfo(type).chunksByRanks ? static_cast<uint64_t>(nRanks) : 1;
 }
 
+// nccl-tests' count for a size of `elems` elements (the largest buffer's): a rank's share of it
+// where the chunks divide count * n.
+constexpr uint64_t countForElems(int type, uint64_t elems, int nRanks) {
+  return elems / chunkMultiplier(type, nRanks);
+}
+
 // In place, the element offsets of sendbuf and recvbuf within the one buffer.
 constexpr std::pair<uint64_t, uint64_t> inPlaceOffsets(int type, int rank, uint64_t count) {
   const uint64_t own = static_cast<uint64_t>(rank) * count;

@@ -45,8 +45,7 @@ struct Geometry {
 
 // Every rank allocates both buffers, as the root would (device/coll_types.hpp).
 Geometry geometryOf(const NcclRunSpec& s, size_t nRanks) {
-  const size_t elems = s.bytes / dtypeSize(s.datatype);
-  const size_t count = collInfo(s.coll).chunksByRanks ? elems / nRanks : elems;
+  const size_t count = countForElems(s.coll, s.bytes / dtypeSize(s.datatype), static_cast<int>(nRanks));
   const auto [send, recv] = userElems(s.coll, count, static_cast<int>(nRanks), /*isRoot=*/true);
   return {send, recv, count};
 }

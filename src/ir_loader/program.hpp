@@ -97,6 +97,8 @@ struct Program {
 };
 
 // Elements of the logical buffer the chunks of a program divide: count times this multiplier.
-inline uint64_t chunkMultiplier(CollKind coll, int32_t nRanks) { return occl::chunkMultiplier(static_cast<int>(coll), nRanks); }
+inline uint64_t chunkMultiplier(CollKind coll, int32_t nRanks) {
+  return occl::chunkMultiplier(static_cast<int>(coll), nRanks);
+}
 
 }  // namespace occl::ir

@@ -29,31 +29,25 @@
 namespace occl::transport {
 namespace {
 
-// Unlinks, when the last of a communicator's shm connectors and its factory are gone, the names
-// its segments kept (a peer never joined) and any other name of the job's nonce in /dev/shm.
+// Every segment of a job is named /occl-<nonce>-...: glibc's shm_open keeps it as /dev/shm/occl-...
+std::string jobPrefix(uint64_t nonce) { return absl::StrFormat("occl-%016x-", nonce); }
+
+// Unlinks, when the last of a communicator's shm connectors and its factory are gone, every name
+// of the job's nonce left in /dev/shm: those whose peer never joined, this rank's or a dead peer's.
 class JobSegments {
  public:
-  explicit JobSegments(uint64_t nonce) : nonce_(nonce) {}
-  void keep(std::string name) {
-    std::lock_guard<std::mutex> lock(mu_);
-    names_.push_back(std::move(name));
-  }
+  explicit JobSegments(uint64_t nonce) : prefix_(jobPrefix(nonce)) {}
   ~JobSegments() {
-    for (const std::string& name : names_) shm_unlink(name.c_str());  // ENOENT: the peer joined since
-    // glibc's shm_open keeps "/name" as /dev/shm/name.
-    const std::string prefix = absl::StrFormat("occl-%016x-", nonce_);
     std::error_code ec;
     for (auto it = std::filesystem::directory_iterator("/dev/shm", ec); !ec && it != std::filesystem::end(it);
          it.increment(ec)) {
       const std::string file = it->path().filename().string();
-      if (file.rfind(prefix, 0) == 0) shm_unlink(("/" + file).c_str());
+      if (file.rfind(prefix_, 0) == 0) shm_unlink(("/" + file).c_str());
     }
   }
 
  private:
-  uint64_t nonce_;
-  std::mutex mu_;
-  std::vector<std::string> names_;
+  std::string prefix_;
 };
 
 class ShmMemory : public ConnectorMemory {
@@ -62,11 +56,9 @@ class ShmMemory : public ConnectorMemory {
       : bytes_(bytes), name_(std::move(name)), segments_(std::move(segments)) {
     base_ = base;
   }
-  ~ShmMemory() override {
-    // The peer has not mapped it yet: the name must stay for it to find what was sent.
-    if (atomics::loadAcquire(&header()->attached) < 2) segments_->keep(name_);
-    munmap(base_, bytes_);
-  }
+  // A segment the peer has not mapped yet keeps its name, for the peer to find what was sent;
+  // JobSegments unlinks it at the end.
+  ~ShmMemory() override { munmap(base_, bytes_); }
   void unlinkIfShared() {
     if (atomics::loadAcquire(&header()->attached) >= 2) shm_unlink(name_.c_str());
   }
@@ -127,7 +119,7 @@ class ShmFactory : public ConnectorFactory {
 
   Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
                                                   uint64_t slotBytes) override {
-    const std::string name = absl::StrFormat("/occl-%016x-%016x-%d-%d-%d-%d-%d", nonce_, key.collId, key.sender,
+    const std::string name = absl::StrFormat("/%s%016x-%d-%d-%d-%d-%d", jobPrefix(nonce_), key.collId, key.sender,
                                              key.receiver, key.channel, key.form, nextGeneration(key, end));
     const size_t bytes = fifoBytes(nSlots, slotBytes);
     Result<int> fd = openSized(name, bytes, timeoutMs_);

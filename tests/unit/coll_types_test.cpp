@@ -2,6 +2,7 @@
 // definitions, and the rows' consistency with one another.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "device/coll_types.hpp"
@@ -25,6 +26,8 @@ TEST(CollTypes, BufferElementsAreNcclsOnFourRanks) {
     SCOPED_TRACE(collTypeName(e.type));
     EXPECT_EQ(userElems(e.type, 10, 4, true), std::make_pair(e.rootSend, e.rootRecv));
     EXPECT_EQ(userElems(e.type, 10, 4, false), std::make_pair(e.otherSend, e.otherRecv));
+    // nccl-tests' size is the largest buffer's: the count comes back from it.
+    EXPECT_EQ(countForElems(e.type, std::max(e.rootSend, e.rootRecv), 4), 10u);
   }
 }
 
@@ -51,7 +54,9 @@ TEST(CollTypes, RowsAreConsistent) {
   for (const CollTypeInfo& c : kCollTypes) {
     SCOPED_TRACE(c.name);
     EXPECT_EQ(collTypeFromName(c.name), c.type);
-    if (c.irName != nullptr) EXPECT_EQ(collTypeFromName(c.irName), c.type);
+    if (c.irName != nullptr) {
+      EXPECT_EQ(collTypeFromName(c.irName), c.type);
+    }
     // The chunks divide count * n exactly where a buffer holds count * n elements.
     EXPECT_EQ(c.chunksByRanks, c.send == Extent::CountByRanks || c.recv == Extent::CountByRanks);
     // A root is the only rank with one of the buffers; point-to-point uses one buffer a side.
