@@ -1,0 +1,55 @@
+"""occl: deadlock-free collective communication.
+
+Collectives are registered once under a 64-bit id and submitted any number of times, in any order
+on any rank; each submission returns a Future and may take a callback, which runs on occl's poller
+thread (it holds the GIL only while the callable runs, and must not block)::
+
+    import numpy as np, occl
+    comm = occl.Comm(nranks, unique_id, rank)       # unique_id: occl.get_unique_id() on rank 0
+    comm.register(7, "allreduce", 1024, "float32")
+    x = np.ones(1024, np.float32)
+    comm.submit(7, x, x, callback=lambda f: print("done", f.coll_id)).result()
+    comm.close()
+
+Buffers are torch CPU tensors or C-contiguous objects with the buffer protocol (numpy arrays,
+bytearray, memoryview); they stay referenced until their callback has fired. Failures raise
+occl.OcclError (a RuntimeError) carrying occl's message and code. The torch.distributed backend is
+occl.torch (import it to register "occl").
+"""
+
+import atexit as _atexit
+import weakref as _weakref
+
+from ._occl import KINDS, Future, OcclError, __version__, get_unique_id
+from ._occl import Comm as _Comm
+
+__all__ = ["Comm", "Future", "OcclError", "KINDS", "get_unique_id", "__version__"]
+
+# Communicators still open at interpreter exit are closed before Python tears down, while the
+# poller thread may still take the GIL to run callbacks.
+_open_comms = _weakref.WeakSet()
+
+
+class Comm(_Comm):
+    __doc__ = _Comm.__doc__
+
+    def __init__(self, nranks, unique_id, rank, **config):
+        super().__init__(nranks, unique_id, rank, **config)
+        _open_comms.add(self)
+
+    @staticmethod
+    def all(n, **config):
+        """n ranks as threads of this process (occlCommInitAll); returns their communicators."""
+        comms = _Comm.all(n, **config)
+        for c in comms:
+            _open_comms.add(c)
+        return comms
+
+
+@_atexit.register
+def _close_open_comms():
+    for comm in list(_open_comms):
+        try:
+            comm.close()
+        except OcclError:
+            pass

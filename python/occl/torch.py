@@ -1,0 +1,90 @@
+"""occl's torch.distributed backend.
+
+Importing this module registers the backend "occl"::
+
+    import torch, torch.distributed as dist
+    import occl.torch
+    dist.init_process_group("occl", init_method="env://")   # or any store / init method
+    dist.all_reduce(t)
+
+Every call becomes an occl collective whose id is derived from the call's signature (kind, dtype,
+reduction, element count, root or send/recv pair and tag), registered on first use and cached.
+Calls with different signatures may be issued in any order on each rank; calls with the same
+signature pair up in the order each rank issues them. To free the order of calls that share a
+signature, tag them::
+
+    with occl.torch.coll_id(7):
+        a_work = dist.all_reduce(a, async_op=True)
+    with occl.torch.coll_id(8):
+        b_work = dist.all_reduce(b, async_op=True)
+
+and another rank may issue tag 8 before tag 7. A tag applies to every call in its block on the
+calling thread; blocks nest (the innermost tag wins).
+
+Supported: torch 1.13 (tested); torch 2.x is compiled for where its headers are found (untested).
+"""
+
+import atexit
+import contextlib
+
+import torch
+import torch.distributed as dist
+
+from . import _occl_torch as _C
+
+__all__ = ["coll_id", "current_coll_id", "peer_transport", "registered_count", "BACKEND"]
+
+BACKEND = "occl"
+
+
+def _create_1_13(store, rank, size, timeout):
+    return _C.create_process_group(store, rank, size, timeout)
+
+
+def _register():
+    if BACKEND.upper() in dist.Backend._plugins:
+        return
+    major = int(torch.__version__.split(".")[0])
+    if major >= 2:
+        # 2.x passes DistributedBackendOptions when extended_api=True (store, group_rank,
+        # group_size, timeout, ...).
+        def create(opts, _pg_options=None):
+            return _C.create_process_group(opts.store, opts.group_rank, opts.group_size, opts.timeout)
+
+        dist.Backend.register_backend(BACKEND, create, extended_api=True)
+    else:
+        dist.Backend.register_backend(BACKEND, _create_1_13)
+
+
+_register()
+
+
+@contextlib.contextmanager
+def coll_id(tag):
+    """Tags the collectives this thread issues inside the block with `tag` (an int >= 0)."""
+    if not isinstance(tag, int) or isinstance(tag, bool) or not 0 <= tag < 2**64:
+        raise ValueError(f"coll_id tag {tag!r}: expected an int in [0, 2**64)")
+    previous = _C.set_coll_tag(tag)
+    try:
+        yield tag
+    finally:
+        _C.set_coll_tag(previous)
+
+
+def current_coll_id():
+    """The tag of the innermost coll_id block of this thread, or None."""
+    return _C.coll_tag()
+
+
+def peer_transport(peer, group=None):
+    """What carries this rank's traffic to `peer` in `group` ("shm", "in-process", "net")."""
+    return _C.peer_transport(group or dist.distributed_c10d._get_default_group(), peer)
+
+
+def registered_count(group=None):
+    """How many occl collectives `group` has registered (one per distinct call signature)."""
+    return _C.registered_count(group or dist.distributed_c10d._get_default_group())
+
+
+# Groups left open at exit are finalized while the poller thread can still take the GIL.
+atexit.register(_C.shutdown_all)

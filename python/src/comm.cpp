@@ -1,0 +1,393 @@
+#include "comm.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <functional>
+#include <cmath>
+#include <cstring>
+#include <string_view>
+#include <utility>
+
+#include "device/coll_types.hpp"
+#include "primitives/dtypes.hpp"
+#include "primitives/reduce_ops.hpp"
+
+namespace occl::python {
+namespace {
+
+void check(occlResult_t r, occlComm_t comm) {
+  if (r != occlSuccess) raise(r, comm);
+}
+
+// The poller thread's side of a submission. `future` is an owned reference, set only when the
+// submission has a Python callback (the one case where the poller needs the GIL).
+struct Pending {
+  std::shared_ptr<Completion> completion;
+  PyObject* future = nullptr;
+  occlComm_t comm = nullptr;
+};
+
+void onComplete(uint64_t collId, occlResult_t status, void* arg) {
+  std::unique_ptr<Pending> p(static_cast<Pending*>(arg));
+  {
+    std::lock_guard<std::mutex> lock(p->completion->mu);
+    p->completion->status = status;
+    if (status != occlSuccess) p->completion->message = occlGetLastError(p->comm);
+    p->completion->done = true;
+  }
+  p->completion->cv.notify_all();
+  if (p->future == nullptr) return;
+  // At interpreter exit the GIL cannot be taken from this thread: the reference is leaked then.
+  if (!Py_IsInitialized() || _Py_IsFinalizing()) return;
+  py::gil_scoped_acquire gil;
+  py::object future = py::reinterpret_steal<py::object>(p->future);
+  py::object callback = future.cast<Future&>().callback;
+  try {
+    callback(future);
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("occl: a submission's callback");
+  }
+}
+
+template <typename T>
+int nameIndex(const py::handle& object, int n, T nameOf, const char* what) {
+  if (py::isinstance<py::int_>(object)) {
+    int v = object.cast<int>();
+    if (v >= 0 && v < n) return v;
+  } else {
+    std::string name = py::str(object);
+    for (int i = 0; i < n; ++i)
+      if (name == nameOf(i)) return i;
+  }
+  std::string names;
+  for (int i = 0; i < n; ++i) names += (i == 0 ? "" : ", ") + std::string(nameOf(i));
+  throw py::value_error(std::string(what) + " " + std::string(py::repr(object)) + ": expected one of " + names);
+}
+
+}  // namespace
+
+void raise(occlResult_t code, occlComm_t comm) { throw OcclError{code, occlGetLastError(comm)}; }
+
+bool Future::done() const {
+  std::lock_guard<std::mutex> lock(completion_->mu);
+  return completion_->done;
+}
+
+bool Future::wait(std::optional<double> timeout) const {
+  py::gil_scoped_release release;
+  std::unique_lock<std::mutex> lock(completion_->mu);
+  auto isDone = [this] { return completion_->done; };
+  if (!timeout) {
+    completion_->cv.wait(lock, isDone);
+    return true;
+  }
+  if (!(*timeout >= 0) || !std::isfinite(*timeout))
+    throw py::value_error("timeout = " + std::to_string(*timeout) + ": expected seconds >= 0 or None");
+  return completion_->cv.wait_for(lock, std::chrono::duration<double>(*timeout), isDone);
+}
+
+void Future::result(std::optional<double> timeout) const {
+  if (!wait(timeout)) {
+    PyErr_SetString(PyExc_TimeoutError, ("collId " + std::to_string(collId_) + " did not complete within " +
+                                         std::to_string(*timeout) + " s").c_str());
+    throw py::error_already_set();
+  }
+  std::lock_guard<std::mutex> lock(completion_->mu);
+  if (completion_->status != occlSuccess) throw OcclError{completion_->status, completion_->message};
+}
+
+std::optional<int> Future::status() const {
+  std::lock_guard<std::mutex> lock(completion_->mu);
+  if (!completion_->done || completion_->status == occlSuccess) return std::nullopt;
+  return completion_->status;
+}
+
+occlConfig_t configFrom(const py::dict& config) {
+  occlConfig_t c;
+  check(occlConfigInit(&c), nullptr);
+  // Field name -> setter; the names are occlConfig_t's in snake_case.
+  auto intField = [](int occlConfig_t::*f) {
+    return [f](occlConfig_t& c, const py::handle& v) { c.*f = v.cast<int>(); };
+  };
+  auto u32Field = [](uint32_t occlConfig_t::*f) {
+    return [f](occlConfig_t& c, const py::handle& v) { c.*f = v.cast<uint32_t>(); };
+  };
+  auto i64Field = [](int64_t occlConfig_t::*f) {
+    return [f](occlConfig_t& c, const py::handle& v) { c.*f = v.cast<int64_t>(); };
+  };
+  using Setter = std::function<void(occlConfig_t&, const py::handle&)>;
+  const std::vector<std::pair<std::string_view, Setter>> fields = {
+      {"backend", [](occlConfig_t& c, const py::handle& v) {
+         c.backend = nameIndex(v, 4, [](int i) { return std::array{"auto", "host", "cuda", "simt"}[i]; }, "backend");
+       }},
+      {"daemon_blocks", intField(&occlConfig_t::daemonBlocks)},
+      {"threads_per_block", intField(&occlConfig_t::threadsPerBlock)},
+      {"sq_depth", intField(&occlConfig_t::sqDepth)},
+      {"cq_depth", intField(&occlConfig_t::cqDepth)},
+      {"task_queue_depth", intField(&occlConfig_t::taskQueueDepth)},
+      {"max_inflight_per_coll", intField(&occlConfig_t::maxInflightPerColl)},
+      {"connector_slots", intField(&occlConfig_t::connectorSlots)},
+      {"connector_slot_bytes", [](occlConfig_t& c, const py::handle& v) { c.connectorSlotBytes = v.cast<size_t>(); }},
+      {"order_policy", intField(&occlConfig_t::orderPolicy)},
+      {"spin_policy", intField(&occlConfig_t::spinPolicy)},
+      {"spin_threshold_max", u32Field(&occlConfig_t::spinThresholdMax)},
+      {"spin_threshold_min", u32Field(&occlConfig_t::spinThresholdMin)},
+      {"spin_threshold_step", u32Field(&occlConfig_t::spinThresholdStep)},
+      {"spin_threshold_boost", u32Field(&occlConfig_t::spinThresholdBoost)},
+      {"priority_poll_interval", u32Field(&occlConfig_t::priorityPollInterval)},
+      {"idle_quit_us", intField(&occlConfig_t::idleQuitUs)},
+      {"coll_timeout_ms", i64Field(&occlConfig_t::collTimeoutMs)},
+      {"init_timeout_ms", i64Field(&occlConfig_t::initTimeoutMs)},
+      {"force_preempt", intField(&occlConfig_t::forcePreempt)},
+      {"disable_preemption", intField(&occlConfig_t::disablePreemption)},
+      {"simt_lanes", intField(&occlConfig_t::simtLanes)},
+      {"transport", [](occlConfig_t& c, const py::handle& v) {
+         c.transport = nameIndex(v, 2, [](int i) { return std::array{"auto", "net"}[i]; }, "transport");
+       }},
+  };
+  for (auto [key, value] : config) {
+    std::string name = py::str(key);
+    auto it = std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.first == name; });
+    if (it == fields.end()) {
+      std::string names;
+      for (const auto& f : fields) names += (names.empty() ? "" : ", ") + std::string(f.first);
+      throw py::type_error("unknown config field '" + name + "': expected one of " + names);
+    }
+    try {
+      it->second(c, value);
+    } catch (py::cast_error&) {
+      throw py::type_error("config field '" + name + "' = " + std::string(py::repr(value)) + ": expected an integer");
+    }
+  }
+  return c;
+}
+
+Comm::Comm(int nranks, const py::bytes& uniqueId, int rank, const py::dict& config) {
+  std::string_view bytes = uniqueId;
+  occlUniqueId id{};
+  if (bytes.size() != sizeof(id.internal))
+    throw py::value_error("unique_id: " + std::to_string(bytes.size()) + " bytes; expected the " +
+                          std::to_string(sizeof(id.internal)) + " of occl.get_unique_id()");
+  std::memcpy(id.internal, bytes.data(), bytes.size());
+  occlConfig_t c = configFrom(config);
+  occlResult_t r;
+  {
+    py::gil_scoped_release release;
+    r = occlCommInitRank(&comm_, nranks, id, rank, &c);
+  }
+  check(r, nullptr);
+}
+
+std::vector<std::unique_ptr<Comm>> Comm::all(int n, const py::dict& config) {
+  if (n < 1) throw py::value_error("n = " + std::to_string(n) + ": expected at least 1 rank");
+  occlConfig_t c = configFrom(config);
+  std::vector<occlComm_t> raw(static_cast<size_t>(n));
+  occlResult_t r;
+  {
+    py::gil_scoped_release release;
+    r = occlCommInitAll(raw.data(), n, nullptr, &c);
+  }
+  check(r, nullptr);
+  std::vector<std::unique_ptr<Comm>> out;
+  for (occlComm_t comm : raw) out.emplace_back(new Comm(comm));
+  return out;
+}
+
+Comm::~Comm() {
+  try {
+    close();
+  } catch (...) {
+    // A destructor must not throw: the failure was occl's to report, and nobody is left to hear it.
+  }
+}
+
+occlComm_t Comm::live() const {
+  if (comm_ == nullptr) throw OcclError{occlInvalidUsage, "the communicator is closed"};
+  return comm_;
+}
+
+int Comm::rank() const {
+  int r = 0;
+  check(occlCommUserRank(live(), &r), comm_);
+  return r;
+}
+
+int Comm::size() const {
+  int n = 0;
+  check(occlCommCount(live(), &n), comm_);
+  return n;
+}
+
+std::string Comm::peerTransport(int peer) const {
+  const char* t = nullptr;
+  check(occlCommPeerTransport(live(), peer, &t), comm_);
+  return t;
+}
+
+void Comm::registerCollective(uint64_t collId, const py::object& kind, size_t count, const py::object& dtype,
+                              const py::object& op, int root, int priority,
+                              const std::optional<std::string>& algorithm, int nBlocks) {
+  occlCollDesc_t d;
+  check(occlCollDescInit(&d), nullptr);
+  d.type = nameIndex(kind, occlNumCollTypes, [](int t) { return collTypeName(t); }, "kind");
+  d.count = count;
+  d.datatype = dtypeFromObject(dtype);
+  d.op = nameIndex(op, occlNumOps, [](int o) { return ops::opName(o); }, "op");
+  d.root = root;
+  d.priority = priority;
+  d.algorithm = algorithm ? algorithm->c_str() : nullptr;
+  d.nBlocks = nBlocks;
+  occlComm_t comm = live();
+  occlResult_t r;
+  {
+    py::gil_scoped_release release;
+    r = occlCollRegister(comm, collId, &d);
+  }
+  check(r, comm);
+  registered_[collId] = Registration{d.type, d.datatype, count, root};
+}
+
+void Comm::deregister(uint64_t collId) {
+  occlComm_t comm = live();
+  occlResult_t r;
+  {
+    py::gil_scoped_release release;
+    r = occlCollDeregister(comm, collId);
+  }
+  check(r, comm);
+  registered_.erase(collId);
+}
+
+void Comm::checkBuffers(uint64_t collId, const Registration& reg, const View& send, const View& recv) const {
+  const bool isRoot = rank() == reg.root;
+  auto [sendElems, recvElems] = userElems(reg.type, reg.count, size(), isRoot);
+  const size_t elemBytes = dtypeSize(reg.datatype);
+  auto checkOne = [&](const View& v, uint64_t elems, const char* what) {
+    if (elems == 0 || v.data == nullptr) return;  // occlSubmit judges a missing buffer
+    if (v.dtype >= 0 && v.dtype != reg.datatype && !(v.buffer && v.dtype == occlUint8 && v.buffer->itemsize == 1))
+      throw py::type_error(std::string(what) + ": elements of type " + dtypePythonName(v.dtype) + ", but collId " +
+                           std::to_string(collId) + " was registered with " + dtypePythonName(reg.datatype));
+    if (v.bytes < elems * elemBytes)
+      throw py::value_error(std::string(what) + ": " + std::to_string(v.bytes) + " bytes; collId " +
+                            std::to_string(collId) + " (" + collTypeName(reg.type) + " of " +
+                            std::to_string(reg.count) + " " + dtypePythonName(reg.datatype) + " on " +
+                            std::to_string(size()) + " ranks) needs " + std::to_string(elems * elemBytes));
+  };
+  checkOne(send, sendElems, "sendbuf");
+  checkOne(recv, recvElems, "recvbuf");
+}
+
+void Comm::sweep() {
+  while (!inflight_.empty() && inflight_.front().cast<Future&>().done()) inflight_.pop_front();
+  // Callbacks of different collectives fire in any order: compact when the queue has doubled.
+  if (inflight_.size() > 2 * sweptAt_ + 64) {
+    std::deque<py::object> kept;
+    for (py::object& f : inflight_)
+      if (!f.cast<Future&>().done()) kept.push_back(std::move(f));
+    inflight_.swap(kept);
+    sweptAt_ = inflight_.size();
+  }
+}
+
+py::object Comm::submit(uint64_t collId, const py::object& send, const py::object& recv, const py::object& callback) {
+  occlComm_t comm = live();
+  auto reg = registered_.find(collId);
+  if (reg == registered_.end())
+    throw OcclError{occlInvalidArgument, "collId " + std::to_string(collId) + " is not registered on rank " +
+                                             std::to_string(rank()) + " (call register first)"};
+  if (!callback.is_none() && !PyCallable_Check(callback.ptr()))
+    throw py::type_error("callback: expected a callable taking the Future, or None");
+  auto completion = std::make_shared<Completion>();
+  py::object future = py::cast(Future(collId, completion));
+  Future& f = future.cast<Future&>();
+  f.send = viewOf(send, /*writable=*/false, "sendbuf");
+  f.recv = viewOf(recv, /*writable=*/true, "recvbuf");
+  checkBuffers(collId, reg->second, f.send, f.recv);
+  f.callback = callback;
+  auto pending = std::make_unique<Pending>(Pending{completion, nullptr, comm});
+  if (!callback.is_none()) pending->future = future.inc_ref().ptr();
+  occlResult_t r;
+  {
+    py::gil_scoped_release release;
+    r = occlSubmit(comm, collId, f.send.data, f.recv.data, &onComplete, pending.get());
+  }
+  if (r != occlSuccess) {
+    if (pending->future != nullptr) future.dec_ref();
+    raise(r, comm);
+  }
+  pending.release();  // onComplete owns it now
+  sweep();
+  inflight_.push_back(future);
+  return future;
+}
+
+void Comm::waitAll(std::optional<double> timeout) {
+  occlComm_t comm = live();
+  int64_t ms = -1;
+  if (timeout) {
+    if (!(*timeout >= 0) || !std::isfinite(*timeout))
+      throw py::value_error("timeout = " + std::to_string(*timeout) + ": expected seconds >= 0 or None");
+    ms = static_cast<int64_t>(std::ceil(*timeout * 1000.0));
+  }
+  occlResult_t r;
+  {
+    py::gil_scoped_release release;
+    r = occlCommWaitAll(comm, ms);
+  }
+  check(r, comm);
+  sweep();
+}
+
+py::dict Comm::stats(uint64_t collId) const {
+  occlCollStats_t s{};
+  check(occlCollGetStats(live(), collId, &s), comm_);
+  py::dict d;
+  d["submissions"] = s.submissions;
+  d["completions"] = s.completions;
+  d["preemptions"] = s.preemptions;
+  d["context_loads"] = s.contextLoads;
+  d["context_saves"] = s.contextSaves;
+  d["queue_wait_ns"] = s.queueWaitNs;
+  d["execution_ns"] = s.executionNs;
+  d["connector_bytes"] = s.connectorBytes;
+  d["scratch_bytes"] = s.scratchBytes;
+  d["connector_slots"] = s.connectorSlots;
+  return d;
+}
+
+std::string Comm::algorithm(uint64_t collId, bool inPlace) const {
+  const char* a = nullptr;
+  check(occlCollGetAlgorithm(live(), collId, inPlace ? 1 : 0, &a), comm_);
+  return a;
+}
+
+void Comm::close() {
+  if (comm_ == nullptr) return;
+  occlComm_t comm = std::exchange(comm_, nullptr);
+  occlResult_t finalized, destroyed;
+  std::string why;
+  {
+    py::gil_scoped_release release;
+    finalized = occlCommFinalize(comm);
+    if (finalized != occlSuccess) why = occlGetLastError(comm);
+    destroyed = occlCommDestroy(comm);
+  }
+  inflight_.clear();
+  registered_.clear();
+  if (finalized != occlSuccess) throw OcclError{finalized, "finalize: " + why};
+  if (destroyed != occlSuccess) throw OcclError{destroyed, "destroy: " + std::string(occlGetLastError(nullptr))};
+}
+
+void Comm::abort() {
+  if (comm_ == nullptr) return;
+  occlComm_t comm = std::exchange(comm_, nullptr);
+  {
+    py::gil_scoped_release release;
+    occlCommAbort(comm);  // fails what is pending (their callbacks fire) and frees the communicator
+  }
+  inflight_.clear();
+  registered_.clear();
+}
+
+}  // namespace occl::python

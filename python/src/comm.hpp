@@ -1,0 +1,112 @@
+// occl.Comm: one rank's communicator as a Python object, over the C API (occl.h).
+//
+// The GIL: every call that may wait (init, submit, waits, finalize, destroy) releases it. A
+// callback runs on occl's poller thread and takes the GIL only to run the Python callable, so a
+// thread that waits while holding no GIL never blocks the poller, and the poller never waits for
+// a thread that waits on it. Memory: a submission's buffers stay referenced until its callback
+// has fired, even if the caller drops the Future.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <unordered_map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "buffers.hpp"
+#include "occl/occl.h"
+
+namespace occl::python {
+
+namespace py = pybind11;
+
+// occl's failures as Python sees them: occl.OcclError(message) with .code (an occlResult_t).
+struct OcclError {
+  occlResult_t code;
+  std::string message;
+};
+[[noreturn]] void raise(occlResult_t code, occlComm_t comm);
+
+// What the poller thread writes and Python threads read: no Python object in here.
+struct Completion {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  occlResult_t status = occlSuccess;
+  std::string message;
+};
+
+// One submission. Holds the buffers (and the callback) until the Future is collected.
+class Future {
+ public:
+  Future(uint64_t collId, std::shared_ptr<Completion> completion)
+      : collId_(collId), completion_(std::move(completion)) {}
+  uint64_t collId() const { return collId_; }
+  bool done() const;
+  // True once complete; false if `timeout` (seconds, None: no bound) passed first.
+  bool wait(std::optional<double> timeout) const;
+  // None on success; raises occl.OcclError on a failed collective, TimeoutError on timeout.
+  void result(std::optional<double> timeout) const;
+  // None while pending or on success, the status code otherwise.
+  std::optional<int> status() const;
+
+  View send, recv;  // kept alive until the callback has fired
+  py::object callback;
+
+ private:
+  uint64_t collId_;
+  std::shared_ptr<Completion> completion_;
+};
+
+struct Registration {
+  int type, datatype;
+  size_t count;
+  int root;
+};
+
+class Comm {
+ public:
+  Comm(int nranks, const py::bytes& uniqueId, int rank, const py::dict& config);
+  // `n` ranks in this process (occlCommInitAll): for tests and single-process use.
+  static std::vector<std::unique_ptr<Comm>> all(int n, const py::dict& config);
+  ~Comm();
+
+  int rank() const;
+  int size() const;
+  std::string peerTransport(int peer) const;
+  void registerCollective(uint64_t collId, const py::object& kind, size_t count, const py::object& dtype,
+                          const py::object& op, int root, int priority, const std::optional<std::string>& algorithm,
+                          int nBlocks);
+  void deregister(uint64_t collId);
+  py::object submit(uint64_t collId, const py::object& send, const py::object& recv, const py::object& callback);
+  void waitAll(std::optional<double> timeout);
+  py::dict stats(uint64_t collId) const;
+  std::string algorithm(uint64_t collId, bool inPlace) const;
+  // Finalize then destroy (close) or abort; both idempotent.
+  void close();
+  void abort();
+  bool closed() const { return comm_ == nullptr; }
+
+ private:
+  explicit Comm(occlComm_t comm) : comm_(comm) {}
+  occlComm_t live() const;
+  void checkBuffers(uint64_t collId, const Registration& reg, const View& send, const View& recv) const;
+  void sweep();
+
+  occlComm_t comm_ = nullptr;
+  std::unordered_map<uint64_t, Registration> registered_;
+  std::deque<py::object> inflight_;  // Futures whose callback may not have fired yet
+  size_t sweptAt_ = 0;
+};
+
+// occlConfig_t from keyword arguments named as its fields (snake_case: daemon_blocks=2, ...),
+// over occlConfigInit's defaults and environment. Unknown names raise TypeError.
+occlConfig_t configFrom(const py::dict& config);
+
+}  // namespace occl::python

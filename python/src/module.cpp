@@ -1,0 +1,86 @@
+// occl._occl: the Python face of the C API (occl/__init__.py re-exports it).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "comm.hpp"
+#include "device/coll_types.hpp"
+#include "occl/occl.h"
+
+namespace py = pybind11;
+using occl::python::Comm;
+using occl::python::Future;
+using occl::python::OcclError;
+
+PYBIND11_MODULE(_occl, m) {
+  m.doc() = "occl: deadlock-free collectives; register once, submit in any order, callbacks on completion";
+
+  static py::exception<OcclError> errorType(m, "OcclError", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const OcclError& e) {
+      std::string text = std::string(occlGetErrorString(e.code)) + ": " + e.message;
+      py::object error = py::handle(errorType.ptr())(text);
+      error.attr("code") = static_cast<int>(e.code);
+      error.attr("message") = e.message;
+      PyErr_SetObject(errorType.ptr(), error.ptr());
+    }
+  });
+
+  int version = 0;
+  occlGetVersion(&version);
+  m.attr("__version__") = std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
+                          std::to_string(version % 100);
+  py::list kinds;
+  for (int t = 0; t < occlNumCollTypes; ++t) kinds.append(occl::collTypeName(t));
+  m.attr("KINDS") = kinds;
+
+  m.def(
+      "get_unique_id",
+      [] {
+        occlUniqueId id;
+        occlResult_t r = occlGetUniqueId(&id);
+        if (r != occlSuccess) occl::python::raise(r, nullptr);
+        return py::bytes(id.internal, sizeof(id.internal));
+      },
+      "Rank 0 calls this and ships the bytes to the other ranks (any channel).");
+
+  py::class_<Future>(m, "Future", "One submission; complete when its callback has fired.")
+      .def_property_readonly("coll_id", &Future::collId)
+      .def("done", &Future::done)
+      .def("wait", &Future::wait, py::arg("timeout") = py::none(),
+           "True once complete, False when `timeout` seconds passed first (None: no bound).")
+      .def("result", &Future::result, py::arg("timeout") = py::none(),
+           "None on success; raises occl.OcclError if the collective failed, TimeoutError on timeout.")
+      .def_property_readonly("status", &Future::status, "None while pending or on success, else the occl result code.");
+
+  py::class_<Comm>(m, "Comm", "One rank's communicator.")
+      .def(py::init([](int nranks, const py::bytes& uniqueId, int rank, const py::kwargs& config) {
+             return std::make_unique<Comm>(nranks, uniqueId, rank, config);
+           }),
+           py::arg("nranks"), py::arg("unique_id"), py::arg("rank"))
+      .def_static("all", [](int n, const py::kwargs& config) { return Comm::all(n, config); }, py::arg("n"),
+                  "n ranks as threads of this process; returns their communicators.")
+      .def_property_readonly("rank", &Comm::rank)
+      .def_property_readonly("size", &Comm::size)
+      .def_property_readonly("closed", &Comm::closed)
+      .def("peer_transport", &Comm::peerTransport, py::arg("peer"))
+      .def("register", &Comm::registerCollective, py::arg("coll_id"), py::arg("kind"), py::arg("count"),
+           py::arg("dtype"), py::arg("op") = "sum", py::arg("root") = 0, py::arg("priority") = 0,
+           py::arg("algorithm") = py::none(), py::arg("n_blocks") = 0)
+      .def("deregister", &Comm::deregister, py::arg("coll_id"))
+      .def("submit", &Comm::submit, py::arg("coll_id"), py::arg("send"), py::arg("recv"),
+           py::arg("callback") = py::none())
+      .def("wait_all", &Comm::waitAll, py::arg("timeout") = py::none())
+      .def("stats", &Comm::stats, py::arg("coll_id"))
+      .def("algorithm", &Comm::algorithm, py::arg("coll_id"), py::arg("in_place") = false)
+      .def("close", &Comm::close, "Waits for what was submitted (finalize), then frees the communicator.")
+      .def("abort", &Comm::abort, "Fails what is pending (callbacks fire) and frees the communicator at once.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](Comm& c, const py::object& type, const py::object&, const py::object&) {
+        if (type.is_none())
+          c.close();
+        else
+          c.abort();
+      });
+}

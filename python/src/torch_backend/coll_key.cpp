@@ -1,0 +1,68 @@
+#include "torch_backend/coll_key.hpp"
+
+#include <cstring>
+#include <string_view>
+
+#include "device/coll_types.hpp"
+#include "primitives/dtypes.hpp"
+#include "primitives/reduce_ops.hpp"
+
+namespace occl::torch_backend {
+namespace {
+
+thread_local std::optional<uint64_t> tCurrentTag;
+
+class Fnv1a {
+ public:
+  template <typename T>
+  Fnv1a& add(const T& value) {
+    unsigned char bytes[sizeof(T)];
+    std::memcpy(bytes, &value, sizeof(T));
+    for (unsigned char b : bytes) hash_ = (hash_ ^ b) * 0x100000001b3ULL;
+    return *this;
+  }
+  uint64_t value() const { return hash_; }
+
+ private:
+  uint64_t hash_ = 0xcbf29ce484222325ULL;
+};
+
+constexpr std::string_view kCallNames[] = {"allreduce", "broadcast", "reduce", "allgather",
+                                           "reduce_scatter", "alltoall", "send/recv", "barrier"};
+
+}  // namespace
+
+uint64_t Signature::collId() const {
+  // Fixed-width fields in a fixed order; the version byte changes if the layout ever does.
+  Fnv1a h;
+  h.add(uint8_t{1}).add(static_cast<uint8_t>(call)).add(int32_t{datatype}).add(int32_t{op}).add(count);
+  if (call == CallKind::PointToPoint)
+    h.add(int32_t{src}).add(int32_t{dst}).add(int32_t{p2pTag});
+  else
+    h.add(int32_t{root});
+  h.add(uint8_t{tag.has_value()}).add(tag.value_or(0));
+  return h.value();
+}
+
+std::string Signature::describe() const {
+  std::string s = std::string(kCallNames[static_cast<size_t>(call)]) + " of " + std::to_string(count) + " " +
+                  dtypeName(datatype);
+  if (collInfo(collType).reduces) s += std::string(" (") + ops::opName(op) + ")";
+  if (call == CallKind::PointToPoint)
+    s += " from rank " + std::to_string(src) + " to rank " + std::to_string(dst) + " tag " + std::to_string(p2pTag);
+  else if (collInfo(collType).rooted)
+    s += " root " + std::to_string(root);
+  if (tag) s += " in coll_id(" + std::to_string(*tag) + ")";
+  return s;
+}
+
+bool Signature::sameRegistration(const Signature& o) const {
+  return call == o.call && collType == o.collType && datatype == o.datatype && op == o.op && count == o.count &&
+         root == o.root && src == o.src && dst == o.dst && p2pTag == o.p2pTag && tag == o.tag;
+}
+
+std::optional<uint64_t> currentTag() { return tCurrentTag; }
+
+std::optional<uint64_t> setCurrentTag(std::optional<uint64_t> tag) { return std::exchange(tCurrentTag, tag); }
+
+}  // namespace occl::torch_backend

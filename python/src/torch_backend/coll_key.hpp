@@ -1,0 +1,47 @@
+// How a torch.distributed call becomes an occl collective id.
+//
+// c10d passes no collective id, so the backend derives one from the call's *signature*: the kind
+// of call, element type, reduction, count, root, the point-to-point pair and torch's p2p tag, and
+// the tag of an enclosing `occl.torch.coll_id(tag)` block. Equal signatures share one registered
+// collective, whose submissions pair up across ranks in the order each rank issues them (occl
+// runs the submissions of one id in order). So:
+//   - calls with different signatures (or different tags) may be issued in any order per rank;
+//   - calls with the same signature and tag must be issued in the same order on every rank,
+//     as any collective library requires: give them distinct tags to free their order too.
+// The id is a 64-bit FNV-1a hash of the signature's fields: the same on every rank and run.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace occl::torch_backend {
+
+// The calls of the backend; Barrier is an AllReduce of its own so it never pairs with a user's.
+enum class CallKind : uint8_t {
+  AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AllToAll, PointToPoint, Barrier
+};
+
+struct Signature {
+  CallKind call = CallKind::AllReduce;
+  int collType = 0;   // occlCollType_t registered on this rank (Send or Recv for PointToPoint)
+  int datatype = 0;   // occlDataType_t
+  int op = 0;         // occlRedOp_t, 0 when the call does not reduce
+  uint64_t count = 0; // occl's count for collType
+  int root = 0;       // Reduce/Broadcast root; the peer for point to point
+  int src = -1, dst = -1;  // point to point: the sender and the receiver (the same on both sides)
+  int p2pTag = 0;     // torch's send/recv tag
+  std::optional<uint64_t> tag;  // occl.torch.coll_id(tag)
+
+  // Fields that must agree across ranks, and so enter the id (collType does not: a send and its
+  // recv register Send and Recv under one id).
+  uint64_t collId() const;
+  std::string describe() const;
+  bool sameRegistration(const Signature& o) const;
+};
+
+// The tag of the innermost `coll_id` block of the calling thread, if any.
+std::optional<uint64_t> currentTag();
+std::optional<uint64_t> setCurrentTag(std::optional<uint64_t> tag);
+
+}  // namespace occl::torch_backend

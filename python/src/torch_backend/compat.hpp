@@ -1,0 +1,23 @@
+// The torch-version-specific part of the backend, in one place. torch 1.13 (Debian 12's, the one
+// tested here) has backends subclass c10d::ProcessGroup, and Python registers a creator taking
+// (store, rank, size, timeout). torch 2.x moved backends to c10d::Backend (Backend.hpp) with the
+// same collective signatures; occl/torch.py holds the Python half of the difference.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/version.h>
+
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#endif
+
+namespace occl::torch_backend {
+
+#if TORCH_VERSION_MAJOR >= 2
+using BackendBase = c10d::Backend;
+#else
+using BackendBase = c10d::ProcessGroup;
+#endif
+
+}  // namespace occl::torch_backend

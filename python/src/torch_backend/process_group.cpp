@@ -1,0 +1,386 @@
+#include "torch_backend/process_group.hpp"
+
+#include <pybind11/pybind11.h>
+
+#include <cstring>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "device/coll_types.hpp"
+
+namespace occl::torch_backend {
+namespace {
+
+// Groups still open, so that occl.torch's atexit hook can shut them down while the poller may
+// still take the GIL (interpreter teardown would destroy them after that is no longer possible).
+std::mutex gOpenMu;
+std::set<ProcessGroupOccl*> gOpen;
+
+int dtypeOf(const at::Tensor& t, const char* call) {
+  switch (t.scalar_type()) {
+    case at::kChar: return occlInt8;
+    case at::kByte: return occlUint8;
+    case at::kInt: return occlInt32;
+    case at::kLong: return occlInt64;
+    case at::kHalf: return occlFloat16;
+    case at::kFloat: return occlFloat32;
+    case at::kDouble: return occlFloat64;
+    case at::kBFloat16: return occlBfloat16;
+    default:
+      TORCH_CHECK(false, "occl: ", call, ": dtype ", t.scalar_type(),
+                  " is not supported (occl has float32, float64, float16, bfloat16, int8, uint8, int32, int64)");
+  }
+}
+
+int opOf(const c10d::ReduceOp& op, const char* call) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: return occlSum;
+    case c10d::ReduceOp::PRODUCT: return occlProd;
+    case c10d::ReduceOp::MIN: return occlMin;
+    case c10d::ReduceOp::MAX: return occlMax;
+    case c10d::ReduceOp::AVG: return occlAvg;
+    case c10d::ReduceOp::BAND: TORCH_CHECK(false, "occl: ", call, ": reduce op BAND is not supported");
+    case c10d::ReduceOp::BOR: TORCH_CHECK(false, "occl: ", call, ": reduce op BOR is not supported");
+    case c10d::ReduceOp::BXOR: TORCH_CHECK(false, "occl: ", call, ": reduce op BXOR is not supported");
+    case c10d::ReduceOp::PREMUL_SUM: TORCH_CHECK(false, "occl: ", call, ": reduce op PREMUL_SUM is not supported");
+    default: TORCH_CHECK(false, "occl: ", call, ": unknown reduce op ", static_cast<int>(op.op_));
+  }
+}
+
+void checkTensor(const at::Tensor& t, const char* call, const char* what) {
+  TORCH_CHECK(t.device().is_cpu(), "occl: ", call, ": ", what, " is on ", t.device(), "; occl takes CPU tensors");
+  TORCH_CHECK(t.is_contiguous(), "occl: ", call, ": ", what, " is not contiguous");
+  TORCH_CHECK(!t.is_sparse(), "occl: ", call, ": ", what, " is sparse");
+}
+
+at::Tensor& single(std::vector<at::Tensor>& tensors, const char* call) {
+  TORCH_CHECK(tensors.size() == 1, "occl: ", call, " takes one tensor per process, got ", tensors.size());
+  checkTensor(tensors[0], call, "the tensor");
+  return tensors[0];
+}
+
+void checkSameShape(const at::Tensor& t, const at::Tensor& like, const char* call, const char* what) {
+  checkTensor(t, call, what);
+  TORCH_CHECK(t.scalar_type() == like.scalar_type(), "occl: ", call, ": ", what, " has dtype ", t.scalar_type(),
+              ", expected ", like.scalar_type());
+  TORCH_CHECK(t.numel() == like.numel(), "occl: ", call, ": ", what, " has ", t.numel(), " elements, expected ",
+              like.numel());
+}
+
+Signature signature(CallKind call, int collType, const at::Tensor& t, int op, uint64_t count, const char* name) {
+  Signature s;
+  s.call = call;
+  s.collType = collType;
+  s.datatype = dtypeOf(t, name);
+  s.op = op;
+  s.count = count;
+  s.tag = currentTag();
+  return s;
+}
+
+std::string join(const std::vector<int64_t>& v) {
+  std::ostringstream out;
+  for (size_t i = 0; i < v.size(); ++i) out << (i ? ", " : "") << v[i];
+  return "[" + out.str() + "]";
+}
+
+c10::intrusive_ptr<WorkOccl> makeWork(int rank, c10d::OpType op, const Signature& sig,
+                                      std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
+                                      std::function<void()> epilogue = nullptr) {
+  return c10::make_intrusive<WorkOccl>(rank, op, sig.describe(), std::move(outputs), std::move(keep),
+                                       std::move(epilogue));
+}
+
+}  // namespace
+
+ProcessGroupOccl::ProcessGroupOccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                   std::chrono::milliseconds timeout)
+    : BackendBase(rank, size) {
+  // Rank 0 publishes occl's unique id under a key of this generation of the group's store (a
+  // store may see the group created again after a destroy: each creation counts its ranks in).
+  const int64_t joined = store->add("occl/joined", 1);
+  const std::string key = "occl/unique_id/" + std::to_string((joined - 1) / size);
+  occlUniqueId id{};
+  if (rank == 0) {
+    occlResult_t r = occlGetUniqueId(&id);
+    TORCH_CHECK(r == occlSuccess, "occl: creating the unique id: ", occlGetLastError(nullptr));
+    store->set(key, std::vector<uint8_t>(id.internal, id.internal + sizeof(id.internal)));
+  } else {
+    std::vector<uint8_t> bytes = store->get(key);
+    TORCH_CHECK(bytes.size() == sizeof(id.internal), "occl: the store's ", key, " holds ", bytes.size(),
+                " bytes, expected ", sizeof(id.internal));
+    std::memcpy(id.internal, bytes.data(), bytes.size());
+  }
+  occlConfig_t config;
+  TORCH_CHECK(occlConfigInit(&config) == occlSuccess, "occl: ", occlGetLastError(nullptr));
+  if (timeout.count() > 0) {
+    config.collTimeoutMs = timeout.count();
+    config.initTimeoutMs = timeout.count();
+  }
+  timeout_ = std::chrono::milliseconds(config.collTimeoutMs > 0 ? config.collTimeoutMs : OCCL_MAX_TIMEOUT_MS);
+  occlResult_t r = occlCommInitRank(&comm_, size, id, rank, &config);
+  TORCH_CHECK(r == occlSuccess, "occl: init of rank ", rank, " of ", size, ": ", occlGetErrorString(r), ": ",
+              occlGetLastError(nullptr));
+  std::lock_guard<std::mutex> lock(gOpenMu);
+  gOpen.insert(this);
+}
+
+ProcessGroupOccl::~ProcessGroupOccl() {
+  // finalize waits for callbacks, which may need the GIL (a tensor's last reference): never hold
+  // it while waiting.
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    pybind11::gil_scoped_release release;
+    shutdown();
+  } else {
+    shutdown();
+  }
+}
+
+void ProcessGroupOccl::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(gOpenMu);
+    gOpen.erase(this);
+  }
+  occlComm_t comm = std::exchange(comm_, nullptr);
+  if (comm == nullptr) return;
+  occlCommFinalize(comm);  // a failure here (a dead peer) was already reported to the calls it failed
+  occlCommDestroy(comm);
+}
+
+void shutdownAll() {
+  std::set<ProcessGroupOccl*> open;
+  {
+    std::lock_guard<std::mutex> lock(gOpenMu);
+    open = gOpen;
+  }
+  for (ProcessGroupOccl* pg : open) pg->close();
+}
+
+void ProcessGroupOccl::close() { shutdown(); }
+
+std::string ProcessGroupOccl::peerTransport(int peer) const {
+  const char* t = nullptr;
+  TORCH_CHECK(comm_ != nullptr, "occl: the process group is shut down");
+  TORCH_CHECK(occlCommPeerTransport(comm_, peer, &t) == occlSuccess, "occl: ", occlGetLastError(comm_));
+  return t;
+}
+
+size_t ProcessGroupOccl::registeredCount() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return registered_.size();
+}
+
+uint64_t ProcessGroupOccl::registered(const Signature& sig) {
+  TORCH_CHECK(comm_ != nullptr, "occl: the process group is shut down");
+  const uint64_t id = sig.collId();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = registered_.find(id); it != registered_.end()) {
+    TORCH_CHECK(it->second.sameRegistration(sig), "occl: collective id 0x", std::hex, id, " of ", sig.describe(),
+                " collides with ", it->second.describe(), "; wrap one in occl.torch.coll_id(tag)");
+    return id;
+  }
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.type = sig.collType;
+  d.count = sig.count;
+  d.datatype = sig.datatype;
+  d.op = sig.op;
+  d.root = sig.root;
+  occlResult_t r = occlCollRegister(comm_, id, &d);
+  TORCH_CHECK(r == occlSuccess, "occl: registering ", sig.describe(), ": ", occlGetErrorString(r), ": ",
+              occlGetLastError(comm_));
+  registered_.emplace(id, sig);
+  return id;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::submit(const Signature& sig, const void* send, void* recv,
+                                                        c10::intrusive_ptr<WorkOccl> work) {
+  if (sig.count == 0) {  // nothing moves; occl registers no empty collective
+    work->complete(occlSuccess, "");
+    return work;
+  }
+  const uint64_t id = registered(sig);
+  work->comm_ = comm_;
+  WorkOccl* raw = work.get();
+  c10::raw::intrusive_ptr::incref(raw);  // the submission's reference, released by onComplete
+  // occl takes config.maxInflightPerColl submissions of one id at once (occlInProgress beyond):
+  // like a full NCCL queue, the call waits for an earlier one to complete, within the timeout.
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  occlResult_t r;
+  for (int attempt = 0;; ++attempt) {
+    r = occlSubmit(comm_, id, send, recv, &WorkOccl::onComplete, raw);
+    if (r != occlInProgress || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 << std::min(attempt, 7))));
+  }
+  if (r != occlSuccess) {
+    c10::raw::intrusive_ptr::decref(raw);
+    TORCH_CHECK(false, "occl: ", sig.describe(), ": ", occlGetErrorString(r), ": ", occlGetLastError(comm_));
+  }
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allreduce(std::vector<at::Tensor>& tensors,
+                                                           const c10d::AllreduceOptions& opts) {
+  at::Tensor& t = single(tensors, "allreduce");
+  Signature sig = signature(CallKind::AllReduce, occlCollAllReduce, t, opOf(opts.reduceOp, "allreduce"),
+                            static_cast<uint64_t>(t.numel()), "allreduce");
+  return submit(sig, t.data_ptr(), t.data_ptr(), makeWork(rank_, c10d::OpType::ALLREDUCE, sig, {t}, {t}));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::broadcast(std::vector<at::Tensor>& tensors,
+                                                           const c10d::BroadcastOptions& opts) {
+  at::Tensor& t = single(tensors, "broadcast");
+  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "occl: broadcast: root ", opts.rootRank,
+              " is not a rank of this group of ", size_);
+  TORCH_CHECK(opts.rootTensor == 0, "occl: broadcast: root tensor ", opts.rootTensor, ": there is one tensor");
+  Signature sig = signature(CallKind::Broadcast, occlCollBroadcast, t, 0, static_cast<uint64_t>(t.numel()), "broadcast");
+  sig.root = static_cast<int>(opts.rootRank);
+  return submit(sig, t.data_ptr(), t.data_ptr(), makeWork(rank_, c10d::OpType::BROADCAST, sig, {t}, {t}));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::reduce(std::vector<at::Tensor>& tensors,
+                                                        const c10d::ReduceOptions& opts) {
+  at::Tensor& t = single(tensors, "reduce");
+  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "occl: reduce: root ", opts.rootRank,
+              " is not a rank of this group of ", size_);
+  TORCH_CHECK(opts.rootTensor == 0, "occl: reduce: root tensor ", opts.rootTensor, ": there is one tensor");
+  Signature sig = signature(CallKind::Reduce, occlCollReduce, t, opOf(opts.reduceOp, "reduce"),
+                            static_cast<uint64_t>(t.numel()), "reduce");
+  sig.root = static_cast<int>(opts.rootRank);
+  void* recv = rank_ == sig.root ? t.data_ptr() : nullptr;  // other ranks' tensors stay as they are
+  return submit(sig, t.data_ptr(), recv, makeWork(rank_, c10d::OpType::REDUCE, sig, {t}, {t}));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
+                                                           const c10d::AllgatherOptions&) {
+  at::Tensor& in = single(inputs, "allgather");
+  TORCH_CHECK(outputs.size() == 1, "occl: allgather takes one output list per process, got ", outputs.size());
+  std::vector<at::Tensor>& outs = outputs[0];
+  TORCH_CHECK(static_cast<int>(outs.size()) == size_, "occl: allgather: ", outs.size(),
+              " output tensors, expected one per rank (", size_, ")");
+  for (const at::Tensor& o : outs) checkSameShape(o, in, "allgather", "an output tensor");
+  // Gathered into one staging tensor, then copied out on completion.
+  at::Tensor flat = at::empty({static_cast<int64_t>(size_) * in.numel()}, in.options());
+  Signature sig = signature(CallKind::AllGather, occlCollAllGather, in, 0, static_cast<uint64_t>(in.numel()), "allgather");
+  std::vector<at::Tensor> keep = outs;
+  keep.push_back(in);
+  keep.push_back(flat);
+  const size_t bytes = static_cast<size_t>(in.numel()) * in.element_size();
+  auto epilogue = [outs, flat, bytes] {
+    const auto* src = static_cast<const char*>(flat.data_ptr());
+    for (size_t i = 0; i < outs.size(); ++i) std::memcpy(outs[i].data_ptr(), src + i * bytes, bytes);
+  };
+  return submit(sig, in.data_ptr(), flat.data_ptr(),
+                makeWork(rank_, c10d::OpType::ALLGATHER, sig, outs, std::move(keep), epilogue));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                                 const c10d::AllgatherOptions&) {
+  checkTensor(input, "_allgather_base", "the input");
+  checkTensor(output, "_allgather_base", "the output");
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "occl: _allgather_base: output dtype ",
+              output.scalar_type(), " differs from the input's ", input.scalar_type());
+  TORCH_CHECK(output.numel() == size_ * input.numel(), "occl: _allgather_base: the output has ", output.numel(),
+              " elements, expected ", size_, " x ", input.numel());
+  Signature sig = signature(CallKind::AllGather, occlCollAllGather, input, 0, static_cast<uint64_t>(input.numel()),
+                            "_allgather_base");
+  return submit(sig, input.data_ptr(), output.data_ptr(),
+                makeWork(rank_, c10d::OpType::_ALLGATHER_BASE, sig, {output}, {output, input}));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                                const c10d::ReduceScatterOptions& opts) {
+  at::Tensor& out = single(outputs, "reduce_scatter");
+  TORCH_CHECK(inputs.size() == 1, "occl: reduce_scatter takes one input list per process, got ", inputs.size());
+  std::vector<at::Tensor>& ins = inputs[0];
+  TORCH_CHECK(static_cast<int>(ins.size()) == size_, "occl: reduce_scatter: ", ins.size(),
+              " input tensors, expected one per rank (", size_, ")");
+  for (const at::Tensor& i : ins) checkSameShape(i, out, "reduce_scatter", "an input tensor");
+  at::Tensor flat = at::empty({static_cast<int64_t>(size_) * out.numel()}, out.options());
+  const size_t bytes = static_cast<size_t>(out.numel()) * out.element_size();
+  for (size_t i = 0; i < ins.size(); ++i)
+    std::memcpy(static_cast<char*>(flat.data_ptr()) + i * bytes, ins[i].data_ptr(), bytes);
+  Signature sig = signature(CallKind::ReduceScatter, occlCollReduceScatter, out, opOf(opts.reduceOp, "reduce_scatter"),
+                            static_cast<uint64_t>(out.numel()), "reduce_scatter");
+  return submit(sig, flat.data_ptr(), out.data_ptr(),
+                makeWork(rank_, c10d::OpType::REDUCE_SCATTER, sig, {out}, {out, flat}));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                      const c10d::ReduceScatterOptions& opts) {
+  checkTensor(input, "_reduce_scatter_base", "the input");
+  checkTensor(output, "_reduce_scatter_base", "the output");
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "occl: _reduce_scatter_base: output dtype ",
+              output.scalar_type(), " differs from the input's ", input.scalar_type());
+  TORCH_CHECK(input.numel() == size_ * output.numel(), "occl: _reduce_scatter_base: the input has ", input.numel(),
+              " elements, expected ", size_, " x ", output.numel());
+  Signature sig = signature(CallKind::ReduceScatter, occlCollReduceScatter, output,
+                            opOf(opts.reduceOp, "_reduce_scatter_base"), static_cast<uint64_t>(output.numel()),
+                            "_reduce_scatter_base");
+  return submit(sig, input.data_ptr(), output.data_ptr(),
+                makeWork(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, sig, {output}, {output, input}));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                               std::vector<int64_t>& outputSplits,
+                                                               std::vector<int64_t>& inputSplits,
+                                                               const c10d::AllToAllOptions&) {
+  checkTensor(input, "alltoall_base", "the input");
+  checkTensor(output, "alltoall_base", "the output");
+  TORCH_CHECK(output.scalar_type() == input.scalar_type() && output.numel() == input.numel(),
+              "occl: alltoall_base: the output (", output.numel(), " ", output.scalar_type(),
+              ") must match the input (", input.numel(), " ", input.scalar_type(), ")");
+  TORCH_CHECK(input.numel() % size_ == 0, "occl: alltoall_base: ", input.numel(),
+              " elements do not split evenly over ", size_, " ranks");
+  const int64_t rows = input.dim() == 0 ? 1 : input.size(0);
+  auto even = [&](const std::vector<int64_t>& splits) {
+    for (int64_t s : splits)
+      if (s * size_ != rows) return false;
+    return splits.empty() || static_cast<int>(splits.size()) == size_;
+  };
+  TORCH_CHECK(even(inputSplits) && even(outputSplits),
+              "occl: alltoall_base with uneven splits (input_split_sizes=", join(inputSplits),
+              ", output_split_sizes=", join(outputSplits),
+              ") is not supported: occl's AllToAll sends every rank the same count");
+  Signature sig = signature(CallKind::AllToAll, occlCollAllToAll, input, 0,
+                            static_cast<uint64_t>(input.numel() / size_), "alltoall_base");
+  return submit(sig, input.data_ptr(), output.data_ptr(),
+                makeWork(rank_, c10d::OpType::ALLTOALL_BASE, sig, {output}, {output, input}));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
+  at::Tensor& t = single(tensors, "send");
+  TORCH_CHECK(dstRank >= 0 && dstRank < size_ && dstRank != rank_, "occl: send: destination ", dstRank,
+              " must be another rank of this group of ", size_);
+  Signature sig = signature(CallKind::PointToPoint, occlCollSend, t, 0, static_cast<uint64_t>(t.numel()), "send");
+  sig.root = dstRank;
+  sig.src = rank_;
+  sig.dst = dstRank;
+  sig.p2pTag = tag;
+  return submit(sig, t.data_ptr(), nullptr, makeWork(rank_, c10d::OpType::SEND, sig, {t}, {t}));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
+  at::Tensor& t = single(tensors, "recv");
+  TORCH_CHECK(srcRank >= 0 && srcRank < size_ && srcRank != rank_, "occl: recv: source ", srcRank,
+              " must be another rank of this group of ", size_);
+  Signature sig = signature(CallKind::PointToPoint, occlCollRecv, t, 0, static_cast<uint64_t>(t.numel()), "recv");
+  sig.root = srcRank;
+  sig.src = srcRank;
+  sig.dst = rank_;
+  sig.p2pTag = tag;
+  return submit(sig, nullptr, t.data_ptr(), makeWork(rank_, c10d::OpType::RECV, sig, {t}, {t}));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::barrier(const c10d::BarrierOptions&) {
+  // Every rank contributes to one int32 sum: it completes once all ranks have entered.
+  at::Tensor token = at::zeros({1}, at::kInt);
+  Signature sig = signature(CallKind::Barrier, occlCollAllReduce, token, occlSum, 1, "barrier");
+  return submit(sig, token.data_ptr(), token.data_ptr(),
+                makeWork(rank_, c10d::OpType::BARRIER, sig, {token}, {token}));
+}
+
+}  // namespace occl::torch_backend

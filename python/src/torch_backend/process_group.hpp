@@ -1,0 +1,78 @@
+// ProcessGroupOccl: torch.distributed's backend "occl". One occl communicator per process group,
+// whose rendezvous goes through the group's c10d Store (rank 0 publishes occl's unique id there).
+// Every call maps to a collective id (coll_key.hpp), registered on first use and cached, and is
+// submitted at once; occl's callback completes the returned Work.
+//
+// Tensors: one dense CPU tensor per call (per process), of a dtype occl has; reductions SUM,
+// PRODUCT, MIN, MAX and AVG. Anything else raises RuntimeError naming it, never a wrong result.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "occl/occl.h"
+#include "torch_backend/coll_key.hpp"
+#include "torch_backend/compat.hpp"
+#include "torch_backend/work.hpp"
+
+namespace occl::torch_backend {
+
+class ProcessGroupOccl : public BackendBase {
+ public:
+  ProcessGroupOccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                   std::chrono::milliseconds timeout);
+  ~ProcessGroupOccl() override;
+
+  const std::string getBackendName() const override { return "occl"; }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplits,
+                                               std::vector<int64_t>& inputSplits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  // occl's view of this group: "shm", "in-process", ... to `peer`.
+  std::string peerTransport(int peer) const;
+  // Collectives registered so far (one per distinct signature).
+  size_t registeredCount() const;
+  // Finalizes and frees the communicator (idempotent; the destructor calls it).
+  void close();
+
+ private:
+  // Registers `sig` under its id on first use; returns the id.
+  uint64_t registered(const Signature& sig);
+  c10::intrusive_ptr<c10d::Work> submit(const Signature& sig, const void* send, void* recv,
+                                        c10::intrusive_ptr<WorkOccl> work);
+  void shutdown();
+
+  occlComm_t comm_ = nullptr;
+  std::chrono::milliseconds timeout_;  // how long a call waits for room to submit
+  mutable std::mutex mu_;  // guards registered_
+  std::unordered_map<uint64_t, Signature> registered_;
+};
+
+// Closes every group still open: occl.torch's atexit hook, before the interpreter tears down.
+void shutdownAll();
+
+}  // namespace occl::torch_backend

@@ -1,0 +1,329 @@
+"""The occl module over numpy arrays: every collective kind and element type, futures, callbacks
+(once each, on the poller thread, allowed to submit again, never deadlocking with the GIL), the
+buffers' lifetime, errors that name the argument, and ranks in separate processes."""
+
+import gc
+import threading
+import unittest
+import weakref
+
+import numpy as np
+
+import occl
+import support
+
+NUMPY_DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64"]
+COUNT = 37  # odd, so that no algorithm gets evenly sized chunks by luck
+
+
+def pattern(rank, n, dtype):
+    """Small integers: every reduction order gives the same exact answer, in every dtype."""
+    return ((np.arange(n) % 5) + rank + 1).astype(dtype)
+
+
+class Ranks:
+    """n ranks as threads of this process."""
+
+    def __init__(self, n, **config):
+        self.comms = occl.Comm.all(n, **config)
+        self.n = n
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        # After a failure, ranks may hold submissions no peer will match: abort, do not wait.
+        for c in self.comms:
+            c.abort() if exc_type else c.close()
+
+
+def expected_and_buffers(kind, n, dtype, root):
+    """The send/recv arrays of every rank and what each rank's recv must hold afterwards."""
+    c = COUNT
+    sends, recvs, want = [], [], []
+    for r in range(n):
+        if kind == "allreduce":
+            s, rv = pattern(r, c, dtype), np.zeros(c, dtype)
+            w = sum(pattern(q, c, dtype).astype(np.float64) for q in range(n)).astype(dtype)
+        elif kind == "allgather":
+            s, rv = pattern(r, c, dtype), np.zeros(n * c, dtype)
+            w = np.concatenate([pattern(q, c, dtype) for q in range(n)])
+        elif kind == "reducescatter":
+            s, rv = pattern(r, n * c, dtype), np.zeros(c, dtype)
+            w = sum(pattern(q, n * c, dtype).astype(np.float64) for q in range(n))[r * c:(r + 1) * c].astype(dtype)
+        elif kind == "reduce":
+            s = pattern(r, c, dtype)
+            rv = np.zeros(c, dtype) if r == root else None
+            w = sum(pattern(q, c, dtype).astype(np.float64) for q in range(n)).astype(dtype) if r == root else None
+        elif kind == "broadcast":
+            s = pattern(r, c, dtype) if r == root else None
+            rv, w = np.zeros(c, dtype), pattern(root, c, dtype)
+        elif kind == "alltoall":
+            s, rv = pattern(r, n * c, dtype) * (1 if r % 2 else 1), np.zeros(n * c, dtype)
+            w = np.concatenate([pattern(q, n * c, dtype)[r * c:(r + 1) * c] for q in range(n)])
+        sends.append(s)
+        recvs.append(rv)
+        want.append(w)
+    return sends, recvs, want
+
+
+class EveryKind(unittest.TestCase):
+    def test_every_kind_and_dtype_is_exact(self):
+        for n in (2, 3):
+            with Ranks(n) as ranks:
+                coll_id = 0
+                for kind in ["allreduce", "allgather", "reducescatter", "reduce", "broadcast", "alltoall"]:
+                    for dtype in NUMPY_DTYPES:
+                        coll_id += 1
+                        root = n - 1
+                        for c in ranks.comms:
+                            c.register(coll_id, kind, COUNT, dtype, op="sum", root=root)
+                        sends, recvs, want = expected_and_buffers(kind, n, dtype, root)
+                        futures = [c.submit(coll_id, s, r) for c, s, r in zip(ranks.comms, sends, recvs)]
+                        for f in futures:
+                            f.result(timeout=30)
+                        for r in range(n):
+                            with self.subTest(n=n, kind=kind, dtype=dtype, rank=r):
+                                if want[r] is None:
+                                    self.assertIsNone(recvs[r])
+                                else:
+                                    np.testing.assert_array_equal(recvs[r], want[r])
+
+    def test_send_recv_and_other_ops(self):
+        with Ranks(2) as ranks:
+            a, b = ranks.comms
+            a.register(1, "send", 10, "float64", root=1)
+            b.register(1, "recv", 10, "float64", root=0)
+            src, dst = np.arange(10, dtype=np.float64), np.zeros(10)
+            fs = [a.submit(1, src, None), b.submit(1, None, dst)]
+            for f in fs:
+                f.result(timeout=30)
+            np.testing.assert_array_equal(dst, src)
+            for op, fn in [("max", np.maximum), ("min", np.minimum), ("prod", np.multiply)]:
+                cid = {"max": 2, "min": 3, "prod": 4}[op]
+                xs = [pattern(r, COUNT, "int32") for r in range(2)]
+                want = fn(xs[0], xs[1])
+                for c in ranks.comms:
+                    c.register(cid, "allreduce", COUNT, np.int32, op=op)
+                for f in [c.submit(cid, x, x) for c, x in zip(ranks.comms, xs)]:
+                    f.result(timeout=30)
+                for x in xs:
+                    np.testing.assert_array_equal(x, want)
+
+    def test_bytes_like_buffers(self):
+        with Ranks(2) as ranks:
+            for c in ranks.comms:
+                c.register(1, "allgather", 4, "uint8")
+            sends = [bytes([r] * 4) for r in range(2)]
+            recvs = [bytearray(8) for _ in range(2)]
+            for f in [c.submit(1, s, memoryview(r)) for c, s, r in zip(ranks.comms, sends, recvs)]:
+                f.result(timeout=30)
+            self.assertEqual([bytes(r) for r in recvs], [bytes([0] * 4 + [1] * 4)] * 2)
+
+
+class Callbacks(unittest.TestCase):
+    def test_each_callback_fires_once_on_the_poller_thread(self):
+        calls = []
+        lock = threading.Lock()
+
+        def cb(future):
+            with lock:
+                calls.append((future.coll_id, threading.get_ident(), future.done(), future.status))
+
+        with Ranks(2) as ranks:
+            for c in ranks.comms:
+                c.register(5, "allreduce", COUNT, "float32")
+            xs = [[pattern(r, COUNT, "float32") for _ in range(20)] for r in range(2)]
+            futures = []
+            for i in range(20):
+                if i == 10:  # at most maxInflightPerColl (16) submissions of one id in flight
+                    for c in ranks.comms:
+                        c.wait_all(timeout=30)
+                futures += [c.submit(5, x, x, callback=cb) for c, x in zip(ranks.comms, [xs[0][i], xs[1][i]])]
+            for c in ranks.comms:
+                c.wait_all(timeout=30)
+            self.assertTrue(all(f.done() for f in futures))
+        self.assertEqual(len(calls), 40)
+        self.assertTrue(all(cid == 5 and done and status is None for cid, _, done, status in calls))
+        self.assertNotIn(threading.get_ident(), {t for _, t, _, _ in calls})
+        for r in range(2):
+            for x in xs[r]:
+                np.testing.assert_array_equal(x, pattern(0, COUNT, "float32") + pattern(1, COUNT, "float32"))
+
+    def test_a_callback_may_submit_again(self):
+        rounds = 6
+        done = threading.Event()
+        counts = [0, 0]
+        x = [np.ones(COUNT, np.float32) for _ in range(2)]
+
+        with Ranks(2) as ranks:
+            for c in ranks.comms:
+                c.register(9, "allreduce", COUNT, "float32")
+
+            def resubmit(rank):
+                def cb(future):
+                    future.result()
+                    counts[rank] += 1
+                    if counts[rank] < rounds:
+                        ranks.comms[rank].submit(9, x[rank], x[rank], callback=cb)
+                    elif all(n == rounds for n in counts):
+                        done.set()
+                return cb
+
+            for r, c in enumerate(ranks.comms):
+                c.submit(9, x[r], x[r], callback=resubmit(r))
+            self.assertTrue(done.wait(30), f"rounds completed: {counts}")
+        for v in x:
+            np.testing.assert_array_equal(v, np.full(COUNT, 2.0**rounds, np.float32))
+
+    def test_callbacks_that_need_the_gil_while_the_caller_waits(self):
+        # Callbacks do Python work while the main thread sits in wait_all (which releases the GIL).
+        seen = []
+        with Ranks(3) as ranks:
+            for c in ranks.comms:
+                c.register(3, "allgather", 256, "int64")
+            bufs = [(np.full(256, r, np.int64), np.zeros(768, np.int64)) for r in range(3)]
+            for batch in range(3):  # at most maxInflightPerColl (16) submissions of one id in flight
+                for _ in range(10):
+                    for c, (s, r) in zip(ranks.comms, bufs):
+                        c.submit(3, s, r, callback=lambda f: seen.append(sum(range(1000))))
+                for c in ranks.comms:
+                    c.wait_all(timeout=60)
+        self.assertEqual(seen, [499500] * 90)
+
+    def test_buffers_live_until_the_callback_even_when_dropped(self):
+        results = []
+        with Ranks(2) as ranks:
+            for c in ranks.comms:
+                c.register(4, "allreduce", 1 << 16, "float64")
+            for r, c in enumerate(ranks.comms):
+                recv = np.zeros(1 << 16)
+                alive = weakref.ref(recv)
+                c.submit(4, np.full(1 << 16, r + 1.0), recv,
+                         callback=lambda f, alive=alive: results.append(alive() is not None and alive()[0]))
+                del recv  # the caller keeps neither the buffers nor the future
+            gc.collect()
+            for c in ranks.comms:
+                c.wait_all(timeout=30)
+        self.assertEqual(results, [3.0, 3.0])
+
+
+class Errors(unittest.TestCase):
+    def test_bad_arguments_name_what_was_expected(self):
+        with Ranks(2) as ranks:
+            c = ranks.comms[0]
+            with self.assertRaisesRegex(ValueError, "kind 'allreduc': expected one of allreduce"):
+                c.register(1, "allreduc", 4, "float32")
+            with self.assertRaisesRegex(ValueError, "dtype 'complex64': expected one of int8"):
+                c.register(1, "allreduce", 4, "complex64")
+            with self.assertRaisesRegex(ValueError, "op 'avgx'"):
+                c.register(1, "allreduce", 4, "float32", op="avgx")
+            c.register(1, "allreduce", 4, "float32")
+            with self.assertRaises(occl.OcclError) as e:
+                c.register(1, "allreduce", 4, "float32")
+            self.assertEqual(e.exception.code, 5)  # occlInvalidUsage
+            self.assertIn("already registered", str(e.exception))
+            with self.assertRaisesRegex(occl.OcclError, "collId 2 is not registered"):
+                c.submit(2, np.zeros(4, np.float32), np.zeros(4, np.float32))
+            with self.assertRaisesRegex(ValueError, "recvbuf: 8 bytes; collId 1 .* needs 16"):
+                c.submit(1, np.zeros(4, np.float32), np.zeros(2, np.float32))
+            with self.assertRaisesRegex(TypeError, "sendbuf: elements of type int32, but collId 1 was registered with float32"):
+                c.submit(1, np.zeros(4, np.int32), np.zeros(4, np.float32))
+            with self.assertRaisesRegex(ValueError, "recvbuf: expected a writable"):
+                c.submit(1, np.zeros(4, np.float32), bytes(16))
+            with self.assertRaisesRegex(ValueError, "sendbuf: expected a C-contiguous buffer"):
+                c.submit(1, np.zeros(8, np.float32)[::2], np.zeros(4, np.float32))
+            with self.assertRaisesRegex(TypeError, "sendbuf: expected a torch tensor or an object with the buffer protocol"):
+                c.submit(1, [1.0, 2.0], np.zeros(4, np.float32))
+            with self.assertRaisesRegex(TypeError, "callback: expected a callable"):
+                c.submit(1, np.zeros(4, np.float32), np.zeros(4, np.float32), callback=3)
+            with self.assertRaisesRegex(occl.OcclError, "sendbuf is NULL"):
+                c.submit(1, None, np.zeros(4, np.float32))
+            self.assertEqual(c.stats(1)["submissions"], 0)  # nothing refused reached occl
+
+    def test_config_and_ids(self):
+        with self.assertRaisesRegex(TypeError, "unknown config field 'daemon_block'"):
+            occl.Comm.all(2, daemon_block=2)
+        with self.assertRaisesRegex(occl.OcclError, "daemonBlocks = 0"):
+            occl.Comm.all(2, daemon_blocks=0)
+        with self.assertRaisesRegex(ValueError, "unique_id: 3 bytes"):
+            occl.Comm(2, b"abc", 0)
+        with self.assertRaisesRegex(ValueError, "n = 0"):
+            occl.Comm.all(0)
+
+    def test_more_than_max_inflight_of_one_id_is_refused_until_a_callback(self):
+        with Ranks(2, max_inflight_per_coll=2) as ranks:
+            a, b = ranks.comms
+            for c in ranks.comms:
+                c.register(1, "allreduce", 4, "float32")
+            xs = [np.ones(4, np.float32) for _ in range(3)]
+            a.submit(1, xs[0], xs[0])
+            a.submit(1, xs[1], xs[1])
+            with self.assertRaises(occl.OcclError) as e:
+                a.submit(1, xs[2], xs[2])
+            self.assertEqual(e.exception.code, 7)  # occlInProgress: submit again after a callback
+            ys = [np.ones(4, np.float32) for _ in range(2)]
+            for y in ys:
+                b.submit(1, y, y)
+            for c in ranks.comms:
+                c.wait_all(timeout=30)
+            a.submit(1, xs[2], xs[2])
+            b.submit(1, ys[0], ys[0])
+        self.assertEqual([x[0] for x in xs], [2.0, 2.0, 3.0])
+
+    def test_a_closed_comm_refuses_calls(self):
+        comms = occl.Comm.all(2, daemon_blocks=1)
+        for c in comms:
+            c.close()
+            c.close()  # idempotent
+            self.assertTrue(c.closed)
+            with self.assertRaisesRegex(occl.OcclError, "closed"):
+                c.register(1, "allreduce", 4, "float32")
+
+    def test_abort_fails_what_is_pending(self):
+        comms = occl.Comm.all(2)
+        comms[0].register(1, "allreduce", 4, "float32")
+        f = comms[0].submit(1, np.zeros(4, np.float32), np.zeros(4, np.float32))  # rank 1 never joins
+        comms[0].abort()
+        with self.assertRaises(occl.OcclError) as e:
+            f.result(timeout=30)
+        self.assertEqual(e.exception.code, 9)  # occlAborted
+        comms[1].close()
+
+
+def _process_rank(rank, nranks, ids):
+    if rank == 0:
+        uid = occl.get_unique_id()
+        for _ in range(nranks - 1):
+            ids.put(uid)
+    else:
+        uid = ids.get(timeout=60)
+    got = []
+    with occl.Comm(nranks, uid, rank, init_timeout_ms=60000) as comm:
+        comm.register(11, "allreduce", 1000, "int64")
+        comm.register(12, "broadcast", 1000, "float32", root=0)
+        x = np.full(1000, rank + 1, np.int64)
+        y = np.arange(1000, dtype=np.float32) if rank == 0 else np.zeros(1000, np.float32)
+        # Ranks submit the two collectives in opposite orders: occl still matches them.
+        order = [(11, x, x), (12, y, y)] if rank % 2 == 0 else [(12, y, y), (11, x, x)]
+        futures = [comm.submit(cid, s, r, callback=lambda f: got.append(f.coll_id)) for cid, s, r in order]
+        for f in futures:
+            f.result(timeout=60)
+        comm.wait_all(timeout=60)
+        transport = comm.peer_transport((rank + 1) % nranks)
+    return transport, int(x.sum()), bool((y == np.arange(1000, dtype=np.float32)).all()), sorted(got)
+
+
+class Processes(unittest.TestCase):
+    def test_ranks_in_processes_submit_in_opposite_orders(self):
+        ids = support._CTX.Queue()
+        results = support.run(_process_rank, 3, ids, timeout=120)
+        for transport, total, bcast_ok, got in results:
+            self.assertEqual(transport, "shm")
+            self.assertEqual(total, 1000 * 6)
+            self.assertTrue(bcast_ok)
+            self.assertEqual(got, [11, 12])
+
+
+if __name__ == "__main__":
+    unittest.main()

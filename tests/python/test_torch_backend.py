@@ -1,0 +1,77 @@
+"""torch.distributed with backend "occl": every call, every dtype torch 1.13 has on CPU that
+occl supports, synchronous and asynchronous, on 2 and 4 processes; refusals with a clear error."""
+
+import unittest
+
+import support
+import torch_jobs
+
+
+class Backend(unittest.TestCase):
+    def run_all_ops(self, size):
+        results = support.run(torch_jobs.all_ops, size, support.store_path(), timeout=240)
+        for rank, (failures, transport, registered) in enumerate(results):
+            self.assertEqual(failures, [], f"rank {rank}")
+            self.assertEqual(transport, "shm")
+            # One registration per distinct signature, reused by the synchronous and asynchronous
+            # rounds: per dtype sum, max, min, product, broadcast, reduce, allgather (the list and
+            # _base forms share it), reduce_scatter (likewise), alltoall, send and recv, plus avg
+            # for the 4 floating types; and one barrier: 8 * 11 + 4 + 1.
+            self.assertEqual(registered, 93)
+
+    def test_every_call_and_dtype_on_2_processes(self):
+        self.run_all_ops(2)
+
+    def test_every_call_and_dtype_on_4_processes(self):
+        self.run_all_ops(4)
+
+    def test_what_occl_lacks_is_refused_by_name(self):
+        for got in support.run(torch_jobs.errors, 2, support.store_path(), timeout=120):
+            self.assertIn("reduce op BAND is not supported", got["band"])
+            self.assertIn("reduce op BOR is not supported", got["bor"])
+            self.assertIn("dtype Bool is not supported", got["bool"])
+            self.assertIsNone(got["complex"])  # torch passes complex tensors on as float pairs
+            self.assertEqual(got["complex value"], [[2.0, 4.0]] * 4)
+            self.assertIn("dtype Short is not supported", got["int16"])
+            self.assertIn("uneven splits (input_split_sizes=[3, 1], output_split_sizes=[1, 3])", got["uneven"])
+            self.assertIn("takes one tensor per process, got 2", got["two tensors"])
+            self.assertIn("not contiguous", got["strided"])
+            self.assertIn("does not support recvAnysource", got["recv any"])
+            self.assertEqual(got["after"], [2.0] * 8)
+
+
+class AnyOrder(unittest.TestCase):
+    def test_two_ranks_issue_tagged_all_reduces_in_opposite_orders(self):
+        results = support.run(torch_jobs.any_order, 2, support.store_path(), 0, timeout=120)
+        self.assertNotEqual(results[0][0], results[1][0])
+        for order, wrong in results:
+            self.assertEqual(wrong, [])
+
+    def test_four_ranks_issue_tagged_all_reduces_in_random_orders(self):
+        results = support.run(torch_jobs.any_order, 4, support.store_path(), 1, timeout=180)
+        self.assertGreater(len({tuple(order) for order, _ in results}), 1)
+        for order, wrong in results:
+            self.assertEqual(wrong, [])
+
+
+class KilledPeer(unittest.TestCase):
+    def check_survivors(self, victim):
+        results = support.run(torch_jobs.killed_peer, 3, support.store_path(), victim, timeout=120,
+                              expect_killed=(victim,))
+        for rank, result in enumerate(results):
+            if rank == victim:
+                continue
+            outcome, elapsed, later = result
+            self.assertIn("failed", outcome, f"rank {rank}'s wait() returned instead of raising")
+            self.assertLess(elapsed, 30.0, f"rank {rank} waited {elapsed:.1f} s for a dead peer")
+            self.assertIsNotNone(later, f"rank {rank}: a call after the death did not raise")
+
+    def test_a_killed_rank_fails_the_others_wait(self):
+        self.check_survivors(victim=2)
+
+    def test_a_killed_bootstrap_root_fails_the_others_wait(self):
+        self.check_survivors(victim=0)
+
+
+if __name__ == "__main__":
+    unittest.main()

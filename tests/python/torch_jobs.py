@@ -1,0 +1,225 @@
+"""What the ranks of the torch.distributed tests run (module-level, so spawned ranks import it)."""
+
+import datetime
+import os
+import random
+import signal
+import time
+
+import torch
+import torch.distributed as dist
+
+import occl.torch
+
+DTYPES = [torch.float32, torch.float64, torch.int32, torch.int64, torch.bfloat16, torch.float16, torch.int8,
+          torch.uint8]
+COUNT = 37
+
+
+def init(rank, size, store, timeout_s=60):
+    dist.init_process_group("occl", init_method=f"file://{store}", rank=rank, world_size=size,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+
+
+def pattern(rank, n, dtype, scale=1):
+    """Small integers: exact in every dtype, whatever order a reduction adds them in."""
+    return ((torch.arange(n) % 5 + rank + 1) * scale).to(dtype)
+
+
+def check(failures, what, got, want):
+    if got.dtype != want.dtype or not torch.equal(got, want):
+        failures.append(f"{what}: got {got.tolist()[:8]}..., want {want.tolist()[:8]}...")
+
+
+class Ops:
+    """Every backend call on one dtype; issue() starts them, verify() checks the results."""
+
+    def __init__(self, rank, size, dtype):
+        self.rank, self.size, self.dtype = rank, size, dtype
+        self.checks = []  # (what, tensor, expected)
+
+    def expect(self, what, tensor, want):
+        self.checks.append((what, tensor, want))
+
+    def issue(self, async_op):
+        r, n, dt, c = self.rank, self.size, self.dtype, COUNT
+        works = []
+        everyone = [pattern(q, c, dt) for q in range(n)]
+        total = sum(x.to(torch.float64) for x in everyone).to(dt)
+
+        def go(work):
+            if async_op:
+                works.append(work)
+
+        t = pattern(r, c, dt)
+        go(dist.all_reduce(t, async_op=async_op))
+        self.expect("all_reduce sum", t, total)
+        for op, fn in [(dist.ReduceOp.MAX, torch.maximum), (dist.ReduceOp.MIN, torch.minimum)]:
+            t = pattern(r, c, dt)
+            go(dist.all_reduce(t, op=op, async_op=async_op))
+            want = everyone[0]
+            for x in everyone[1:]:
+                want = fn(want, x)
+            self.expect(f"all_reduce {op}", t, want)
+        t = (torch.arange(c) % 2 + 1).to(dt)
+        go(dist.all_reduce(t, op=dist.ReduceOp.PRODUCT, async_op=async_op))
+        self.expect("all_reduce product", t, ((torch.arange(c) % 2 + 1) ** n).to(dt))
+        if dt.is_floating_point:
+            t = pattern(r, c, dt, scale=2)
+            go(dist.all_reduce(t, op=dist.ReduceOp.AVG, async_op=async_op))
+            self.expect("all_reduce avg", t, (sum(pattern(q, c, torch.float64, 2) for q in range(n)) / n).to(dt))
+        root = n - 1
+        t = pattern(r, c, dt) if r == root else torch.zeros(c, dtype=dt)
+        go(dist.broadcast(t, src=root, async_op=async_op))
+        self.expect("broadcast", t, pattern(root, c, dt))
+        t = pattern(r, c, dt)
+        go(dist.reduce(t, dst=1, async_op=async_op))
+        self.expect("reduce", t, total if r == 1 else pattern(r, c, dt))
+        outs = [torch.zeros(c, dtype=dt) for _ in range(n)]
+        go(dist.all_gather(outs, pattern(r, c, dt), async_op=async_op))
+        for q in range(n):
+            self.expect(f"all_gather[{q}]", outs[q], everyone[q])
+        flat = torch.zeros(n * c, dtype=dt)
+        go(dist._all_gather_base(flat, pattern(r, c, dt), async_op=async_op))
+        self.expect("_all_gather_base", flat, torch.cat(everyone))
+        ins = [pattern(r, c, dt, scale=q + 1) for q in range(n)]
+        out = torch.zeros(c, dtype=dt)
+        go(dist.reduce_scatter(out, ins, async_op=async_op))
+        self.expect("reduce_scatter", out, sum(pattern(q, c, torch.float64, r + 1) for q in range(n)).to(dt))
+        big = torch.cat([pattern(r, c, dt, scale=q + 1) for q in range(n)])
+        out = torch.zeros(c, dtype=dt)
+        go(dist._reduce_scatter_base(out, big, async_op=async_op))
+        self.expect("_reduce_scatter_base", out, sum(pattern(q, c, torch.float64, r + 1) for q in range(n)).to(dt))
+        src = torch.cat([pattern(r, c, dt, scale=q + 1) for q in range(n)])
+        out = torch.zeros(n * c, dtype=dt)
+        go(dist.all_to_all_single(out, src, async_op=async_op))
+        self.expect("all_to_all_single", out, torch.cat([pattern(q, c, dt, scale=r + 1) for q in range(n)]))
+        # A ring of point-to-point messages: to the next rank, from the previous one.
+        recv = torch.zeros(c, dtype=dt)
+        sent = pattern(r, c, dt, scale=2)
+        if async_op:
+            works.append(dist.isend(sent, (r + 1) % n))
+            works.append(dist.irecv(recv, (r - 1) % n))
+        elif r % 2 == 0:
+            dist.send(sent, (r + 1) % n)
+            dist.recv(recv, (r - 1) % n)
+        else:
+            dist.recv(recv, (r - 1) % n)
+            dist.send(sent, (r + 1) % n)
+        self.expect("send/recv ring", recv, pattern((r - 1) % n, c, dt, scale=2))
+        go(dist.barrier(async_op=async_op))
+        return works
+
+    def verify(self, failures, prefix):
+        for what, got, want in self.checks:
+            check(failures, f"{prefix} {what}", got, want)
+
+
+def all_ops(rank, size, store):
+    """Every call, every dtype, synchronous then asynchronous; returns the mismatches."""
+    init(rank, size, store)
+    failures = []
+    for async_op in (False, True):
+        for dt in DTYPES:
+            ops = Ops(rank, size, dt)
+            works = ops.issue(async_op)
+            for w in works:
+                w.wait()
+                if not w.is_completed():
+                    failures.append(f"{dt}: a Work not completed after wait()")
+            ops.verify(failures, f"{dt} {'async' if async_op else 'sync'}")
+    # get_future() completes with the output tensors.
+    t = pattern(rank, COUNT, torch.float32)
+    fut = dist.all_reduce(t, async_op=True).get_future()
+    value = fut.then(lambda f: f.value()[0] * 2).wait()
+    check(failures, "future.then", value, 2 * sum(pattern(q, COUNT, torch.float32) for q in range(size)))
+    transport = occl.torch.peer_transport((rank + 1) % size)
+    registered = occl.torch.registered_count()
+    dist.destroy_process_group()
+    return failures, transport, registered
+
+
+def errors(rank, size, store):
+    """What occl lacks raises RuntimeError naming it; the group still works afterwards."""
+    init(rank, size, store)
+    got = {}
+
+    def expect_error(name, fn):
+        try:
+            fn()
+            got[name] = None
+        except RuntimeError as e:
+            got[name] = str(e)
+
+    t = torch.ones(8)
+    expect_error("band", lambda: dist.all_reduce(torch.ones(8, dtype=torch.int32), op=dist.ReduceOp.BAND))
+    expect_error("bor", lambda: dist.all_reduce(torch.ones(8, dtype=torch.int32), op=dist.ReduceOp.BOR))
+    expect_error("bool", lambda: dist.all_reduce(torch.ones(8, dtype=torch.bool)))
+    c = torch.full((4,), 1 + 2j, dtype=torch.complex64)
+    expect_error("complex", lambda: dist.all_reduce(c))
+    got["complex value"] = torch.view_as_real(c).tolist()
+    expect_error("int16", lambda: dist.broadcast(torch.ones(8, dtype=torch.int16), src=0))
+    expect_error("uneven", lambda: dist.all_to_all_single(torch.zeros(4), torch.ones(4), [1, 3], [3, 1]))
+    expect_error("two tensors", lambda: dist.all_reduce_multigpu([torch.ones(2), torch.ones(2)]))
+    expect_error("strided", lambda: dist.all_reduce(torch.ones(8, 2)[:, 0]))
+    expect_error("recv any", lambda: dist.recv(torch.ones(2)))
+    dist.all_reduce(t)  # nothing was submitted by the refused calls: this still pairs up
+    got["after"] = t.tolist()
+    dist.destroy_process_group()
+    return got
+
+
+def any_order(rank, size, store, seed):
+    """Tagged all_reduces of one signature, issued in a different order on every rank."""
+    init(rank, size, store)
+    tags = list(range(100, 108))
+    order = tags[:]
+    random.Random(seed * 1000 + rank).shuffle(order)
+    if size == 2 and rank == 1:
+        order = list(reversed(sorted(tags)))  # the two-rank case: 0 issues ascending, 1 descending
+    elif size == 2:
+        order = sorted(tags)
+    tensors = {tag: torch.full((1000,), float(tag * (rank + 1))) for tag in tags}
+    works = []
+    for tag in order:
+        with occl.torch.coll_id(tag):
+            works.append(dist.all_reduce(tensors[tag], async_op=True))
+    # Untagged calls of different signatures, in opposite orders on odd and even ranks.
+    a, b = torch.ones(10), torch.ones(20, dtype=torch.float64)
+    pair = [(a, None), (b, None)] if rank % 2 == 0 else [(b, None), (a, None)]
+    works += [dist.all_reduce(x, async_op=True) for x, _ in pair]
+    for w in works:
+        w.wait()
+    ranks_sum = size * (size + 1) // 2
+    wrong = [tag for tag in tags if not torch.equal(tensors[tag], torch.full((1000,), float(tag * ranks_sum)))]
+    if not (torch.equal(a, torch.full((10,), float(size))) and torch.equal(b, torch.full((20,), float(size), dtype=torch.float64))):
+        wrong.append("untagged")
+    dist.destroy_process_group()
+    return order, wrong
+
+
+def killed_peer(rank, size, store, victim):
+    """`victim` dies by SIGKILL while the others wait on an all_reduce: their wait() raises."""
+    init(rank, size, store, timeout_s=60)
+    t = torch.ones(1 << 16)
+    dist.all_reduce(t)
+    dist.barrier()
+    if rank == victim:
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGKILL)
+    t = torch.ones(1 << 16)
+    work = dist.all_reduce(t, async_op=True)
+    start = time.monotonic()
+    try:
+        work.wait()
+        outcome = "completed"
+    except RuntimeError as e:
+        outcome = str(e)
+    elapsed = time.monotonic() - start
+    later = None
+    try:
+        dist.all_reduce(torch.ones(4))
+    except RuntimeError as e:
+        later = str(e)
+    dist.destroy_process_group()
+    return outcome, elapsed, later
