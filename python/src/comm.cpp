@@ -322,6 +322,37 @@ py::object Comm::submit(uint64_t collId, const py::object& send, const py::objec
   return future;
 }
 
+double Comm::timeLoop(uint64_t collId, const py::object& send, const py::object& recv, int iters) {
+  occlComm_t comm = live();
+  auto reg = registered_.find(collId);
+  if (reg == registered_.end()) throw py::value_error("collId " + std::to_string(collId) + " is not registered");
+  View s = viewOf(send, false, "sendbuf"), r = viewOf(recv, true, "recvbuf");
+  checkBuffers(collId, reg->second, s, r);
+  py::gil_scoped_release release;
+  Completion c;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) {
+    c.done = false;
+    occlResult_t rc = occlSubmit(
+        comm, collId, s.data, r.data,
+        [](uint64_t, occlResult_t status, void* arg) {
+          auto* c = static_cast<Completion*>(arg);
+          {
+            std::lock_guard<std::mutex> lock(c->mu);
+            c->status = status;
+            c->done = true;
+          }
+          c->cv.notify_all();
+        },
+        &c);
+    if (rc != occlSuccess) raise(rc, comm);
+    std::unique_lock<std::mutex> lock(c.mu);
+    c.cv.wait(lock, [&] { return c.done; });
+    if (c.status != occlSuccess) raise(c.status, comm);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 void Comm::waitAll(std::optional<double> timeout) {
   occlComm_t comm = live();
   int64_t ms = -1;

@@ -88,6 +88,9 @@ class Comm {
   void waitAll(std::optional<double> timeout);
   py::dict stats(uint64_t collId) const;
   std::string algorithm(uint64_t collId, bool inPlace) const;
+  // For bench/torch_allreduce.py: `iters` runs of collId, each submitted and waited for from C++
+  // (the C API's own cost, no Python per run); returns the seconds they took.
+  double timeLoop(uint64_t collId, const py::object& send, const py::object& recv, int iters);
   // Finalize then destroy (close) or abort; both idempotent.
   void close();
   void abort();

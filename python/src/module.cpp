@@ -71,6 +71,8 @@ PYBIND11_MODULE(_occl, m) {
       .def("deregister", &Comm::deregister, py::arg("coll_id"))
       .def("submit", &Comm::submit, py::arg("coll_id"), py::arg("send"), py::arg("recv"),
            py::arg("callback") = py::none())
+      .def("_time_loop", &Comm::timeLoop, py::arg("coll_id"), py::arg("send"), py::arg("recv"), py::arg("iters"),
+           "For bench/torch_allreduce.py: seconds for `iters` submit-and-wait runs done in C++.")
       .def("wait_all", &Comm::waitAll, py::arg("timeout") = py::none())
       .def("stats", &Comm::stats, py::arg("coll_id"))
       .def("algorithm", &Comm::algorithm, py::arg("coll_id"), py::arg("in_place") = false)
