@@ -28,6 +28,14 @@ struct Pending {
   occlComm_t comm = nullptr;
 };
 
+bool interpreterFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
 void onComplete(uint64_t collId, occlResult_t status, void* arg) {
   std::unique_ptr<Pending> p(static_cast<Pending*>(arg));
   {
@@ -39,7 +47,7 @@ void onComplete(uint64_t collId, occlResult_t status, void* arg) {
   p->completion->cv.notify_all();
   if (p->future == nullptr) return;
   // At interpreter exit the GIL cannot be taken from this thread: the reference is leaked then.
-  if (!Py_IsInitialized() || _Py_IsFinalizing()) return;
+  if (!Py_IsInitialized() || interpreterFinalizing()) return;
   py::gil_scoped_acquire gil;
   py::object future = py::reinterpret_steal<py::object>(p->future);
   py::object callback = future.cast<Future&>().callback;

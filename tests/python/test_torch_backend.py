@@ -37,6 +37,8 @@ class Backend(unittest.TestCase):
             self.assertIn("takes one tensor per process, got 2", got["two tensors"])
             self.assertIn("not contiguous", got["strided"])
             self.assertIn("does not support recvAnysource", got["recv any"])
+            self.assertIn("_allgather_base: the output has 3 elements, expected 2 x 2", got["gather size"])
+            self.assertIn("broadcast: root 5 is not a rank of this group of 2", got["root"])
             self.assertEqual(got["after"], [2.0] * 8)
 
 

@@ -68,6 +68,24 @@ void checkSameShape(const at::Tensor& t, const at::Tensor& like, const char* cal
               like.numel());
 }
 
+int checkedRoot(int64_t rootRank, int64_t rootTensor, int size, const char* call) {
+  TORCH_CHECK(rootRank >= 0 && rootRank < size, "occl: ", call, ": root ", rootRank,
+              " is not a rank of this group of ", size);
+  TORCH_CHECK(rootTensor == 0, "occl: ", call, ": root tensor ", rootTensor, ": there is one tensor");
+  return static_cast<int>(rootRank);
+}
+
+// The _base forms: `all` holds size x `one`'s elements, of the same dtype.
+void checkOneToAll(const at::Tensor& one, const char* oneName, const at::Tensor& all, const char* allName, int size,
+                   const char* call) {
+  checkTensor(one, call, oneName);
+  checkTensor(all, call, allName);
+  TORCH_CHECK(all.scalar_type() == one.scalar_type(), "occl: ", call, ": ", allName, " has dtype ",
+              all.scalar_type(), ", ", oneName, " ", one.scalar_type());
+  TORCH_CHECK(all.numel() == size * one.numel(), "occl: ", call, ": ", allName, " has ", all.numel(),
+              " elements, expected ", size, " x ", one.numel());
+}
+
 Signature signature(CallKind call, int collType, const at::Tensor& t, int op, uint64_t count, const char* name) {
   Signature s;
   s.call = call;
@@ -231,23 +249,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allreduce(std::vector<at::Tenso
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::broadcast(std::vector<at::Tensor>& tensors,
                                                            const c10d::BroadcastOptions& opts) {
   at::Tensor& t = single(tensors, "broadcast");
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "occl: broadcast: root ", opts.rootRank,
-              " is not a rank of this group of ", size_);
-  TORCH_CHECK(opts.rootTensor == 0, "occl: broadcast: root tensor ", opts.rootTensor, ": there is one tensor");
   Signature sig = signature(CallKind::Broadcast, occlCollBroadcast, t, 0, static_cast<uint64_t>(t.numel()), "broadcast");
-  sig.root = static_cast<int>(opts.rootRank);
+  sig.root = checkedRoot(opts.rootRank, opts.rootTensor, size_, "broadcast");
   return submit(sig, t.data_ptr(), t.data_ptr(), makeWork(rank_, c10d::OpType::BROADCAST, sig, {t}, {t}));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::reduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::ReduceOptions& opts) {
   at::Tensor& t = single(tensors, "reduce");
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "occl: reduce: root ", opts.rootRank,
-              " is not a rank of this group of ", size_);
-  TORCH_CHECK(opts.rootTensor == 0, "occl: reduce: root tensor ", opts.rootTensor, ": there is one tensor");
   Signature sig = signature(CallKind::Reduce, occlCollReduce, t, opOf(opts.reduceOp, "reduce"),
                             static_cast<uint64_t>(t.numel()), "reduce");
-  sig.root = static_cast<int>(opts.rootRank);
+  sig.root = checkedRoot(opts.rootRank, opts.rootTensor, size_, "reduce");
   void* recv = rank_ == sig.root ? t.data_ptr() : nullptr;  // other ranks' tensors stay as they are
   return submit(sig, t.data_ptr(), recv, makeWork(rank_, c10d::OpType::REDUCE, sig, {t}, {t}));
 }
@@ -278,12 +290,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allgather(std::vector<std::vect
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                  const c10d::AllgatherOptions&) {
-  checkTensor(input, "_allgather_base", "the input");
-  checkTensor(output, "_allgather_base", "the output");
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "occl: _allgather_base: output dtype ",
-              output.scalar_type(), " differs from the input's ", input.scalar_type());
-  TORCH_CHECK(output.numel() == size_ * input.numel(), "occl: _allgather_base: the output has ", output.numel(),
-              " elements, expected ", size_, " x ", input.numel());
+  checkOneToAll(input, "the input", output, "the output", size_, "_allgather_base");
   Signature sig = signature(CallKind::AllGather, occlCollAllGather, input, 0, static_cast<uint64_t>(input.numel()),
                             "_allgather_base");
   return submit(sig, input.data_ptr(), output.data_ptr(),
@@ -311,12 +318,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::reduce_scatter(std::vector<at::
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                       const c10d::ReduceScatterOptions& opts) {
-  checkTensor(input, "_reduce_scatter_base", "the input");
-  checkTensor(output, "_reduce_scatter_base", "the output");
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "occl: _reduce_scatter_base: output dtype ",
-              output.scalar_type(), " differs from the input's ", input.scalar_type());
-  TORCH_CHECK(input.numel() == size_ * output.numel(), "occl: _reduce_scatter_base: the input has ", input.numel(),
-              " elements, expected ", size_, " x ", output.numel());
+  checkOneToAll(output, "the output", input, "the input", size_, "_reduce_scatter_base");
   Signature sig = signature(CallKind::ReduceScatter, occlCollReduceScatter, output,
                             opOf(opts.reduceOp, "_reduce_scatter_base"), static_cast<uint64_t>(output.numel()),
                             "_reduce_scatter_base");
