@@ -56,6 +56,13 @@ class AnyOrder(unittest.TestCase):
             self.assertEqual(wrong, [])
 
 
+    def test_pair_groups_beside_the_world_in_any_order(self):
+        results = support.run(torch_jobs.subgroups, 4, support.store_path(), timeout=180)
+        for rank, (wrong, group_rank) in enumerate(results):
+            self.assertEqual(wrong, [], f"rank {rank}")
+            self.assertEqual(group_rank, rank % 2)
+
+
 class KilledPeer(unittest.TestCase):
     def check_survivors(self, victim):
         results = support.run(torch_jobs.killed_peer, 3, support.store_path(), victim, timeout=120,

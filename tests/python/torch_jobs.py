@@ -225,3 +225,31 @@ def killed_peer(rank, size, store, victim):
         later = str(e)
     dist.destroy_process_group()
     return outcome, elapsed, later
+
+
+def subgroups(rank, size, store):
+    """Groups of pairs beside the world: each group its own communicator, calls in any order."""
+    init(rank, size, store)
+    pairs = [dist.new_group([p, p + 1], backend="occl") for p in range(0, size, 2)]
+    mine = pairs[rank // 2]
+    in_pair = torch.full((100,), float(rank + 1))
+    in_world = torch.full((100,), float(rank + 1))
+    calls = [(in_pair, mine), (in_world, None)]
+    if rank % 2:
+        calls.reverse()
+    works = [dist.all_reduce(t, group=g, async_op=True) for t, g in calls]
+    gathered = [torch.zeros(3, dtype=torch.int64) for _ in range(2)]
+    works.append(dist.all_gather(gathered, torch.full((3,), rank, dtype=torch.int64), group=mine, async_op=True))
+    for w in works:
+        w.wait()
+    first = rank - rank % 2
+    wrong = []
+    if not torch.equal(in_pair, torch.full((100,), float(2 * first + 3))):
+        wrong.append(f"pair all_reduce {in_pair[0].item()}")
+    if not torch.equal(in_world, torch.full((100,), float(size * (size + 1) // 2))):
+        wrong.append(f"world all_reduce {in_world[0].item()}")
+    if [g[0].item() for g in gathered] != [first, first + 1]:
+        wrong.append(f"pair all_gather {[g.tolist() for g in gathered]}")
+    group_rank = dist.get_rank(mine)
+    dist.destroy_process_group()
+    return wrong, group_rank
