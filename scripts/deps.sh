@@ -4,7 +4,7 @@ set -euo pipefail
 
 OCCL_PACKAGES=(cmake g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev libpugixml-dev libabsl-dev
   libibverbs-dev clang libclang-rt-14-dev libucx-dev ucx-utils
-  python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev)
+  python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev python3-matplotlib)
 
 occl_install_deps() {
   local missing=()

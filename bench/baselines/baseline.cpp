@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <climits>
+#include <fstream>
+#include <iostream>
 
 #include "check.hpp"
 #include "memory.hpp"
@@ -20,7 +22,6 @@ std::string refused(const Options& o) {
   if (!o.algorithm.empty()) return "--algo: occl only";
   if (o.blocks != 0) return "--blocks: occl only";
   if (o.compareNccl) return "--compare: occl only";
-  if (!o.jsonPath.empty()) return "--json: occl-bench only";
   if (o.backend == occlBackendCuda) return "--backend cuda: the baselines run on the host";
   // MPI counts are ints; keep both baselines on the same range.
   if (o.maxBytes / sizeof(float) > static_cast<uint64_t>(INT_MAX)) return "-e/--maxbytes: at most 8G (2^31 floats)";
@@ -113,6 +114,15 @@ int runSweep(const Options& o, Library& library, int rank, int nRanks, std::ostr
     report.row(row);
   }
   report.end();
+  // --json: the same file occl-bench writes (bench/json.cpp), from the rank that prints.
+  if (out != nullptr && !o.jsonPath.empty()) {
+    std::ofstream file(o.jsonPath);
+    writeJson(file, report);
+    if (!file) {
+      std::cerr << "--json: cannot write \"" << o.jsonPath << "\"\n";
+      return kExitFailed;
+    }
+  }
   return report.wrongTotal() > 0 ? kExitFailed : kExitOk;
 }
 

@@ -4,10 +4,14 @@
 #
 #   bench/baselines/run_host_comparison.sh OUTDIR
 #
-# Writes OUTDIR/<run>.txt (the table, then a "# loadavg" line), OUTDIR/<run>.err, and
-# OUTDIR/summary.txt: the smallest size's time and the largest size's busbw of every run side by
-# side, with /proc/loadavg before and after each run. A run on a loaded machine says little:
-# compare the load columns before comparing the numbers.
+# Every runner runs REPS times, interleaved (repetition 1 of every runner, then 2, ...), each to
+# OUTDIR/<run>.r<k>.txt (the table, then a "# loadavg" line), .err and .json (occl-bench's
+# --json, which the baselines write too). Then OUTDIR/summary.txt: the smallest size's time and
+# the largest size's busbw of every run side by side, with /proc/loadavg before and after each
+# run (a run on a loaded machine says little: compare the load columns before the numbers);
+# OUTDIR/medians.md: the median over the repetitions of every size and runner (median_table.py);
+# OUTDIR/latency.png and busbw.png: the medians as charts, one line per runner (bench/plot.py,
+# where python3-matplotlib is installed).
 #
 # Runs: occl-threads (occl-bench -g 4), occl-processes (one rank per process), mpi
 # (mpi-allreduce-bench under mpirun), gloo-threads (-g 4, in-memory store) and gloo-processes
@@ -16,7 +20,7 @@
 # (Debian: openmpi-bin libopenmpi-dev libgloo-dev).
 #
 # Environment: BUILD_DIR (build-cpu), JOBS (2), NRANKS (4), MINBYTES (8), MAXBYTES (64M),
-# FACTOR (2), ITERS (20), WARMUP (5), RUN_TIMEOUT seconds per run (1800).
+# FACTOR (2), ITERS (20), WARMUP (5), RUN_TIMEOUT seconds per run (1800), REPS (5).
 set -euo pipefail
 
 source "$(dirname "$0")/common.sh"
@@ -77,19 +81,40 @@ run() {  # NAME COMMAND...: the table to OUTDIR/NAME.txt, stderr to NAME.err
     "load before" "load after"
 } > "$OUT/summary.txt"
 
-run occl-threads timeout "$RUN_TIMEOUT" "$BIN/occl-bench" allreduce --backend host -g "$NRANKS" "${SWEEP[@]}"
-if [ ${#MPIRUN[@]} -gt 0 ]; then
-  run occl-processes timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" "$BIN/occl-bench" allreduce --backend host "${SWEEP[@]}"
+for ((rep = 1; rep <= ${REPS:-5}; rep++)); do
+  run "occl-threads.r$rep" timeout "$RUN_TIMEOUT" "$BIN/occl-bench" allreduce --backend host -g "$NRANKS" "${SWEEP[@]}" \
+    --json "$OUT/occl-threads.r$rep.json"
+  if [ ${#MPIRUN[@]} -gt 0 ]; then
+    run "occl-processes.r$rep" timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" "$BIN/occl-bench" allreduce --backend host \
+      "${SWEEP[@]}" --json "$OUT/occl-processes.r$rep.json"
+  else
+    run "occl-processes.r$rep" env_ranks "$BIN/occl-bench" allreduce --backend host "${SWEEP[@]}" \
+      --json "$OUT/occl-processes.r$rep.json"
+  fi
+  if has mpi-allreduce-bench && [ ${#MPIRUN[@]} -gt 0 ]; then
+    run "mpi.r$rep" timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" "$BIN/baselines/mpi-allreduce-bench" "${SWEEP[@]}" \
+      --json "$OUT/mpi.r$rep.json"
+  fi
+  if has gloo-allreduce-bench; then
+    run "gloo-threads.r$rep" timeout "$RUN_TIMEOUT" "$BIN/baselines/gloo-allreduce-bench" -g "$NRANKS" "${SWEEP[@]}" \
+      --json "$OUT/gloo-threads.r$rep.json"
+    run "gloo-processes.r$rep" env_ranks "$BIN/baselines/gloo-allreduce-bench" "${SWEEP[@]}" \
+      --json "$OUT/gloo-processes.r$rep.json"
+  fi
+done
+
+RUNNERS=(occl-threads occl-processes mpi gloo-threads gloo-processes)
+bench/baselines/median_table.py "$OUT" "${RUNNERS[@]}" > "$OUT/medians.md" || failed=1
+if /usr/bin/python3 -c "import matplotlib" 2> /dev/null; then
+  charts=()
+  for r in "${RUNNERS[@]}"; do
+    ! compgen -G "$OUT/$r.r*.json" > /dev/null || charts+=("$r=$OUT/$r.r*.json")
+  done
+  /usr/bin/python3 bench/plot.py "$OUT" "${charts[@]}" --title "AllReduce float sum, $NRANKS ranks, $(nproc) cores" \
+    || failed=1
 else
-  run occl-processes env_ranks "$BIN/occl-bench" allreduce --backend host "${SWEEP[@]}"
-fi
-if has mpi-allreduce-bench && [ ${#MPIRUN[@]} -gt 0 ]; then
-  run mpi timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" "$BIN/baselines/mpi-allreduce-bench" "${SWEEP[@]}"
-fi
-if has gloo-allreduce-bench; then
-  run gloo-threads timeout "$RUN_TIMEOUT" "$BIN/baselines/gloo-allreduce-bench" -g "$NRANKS" "${SWEEP[@]}"
-  run gloo-processes env_ranks "$BIN/baselines/gloo-allreduce-bench" "${SWEEP[@]}"
+  echo "run_host_comparison: no charts: install python3-matplotlib" >&2
 fi
 
-cat "$OUT/summary.txt"
+cat "$OUT/summary.txt" "$OUT/medians.md"
 exit $failed
