@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "primitives/convert_host.hpp"
 #include "primitives/dtypes.hpp"
 #include "primitives/reduce_ops.hpp"
 #include "device/compat.hpp"
@@ -85,6 +86,43 @@ inline void hostLoop(const T* a, const T* b, T* d0, T* d1, size_t n, int div) {
   }
 }
 
+// The 16-bit floating types under an op that computes in float (Sum, Prod, Avg; Min and Max
+// return an operand's own bits, so they keep the element loop): a chunk at a time, converted
+// in bulk (convert_host.hpp), combined as floats, rounded back, and for Avg's final step divided
+// and rounded again, exactly the element loop's two roundings. A chunk is read whole before it
+// is written, so d0 may alias a or b.
+template <typename T, typename Op>
+inline constexpr bool kChunkedInFloat =
+    kIsReducedFloat<T> && (std::is_same_v<Op, ops::Sum> || std::is_same_v<Op, ops::Prod> ||
+                           std::is_same_v<Op, ops::Avg>);
+
+template <typename T, typename Op>
+inline void reducedFloatHost(const T* a, const T* b, T* d0, T* d1, size_t n, int div) {
+  constexpr size_t kChunk = 512;
+  alignas(64) float fa[kChunk];
+  alignas(64) float fb[kChunk];
+  for (size_t i = 0; i < n; i += kChunk) {
+    const size_t m = n - i < kChunk ? n - i : kChunk;
+    host::toFloats(a + i, fa, m);
+    if (b != nullptr) {
+      host::toFloats(b + i, fb, m);
+      OCCL_IVDEP
+      for (size_t j = 0; j < m; ++j) fa[j] = Op{}(fa[j], fb[j]);
+      host::fromFloats(fa, d0 + i, m);
+    } else if (d0 != a) {
+      std::memcpy(d0 + i, a + i, m * sizeof(T));
+    }
+    if (div > 1) {
+      host::toFloats(d0 + i, fa, m);
+      const float divisor = static_cast<float>(div);
+      OCCL_IVDEP
+      for (size_t j = 0; j < m; ++j) fa[j] = fa[j] / divisor;
+      host::fromFloats(fa, d0 + i, m);
+    }
+    if (d1 != nullptr && d1 != d0) std::memcpy(d1 + i, d0 + i, m * sizeof(T));
+  }
+}
+
 template <typename T, typename Op>
 inline void reduceCopyHost(const T* a, const T* b, T* d0, T* d1, size_t n, int postDivisor) {
   const bool div = Op::kPostDivide && postDivisor > 1;
@@ -93,6 +131,10 @@ inline void reduceCopyHost(const T* a, const T* b, T* d0, T* d1, size_t n, int p
     if (!dropSelfCopy(a, d0, d1)) return;
     std::memcpy(d0, a, n * sizeof(T));
     if (d1 != nullptr) std::memcpy(d1, a, n * sizeof(T));
+    return;
+  }
+  if constexpr (kChunkedInFloat<T, Op>) {
+    reducedFloatHost<T, Op>(a, b, d0, d1, n, div ? postDivisor : 0);
     return;
   }
   // Runtime flags become template arguments once per call: the loops carry no per-element branch.
