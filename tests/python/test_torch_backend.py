@@ -15,9 +15,9 @@ class Backend(unittest.TestCase):
             self.assertEqual(transport, "shm")
             # One registration per distinct signature, reused by the synchronous and asynchronous
             # rounds: per dtype sum, max, min, product, broadcast, reduce, allgather (the list and
-            # _base forms share it), reduce_scatter (likewise), alltoall, send and recv, plus avg
-            # for the 4 floating types; and one barrier: 8 * 11 + 4 + 1.
-            self.assertEqual(registered, 93)
+            # _base forms share it), reduce_scatter (likewise), alltoall, send, recv, gather and
+            # scatter, plus avg for the 4 floating types; and one barrier: 8 * 13 + 4 + 1.
+            self.assertEqual(registered, 109)
 
     def test_every_call_and_dtype_on_2_processes(self):
         self.run_all_ops(2)

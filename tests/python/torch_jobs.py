@@ -82,6 +82,14 @@ class Ops:
         flat = torch.zeros(n * c, dtype=dt)
         go(dist.all_gather_into_tensor(flat, pattern(r, c, dt), async_op=async_op))
         self.expect("all_gather_into_tensor (_allgather_base)", flat, torch.cat(everyone))
+        gathered = [torch.zeros(c, dtype=dt) for _ in range(n)] if r == 0 else None
+        go(dist.gather(pattern(r, c, dt), gather_list=gathered, dst=0, async_op=async_op))
+        for q in range(n if r == 0 else 0):
+            self.expect(f"gather[{q}]", gathered[q], everyone[q])
+        out = torch.zeros(c, dtype=dt)
+        pieces = [pattern(q, c, dt, scale=3) for q in range(n)] if r == n - 1 else None
+        go(dist.scatter(out, scatter_list=pieces, src=n - 1, async_op=async_op))
+        self.expect("scatter", out, pattern(r, c, dt, scale=3))
         ins = [pattern(r, c, dt, scale=q + 1) for q in range(n)]
         out = torch.zeros(c, dtype=dt)
         go(dist.reduce_scatter(out, ins, async_op=async_op))

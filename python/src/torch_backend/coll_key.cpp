@@ -28,7 +28,8 @@ class Fnv1a {
 };
 
 constexpr std::string_view kCallNames[] = {"allreduce", "broadcast", "reduce", "allgather",
-                                           "reduce_scatter", "alltoall", "send/recv", "barrier"};
+                                           "reduce_scatter", "alltoall", "send/recv", "barrier",
+                                           "gather", "scatter"};
 
 }  // namespace
 
@@ -50,7 +51,7 @@ std::string Signature::describe() const {
   if (collInfo(collType).reduces) s += std::string(" (") + ops::opName(op) + ")";
   if (call == CallKind::PointToPoint)
     s += " from rank " + std::to_string(src) + " to rank " + std::to_string(dst) + " tag " + std::to_string(p2pTag);
-  else if (collInfo(collType).rooted)
+  else if (collInfo(collType).rooted || call == CallKind::Gather)
     s += " root " + std::to_string(root);
   if (tag) s += " in coll_id(" + std::to_string(*tag) + ")";
   return s;

@@ -288,6 +288,64 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allgather(std::vector<std::vect
                 makeWork(rank_, c10d::OpType::ALLGATHER, sig, outs, std::move(keep), epilogue));
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                        std::vector<at::Tensor>& inputs,
+                                                        const c10d::GatherOptions& opts) {
+  at::Tensor& in = single(inputs, "gather");
+  const int root = checkedRoot(opts.rootRank, 0, size_, "gather");
+  std::vector<at::Tensor> outs;
+  if (rank_ == root) {
+    TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_, "occl: gather: the root takes ",
+                "one output list of ", size_, " tensors");
+    outs = outputs[0];
+    for (const at::Tensor& o : outs) checkSameShape(o, in, "gather", "an output tensor");
+  } else {
+    TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
+                "occl: gather: only the root takes output tensors");
+  }
+  at::Tensor flat = at::empty({static_cast<int64_t>(size_) * in.numel()}, in.options());
+  Signature sig = signature(CallKind::Gather, occlCollAllGather, in, 0, static_cast<uint64_t>(in.numel()), "gather");
+  sig.root = root;
+  const size_t bytes = static_cast<size_t>(in.numel()) * in.element_size();
+  auto epilogue = [outs, flat, bytes] {
+    const auto* src = static_cast<const char*>(flat.data_ptr());
+    for (size_t i = 0; i < outs.size(); ++i) std::memcpy(outs[i].data_ptr(), src + i * bytes, bytes);
+  };
+  std::vector<at::Tensor> keep = outs;
+  keep.push_back(in);
+  keep.push_back(flat);
+  return submit(sig, in.data_ptr(), flat.data_ptr(),
+                makeWork(rank_, c10d::OpType::GATHER, sig, outs, std::move(keep), epilogue));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::scatter(std::vector<at::Tensor>& outputs,
+                                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                                         const c10d::ScatterOptions& opts) {
+  at::Tensor& out = single(outputs, "scatter");
+  const int root = checkedRoot(opts.rootRank, 0, size_, "scatter");
+  at::Tensor flat = at::empty({static_cast<int64_t>(size_) * out.numel()}, out.options());
+  const size_t bytes = static_cast<size_t>(out.numel()) * out.element_size();
+  if (rank_ == root) {
+    TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_, "occl: scatter: the root takes ",
+                "one input list of ", size_, " tensors");
+    for (size_t i = 0; i < inputs[0].size(); ++i) {
+      checkSameShape(inputs[0][i], out, "scatter", "an input tensor");
+      std::memcpy(static_cast<char*>(flat.data_ptr()) + i * bytes, inputs[0][i].data_ptr(), bytes);
+    }
+  } else {
+    TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
+                "occl: scatter: only the root takes input tensors");
+  }
+  Signature sig = signature(CallKind::Scatter, occlCollBroadcast, out, 0, static_cast<uint64_t>(flat.numel()), "scatter");
+  sig.root = root;
+  const size_t offset = static_cast<size_t>(rank_) * bytes;
+  auto epilogue = [out, flat, offset, bytes] {
+    std::memcpy(out.data_ptr(), static_cast<const char*>(flat.data_ptr()) + offset, bytes);
+  };
+  return submit(sig, flat.data_ptr(), flat.data_ptr(),
+                makeWork(rank_, c10d::OpType::SCATTER, sig, {out}, {out, flat}, epilogue));
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                  const c10d::AllgatherOptions&) {
   checkOneToAll(input, "the input", output, "the output", size_, "_allgather_base");
