@@ -412,27 +412,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::alltoall_base(at::Tensor& outpu
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
-  at::Tensor& t = single(tensors, "send");
-  TORCH_CHECK(dstRank >= 0 && dstRank < size_ && dstRank != rank_, "occl: send: destination ", dstRank,
-              " must be another rank of this group of ", size_);
-  Signature sig = signature(CallKind::PointToPoint, occlCollSend, t, 0, static_cast<uint64_t>(t.numel()), "send");
-  sig.root = dstRank;
-  sig.src = rank_;
-  sig.dst = dstRank;
-  sig.p2pTag = tag;
-  return submit(sig, t.data_ptr(), nullptr, makeWork(rank_, c10d::OpType::SEND, sig, {t}, {t}));
+  return pointToPoint(tensors, dstRank, tag, /*sending=*/true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
-  at::Tensor& t = single(tensors, "recv");
-  TORCH_CHECK(srcRank >= 0 && srcRank < size_ && srcRank != rank_, "occl: recv: source ", srcRank,
-              " must be another rank of this group of ", size_);
-  Signature sig = signature(CallKind::PointToPoint, occlCollRecv, t, 0, static_cast<uint64_t>(t.numel()), "recv");
-  sig.root = srcRank;
-  sig.src = srcRank;
-  sig.dst = rank_;
+  return pointToPoint(tensors, srcRank, tag, /*sending=*/false);
+}
+
+// A send and its recv register Send and Recv under one key: (sender, receiver, torch's tag).
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::pointToPoint(std::vector<at::Tensor>& tensors, int peer, int tag,
+                                                              bool sending) {
+  const char* call = sending ? "send" : "recv";
+  at::Tensor& t = single(tensors, call);
+  TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "occl: ", call, ": ", sending ? "destination " : "source ",
+              peer, " must be another rank of this group of ", size_);
+  Signature sig = signature(CallKind::PointToPoint, sending ? occlCollSend : occlCollRecv, t, 0,
+                            static_cast<uint64_t>(t.numel()), call);
+  sig.root = peer;
+  sig.src = sending ? rank_ : peer;
+  sig.dst = sending ? peer : rank_;
   sig.p2pTag = tag;
-  return submit(sig, nullptr, t.data_ptr(), makeWork(rank_, c10d::OpType::RECV, sig, {t}, {t}));
+  return submit(sig, sending ? t.data_ptr() : nullptr, sending ? nullptr : t.data_ptr(),
+                makeWork(rank_, sending ? c10d::OpType::SEND : c10d::OpType::RECV, sig, {t}, {t}));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::barrier(const c10d::BarrierOptions&) {
