@@ -88,7 +88,7 @@ def rank_main(rank, size, store_path, args, out_path):
             cid = 1000 + count
             comm.register(cid, "allreduce", count, "float32")
             comm._time_loop(cid, tensor, tensor, 5)
-        for name, group in (("gloo", gloo), ("occl", occl_group)):
+        for group in (gloo, occl_group):
             time_calls(group, tensor, min(iters, 5), expected)  # warm-up (registers occl's collective)
         for _ in range(args.reps):
             for name, group in (("gloo", gloo), ("occl", occl_group)):
@@ -137,8 +137,8 @@ def layer_main(args):
             "torch_min_us": min(torch_us), "c_min_us": min(c_us), "module_min_us": min(module_us)}
 
 
-def markdown(rows, size):
-    lines = [f"| bytes | gloo µs | occl µs | occl / gloo | occl C loop µs | torch - C µs |",
+def markdown(rows):
+    lines = ["| bytes | gloo µs | occl µs | occl / gloo | occl C loop µs | torch - C µs |",
              "|---|---|---|---|---|---|"]
     for r in rows:
         c = f"{r['occl_c_us']:.1f}" if "occl_c_us" in r else ""
@@ -165,7 +165,7 @@ def main():
         mp.spawn(rank_main, args=(args.ranks, os.path.join(tmp, "store"), args, out), nprocs=args.ranks)
         with open(out) as f:
             rows = json.load(f)
-    table = markdown(rows, args.ranks)
+    table = markdown(rows)
     if layer:
         table += ("\n\nOne rank, 8 B AllReduce, submit to completion, median of "
                   f"{layer['reps']} x {layer['iters']} calls: torch.distributed {layer['torch_us']:.1f} µs, "

@@ -53,7 +53,8 @@ bool isTensor(const py::handle& o) {
   return py::hasattr(o, "data_ptr") && py::hasattr(o, "is_contiguous") && py::hasattr(o, "element_size");
 }
 
-View tensorView(const py::handle& t, bool writable, const char* what) {
+// Tensors carry no read-only flag: a send and a receive tensor are taken alike.
+View tensorView(const py::handle& t, const char* what) {
   std::string device = py::str(t.attr("device").attr("type"));
   if (device != "cpu")
     throw py::value_error(std::string(what) + ": a tensor on device '" + device + "'; occl takes CPU tensors here");
@@ -66,7 +67,6 @@ View tensorView(const py::handle& t, bool writable, const char* what) {
   v.data = reinterpret_cast<void*>(t.attr("data_ptr")().cast<uintptr_t>());
   v.bytes = t.attr("numel")().cast<size_t>() * t.attr("element_size")().cast<size_t>();
   v.owner = py::reinterpret_borrow<py::object>(t);
-  (void)writable;  // tensors carry no read-only flag
   return v;
 }
 
@@ -88,7 +88,7 @@ int dtypeFromObject(const py::handle& object) {
 
 View viewOf(const py::handle& object, bool writable, const char* what) {
   if (object.is_none()) return View{};
-  if (isTensor(object)) return tensorView(object, writable, what);
+  if (isTensor(object)) return tensorView(object, what);
   if (!PyObject_CheckBuffer(object.ptr()))
     throw py::type_error(std::string(what) + ": expected a torch tensor or an object with the buffer protocol, got " +
                          std::string(py::str(py::type::handle_of(object).attr("__name__"))));

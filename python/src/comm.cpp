@@ -20,6 +20,19 @@ void check(occlResult_t r, occlComm_t comm) {
   if (r != occlSuccess) raise(r, comm);
 }
 
+// An occl call that may wait (on the daemon, the poller or peers), made without holding the GIL.
+template <typename Call>
+occlResult_t withoutGil(Call&& call) {
+  py::gil_scoped_release release;
+  return call();
+}
+
+// A timeout in seconds (None: no bound) as Python callers give it; ValueError otherwise.
+void checkTimeout(std::optional<double> timeout) {
+  if (timeout && (!(*timeout >= 0) || !std::isfinite(*timeout)))
+    throw py::value_error("timeout = " + std::to_string(*timeout) + ": expected seconds >= 0 or None");
+}
+
 // The poller thread's side of a submission. `future` is an owned reference, set only when the
 // submission has a Python callback (the one case where the poller needs the GIL).
 struct Pending {
@@ -38,13 +51,7 @@ bool interpreterFinalizing() {
 
 void onComplete(uint64_t collId, occlResult_t status, void* arg) {
   std::unique_ptr<Pending> p(static_cast<Pending*>(arg));
-  {
-    std::lock_guard<std::mutex> lock(p->completion->mu);
-    p->completion->status = status;
-    if (status != occlSuccess) p->completion->message = occlGetLastError(p->comm);
-    p->completion->done = true;
-  }
-  p->completion->cv.notify_all();
+  p->completion->finish(status, status == occlSuccess ? "" : occlGetLastError(p->comm));
   if (p->future == nullptr) return;
   // At interpreter exit the GIL cannot be taken from this thread: the reference is leaked then.
   if (!Py_IsInitialized() || interpreterFinalizing()) return;
@@ -83,6 +90,7 @@ bool Future::done() const {
 }
 
 bool Future::wait(std::optional<double> timeout) const {
+  checkTimeout(timeout);
   py::gil_scoped_release release;
   std::unique_lock<std::mutex> lock(completion_->mu);
   auto isDone = [this] { return completion_->done; };
@@ -90,8 +98,6 @@ bool Future::wait(std::optional<double> timeout) const {
     completion_->cv.wait(lock, isDone);
     return true;
   }
-  if (!(*timeout >= 0) || !std::isfinite(*timeout))
-    throw py::value_error("timeout = " + std::to_string(*timeout) + ": expected seconds >= 0 or None");
   return completion_->cv.wait_for(lock, std::chrono::duration<double>(*timeout), isDone);
 }
 
@@ -179,24 +185,14 @@ Comm::Comm(int nranks, const py::bytes& uniqueId, int rank, const py::dict& conf
                           std::to_string(sizeof(id.internal)) + " of occl.get_unique_id()");
   std::memcpy(id.internal, bytes.data(), bytes.size());
   occlConfig_t c = configFrom(config);
-  occlResult_t r;
-  {
-    py::gil_scoped_release release;
-    r = occlCommInitRank(&comm_, nranks, id, rank, &c);
-  }
-  check(r, nullptr);
+  check(withoutGil([&] { return occlCommInitRank(&comm_, nranks, id, rank, &c); }), nullptr);
 }
 
 std::vector<std::unique_ptr<Comm>> Comm::all(int n, const py::dict& config) {
   if (n < 1) throw py::value_error("n = " + std::to_string(n) + ": expected at least 1 rank");
   occlConfig_t c = configFrom(config);
   std::vector<occlComm_t> raw(static_cast<size_t>(n));
-  occlResult_t r;
-  {
-    py::gil_scoped_release release;
-    r = occlCommInitAll(raw.data(), n, nullptr, &c);
-  }
-  check(r, nullptr);
+  check(withoutGil([&] { return occlCommInitAll(raw.data(), n, nullptr, &c); }), nullptr);
   std::vector<std::unique_ptr<Comm>> out;
   for (occlComm_t comm : raw) out.emplace_back(new Comm(comm));
   return out;
@@ -247,23 +243,13 @@ void Comm::registerCollective(uint64_t collId, const py::object& kind, size_t co
   d.algorithm = algorithm ? algorithm->c_str() : nullptr;
   d.nBlocks = nBlocks;
   occlComm_t comm = live();
-  occlResult_t r;
-  {
-    py::gil_scoped_release release;
-    r = occlCollRegister(comm, collId, &d);
-  }
-  check(r, comm);
+  check(withoutGil([&] { return occlCollRegister(comm, collId, &d); }), comm);
   registered_[collId] = Registration{d.type, d.datatype, count, root};
 }
 
 void Comm::deregister(uint64_t collId) {
   occlComm_t comm = live();
-  occlResult_t r;
-  {
-    py::gil_scoped_release release;
-    r = occlCollDeregister(comm, collId);
-  }
-  check(r, comm);
+  check(withoutGil([&] { return occlCollDeregister(comm, collId); }), comm);
   registered_.erase(collId);
 }
 
@@ -315,11 +301,8 @@ py::object Comm::submit(uint64_t collId, const py::object& send, const py::objec
   f.callback = callback;
   auto pending = std::make_unique<Pending>(Pending{completion, nullptr, comm});
   if (!callback.is_none()) pending->future = future.inc_ref().ptr();
-  occlResult_t r;
-  {
-    py::gil_scoped_release release;
-    r = occlSubmit(comm, collId, f.send.data, f.recv.data, &onComplete, pending.get());
-  }
+  const occlResult_t r =
+      withoutGil([&] { return occlSubmit(comm, collId, f.send.data, f.recv.data, &onComplete, pending.get()); });
   if (r != occlSuccess) {
     if (pending->future != nullptr) future.dec_ref();
     raise(r, comm);
@@ -343,16 +326,7 @@ double Comm::timeLoop(uint64_t collId, const py::object& send, const py::object&
     c.done = false;
     occlResult_t rc = occlSubmit(
         comm, collId, s.data, r.data,
-        [](uint64_t, occlResult_t status, void* arg) {
-          auto* c = static_cast<Completion*>(arg);
-          {
-            std::lock_guard<std::mutex> lock(c->mu);
-            c->status = status;
-            c->done = true;
-          }
-          c->cv.notify_all();
-        },
-        &c);
+        [](uint64_t, occlResult_t status, void* arg) { static_cast<Completion*>(arg)->finish(status, ""); }, &c);
     if (rc != occlSuccess) raise(rc, comm);
     std::unique_lock<std::mutex> lock(c.mu);
     c.cv.wait(lock, [&] { return c.done; });
@@ -363,18 +337,9 @@ double Comm::timeLoop(uint64_t collId, const py::object& send, const py::object&
 
 void Comm::waitAll(std::optional<double> timeout) {
   occlComm_t comm = live();
-  int64_t ms = -1;
-  if (timeout) {
-    if (!(*timeout >= 0) || !std::isfinite(*timeout))
-      throw py::value_error("timeout = " + std::to_string(*timeout) + ": expected seconds >= 0 or None");
-    ms = static_cast<int64_t>(std::ceil(*timeout * 1000.0));
-  }
-  occlResult_t r;
-  {
-    py::gil_scoped_release release;
-    r = occlCommWaitAll(comm, ms);
-  }
-  check(r, comm);
+  checkTimeout(timeout);
+  const int64_t ms = timeout ? static_cast<int64_t>(std::ceil(*timeout * 1000.0)) : -1;
+  check(withoutGil([&] { return occlCommWaitAll(comm, ms); }), comm);
   sweep();
 }
 
@@ -421,10 +386,8 @@ void Comm::close() {
 void Comm::abort() {
   if (comm_ == nullptr) return;
   occlComm_t comm = std::exchange(comm_, nullptr);
-  {
-    py::gil_scoped_release release;
-    occlCommAbort(comm);  // fails what is pending (their callbacks fire) and frees the communicator
-  }
+  // Fails what is pending (their callbacks fire) and frees the communicator; nothing to report.
+  (void)withoutGil([&] { return occlCommAbort(comm); });
   inflight_.clear();
   registered_.clear();
 }

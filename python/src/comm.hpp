@@ -40,6 +40,17 @@ struct Completion {
   bool done = false;
   occlResult_t status = occlSuccess;
   std::string message;
+
+  // The poller's side: records the outcome and wakes the waiters.
+  void finish(occlResult_t s, std::string why) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      status = s;
+      message = std::move(why);
+      done = true;
+    }
+    cv.notify_all();
+  }
 };
 
 // One submission. Holds the buffers (and the callback) until the Future is collected.

@@ -97,6 +97,16 @@ Signature signature(CallKind call, int collType, const at::Tensor& t, int op, ui
   return s;
 }
 
+// The list forms' staging tensor: `parts` (equal sizes, checked) one after another.
+void fillFrom(at::Tensor& flat, const std::vector<at::Tensor>& parts) {
+  auto* dst = static_cast<char*>(flat.data_ptr());
+  for (const at::Tensor& p : parts) {
+    const size_t bytes = static_cast<size_t>(p.numel()) * p.element_size();
+    std::memcpy(dst, p.data_ptr(), bytes);
+    dst += bytes;
+  }
+}
+
 std::string join(const std::vector<int64_t>& v) {
   std::ostringstream out;
   for (size_t i = 0; i < v.size(); ++i) out << (i ? ", " : "") << v[i];
@@ -273,19 +283,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allgather(std::vector<std::vect
   TORCH_CHECK(static_cast<int>(outs.size()) == size_, "occl: allgather: ", outs.size(),
               " output tensors, expected one per rank (", size_, ")");
   for (const at::Tensor& o : outs) checkSameShape(o, in, "allgather", "an output tensor");
-  // Gathered into one staging tensor, then copied out on completion.
-  at::Tensor flat = at::empty({static_cast<int64_t>(size_) * in.numel()}, in.options());
   Signature sig = signature(CallKind::AllGather, occlCollAllGather, in, 0, static_cast<uint64_t>(in.numel()), "allgather");
-  std::vector<at::Tensor> keep = outs;
-  keep.push_back(in);
-  keep.push_back(flat);
+  return allGatherInto(in, outs, sig, c10d::OpType::ALLGATHER);
+}
+
+// The list forms of allgather and gather: an AllGather into one staging tensor, copied out to
+// `outs` (empty on a rank that keeps nothing) on completion.
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allGatherInto(at::Tensor& in, const std::vector<at::Tensor>& outs,
+                                                               const Signature& sig, c10d::OpType op) {
+  at::Tensor flat = at::empty({static_cast<int64_t>(size_) * in.numel()}, in.options());
   const size_t bytes = static_cast<size_t>(in.numel()) * in.element_size();
   auto epilogue = [outs, flat, bytes] {
     const auto* src = static_cast<const char*>(flat.data_ptr());
     for (size_t i = 0; i < outs.size(); ++i) std::memcpy(outs[i].data_ptr(), src + i * bytes, bytes);
   };
-  return submit(sig, in.data_ptr(), flat.data_ptr(),
-                makeWork(rank_, c10d::OpType::ALLGATHER, sig, outs, std::move(keep), epilogue));
+  std::vector<at::Tensor> keep = outs;
+  keep.push_back(in);
+  keep.push_back(flat);
+  return submit(sig, in.data_ptr(), flat.data_ptr(), makeWork(rank_, op, sig, outs, std::move(keep), epilogue));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -303,19 +318,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::gather(std::vector<std::vector<
     TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                 "occl: gather: only the root takes output tensors");
   }
-  at::Tensor flat = at::empty({static_cast<int64_t>(size_) * in.numel()}, in.options());
   Signature sig = signature(CallKind::Gather, occlCollAllGather, in, 0, static_cast<uint64_t>(in.numel()), "gather");
   sig.root = root;
-  const size_t bytes = static_cast<size_t>(in.numel()) * in.element_size();
-  auto epilogue = [outs, flat, bytes] {
-    const auto* src = static_cast<const char*>(flat.data_ptr());
-    for (size_t i = 0; i < outs.size(); ++i) std::memcpy(outs[i].data_ptr(), src + i * bytes, bytes);
-  };
-  std::vector<at::Tensor> keep = outs;
-  keep.push_back(in);
-  keep.push_back(flat);
-  return submit(sig, in.data_ptr(), flat.data_ptr(),
-                makeWork(rank_, c10d::OpType::GATHER, sig, outs, std::move(keep), epilogue));
+  return allGatherInto(in, outs, sig, c10d::OpType::GATHER);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::scatter(std::vector<at::Tensor>& outputs,
@@ -328,10 +333,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::scatter(std::vector<at::Tensor>
   if (rank_ == root) {
     TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_, "occl: scatter: the root takes ",
                 "one input list of ", size_, " tensors");
-    for (size_t i = 0; i < inputs[0].size(); ++i) {
-      checkSameShape(inputs[0][i], out, "scatter", "an input tensor");
-      std::memcpy(static_cast<char*>(flat.data_ptr()) + i * bytes, inputs[0][i].data_ptr(), bytes);
-    }
+    for (const at::Tensor& i : inputs[0]) checkSameShape(i, out, "scatter", "an input tensor");
+    fillFrom(flat, inputs[0]);
   } else {
     TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                 "occl: scatter: only the root takes input tensors");
@@ -365,9 +368,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::reduce_scatter(std::vector<at::
               " input tensors, expected one per rank (", size_, ")");
   for (const at::Tensor& i : ins) checkSameShape(i, out, "reduce_scatter", "an input tensor");
   at::Tensor flat = at::empty({static_cast<int64_t>(size_) * out.numel()}, out.options());
-  const size_t bytes = static_cast<size_t>(out.numel()) * out.element_size();
-  for (size_t i = 0; i < ins.size(); ++i)
-    std::memcpy(static_cast<char*>(flat.data_ptr()) + i * bytes, ins[i].data_ptr(), bytes);
+  fillFrom(flat, ins);
   Signature sig = signature(CallKind::ReduceScatter, occlCollReduceScatter, out, opOf(opts.reduceOp, "reduce_scatter"),
                             static_cast<uint64_t>(out.numel()), "reduce_scatter");
   return submit(sig, flat.data_ptr(), out.data_ptr(),

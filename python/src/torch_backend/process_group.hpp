@@ -70,6 +70,8 @@ class ProcessGroupOccl : public BackendBase {
  private:
   // Registers `sig` under its id on first use; returns the id.
   uint64_t registered(const Signature& sig);
+  c10::intrusive_ptr<c10d::Work> allGatherInto(at::Tensor& in, const std::vector<at::Tensor>& outs,
+                                               const Signature& sig, c10d::OpType op);
   c10::intrusive_ptr<c10d::Work> pointToPoint(std::vector<at::Tensor>& tensors, int peer, int tag, bool sending);
   c10::intrusive_ptr<c10d::Work> submit(const Signature& sig, const void* send, void* recv,
                                         c10::intrusive_ptr<WorkOccl> work);
