@@ -42,6 +42,9 @@ RunStatus submitAndWait(occlComm_t comm, std::span<const Submission> parts, Comp
       break;
     }
   }
+  // Waits as a blocking caller does, in occlCommWaitAll (only this run is in flight on `comm`),
+  // which lends this thread to the completion path; the callback is what says it is done.
+  if (status.ok()) (void)occlCommWaitAll(comm, bound.count());
   if (!done.wait(bound)) {
     char message[160];
     std::snprintf(message, sizeof message, "no completion within %lld ms (callback lost or collective hung)",

@@ -246,8 +246,9 @@ occlResult_t occlAlgorithmLoad(occlComm_t comm, const char* name, const char* pa
 occlResult_t occlCollGetAlgorithm(occlComm_t comm, uint64_t collId, int inPlace, const char** algorithm);
 
 /*
- * Submits one run of collId. The callback fires exactly once, on the poller thread, with the
- * completion status; it may submit again but must not block. Buffers must stay valid until
+ * Submits one run of collId. The callback fires exactly once, with the completion status, on the
+ * communicator's poller thread or on a thread blocked in occlCommWaitAll on it (which does the
+ * poller's work while it waits); it may submit again but must not block. Buffers must stay valid until
  * then. Submissions of one collId run in submission order. On a CUDA rank the buffers must be
  * memory its device can address (device, mapped pinned or managed memory), and their contents
  * ready when occlSubmit is called: there is no stream argument, so synchronise the work that
@@ -256,7 +257,9 @@ occlResult_t occlCollGetAlgorithm(occlComm_t comm, uint64_t collId, int inPlace,
 occlResult_t occlSubmit(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf,
                         occlCallback_t callback, void* arg);
 /* Waits until every callback of this communicator submitted so far has fired: at most timeoutMs
- * (0..OCCL_MAX_TIMEOUT_MS) milliseconds, or without bound when timeoutMs < 0. */
+ * (0..OCCL_MAX_TIMEOUT_MS) milliseconds, or without bound when timeoutMs < 0. On the host backend
+ * the waiting thread runs the daemon and fires callbacks itself while that makes progress, so a
+ * blocking caller gets its result without a thread hand-off. */
 occlResult_t occlCommWaitAll(occlComm_t comm, int64_t timeoutMs);
 
 occlResult_t occlCollGetStats(occlComm_t comm, uint64_t collId, occlCollStats_t* stats);

@@ -99,7 +99,7 @@ class Comm {
   }
   void deregisterCollective(uint64_t collId) { check(occlCollDeregister(comm_, collId), comm_); }
 
-  // `callback` runs on the poller thread; it must not block.
+  // `callback` runs on the poller thread, or in a thread waiting in waitAll; it must not block.
   void submit(uint64_t collId, const void* sendbuf, void* recvbuf, Callback callback) {
     auto* heap = new Callback(std::move(callback));
     occlResult_t r = occlSubmit(comm_, collId, sendbuf, recvbuf, &Comm::trampoline, heap);

@@ -2,7 +2,8 @@
 
 Collectives are registered once under a 64-bit id and submitted any number of times, in any order
 on any rank; each submission returns a Future and may take a callback, which runs on occl's poller
-thread (it holds the GIL only while the callable runs, and must not block)::
+thread or inside a ``wait_all`` on the communicator (it holds the GIL only while the callable
+runs, and must not block)::
 
     import numpy as np, occl
     comm = occl.Comm(nranks, unique_id, rank)       # unique_id: occl.get_unique_id() on rank 0

@@ -33,8 +33,9 @@ void checkTimeout(std::optional<double> timeout) {
     throw py::value_error("timeout = " + std::to_string(*timeout) + ": expected seconds >= 0 or None");
 }
 
-// The poller thread's side of a submission. `future` is an owned reference, set only when the
-// submission has a Python callback (the one case where the poller needs the GIL).
+// The completion side of a submission (the poller thread, or a thread in occlCommWaitAll, which
+// waits without the GIL). `future` is an owned reference, set only when the submission has a
+// Python callback (the one case where completing needs the GIL).
 struct Pending {
   std::shared_ptr<Completion> completion;
   PyObject* future = nullptr;

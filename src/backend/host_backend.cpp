@@ -3,8 +3,18 @@
 // otherwise backs off (yield, then short timed parks) so that many ranks share few cores; a block
 // with nothing queued for idleQuitUs quits, i.e. parks on the submission doorbell until the next
 // SQE.
+//
+// A thread in occlCommWaitAll may run the passes instead (Backend::help), on a one-block daemon:
+// the rank's work then needs one runnable thread, not a waiter and a daemon thread taking turns
+// on the cores. A block is run by whoever holds it (BlockHold), so passes never overlap and the
+// block's state passes between threads with the hold's acquire and release. While a helper is
+// there the daemon thread stands aside: it sleeps in short timed parks that nobody rings on the
+// submit path (a submitter who goes on to wait would pay a futex wake for a thread that steps
+// back at once). A helper that leaves with work in flight rings it; otherwise the next timed
+// wake-up, at most kMaxAsideUs later, finds it gone.
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -25,6 +35,8 @@ class HostBackend : public OnHostMemory<Backend> {
 
   Status start(DaemonEnv* env) override {
     env_ = env;
+    holds_ = std::make_unique<BlockHold[]>(env->nBlocks);
+    retired_ = std::make_unique<std::atomic<bool>[]>(env->nBlocks);
     try {
       for (uint32_t b = 0; b < env->nBlocks; ++b) threads_.emplace_back([this, b] {
           nameThisThread(absl::StrFormat("occl-daemon%d", b));
@@ -38,6 +50,27 @@ class HostBackend : public OnHostMemory<Backend> {
 
   void notifySubmission() override { submissions_.ring(); }
 
+  bool canHelp() const override { return env_ != nullptr && env_->nBlocks == 1; }
+  void beginHelp() override { helpers_.fetch_add(1, std::memory_order_seq_cst); }
+  HelpResult help() override {
+    if (!holds_[0].tryHold()) return {};
+    HelpResult result;
+    if (!retired_[0].load(std::memory_order_acquire)) {
+      const PassResult r = daemonPass(*env_, 0);
+      if (r.exit) retired_[0].store(true, std::memory_order_release);
+      result = {true, r.progressed};
+      // The helper takes its CQEs itself; a poller parked on them (no helper when it parked)
+      // is rung as after a daemon thread's pass. Free while nobody is parked.
+      completions_.ring();
+    }
+    holds_[0].release();
+    return result;
+  }
+  void endHelp(bool workLeft) override {
+    helpers_.fetch_sub(1, std::memory_order_seq_cst);
+    if (workLeft) aside_.ring();
+  }
+
   void waitForCompletion(uint64_t consumed, int64_t timeoutUs) override {
     completions_.park(timeoutUs, [&] {
       return env_->cq.publishedCount() > consumed || stopped_.load(std::memory_order_acquire);
@@ -47,6 +80,8 @@ class HostBackend : public OnHostMemory<Backend> {
   // Also wakes the poller: an idle poller parks for long (comm_poller.cpp) and must not make
   // every shutdown wait for its timeout.
   Status stop() override {
+    stopping_.store(true, std::memory_order_seq_cst);
+    aside_.ring();
     for (auto& t : threads_) {
       if (t.joinable()) t.join();
     }
@@ -63,14 +98,42 @@ class HostBackend : public OnHostMemory<Backend> {
     return env_->sq.publishedCount() > atomics::loadAcquire(&env_->sq.reports[block].sqNext);
   }
 
+  // Who runs a block's passes: its daemon thread, or a helper (help()).
+  struct alignas(64) BlockHold {
+    std::atomic<bool> held{false};
+    bool tryHold() {
+      bool expected = false;
+      return held.compare_exchange_strong(expected, true, std::memory_order_acquire, std::memory_order_relaxed);
+    }
+    void release() { held.store(false, std::memory_order_release); }
+  };
+
+  // The daemon thread of `block` steps back while a helper runs it (see the top of the file).
+  bool helped(int block) const {
+    return helpers_.load(std::memory_order_seq_cst) > 0 && block == 0 && env_->nBlocks == 1 &&
+           !stopping_.load(std::memory_order_seq_cst);
+  }
+  void standAside(int block, int64_t& asideUs) {
+    asideUs = asideUs == 0 ? kMinAsideUs : std::min<int64_t>(asideUs * 2, kMaxAsideUs);
+    aside_.park(asideUs, [&] { return !helped(block); });
+  }
+
   void blockLoop(int block) {
     using Clock = std::chrono::steady_clock;
     auto lastActivity = Clock::now();
     int64_t backoffUs = 0;
+    int64_t asideUs = 0;
     uint64_t cqSeen = 0;
     for (;;) {
+      if (helped(block) || !holds_[block].tryHold()) {
+        standAside(block, asideUs);
+        continue;
+      }
+      asideUs = 0;
       const uint64_t parksBefore = fifoParksOnThisThread();
-      PassResult r = daemonPass(*env_, block);
+      PassResult r = retired_[block].load(std::memory_order_acquire) ? PassResult{false, false, true}
+                                                                        : daemonPass(*env_, block);
+      holds_[block].release();
       // Its own ring only: a block rings the poller for the CQEs it wrote, not for other blocks'.
       uint64_t cq = atomics::loadAcquire(&env_->cq.reports[block].cqPublished);
       if (cq != cqSeen) {
@@ -103,8 +166,16 @@ class HostBackend : public OnHostMemory<Backend> {
     }
   }
 
+  static constexpr int64_t kMinAsideUs = 50;
+  static constexpr int64_t kMaxAsideUs = 1000;
+
   int64_t idleQuitUs_;
   DaemonEnv* env_ = nullptr;
+  std::unique_ptr<BlockHold[]> holds_;
+  std::unique_ptr<std::atomic<bool>[]> retired_;  // a helper's pass read the exit SQE
+  std::atomic<int> helpers_{0};
+  std::atomic<bool> stopping_{false};
+  Doorbell aside_;
   std::vector<std::thread> threads_;
   std::atomic<bool> stopped_{false};
   Doorbell submissions_;

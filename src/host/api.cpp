@@ -390,14 +390,14 @@ occlResult_t occlCommFinalize(occlComm_t comm) {
 
 occlResult_t occlCommDestroy(occlComm_t comm) {
   if (comm == nullptr) return invalid("comm is NULL");
-  if (comm->impl && comm->impl->onPollerThread()) return refuseInCallback(comm, "occlCommDestroy");
+  if (comm->impl && comm->impl->inCallback()) return refuseInCallback(comm, "occlCommDestroy");
   delete comm;
   return occlSuccess;
 }
 
 occlResult_t occlCommAbort(occlComm_t comm) {
   if (occlResult_t r = checkComm(comm)) return r;
-  if (comm->impl->onPollerThread()) return refuseInCallback(comm, "occlCommAbort");
+  if (comm->impl->inCallback()) return refuseInCallback(comm, "occlCommAbort");
   (void)comm->impl->abort(occlAborted);
   delete comm;
   return occlSuccess;

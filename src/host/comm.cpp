@@ -125,6 +125,7 @@ Status Comm::allocateDaemonState() {
 Status Comm::start() {
   if (Status s = backend_->start(env_); !s.ok()) return s;
   started_ = true;
+  cqHeads_.assign(env_->cq.nRings, 0);
   poller_ = std::thread([this] {
     nameThisThread("occl-poller");
     pollerLoop();
@@ -157,7 +158,7 @@ void Comm::shutdown() {
 }
 
 Status Comm::finalize() {
-  if (onPollerThread())
+  if (inCallback())
     return Status::error(occlInvalidUsage, "occlCommFinalize called from a callback: it would wait for itself");
   if (stopped_) return Status::error(occlInvalidUsage, "the communicator is already finalized or aborted");
   int64_t timeout = config_.collTimeoutMs > 0 ? config_.collTimeoutMs : -1;

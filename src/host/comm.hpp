@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "backend/backend.hpp"
+#include "backend/doorbell.hpp"
 #include "daemon/daemon.hpp"
 #include "host/algorithm_library.hpp"
 #include "host/collective.hpp"
@@ -64,9 +65,10 @@ class Comm {
   // the user's thread, so a destroy that races with this call never frees what it uses.
   void failFromPeer(const std::string& why);
   occlResult_t asyncError() const { return asyncError_.load(std::memory_order_acquire); }
-  // Callbacks run on the poller: waiting for or stopping the communicator there would wait for
-  // the very thread that asks.
-  bool onPollerThread() const { return std::this_thread::get_id() == poller_.get_id(); }
+  // Callbacks run on the poller, or on a thread in waitAll that takes the poller's part while it
+  // waits: waiting for or stopping the communicator inside one would wait for the very thread
+  // that asks.
+  bool inCallback() const;
 
   // Records `s` as this communicator's last error and returns its code.
   occlResult_t record(const Status& s);
@@ -87,6 +89,12 @@ class Comm {
   void setByIndex(uint32_t index, Collective* c);
 
   void pollerLoop();
+  // Takes every CQE published so far and fires what it completes; the caller holds cqMu_.
+  // Returns whether it took any.
+  bool drainCq();
+  // waitAll's first phase: the waiting thread drains the CQ itself, yielding between looks, for
+  // at most kHelpSpinUs (comm_poller.cpp). Returns whether `target` callbacks have fired.
+  bool waitByPolling(uint64_t target, int64_t timeoutMs);
   std::string completionFailure(uint64_t collId, uint64_t seq, occlResult_t status) const;
   void processCqe(uint64_t word);
   void fireInOrder(uint32_t index);
@@ -125,6 +133,16 @@ class Comm {
   std::atomic<int> waiters_{0};
 
   std::thread poller_;
+  // The CQ's one consumer at a time: the poller, or a thread in waitAll (waitByPolling). Held
+  // while callbacks fire, so a collective's callbacks never run concurrently or out of order.
+  std::mutex cqMu_;
+  std::vector<uint64_t> cqHeads_;  // the next word of each block's ring (guarded by cqMu_)
+  std::atomic<uint64_t> cqConsumed_{0};
+  // Threads in waitByPolling: while there is one, the poller parks on pollerBell_ instead of the
+  // daemon's completion doorbell, so a CQE costs no futex wake of a thread that would find
+  // nothing to do.
+  std::atomic<int> pollingWaiters_{0};
+  backend::Doorbell pollerBell_;
   std::atomic<bool> stopPoller_{false};
   bool started_ = false;
   std::atomic<bool> stopped_{false};  // read by submissions from callbacks on the poller thread

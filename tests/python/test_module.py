@@ -1,5 +1,5 @@
 """The occl module over numpy arrays: every collective kind and element type, futures, callbacks
-(once each, on the poller thread, allowed to submit again, never deadlocking with the GIL), the
+(once each, on the poller thread or in wait_all, allowed to submit again, never deadlocking with the GIL), the
 buffers' lifetime, errors that name the argument, and ranks in separate processes."""
 
 import gc
@@ -122,13 +122,22 @@ class EveryKind(unittest.TestCase):
 
 
 class Callbacks(unittest.TestCase):
-    def test_each_callback_fires_once_on_the_poller_thread(self):
+    def test_each_callback_fires_once_on_the_poller_thread_or_in_wait_all(self):
         calls = []
         lock = threading.Lock()
+        in_wait_all = threading.Event()  # set while the main thread sits in wait_all
 
         def cb(future):
             with lock:
-                calls.append((future.coll_id, threading.get_ident(), future.done(), future.status))
+                on_main = threading.get_ident() == threading.main_thread().ident
+                calls.append((future.coll_id, on_main and not in_wait_all.is_set(), future.done(), future.status))
+
+        def wait_all(comm):
+            in_wait_all.set()
+            try:
+                comm.wait_all(timeout=30)
+            finally:
+                in_wait_all.clear()
 
         with Ranks(2) as ranks:
             for c in ranks.comms:
@@ -138,14 +147,15 @@ class Callbacks(unittest.TestCase):
             for i in range(20):
                 if i == 10:  # at most maxInflightPerColl (16) submissions of one id in flight
                     for c in ranks.comms:
-                        c.wait_all(timeout=30)
+                        wait_all(c)
                 futures += [c.submit(5, x, x, callback=cb) for c, x in zip(ranks.comms, [xs[0][i], xs[1][i]])]
             for c in ranks.comms:
-                c.wait_all(timeout=30)
+                wait_all(c)
             self.assertTrue(all(f.done() for f in futures))
         self.assertEqual(len(calls), 40)
         self.assertTrue(all(cid == 5 and done and status is None for cid, _, done, status in calls))
-        self.assertNotIn(threading.get_ident(), {t for _, t, _, _ in calls})
+        # Never on the submitting thread outside wait_all (say, inside submit).
+        self.assertFalse(any(outside for _, outside, _, _ in calls))
         for r in range(2):
             for x in xs[r]:
                 np.testing.assert_array_equal(x, pattern(0, COUNT, "float32") + pattern(1, COUNT, "float32"))

@@ -208,8 +208,66 @@ TEST(CallbacksTest, WaitAllReturnsAfterEveryCallbackAndTimesOutWhenStuck) {
   expectOk(occlCommWaitAll(comms[0], 0), comms[0], "waitAll with nothing pending");
 }
 
-// Each of these waits for the poller (or joins it), and the callback runs on the poller: they
-// must be refused, not hang or crash.
+// occlCommWaitAll on the host backend runs the daemon and fires the callbacks in the waiting
+// thread (Comm::waitByPolling): the results are exact, and on a one-rank communicator, where
+// nothing but the waiter's own work is awaited, the waiter fires the callbacks itself, nearly
+// every one (the poller takes a CQE only when it finds one before the waiter looks); a waiter
+// that never took the poller's part would fire none. Which thread ran the daemon's pass is not
+// visible here: every host test that waits runs through that path. (A GPU daemon, and
+// the simt backend that emulates it, is not helped: there the poller fires them.)
+TEST(CallbacksTest, WaitAllFiresTheCallbacksInTheWaitingThread) {
+  CommGroup comms(1);
+  occlConfig_t used;
+  expectOk(occlCommGetConfig(comms[0], &used), comms[0], "getConfig");
+  // occlCommInitAll without a devlist runs host ranks unless the backend says otherwise.
+  if (used.backend == occlBackendSimt || used.backend == occlBackendCuda)
+    GTEST_SKIP() << "only a host daemon is helped by its waiter";
+  constexpr uint64_t kId = 0x51;
+  constexpr int kRounds = 200;
+  registerAllReduce(comms[0], kId, 64);
+  struct Seen {
+    std::thread::id waiter;
+    int onWaiter = 0;
+    int fired = 0;
+  } seen{std::this_thread::get_id()};
+  auto callback = [](uint64_t, occlResult_t status, void* arg) {
+    auto* s = static_cast<Seen*>(arg);
+    EXPECT_EQ(status, occlSuccess);
+    s->fired += 1;
+    if (std::this_thread::get_id() == s->waiter) s->onWaiter += 1;
+  };
+  for (int i = 0; i < kRounds; ++i) {
+    Buffers b(0, 64);
+    expectOk(occlSubmit(comms[0], kId, b.send.data(), b.recv.data(), callback, &seen), comms[0], "submit");
+    expectOk(occlCommWaitAll(comms[0], 30000), comms[0], "waitAll");
+    ASSERT_EQ(seen.fired, i + 1) << "waitAll returned before the callback fired";
+    for (size_t k = 0; k < b.recv.size(); ++k) ASSERT_EQ(b.recv[k], b.send[k]) << "round " << i << ", element " << k;
+  }
+  EXPECT_GT(seen.onWaiter, kRounds / 2) << "the waiting thread fired " << seen.onWaiter << " of " << kRounds;
+}
+
+// A waiter gives up helping once nothing moves (here: the peer has not submitted) and hands the
+// work back: with nobody waiting any more, the daemon thread and the poller complete it.
+TEST(CallbacksTest, AWaiterThatGivesUpHandsTheWorkBack) {
+  CommGroup comms(2);
+  constexpr uint64_t kId = 0x52;
+  for (int r = 0; r < 2; ++r) registerAllReduce(comms[r], kId, 256);
+  CallbackCounter counter[2];
+  Buffers b0(0, 256), b1(1, 256);
+  for (int round = 0; round < 3; ++round) {
+    expectOk(occlSubmit(comms[0], kId, b0.send.data(), b0.recv.data(), &CallbackCounter::callback, &counter[0]),
+             comms[0], "submit");
+    EXPECT_EQ(occlCommWaitAll(comms[0], 20), occlTimeout);
+    expectOk(occlSubmit(comms[1], kId, b1.send.data(), b1.recv.data(), &CallbackCounter::callback, &counter[1]),
+             comms[1], "submit");
+    for (int r = 0; r < 2; ++r)
+      ASSERT_TRUE(counter[r].waitFor(static_cast<size_t>(round + 1))) << "rank " << r << ", round " << round;
+    EXPECT_TRUE(b0.summedOverTwoRanks()) << "round " << round;
+  }
+}
+
+// Each of these waits for the poller (or joins it), and the callback runs on the poller or in a
+// thread inside occlCommWaitAll: they must be refused, not hang or crash.
 struct BlockingCalls {
   occlComm_t comm = nullptr;
   std::vector<occlResult_t> results;
