@@ -125,8 +125,12 @@ class HostBackend : public OnHostMemory<Backend> {
     int64_t asideUs = 0;
     uint64_t cqSeen = 0;
     for (;;) {
-      if (helped(block) || !holds_[block].tryHold()) {
+      if (helped(block)) {
         standAside(block, asideUs);
+        continue;
+      }
+      if (!holds_[block].tryHold()) {  // a helper's pass, just ending
+        std::this_thread::yield();
         continue;
       }
       asideUs = 0;

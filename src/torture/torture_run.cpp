@@ -118,6 +118,21 @@ occlResult_t registerAll(const std::vector<CollPlan>& plan, std::string* error) 
   return occlSuccess;
 }
 
+// Waits as a blocking caller does, in occlCommWaitAll on each communicator of the plan (which lends
+// this thread to the daemon and the poller, comm_poller.cpp), all within `bound`; the tracker,
+// fed by the callbacks, then says whether the iteration completed.
+void waitInOccl(const std::vector<CollPlan>& plan, std::chrono::milliseconds bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  std::vector<occlComm_t> waited;
+  for (const CollPlan& p : plan) {
+    if (std::find(waited.begin(), waited.end(), p.comm) != waited.end()) continue;
+    waited.push_back(p.comm);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return;
+    (void)occlCommWaitAll(p.comm, left.count());
+  }
+}
+
 RankResult runRank(int rank, const std::vector<CollPlan>& plan, const RunOptions& o, PendingTracker& tracker,
                    RankBuffers& buffers) {
   RankResult result;
@@ -143,6 +158,7 @@ RankResult runRank(int rank, const std::vector<CollPlan>& plan, const RunOptions
         return result;
       }
     }
+    waitInOccl(plan, o.iterTimeout);
     if (!tracker.wait(rank, o.iterTimeout)) {
       reportHang(tracker, "rank " + std::to_string(rank) + " iteration " + std::to_string(iter) + " not complete after " +
                               std::to_string(o.iterTimeout.count()) + " ms");
