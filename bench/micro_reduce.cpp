@@ -2,10 +2,12 @@
 //   BM_ReduceCopySum<T>/bytes : d0[i] = a[i] + b[i] over `bytes` of each buffer (one tile of a
 //                               reducing step), buffers in cache at 128 KiB, not at 8 MiB.
 //   BM_Copy<T>/bytes          : d0 = a (b == nullptr): the copy steps of allgather/broadcast.
+//   BM_Memcpy/bytes           : std::memcpy, the machine's copy bandwidth.
 // Bytes/s counts the bytes of one output buffer, as a tile's size.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,20 @@ void BM_Copy(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(buf.n * sizeof(T)));
 }
+
+// std::memcpy alone: the machine's copy bandwidth, which bounds a host AllReduce's bus bandwidth
+// (run_host_comparison.sh measures it at 64 MiB in the same run as the sweep).
+void BM_Memcpy(benchmark::State& state) {
+  const auto bytes = static_cast<size_t>(state.range(0));
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), bytes);
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_Memcpy)->Arg(64 << 20)->UseRealTime();
 
 constexpr int64_t kTile = 128 << 10;  // the default tile within a host
 constexpr int64_t kLarge = 8 << 20;   // past the caches

@@ -9,7 +9,8 @@
 # --json, which the baselines write too). Then OUTDIR/summary.txt: the smallest size's time and
 # the largest size's busbw of every run side by side, with /proc/loadavg before and after each
 # run (a run on a loaded machine says little: compare the load columns before the numbers);
-# OUTDIR/medians.md: the median over the repetitions of every size and runner (median_table.py);
+# OUTDIR/medians.md: the median over the repetitions of every size and runner (median_table.py),
+# and the machine's memcpy bandwidth at 64 MiB measured once per repetition (memcpy.txt);
 # OUTDIR/latency.png and busbw.png: the medians as charts, one line per runner (bench/plot.py,
 # where python3-matplotlib is installed).
 #
@@ -28,6 +29,10 @@ comparison_usage "$0" "$@"
 comparison_setup "$1"
 NRANKS="${NRANKS:-4}"
 build_baselines run_host_comparison
+# The machine's copy bandwidth (occl-micro BM_Memcpy at 64 MiB), once per repetition beside the
+# sweep: the bound a host AllReduce's busbw is compared with. Needs Google Benchmark.
+HAVE_MICRO=0
+! cmake --build "$BUILD_DIR" -j "$JOBS" --target occl-micro > /dev/null 2>&1 || HAVE_MICRO=1
 
 MPIRUN=()
 if command -v mpirun > /dev/null; then
@@ -101,10 +106,19 @@ for ((rep = 1; rep <= ${REPS:-5}; rep++)); do
     run "gloo-processes.r$rep" env_ranks "$BIN/baselines/gloo-allreduce-bench" "${SWEEP[@]}" \
       --json "$OUT/gloo-processes.r$rep.json"
   fi
+  if [ "$HAVE_MICRO" -eq 1 ]; then
+    "$BIN/occl-micro" --benchmark_filter='^BM_Memcpy/' --benchmark_format=csv 2> /dev/null |
+      awk -F, '/^"?BM_Memcpy/ { printf "%.2f\n", $6 / 1e9 }' >> "$OUT/memcpy.txt" || failed=1
+  fi
 done
 
 RUNNERS=(occl-threads occl-processes mpi gloo-threads gloo-processes)
 bench/baselines/median_table.py "$OUT" "${RUNNERS[@]}" > "$OUT/medians.md" || failed=1
+if [ -s "$OUT/memcpy.txt" ]; then
+  printf "\nmemcpy 64 MiB (occl-micro BM_Memcpy), GB/s: median %s of %s\n" \
+    "$(sort -n "$OUT/memcpy.txt" | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}')" \
+    "$(paste -sd' ' "$OUT/memcpy.txt")" >> "$OUT/medians.md"
+fi
 if /usr/bin/python3 -c "import matplotlib" 2> /dev/null; then
   charts=()
   for r in "${RUNNERS[@]}"; do
