@@ -41,14 +41,16 @@ class Backend {
   // A thread waiting for completions (Comm::waitAll) may lend itself to the daemon: between
   // beginHelp and endHelp it calls help(), which runs one daemon pass where the daemon's own
   // thread would, and the daemon's threads stand aside. Only a daemon of host threads can be
-  // helped (canHelp); `workLeft` at endHelp says whether the daemon must take over again now.
+  // helped, and only one whose waits end (not with preemption disabled): canHelp. `workLeft` at
+  // endHelp says whether the daemon must take over again now.
   struct HelpResult {
     bool ran = false;         // a pass ran (false: a daemon thread was in it, or the daemon retired)
     bool progressed = false;  // it moved something (PassResult::progressed)
   };
+  // `deadlineNs` (steady clock; 0 = none): the pass preempts what still waits by then.
   virtual bool canHelp() const { return false; }
   virtual void beginHelp() {}
-  virtual HelpResult help() { return {}; }
+  virtual HelpResult help(uint64_t deadlineNs) { return {}; }
   virtual void endHelp(bool workLeft) {}
   // Joins the daemon after the exit SQE (or the abort flag) has been published.
   virtual Status stop() = 0;

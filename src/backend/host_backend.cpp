@@ -30,7 +30,8 @@ namespace {
 
 class HostBackend : public OnHostMemory<Backend> {
  public:
-  explicit HostBackend(const occlConfig_t& config) : idleQuitUs_(config.idleQuitUs) {}
+  explicit HostBackend(const occlConfig_t& config)
+      : idleQuitUs_(config.idleQuitUs), preemptive_(config.disablePreemption == 0) {}
   ~HostBackend() override { (void)stop(); }
 
   Status start(DaemonEnv* env) override {
@@ -50,13 +51,17 @@ class HostBackend : public OnHostMemory<Backend> {
 
   void notifySubmission() override { submissions_.ring(); }
 
-  bool canHelp() const override { return env_ != nullptr && env_->nBlocks == 1; }
+  // Without preemption a wait lasts until its peer comes: a helper in it could not keep its
+  // waiter's timeout, and would turn a hang the user asked for into preemption.
+  bool canHelp() const override { return env_ != nullptr && env_->nBlocks == 1 && preemptive_; }
   void beginHelp() override { helpers_.fetch_add(1, std::memory_order_seq_cst); }
-  HelpResult help() override {
+  HelpResult help(uint64_t deadlineNs) override {
     if (!holds_[0].tryHold()) return {};
     HelpResult result;
     if (!retired_[0].load(std::memory_order_acquire)) {
+      tPassDeadlineNs = deadlineNs;
       const PassResult r = daemonPass(*env_, 0);
+      tPassDeadlineNs = 0;
       if (r.exit) retired_[0].store(true, std::memory_order_release);
       result = {true, r.progressed};
       // The helper takes its CQEs itself; a poller parked on them (no helper when it parked)
@@ -174,6 +179,7 @@ class HostBackend : public OnHostMemory<Backend> {
   static constexpr int64_t kMaxAsideUs = 1000;
 
   int64_t idleQuitUs_;
+  bool preemptive_;
   DaemonEnv* env_ = nullptr;
   std::unique_ptr<BlockHold[]> holds_;
   std::unique_ptr<std::atomic<bool>[]> retired_;  // a helper's pass read the exit SQE

@@ -49,6 +49,14 @@ struct SpinBudget {
 // Bounds one sleep of a parked wait: an abort (which wakes no FIFO) is seen within this.
 inline constexpr uint64_t kMaxParkNs = 1000000;
 
+#if !OCCL_ON_DEVICE
+// A host thread that runs a pass for a waiter (Backend::help) must be back by the waiter's
+// deadline (steady clock, ns; 0 = none): past it, a wait ends as if its threshold had passed,
+// the collective is preempted and the daemon's own thread resumes it. Set only around a helped
+// pass (host_backend.cpp), so daemon threads and the simt lanes never see it.
+inline thread_local uint64_t tPassDeadlineNs = 0;
+#endif
+
 // Stickiness: every primitive that succeeds raises the threshold of the collective's next waits,
 // up to kMaxBoostedThreshold rounds (over a minute on either backend, so a higher one would change
 // nothing). Saturates instead of wrapping: a wrapped threshold would make a flowing collective the
@@ -156,7 +164,9 @@ class BlockExecutor {
         return WaitResult::Yielded;
       // Checked again on giving up: a threshold below 64 (forcePreempt) would otherwise never
       // see an abort, a poisoned connector or the timeout, and the daemon could never drain.
-      if (!budget_.unlimited && (spins >= budget_.threshold || outOfTime(spins, startNs)))
+      // A helped pass's deadline (host only) is looked at where failures are: no clock read per round.
+      const bool deadline = (parking || (spins & 63u) == 63u) && passDeadlinePassed();
+      if (!budget_.unlimited && (spins >= budget_.threshold || outOfTime(spins, startNs) || deadline))
         return exec::broadcastFromLeader([&] { return failureCode() != 0; }) ? WaitResult::Failed : WaitResult::Stuck;
       if (parking) {
         park(recv, send, startNs);
@@ -184,6 +194,14 @@ class BlockExecutor {
     } else if (send != nullptr) {
       parkUntilSend(*send, maxNs);
     }
+#endif
+  }
+
+  OCCL_HD static bool passDeadlinePassed() {
+#if OCCL_ON_DEVICE
+    return false;
+#else
+    return tPassDeadlineNs != 0 && exec::nowNs() >= tPassDeadlineNs;
 #endif
   }
 

@@ -152,12 +152,18 @@ bool Comm::waitByPolling(uint64_t target, int64_t timeoutMs) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto lastMove = start;
+  // A helped pass must be back by the waiter's deadline (its waits end there: executor.hpp).
+  const uint64_t deadlineNs =
+      timeoutMs < 0 ? 0
+                    : static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                (start + std::chrono::milliseconds(timeoutMs)).time_since_epoch())
+                                                .count());
   const bool helping = backend_->canHelp();
   if (helping) backend_->beginHelp();
   pollingWaiters_.fetch_add(1, std::memory_order_seq_cst);
   bool done = false;
   for (;;) {
-    bool moved = helping && backend_->help().progressed;
+    bool moved = helping && backend_->help(deadlineNs).progressed;
     if (cqMu_.try_lock()) {
       const Comm* outer = tFiringFor;
       tFiringFor = this;
