@@ -266,6 +266,29 @@ TEST(CallbacksTest, AWaiterThatGivesUpHandsTheWorkBack) {
   }
 }
 
+// A waiter's pass ends its waits at the waiter's deadline (executor.hpp tPassDeadlineNs): with a
+// spin threshold of a minute per wait (2^30 rounds of 64 ns), occlCommWaitAll(…, 200) still comes
+// back within its bound, and the daemon thread completes the collective once the peer submits.
+TEST(CallbacksTest, WaitAllKeepsItsTimeoutWhileHelpingAStuckCollective) {
+  occlConfig_t config = testConfig();
+  config.spinPolicy = occlSpinPolicyFixed;
+  config.spinThresholdMax = 1 << 30;
+  CommGroup comms(2, config);
+  constexpr uint64_t kId = 0x53;
+  for (int r = 0; r < 2; ++r) registerAllReduce(comms[r], kId, 256);
+  CallbackCounter counter[2];
+  Buffers b0(0, 256), b1(1, 256);
+  expectOk(occlSubmit(comms[0], kId, b0.send.data(), b0.recv.data(), &CallbackCounter::callback, &counter[0]), comms[0],
+           "submit");
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(occlCommWaitAll(comms[0], 200), occlTimeout);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  expectOk(occlSubmit(comms[1], kId, b1.send.data(), b1.recv.data(), &CallbackCounter::callback, &counter[1]), comms[1],
+           "submit");
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(counter[r].waitFor(1)) << "rank " << r;
+  EXPECT_TRUE(b0.summedOverTwoRanks());
+}
+
 // Each of these waits for the poller (or joins it), and the callback runs on the poller or in a
 // thread inside occlCommWaitAll: they must be refused, not hang or crash.
 struct BlockingCalls {
