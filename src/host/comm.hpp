@@ -4,10 +4,12 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -92,9 +94,11 @@ class Comm {
   // Takes every CQE published so far and fires what it completes; the caller holds cqMu_.
   // Returns whether it took any.
   bool drainCq();
-  // waitAll's first phase: the waiting thread drains the CQ itself, yielding between looks, for
-  // at most kHelpSpinUs (comm_poller.cpp). Returns whether `target` callbacks have fired.
-  bool waitByPolling(uint64_t target, int64_t timeoutMs);
+  // waitAll's first phase: the waiting thread runs the daemon's passes where the backend lets it
+  // and drains the CQ itself, until `target` callbacks have fired (returns true), `deadline`
+  // passes, or nothing has moved for kHelpSpinUs (comm_poller.cpp).
+  using Clock = std::chrono::steady_clock;
+  bool waitByPolling(uint64_t target, std::optional<Clock::time_point> deadline);
   std::string completionFailure(uint64_t collId, uint64_t seq, occlResult_t status) const;
   void processCqe(uint64_t word);
   void fireInOrder(uint32_t index);

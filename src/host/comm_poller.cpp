@@ -1,8 +1,8 @@
 // The poller: takes CQEs from the completion queue and fires the callbacks of each collective
 // in submission order, exactly once each. A CQE whose sequence bits do not fit the window of
 // submissions in flight means a lost or duplicated completion: reported, never ignored.
-#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -148,16 +148,13 @@ void Comm::fireInOrder(uint32_t index) {
 // across cores here: occl-micro BM_HandoffDoorbell). It goes on while something moves and stops
 // after kHelpSpinUs without progress (a peer that is late or gone): from there the daemon's
 // threads and the poller take over and the waiter sleeps.
-bool Comm::waitByPolling(uint64_t target, int64_t timeoutMs) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  auto lastMove = start;
+bool Comm::waitByPolling(uint64_t target, std::optional<Clock::time_point> deadline) {
+  auto lastMove = Clock::now();
   // A helped pass must be back by the waiter's deadline (its waits end there: executor.hpp).
   const uint64_t deadlineNs =
-      timeoutMs < 0 ? 0
-                    : static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                (start + std::chrono::milliseconds(timeoutMs)).time_since_epoch())
-                                                .count());
+      deadline ? static_cast<uint64_t>(
+                     std::chrono::duration_cast<std::chrono::nanoseconds>(deadline->time_since_epoch()).count())
+               : 0;
   const bool helping = backend_->canHelp();
   if (helping) backend_->beginHelp();
   pollingWaiters_.fetch_add(1, std::memory_order_seq_cst);
@@ -176,7 +173,7 @@ bool Comm::waitByPolling(uint64_t target, int64_t timeoutMs) {
     const auto now = Clock::now();
     if (moved) lastMove = now;
     if (now - lastMove >= std::chrono::microseconds(kHelpSpinUs)) break;
-    if (timeoutMs >= 0 && now - start >= std::chrono::milliseconds(timeoutMs)) break;
+    if (deadline && now >= *deadline) break;
     if (!moved) std::this_thread::yield();
   }
   pollingWaiters_.fetch_sub(1, std::memory_order_seq_cst);
@@ -199,20 +196,16 @@ Status Comm::waitAll(int64_t timeoutMs) {
   const uint64_t target = submittedTotal_.load(std::memory_order_acquire);
   auto done = [&] { return firedTotal_.load(std::memory_order_seq_cst) >= target; };
   if (done()) return Status::success();
-  const auto start = std::chrono::steady_clock::now();
-  if (waitByPolling(target, timeoutMs)) return Status::success();
-  int64_t leftMs = timeoutMs;
-  if (timeoutMs >= 0) {
-    const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-    leftMs = std::max<int64_t>(0, timeoutMs - spent.count());
-  }
+  std::optional<Clock::time_point> deadline;
+  if (timeoutMs >= 0) deadline = Clock::now() + std::chrono::milliseconds(timeoutMs);
+  if (waitByPolling(target, deadline)) return Status::success();
   waiters_.fetch_add(1, std::memory_order_seq_cst);
   std::unique_lock<std::mutex> lock(waitMu_);
   bool ok = true;
-  if (leftMs < 0) {
+  if (!deadline) {
     waitCv_.wait(lock, done);
   } else {
-    ok = waitCv_.wait_for(lock, std::chrono::milliseconds(leftMs), done);
+    ok = waitCv_.wait_until(lock, *deadline, done);
   }
   waiters_.fetch_sub(1);
   if (ok) return Status::success();
