@@ -9,7 +9,14 @@
 # (machines that cap one command's time): the build directory persists between calls.
 #
 # Knobs (environment): OCCL_GPU_BUILD_DIR (default build-gpu), OCCL_GPU_ARCH (default 90),
-# OCCL_GPU_JOBS (default nproc), OCCL_GPU_SANITIZER_FILTER (default Gpu.SanitizerSmoke).
+# OCCL_GPU_JOBS (default nproc), OCCL_GPU_SANITIZER_FILTER (default Gpu.SanitizerSmoke),
+# OCCL_GPU_BENCH_MAX (largest occl-bench size, default 256M), OCCL_GPU_STEP_MAX_S (caps every
+# step's time limit, for a machine lent for a few minutes; default none).
+#
+# OCCL_GPU_PREBUILT=DIR runs a build made elsewhere and packed by tools/gpu/pack_prebuilt.sh (for a
+# GPU machine without occl's dependencies): the binaries come from DIR/bin, the libraries from
+# DIR/lib plus the first libnccl.so.2 found there, and the build step is refused. The test step
+# then runs the GPU test binaries directly instead of through ctest.
 set -u
 
 : "${OUT:?set OUT to the folder that receives the results}"
@@ -18,8 +25,24 @@ BUILD="${OCCL_GPU_BUILD_DIR:-$ROOT/build-gpu}"
 ARCH="${OCCL_GPU_ARCH:-90}"
 JOBS="${OCCL_GPU_JOBS:-$(nproc)}"
 FILTER="${OCCL_GPU_SANITIZER_FILTER:-Gpu.SanitizerSmoke}"
+BENCH_MAX="${OCCL_GPU_BENCH_MAX:-256M}"
 TEST_BIN="$BUILD/tests/gpu/gpu_collectives_test"
+VOTE_BIN="$BUILD/tests/gpu/quit_vote_test"
 BENCH_BIN="$BUILD/bench/occl-bench"
+PREBUILT="${OCCL_GPU_PREBUILT:-}"
+if [ -n "$PREBUILT" ]; then
+  PREBUILT="$(cd "$PREBUILT" && pwd)"
+  TEST_BIN="$PREBUILT/bin/gpu_collectives_test"
+  VOTE_BIN="$PREBUILT/bin/quit_vote_test"
+  BENCH_BIN="$PREBUILT/bin/occl-bench"
+  nccl_dir=""
+  for c in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu \
+           /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib \
+           /usr/local/lib/python3*/dist-packages/nvidia/nccl/lib; do
+    if [ -e "$c/libnccl.so.2" ]; then nccl_dir="$c"; break; fi
+  done
+  export LD_LIBRARY_PATH="$PREBUILT/lib${nccl_dir:+:$nccl_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 mkdir -p "$OUT"
 SUMMARY="$OUT/summary.txt"
 
@@ -27,6 +50,9 @@ SUMMARY="$OUT/summary.txt"
 step() {
   local name="$1" seconds="$2"
   shift 2
+  if [ -n "${OCCL_GPU_STEP_MAX_S:-}" ] && [ "$seconds" -gt "$OCCL_GPU_STEP_MAX_S" ]; then seconds="$OCCL_GPU_STEP_MAX_S"; fi
+  # Line-buffered, so a step stopped at its limit still leaves what it printed.
+  command -v stdbuf >/dev/null && set -- stdbuf -oL -eL "$@"
   local start rc
   start=$(date +%s)
   echo "== $name: $*" | tee -a "$SUMMARY"
@@ -55,11 +81,17 @@ run_env() {
     cmake --version | head -1
     git -C "$ROOT" rev-parse HEAD 2>/dev/null
     git -C "$ROOT" status --short 2>/dev/null | head -50
+    [ -n "$PREBUILT" ] && echo "prebuilt: $PREBUILT (commit $(cat "$PREBUILT/commit.txt" 2>/dev/null)), LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+    [ -n "$PREBUILT" ] && ldd "$TEST_BIN" "$BENCH_BIN"
   } >"$OUT/env.txt" 2>&1
   echo "== env: $OUT/env.txt" | tee -a "$SUMMARY"
 }
 
 run_build() {
+  if [ -n "$PREBUILT" ]; then
+    echo "== build: OCCL_GPU_PREBUILT is set, nothing to build" | tee -a "$SUMMARY"
+    return 0
+  fi
   step configure 300 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
     -DOCCL_ENABLE_CUDA=ON -DOCCL_BUILD_TESTS=ON -DOCCL_BUILD_BENCH=ON || return 1
   step build-tests 540 cmake --build "$BUILD" -j "$JOBS" --target gpu_collectives_test quit_vote_test || return 1
@@ -69,9 +101,14 @@ run_build() {
 }
 
 run_test() {
+  if [ -n "$PREBUILT" ]; then
+    step gpu-collectives 300 "$TEST_BIN" --gtest_output="xml:$OUT/gpu_collectives_test.xml"
+    step quit-vote 60 "$VOTE_BIN" --gtest_output="xml:$OUT/quit_vote_test.xml"
+    return 0
+  fi
   step ctest-gpu 540 ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 300 \
     --output-junit "$OUT/ctest-gpu.xml"
-  step quit-vote 60 "$BUILD/tests/gpu/quit_vote_test" --gtest_output="xml:$OUT/quit_vote_test.xml"
+  step quit-vote 60 "$VOTE_BIN" --gtest_output="xml:$OUT/quit_vote_test.xml"
 }
 
 run_sanitize() {
@@ -96,16 +133,16 @@ run_bench() {
   fi
   # Four ranks share GPU 0 (the machine may have one); NCCL runs one rank per GPU, so the NCCL
   # comparison is a one-rank run.
-  step bench-allreduce-g1 240 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 256M -f 2 -g 1 \
+  step bench-allreduce-g1 240 "$BENCH_BIN" allreduce --backend cuda -b 8 -e "$BENCH_MAX" -f 2 -g 1 \
     --json "$OUT/bench-allreduce-g1.json"
-  step bench-allreduce-g4 300 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 256M -f 2 -g 4 --devlist 0,0,0,0 \
+  step bench-allreduce-g4 300 "$BENCH_BIN" allreduce --backend cuda -b 8 -e "$BENCH_MAX" -f 2 -g 4 --devlist 0,0,0,0 \
     --json "$OUT/bench-allreduce-g4.json"
   # src/ builds the comparison library only where CMake found NCCL (>= 2.28) in the CUDA toolkit.
-  if [ ! -f "$BUILD/src/liboccl_nccl_compare.a" ]; then
+  if ! ldd "$BENCH_BIN" 2>/dev/null | grep -q libnccl; then
     echo "== bench-allreduce-g1-nccl: this build has no NCCL (see the configure log), skipped" | tee -a "$SUMMARY"
     return 0
   fi
-  step bench-allreduce-g1-nccl 300 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 256M -f 2 -g 1 --compare nccl \
+  step bench-allreduce-g1-nccl 300 "$BENCH_BIN" allreduce --backend cuda -b 8 -e "$BENCH_MAX" -f 2 -g 1 --compare nccl \
     --json "$OUT/bench-allreduce-g1-nccl.json"
 }
 

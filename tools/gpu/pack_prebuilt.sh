@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Packs a CUDA build of occl for a GPU machine that cannot build it (no Abseil, pugixml, UCX or
+# GoogleTest there, and no package registry to fetch them from):
+#
+#   tools/gpu/pack_prebuilt.sh BUILD_DIR DEST
+#
+# DEST/bin gets the GPU test binaries and occl-bench; DEST/lib every shared library they need
+# except the C library's own (libc, libm, libdl, libpthread, librt, the loader), which the target
+# machine has in a version at least as new as a build on Debian 12's (glibc 2.36). libnccl is left
+# out as well (over 200 MB): run_gpu_suite.sh looks for the target machine's own.
+# Then, there: OCCL_GPU_PREBUILT=DEST OUT=... tools/gpu/run_gpu_suite.sh env test sanitize bench
+set -euo pipefail
+
+if [ $# -ne 2 ]; then
+  echo "usage: $0 BUILD_DIR DEST" >&2
+  exit 2
+fi
+build="$1" dest="$2"
+bins=("$build/tests/gpu/gpu_collectives_test" "$build/tests/gpu/quit_vote_test" "$build/bench/occl-bench")
+for b in "${bins[@]}"; do
+  [ -x "$b" ] || { echo "$0: $b is missing: build it first (a CUDA build with tests and bench)" >&2; exit 1; }
+done
+
+rm -rf "$dest"
+mkdir -p "$dest/bin" "$dest/lib"
+cp "${bins[@]}" "$dest/bin/"
+ldd "${bins[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
+  while read -r name path; do
+    case "$name" in
+      libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|ld-linux*|libnccl.so.*) ;;
+      *) cp -L "$path" "$dest/lib/$name" ;;
+    esac
+  done
+git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse HEAD >"$dest/commit.txt" 2>/dev/null || true
+du -sh "$dest"
