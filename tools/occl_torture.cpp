@@ -11,9 +11,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "bootstrap/launcher_env.hpp"
 #include "occl_torture.hpp"
@@ -35,7 +37,7 @@ const char* kUsage =
     "  --iters I            iterations, default 20\n"
     "  --blocks D           daemon blocks per rank, default 1\n"
     "  --order consistent|shuffled   one order on every rank, or one per rank (default)\n"
-    "  --policy fifo|priority        task-queue order policy, default fifo\n"
+    "  --policy agreed|fifo|priority task-queue order policy, default agreed (the library's)\n"
     "  --spin stickiness|fixed       spin-threshold policy, default stickiness\n"
     "  --force-preempt      preempt at every wait\n"
     "  --no-preempt         never preempt (a disordered run then hangs: see --timeout-ms)\n"
@@ -77,11 +79,16 @@ std::string applyValue(std::string_view flag, std::string_view v, TortureOptions
     field = *n;
     return "";
   };
-  auto choice = [&](int& field, const char* a, int va, const char* b, int vb) -> std::string {
-    if (v == a) field = va;
-    else if (v == b) field = vb;
-    else return std::string(a) + " or " + b;
-    return "";
+  auto choice = [&](int& field, std::initializer_list<std::pair<const char*, int>> names) -> std::string {
+    std::string expected;
+    for (const auto& [name, value] : names) {
+      if (v == name) {
+        field = value;
+        return "";
+      }
+      expected += expected.empty() ? name : std::string(" or ") + name;
+    }
+    return expected;
   };
   if (flag == "--ranks") return intoInt(o.ranks, 1, 64);
   if (flag == "--colls") return intoInt(o.colls, 1, 1000);
@@ -90,11 +97,12 @@ std::string applyValue(std::string_view flag, std::string_view v, TortureOptions
   if (flag == "--lag-us") return intoInt(o.lagUs, 0, 10000000);
   if (flag == "--min-bytes") return intoBytes(o.minBytes);
   if (flag == "--max-bytes") return intoBytes(o.maxBytes);
-  if (flag == "--policy") return choice(o.policy, "fifo", occlOrderFifo, "priority", occlOrderPriority);
-  if (flag == "--spin") return choice(o.spin, "stickiness", occlSpinPolicyStickiness, "fixed", occlSpinPolicyFixed);
+  if (flag == "--policy")
+    return choice(o.policy, {{"agreed", occlOrderAgreed}, {"fifo", occlOrderFifo}, {"priority", occlOrderPriority}});
+  if (flag == "--spin") return choice(o.spin, {{"stickiness", occlSpinPolicyStickiness}, {"fixed", occlSpinPolicyFixed}});
   if (flag == "--order") {
     int shuffled = 1;
-    std::string e = choice(shuffled, "consistent", 0, "shuffled", 1);
+    std::string e = choice(shuffled, {{"consistent", 0}, {"shuffled", 1}});
     o.order = shuffled ? Order::Shuffled : Order::Consistent;
     return e;
   }

@@ -16,7 +16,7 @@ struct TortureOptions {
   int iters = 20;
   int blocks = 1;
   torture::Order order = torture::Order::Shuffled;
-  int policy = occlOrderFifo;
+  int policy = occlOrderAgreed;
   int spin = occlSpinPolicyStickiness;
   bool forcePreempt = false;
   bool noPreempt = false;

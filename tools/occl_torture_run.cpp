@@ -90,6 +90,14 @@ bool runOnce(const TortureOptions& o, bool forcePreempt, Outcome& out) {
   return true;
 }
 
+const char* orderName(int policy) {
+  switch (policy) {
+    case occlOrderFifo: return "fifo";
+    case occlOrderPriority: return "priority";
+    default: return "agreed";
+  }
+}
+
 std::string bytesText(size_t b) {
   char buf[32];
   if (b >= (1 << 20) && b % (1 << 20) == 0) std::snprintf(buf, sizeof(buf), "%zu MiB", b >> 20);
@@ -255,7 +263,7 @@ int report(const TortureOptions& o, const Outcome& out) {
   std::printf("occl-torture: %d ranks x %d allreduces (%s..%s) x %d iterations; order %s, policy %s, spin %s, %d daemon "
               "block(s)%s%s, rank 0 lags %d us\n",
               o.ranks, o.colls, bytesText(o.minBytes).c_str(), bytesText(o.maxBytes).c_str(), o.iters,
-              o.order == Order::Shuffled ? "shuffled" : "consistent", o.policy == occlOrderPriority ? "priority" : "fifo",
+              o.order == Order::Shuffled ? "shuffled" : "consistent", orderName(o.policy),
               o.spin == occlSpinPolicyFixed ? "fixed" : "stickiness", o.blocks, o.forcePreempt ? ", forced preemption" : "",
               o.noPreempt ? ", preemption disabled" : "", o.lagUs);
   if (out.hung) {

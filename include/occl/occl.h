@@ -80,7 +80,12 @@ typedef enum {
   occlBackendSimt = 3 /* the CUDA daemon's device code on host threads (emulated blocks; for tests) */
 } occlBackend_t;
 
-typedef enum { occlOrderFifo = 0, occlOrderPriority = 1 } occlOrderPolicy_t;
+typedef enum {
+  occlOrderFifo = 0,     /* the task queue in arrival order */
+  occlOrderPriority = 1, /* higher occlCollDesc_t.priority first, arrival order among equals */
+  occlOrderAgreed = 2    /* the same order on every rank whatever the submission order: earlier
+                            submissions of a collective (1st, 2nd, ...) first, then lower collId */
+} occlOrderPolicy_t;
 
 typedef enum {
   occlSpinPolicyStickiness = 0, /* paper §3.2: threshold falls with queue position, rises on progress */

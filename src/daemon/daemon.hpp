@@ -66,17 +66,25 @@ OCCL_HD inline SpinBudget spinBudgetFor(const SchedPolicy& p, uint32_t position)
   return {t, p.thresholdBoost, false, p.spinRoundNs, nullptr, 0, false, p.parkAfterSpins};
 }
 
-// Priority order: a try gives way as soon as new SQEs are published (unless the task queue has
-// no room for them: they could not be taken, so giving way would only thrash), and after every
-// tile while a more urgent task waits ahead of it. The pass then starts over at the front.
+// Whether an arrival may go ahead of the queued tasks, so a try gives way to it.
+OCCL_HD inline bool arrivalsMayGoAhead(const SchedPolicy& p) {
+  return p.order == occlOrderPriority || p.order == occlOrderAgreed;
+}
+
+// Priority and agreed order: a try gives way as soon as new SQEs are published (unless the task
+// queue has no room for them: they could not be taken, so giving way would only thrash), since
+// an arrival may belong ahead of it; priority order also gives way after every tile while a more
+// urgent task waits ahead. The pass then starts over at the front. Under the agreed order this
+// is what undoes a burst of submissions that began to run before its older part arrived.
 OCCL_HD inline SpinBudget budgetFor(const DaemonEnv& env, const BlockState& bs, uint32_t position) {
   SpinBudget b = spinBudgetFor(env.policy, position);
-  if (env.policy.order != occlOrderPriority || env.policy.disablePreemption) return b;
+  if (!arrivalsMayGoAhead(env.policy) || env.policy.disablePreemption) return b;
   if (bs.nTasks < bs.capacity && !bs.exitSeen) {
     b.sqPublished = env.sq.published;
     b.sqSeen = bs.sqCursor;
   }
-  b.yieldEachTile = position > 0 && bs.tasks[0].priority > bs.tasks[position].priority;
+  b.yieldEachTile = env.policy.order == occlOrderPriority && position > 0 &&
+                    bs.tasks[0].priority > bs.tasks[position].priority;
   return b;
 }
 
@@ -177,7 +185,6 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
 // past the entries that name it, and a block that skips an entry still reads its CollDesc here.
 OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int block) {
   bool any = false;
-  const bool byPriority = env.policy.order == occlOrderPriority;
   while (bs.nTasks < bs.capacity && !bs.exitSeen) {
     if (!exec::broadcastFromLeader([&] { return env.sq.tryPop(bs.sqCursor, bs.incoming); })) break;
     const SqeView e = bs.incoming;
@@ -191,8 +198,9 @@ OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int bl
     const uint32_t form = (e.flags & kSqeInPlace) ? kFormInPlace : kFormOutOfPlace;
     for (uint32_t i = 0; i < parts; ++i) {
       const uint32_t part = static_cast<uint32_t>(block) + i * env.nBlocks;
-      TaskEntry t{e.collIndex, byPriority ? d->priority : 0, e.seq, e.sendbuf, e.recvbuf, exec::nowNs(), form, part};
-      insertTask(bs, t, byPriority);
+      TaskEntry t{e.collIndex, env.policy.order == occlOrderPriority ? d->priority : 0, e.seq, e.sendbuf, e.recvbuf,
+                  exec::nowNs(), form, part, d->collId};
+      insertTask(bs, t, env.policy.order);
     }
     leaderUpdate([&] {
       if (e.flags & kSqeExit) bs.exitSeen = 1;
@@ -229,7 +237,7 @@ OCCL_HD inline PassResult daemonPass(const DaemonEnv& env, int block) {
     bool yielded = false;
     if (tryTask(env, bs, block, i, progressed, yielded)) removeTask(bs, i);
     else ++i;
-    if (env.policy.order == occlOrderPriority) {
+    if (arrivalsMayGoAhead(env.policy)) {
       const bool arrived =
           (yielded || exec::broadcastFromLeader([&] { return shouldPollSq(env, bs); })) && pollSubmissions(env, bs, block);
       progressed = progressed || arrived;

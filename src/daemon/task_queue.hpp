@@ -1,7 +1,10 @@
 // A daemon block's task queue: the submissions it has taken from the SQ and not finished, in
-// the order the order policy gives (FIFO: arrival; priority: higher first, FIFO among equals).
+// the order the order policy gives (FIFO: arrival; priority: higher first, FIFO among equals;
+// agreed: the lower submission number first, then the lower collId).
 // The queue position sets the spin threshold (stickiness), so every rank that applies the same
-// policy to the same submissions tends to wait on the same collective at the same time.
+// policy to the same submissions tends to wait on the same collective at the same time. Only the
+// agreed order puts the same submissions in the same order on every rank whatever order they
+// arrived in: the k-th submission of a collective has number k on every rank.
 //
 // Block state is mutated by the leader lane only, then the block synchronises (on the host a
 // block is one thread and both are no-ops). A decision that reads block state the leader
@@ -12,6 +15,7 @@
 #include <cstdint>
 
 #include "device/compat.hpp"
+#include "occl/occl.h"
 #include "queues/block_report.hpp"
 #include "queues/sq.hpp"
 
@@ -26,8 +30,9 @@ struct TaskEntry {
   uint64_t popNs;  // when this block took it from the SQ (its own clock)
   uint32_t form;   // kFormInPlace or kFormOutOfPlace: which ProgramForm runs it
   uint32_t part;   // the program block this task runs (daemonParts(): part % daemon blocks == block)
+  uint64_t collId; // the user's id, the same on every rank (the agreed order's tie-break)
 };
-static_assert(sizeof(TaskEntry) == 48, "TaskEntry layout is shared by host and device");
+static_assert(sizeof(TaskEntry) == 56, "TaskEntry layout is shared by host and device");
 
 // The block's own state: daemon memory (device memory on the GPU), initialised by the host
 // before the first launch and then touched by the block alone. What the host must see goes to
@@ -54,14 +59,21 @@ OCCL_HD inline void leaderUpdate(F&& f, exec::SyncSite site = exec::SyncSite::he
   exec::blockSync(site);
 }
 
-OCCL_HD inline void insertTask(BlockState& bs, const TaskEntry& t, bool byPriority) {
+// Whether `a` goes ahead of a queued `b` under order policy `order` (occlOrderPolicy_t).
+OCCL_HD inline bool goesAhead(const TaskEntry& a, const TaskEntry& b, uint32_t order) {
+  if (order == occlOrderPriority) return a.priority > b.priority;
+  if (order == occlOrderAgreed) return a.seq < b.seq || (a.seq == b.seq && a.collId < b.collId);
+  return false;  // FIFO
+}
+
+// Stable: a task goes behind every queued task it does not go ahead of, so the parts of one
+// submission keep their order.
+OCCL_HD inline void insertTask(BlockState& bs, const TaskEntry& t, uint32_t order) {
   leaderUpdate([&] {
     uint32_t pos = bs.nTasks;
-    if (byPriority) {
-      while (pos > 0 && bs.tasks[pos - 1].priority < t.priority) {
-        bs.tasks[pos] = bs.tasks[pos - 1];
-        --pos;
-      }
+    while (pos > 0 && goesAhead(t, bs.tasks[pos - 1], order)) {
+      bs.tasks[pos] = bs.tasks[pos - 1];
+      --pos;
     }
     bs.tasks[pos] = t;
     bs.nTasks += 1;

@@ -87,7 +87,7 @@ void setDefaults(occlConfig_t& c) {
   c.maxInflightPerColl = 16;
   c.connectorSlots = 4;
   c.connectorSlotBytes = 0;  // auto: resolveConnectorGeometry
-  c.orderPolicy = occlOrderFifo;
+  c.orderPolicy = occlOrderAgreed;
   c.spinPolicy = occlSpinPolicyStickiness;
   c.spinThresholdMax = 4096;
   c.spinThresholdMin = 64;
@@ -107,7 +107,7 @@ void setDefaults(occlConfig_t& c) {
 
 constexpr Choice kBackends[] = {
     {"auto", occlBackendAuto}, {"host", occlBackendHost}, {"cuda", occlBackendCuda}, {"simt", occlBackendSimt}};
-constexpr Choice kOrders[] = {{"fifo", occlOrderFifo}, {"priority", occlOrderPriority}};
+constexpr Choice kOrders[] = {{"fifo", occlOrderFifo}, {"priority", occlOrderPriority}, {"agreed", occlOrderAgreed}};
 constexpr Choice kSpinPolicies[] = {{"stickiness", occlSpinPolicyStickiness}, {"fixed", occlSpinPolicyFixed}};
 constexpr Choice kTransports[] = {{"auto", occlTransportAuto}, {"net", occlTransportNet}};
 
@@ -228,7 +228,7 @@ Status validateConfig(const occlConfig_t& c) {
   if (c.connectorSlotBytes % 64 != 0 || c.connectorSlotBytes > (1ull << 30))
     return rangeError(c, "connectorSlotBytes", static_cast<int64_t>(c.connectorSlotBytes),
                       "0 (auto) or a multiple of 64 up to 1 GiB");
-  if (c.orderPolicy != occlOrderFifo && c.orderPolicy != occlOrderPriority) return rangeError(c, "orderPolicy", c.orderPolicy, "an occlOrderPolicy_t");
+  if (c.orderPolicy != occlOrderFifo && c.orderPolicy != occlOrderPriority && c.orderPolicy != occlOrderAgreed) return rangeError(c, "orderPolicy", c.orderPolicy, "an occlOrderPolicy_t");
   if (c.spinPolicy != occlSpinPolicyStickiness && c.spinPolicy != occlSpinPolicyFixed) return rangeError(c, "spinPolicy", c.spinPolicy, "an occlSpinPolicy_t");
   if (c.spinThresholdMax < 1) return rangeError(c, "spinThresholdMax", c.spinThresholdMax, ">= 1");
   if (c.spinThresholdMin < 1 || c.spinThresholdMin > c.spinThresholdMax)

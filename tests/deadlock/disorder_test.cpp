@@ -34,11 +34,13 @@ void expectStatsConsistent(const std::vector<std::vector<CollPlan>>& plans, int 
 
 // The paper's test (§5.2): 8 ranks, 8 AllReduces from 256 B to 1 MiB, each rank in its own order
 // every iteration, 200 iterations.
-void paperWorkload(int nRanks, int iters) {
+void paperWorkload(int nRanks, int iters, occlOrderPolicy_t order = occlOrderAgreed) {
   PendingTracker tracker(nRanks);
   CommSet comms;
   size_t first = 0;
-  ASSERT_EQ(comms.initAll(nRanks, test::testConfig(), &first), occlSuccess) << occlGetLastError(nullptr);
+  occlConfig_t config = test::testConfig();
+  config.orderPolicy = order;
+  ASSERT_EQ(comms.initAll(nRanks, config, &first), occlSuccess) << occlGetLastError(nullptr);
   auto plans = singleCommPlans(comms, first, nRanks, geometricCounts(8, 256, 1 << 20));
   std::string error;
   for (const auto& p : plans) ASSERT_EQ(registerAll(p, &error), occlSuccess) << error;
@@ -64,6 +66,13 @@ int itersFromEnv(int fallback) {
 }
 
 TEST(DisorderTest, PaperEightRanksEightAllReducesTwoHundredIterations) { paperWorkload(8, itersFromEnv(200)); }
+
+// The same under the arrival-order (FIFO) and priority policies, where every rank's task queue
+// holds the collectives in its own order and only preemption and stickiness make them meet.
+TEST(DisorderTest, PaperWorkloadUnderTheFifoOrder) { paperWorkload(4, itersFromEnv(50), occlOrderFifo); }
+TEST(DisorderTest, PaperWorkloadUnderThePriorityOrderWithEqualPriorities) {
+  paperWorkload(4, itersFromEnv(50), occlOrderPriority);
+}
 
 // Three overlapping groupings of 8 ranks (paper Fig. 2): tensor-parallel {0,1},{2,3},...,
 // data-parallel {0,2},{1,3},..., pipeline {0,4},{1,5},...; one communicator per group, random

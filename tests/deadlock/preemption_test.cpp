@@ -157,6 +157,10 @@ struct CrossedOrder {
   CommSet comms;
 
   explicit CrossedOrder(occlConfig_t config) {
+    // Arrival order, so each daemon starts with its own first submission: under the agreed order
+    // a daemon that found both queued would run them in its peer's order, and whether the crossing
+    // happens at all would depend on timing.
+    config.orderPolicy = occlOrderFifo;
     config.daemonBlocks = 1;
     config.connectorSlots = 2;
     config.connectorSlotBytes = 64;

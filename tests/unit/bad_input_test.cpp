@@ -187,7 +187,7 @@ TEST(BadInputTest, ConfigFieldsAreNamed) {
       {"maxInflightPerColl", [](occlConfig_t& c) { c.maxInflightPerColl = 128; }},
       {"connectorSlots", [](occlConfig_t& c) { c.connectorSlots = 1; }},
       {"connectorSlotBytes", [](occlConfig_t& c) { c.connectorSlotBytes = 100; }},
-      {"orderPolicy", [](occlConfig_t& c) { c.orderPolicy = 2; }},
+      {"orderPolicy", [](occlConfig_t& c) { c.orderPolicy = 3; }},
       {"spinPolicy", [](occlConfig_t& c) { c.spinPolicy = -1; }},
       {"spinThresholdMax", [](occlConfig_t& c) { c.spinThresholdMax = 0; }},
       {"spinThresholdMin", [](occlConfig_t& c) { c.spinThresholdMin = c.spinThresholdMax + 1; }},

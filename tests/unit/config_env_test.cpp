@@ -170,7 +170,7 @@ TEST_F(ConfigEnvTest, AWordOutsideItsChoicesListsThem) {
   const std::vector<std::pair<const char*, const char*>> cases = {
       {"OCCL_BACKEND", "gpu"}, {"OCCL_ORDER", "lifo"}, {"OCCL_SPIN_POLICY", "sticky"}};
   const std::map<std::string, std::string> choices = {
-      {"OCCL_BACKEND", "auto|host|cuda|simt"}, {"OCCL_ORDER", "fifo|priority"}, {"OCCL_SPIN_POLICY", "stickiness|fixed"}};
+      {"OCCL_BACKEND", "auto|host|cuda|simt"}, {"OCCL_ORDER", "fifo|priority|agreed"}, {"OCCL_SPIN_POLICY", "stickiness|fixed"}};
   for (const auto& [name, value] : cases) {
     std::string error;
     ASSERT_FALSE(configWith(name, value, &error).has_value()) << name << "=\"" << value << "\" was accepted";

@@ -2,7 +2,8 @@
 // the front of the task queue the highest threshold, falling by thresholdStep per position down
 // to thresholdMin; every successful primitive adds thresholdBoost (saturating); the fixed policy
 // gives everyone thresholdMax; forcePreempt means 1 round; disablePreemption means no limit.
-// Priority order adds the two ways a try gives way to a more urgent submission.
+// Priority order adds the two ways a try gives way to a more urgent submission, the agreed order
+// (the default) the first of them.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -18,7 +19,7 @@ constexpr uint32_t kRoundNs = 64;
 
 // The documented defaults (docs/configuration.md), with the host's time bound per round.
 SchedPolicy defaults() {
-  return SchedPolicy{occlOrderFifo, occlSpinPolicyStickiness, 4096, 64, 512, 1024, 4, 0, 0, kRoundNs, 0, 0};
+  return SchedPolicy{occlOrderAgreed, occlSpinPolicyStickiness, 4096, 64, 512, 1024, 4, 0, 0, kRoundNs, 0, 0};
 }
 
 TEST(SpinPolicyTest, StickinessFallsWithQueuePositionDownToTheFloor) {
@@ -124,7 +125,9 @@ struct QueueView {
 };
 
 TEST(SpinPolicyTest, FifoOrderAddsNothingToThePositionsBudget) {
-  QueueView q(defaults(), {0, 5});
+  SchedPolicy p = defaults();
+  p.order = occlOrderFifo;
+  QueueView q(p, {0, 5});
   SpinBudget b = budgetFor(q.env, q.block, 1);
   EXPECT_EQ(b.threshold, 3584u);
   EXPECT_EQ(b.sqPublished, nullptr);
@@ -155,6 +158,23 @@ TEST(SpinPolicyTest, PriorityOrderYieldsEachTileOnlyBehindAMoreUrgentTask) {
   EXPECT_FALSE(budgetFor(q.env, q.block, 0).yieldEachTile);
   EXPECT_TRUE(budgetFor(q.env, q.block, 1).yieldEachTile);
   EXPECT_TRUE(budgetFor(q.env, q.block, 2).yieldEachTile);
+}
+
+// An arrival may belong ahead of the task being tried (an older submission that a rank submitted
+// late), so the agreed order gives way to new submissions too; it never yields per tile, since
+// every task has priority 0.
+TEST(SpinPolicyTest, AgreedOrderGivesWayToNewSubmissionsButNeverYieldsEachTile) {
+  QueueView q(defaults(), {0, 0});
+  for (uint32_t position = 0; position < 2; ++position) {
+    SpinBudget b = budgetFor(q.env, q.block, position);
+    EXPECT_EQ(b.sqPublished, &q.sqPublished) << "position " << position;
+    EXPECT_EQ(b.sqSeen, 7u);
+    EXPECT_FALSE(b.yieldEachTile);
+  }
+  SchedPolicy p = defaults();
+  p.disablePreemption = 1;
+  QueueView stuck(p, {0, 0});
+  EXPECT_EQ(budgetFor(stuck.env, stuck.block, 1).sqPublished, nullptr);
 }
 
 TEST(SpinPolicyTest, PriorityOrderWithoutPreemptionNeverGivesWay) {
