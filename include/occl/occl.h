@@ -155,7 +155,9 @@ typedef struct {
   int op;                /* occlRedOp_t, for reducing collectives */
   int root;              /* Reduce/Broadcast root; Send/Recv peer */
   int priority;          /* higher runs first under occlOrderPriority */
-  const char* algorithm; /* NULL or "ring": built-in; else an MSCCL-IR file path or loaded name */
+  const char* algorithm; /* NULL: built-in (an AllReduce of a few KiB per peer goes "direct",
+                            one hop, else "ring"); "ring": built-in, never direct; else an
+                            MSCCL-IR file path or loaded name */
   int nBlocks;           /* daemon blocks (channels) to use; 0 = the algorithm's default */
 } occlCollDesc_t;
 

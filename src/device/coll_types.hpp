@@ -46,7 +46,8 @@ struct CollTypeInfo {
   int type;              // occlCollType_t: the row's index
   const char* name;      // messages, occl-bench, tests: "allreduce", ..., "send", "recv"
   const char* irName;    // MSCCL-IR's coll attribute; nullptr: MSCCL-IR has no such collective
-  const char* builtIn;   // the algorithm a registration that names none runs
+  const char* builtIn;   // the algorithm a registration that names none runs (AllReduce: "direct" for
+                         // small counts instead, host::builtInAlgorithm)
   bool reduces;          // takes desc.op
   bool rooted;           // desc.root is the root rank
   bool pointToPoint;     // desc.root is the peer; only the pair takes part

@@ -60,7 +60,25 @@ int blocksFor(const occlCollDesc_t& d, int daemonBlocks) {
   return pointToPoint(d.type) ? 1 : daemonBlocks;
 }
 
-ir::Program generate(const occlCollDesc_t& d, int rank, int nRanks, int nBlocks) {
+// A small AllReduce goes direct (ring.hpp: one round of sends instead of 2(n-1) hops in
+// sequence), unless the caller named the ring or the collective runs on several blocks (desc.nBlocks
+// or config.daemonBlocks: the ring then uses them all). Direct moves n-1 times
+// the count each way per rank, so the bound is on that: (n-1) x bytes up to 192 KiB, the crossover
+// measured on the 2-core development VM (4 ranks: up to 64 KiB; 8 ranks: 16 KiB; 2 ranks: 192 KiB;
+// bench/results/host-2026-11-26.md). The rank bound keeps its n-1 connectors each way per
+// collective few.
+constexpr uint64_t kDirectAllReduceMaxPeerBytes = 192 << 10;
+constexpr int kDirectAllReduceMaxRanks = 8;
+
+bool directAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ringNamed) {
+  if (d.type != occlCollAllReduce || ringNamed || nRanks < 2 || nRanks > kDirectAllReduceMaxRanks || nBlocks != 1)
+    return false;
+  const uint64_t bytes = static_cast<uint64_t>(d.count) * dtypeSize(d.datatype);
+  return bytes * static_cast<uint64_t>(nRanks - 1) <= kDirectAllReduceMaxPeerBytes;
+}
+
+ir::Program generate(const occlCollDesc_t& d, int rank, int nRanks, int nBlocks, bool ringNamed) {
+  if (directAllReduce(d, nRanks, nBlocks, ringNamed)) return ir::makeDirectAllReduce(nRanks);
   switch (d.type) {
     case occlCollAllReduce: return ir::makeRingAllReduce(nRanks, nBlocks);
     case occlCollAllGather: return ir::makeRingAllGather(nRanks, nBlocks);
@@ -122,8 +140,9 @@ Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int n
   const int nBlocks = blocksFor(d, daemonBlocks);
   if (nBlocks > daemonBlocks)
     return invalid(absl::StrFormat("desc.nBlocks = %d exceeds config.daemonBlocks = %d", nBlocks, daemonBlocks));
-  auto builtIn = std::make_shared<const ir::Program>(generate(d, rank, nRanks, nBlocks));
-  if (d.algorithm == nullptr || std::string_view(d.algorithm) == "ring") return AlgorithmChoice{{builtIn, builtIn}};
+  const bool ringNamed = d.algorithm != nullptr && std::string_view(d.algorithm) == "ring";
+  auto builtIn = std::make_shared<const ir::Program>(generate(d, rank, nRanks, nBlocks, ringNamed));
+  if (d.algorithm == nullptr || ringNamed) return AlgorithmChoice{{builtIn, builtIn}};
 
   Result<std::shared_ptr<const ir::Program>> named = library.find(d.algorithm);
   if (!named.ok()) return named.status();
@@ -134,6 +153,10 @@ Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int n
   choice.forms[kFormOutOfPlace] = fits && p.outOfPlace ? named.value() : builtIn;
   choice.forms[kFormInPlace] = fits && p.inPlace ? named.value() : builtIn;
   return choice;
+}
+
+const char* builtInAlgorithm(const occlCollDesc_t& d, int nRanks, int daemonBlocks) {
+  return directAllReduce(d, nRanks, blocksFor(d, daemonBlocks), /*ringNamed=*/false) ? "direct" : collInfo(d.type).builtIn;
 }
 
 // Only what changes the data movement is hashed, so ranks that differ in an ignored field (the op

@@ -25,6 +25,10 @@ struct AlgorithmChoice {
 Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& desc, int rank, int nRanks, int daemonBlocks,
                                         AlgorithmLibrary& library);
 
+// The name of the built-in program a registration of `desc` that names no algorithm runs:
+// collInfo(type).builtIn, except "direct" for an AllReduce small enough on one block (algorithms.cpp).
+const char* builtInAlgorithm(const occlCollDesc_t& desc, int nRanks, int daemonBlocks);
+
 // The registration signature both ends of every connector must agree on. Fields the collective
 // ignores are left out, and both ends of a Send/Recv hash the same (sender, receiver) pair; the
 // programs enter by fingerprint, so ranks that loaded different files under one name disagree.

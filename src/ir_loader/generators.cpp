@@ -44,6 +44,46 @@ Program makeAllToAll(int nRanks, int nBlocks) {
   return p;
 }
 
+Program makeDirectAllReduce(int nRanks) {
+  const int n = nRanks;
+  Program p;
+  p.name = "direct";
+  p.coll = CollKind::AllReduce;
+  p.nRanks = n;
+  p.nChannels = 1;
+  p.nChunksPerLoop = 1;
+  p.raggedChunksAllowed = true;
+  p.inPlace = p.outOfPlace = true;
+  const auto fromPeer = [](OpType op, BufferKind src, BufferKind dst, int peer) {
+    Step s = stepFromTo(op, src, 0, dst, 0);
+    s.recvPeer = peer;
+    return s;
+  };
+  for (int r = 0; r < n; ++r) {
+    RankProgram rp;
+    rp.inputChunks = rp.outputChunks = 1;
+    rp.scratchChunks = r > 0 ? 1 : 0;
+    rp.blocks.resize(1);
+    std::vector<Step>& steps = rp.blocks[0].steps;
+    for (int d = 1; d < n; ++d) {
+      Step send = stepAt(OpType::Send, In, 0);
+      send.sendPeer = mod(r + d, n);
+      steps.push_back(send);
+    }
+    if (r > 0) {  // scratch = x0 op x1 op ... x(r-1); then output = x(r) op scratch
+      steps.push_back(fromPeer(OpType::Recv, BufferKind::Scratch, BufferKind::Scratch, 0));
+      for (int q = 1; q < r; ++q)
+        steps.push_back(fromPeer(OpType::RecvReduceCopy, BufferKind::Scratch, BufferKind::Scratch, q));
+    }
+    steps.push_back(stepFromTo(OpType::Copy, In, 0, Out, 0));
+    if (r > 0) steps.push_back(stepFromTo(OpType::Reduce, BufferKind::Scratch, 0, Out, 0));
+    for (int q = r + 1; q < n; ++q) steps.push_back(fromPeer(OpType::RecvReduceCopy, Out, Out, q));
+    steps.back().postOp = true;  // the n-th contribution: the value is complete
+    p.ranks.push_back(std::move(rp));
+  }
+  return p;
+}
+
 Program makeAllPairsAllReduce(int nRanks) {
   const int n = nRanks;
   Program p;

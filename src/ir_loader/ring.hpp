@@ -48,6 +48,16 @@ Program makeChainBroadcast(int nRanks, int nChannels, int root);
 // n-1 blocks; a block owns a connector per peer it serves, so one block suffices.
 Program makeAllToAll(int nRanks, int nBlocks);
 
+// Direct AllReduce for small counts, one block per rank and one hop: every rank sends its whole
+// input (one chunk per tile) to each other rank, then folds the n inputs in rank order,
+// ((x0 op x1) op x2) op ..., so every rank computes the same value bit for bit: rank r first
+// receives and folds x0..x(r-1) into scratch, adds its own input (op is commutative), then folds
+// x(r+1).. into its output. A rank's sends come before any write to its output, so the in-place
+// form reads its input intact. Per rank it moves (n-1) times the count each way against the ring's
+// 2(n-1)/n, but waits on one round of sends instead of 2(n-1) hops in sequence.
+// The library chooses it by size (host/algorithms.cpp). nRanks >= 2.
+Program makeDirectAllReduce(int nRanks);
+
 // All-pairs AllReduce (in place, one channel), the shape of MSCCLang's allreduce_allpairs with one
 // instance: rank r's input is n*n chunks, chunks [q*n, q*n + n) are rank q's share. Threadblock k
 // (1..n-1) serves the k-th other rank: it sends that rank's share there in one n-chunk step and

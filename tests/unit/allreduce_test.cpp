@@ -1,8 +1,12 @@
-// Ring AllReduce on ranks as threads: bit-exact against a reference for 1..8 ranks, counts
-// that leave chunks of unequal and zero length, in place and out of place.
+// The built-in AllReduce on ranks as threads (direct for small counts, ring above, and the ring
+// also where the registration names it): bit-exact against a reference for 1..8 ranks, counts
+// that leave chunks of unequal and zero length, in place and out of place; and the same bits on
+// every rank when the inputs round differently in every order.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -11,12 +15,12 @@
 namespace occl::test {
 namespace {
 
-using Param = std::tuple<int, size_t, bool>;  // ranks, count, in place
+using Param = std::tuple<int, size_t, bool, bool>;  // ranks, count, in place, ring named
 
 class AllReduceTest : public ::testing::TestWithParam<Param> {};
 
 TEST_P(AllReduceTest, MatchesReferenceBitExactly) {
-  const auto [nRanks, count, inPlace] = GetParam();
+  const auto [nRanks, count, inPlace, ringNamed] = GetParam();
   CommGroup comms(nRanks);
   constexpr uint64_t kId = 0xA11;
   std::vector<std::vector<float>> send(nRanks), recv(nRanks);
@@ -27,6 +31,7 @@ TEST_P(AllReduceTest, MatchesReferenceBitExactly) {
     d.count = count;
     d.datatype = occlFloat32;
     d.op = occlSum;
+    d.algorithm = ringNamed ? "ring" : nullptr;
     expectOk(occlCollRegister(comms[r], kId, &d), comms[r], "register");
     send[r].resize(count);
     recv[r].assign(count, -1.0f);
@@ -49,15 +54,84 @@ TEST_P(AllReduceTest, MatchesReferenceBitExactly) {
   }
 }
 
+std::string paramName(const ::testing::TestParamInfo<Param>& info) {
+  return "r" + std::to_string(std::get<0>(info.param)) + "_n" + std::to_string(std::get<1>(info.param)) +
+         (std::get<2>(info.param) ? "_inplace" : "_outofplace") + (std::get<3>(info.param) ? "_ring" : "");
+}
+
 INSTANTIATE_TEST_SUITE_P(RanksCountsPlaces, AllReduceTest,
                          ::testing::Combine(::testing::Range(1, 9),
                                             ::testing::Values(size_t{0}, size_t{1}, size_t{7}, size_t{1023},
                                                               (size_t{1} << 20) + 3),
-                                            ::testing::Bool()),
-                         [](const ::testing::TestParamInfo<Param>& info) {
-                           return "r" + std::to_string(std::get<0>(info.param)) + "_n" +
-                                  std::to_string(std::get<1>(info.param)) +
-                                  (std::get<2>(info.param) ? "_inplace" : "_outofplace");
+                                            ::testing::Bool(), ::testing::Values(false)),
+                         paramName);
+// The counts the direct AllReduce would take, on the ring.
+INSTANTIATE_TEST_SUITE_P(RingNamed, AllReduceTest,
+                         ::testing::Combine(::testing::Values(2, 3, 4, 8), ::testing::Values(size_t{1}, size_t{1023}),
+                                            ::testing::Bool(), ::testing::Values(true)),
+                         paramName);
+
+// Floats whose sum rounds differently in every order: whichever algorithm runs, every rank must
+// end with the same bits (a data-parallel job's replicas must not drift apart), and the direct
+// AllReduce's are those of the fold in rank order, ((x0 + x1) + x2) + ...
+class AllReduceSameBits : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(AllReduceSameBits, EveryRankGetsTheSameBits) {
+  const auto [nRanks, ringNamed] = GetParam();
+  constexpr size_t kCount = 1000;  // 4000 B: direct up to 8 ranks unless the ring is named
+  constexpr uint64_t kId = 0xB175;
+  CommGroup comms(nRanks);
+  std::vector<std::vector<float>> send(nRanks), recv(nRanks, std::vector<float>(kCount));
+  for (int r = 0; r < nRanks; ++r) {
+    std::mt19937 rng(static_cast<unsigned>(1234 + r));
+    std::uniform_real_distribution<float> value(-1e4f, 1e4f);
+    for (size_t i = 0; i < kCount; ++i) send[r].push_back(value(rng) * (i % 3 == 0 ? 1e-6f : 1.0f));
+  }
+  std::vector<std::string> algorithms(nRanks);
+  runRanks(nRanks, [&](int r) {
+    occlCollDesc_t d;
+    occlCollDescInit(&d);
+    d.type = occlCollAllReduce;
+    d.count = kCount;
+    d.datatype = occlFloat32;
+    d.op = occlSum;
+    d.algorithm = ringNamed ? "ring" : nullptr;
+    expectOk(occlCollRegister(comms[r], kId, &d), comms[r], "register");
+    const char* name = nullptr;
+    expectOk(occlCollGetAlgorithm(comms[r], kId, 0, &name), comms[r], "occlCollGetAlgorithm");
+    algorithms[r] = name;
+    CallbackCounter done;
+    expectOk(occlSubmit(comms[r], kId, send[r].data(), recv[r].data(), &CallbackCounter::callback, &done), comms[r],
+             "submit");
+    ASSERT_TRUE(done.waitFor(1)) << "rank " << r << " timed out";
+    EXPECT_EQ(done.fired()[0].second, occlSuccess);
+  });
+  for (int r = 0; r < nRanks; ++r) EXPECT_EQ(algorithms[r], ringNamed ? "ring" : "direct") << "rank " << r;
+  bool orderMatters = false;
+  for (size_t i = 0; i < kCount; ++i) {
+    float fold = send[0][i], reverse = send[nRanks - 1][i];
+    for (int q = 1; q < nRanks; ++q) fold += send[q][i];
+    for (int q = nRanks - 2; q >= 0; --q) reverse += send[q][i];
+    orderMatters = orderMatters || std::memcmp(&fold, &reverse, sizeof(float)) != 0;
+    for (int r = 0; r < nRanks; ++r) {
+      ASSERT_EQ(std::memcmp(&recv[r][i], &recv[0][i], sizeof(float)), 0)
+          << "element " << i << ": rank " << r << " has " << recv[r][i] << ", rank 0 " << recv[0][i];
+      if (!ringNamed) {
+        ASSERT_EQ(std::memcmp(&recv[r][i], &fold, sizeof(float)), 0)
+            << "element " << i << ": rank " << r << " has " << recv[r][i] << ", the fold in rank order " << fold;
+      }
+    }
+  }
+  if (nRanks > 2) {
+    EXPECT_TRUE(orderMatters) << "the inputs round alike in every order: the test shows nothing";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(RanksAlgorithms, AllReduceSameBits,
+                         ::testing::Combine(::testing::Values(2, 3, 4, 8), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<int, bool>>& info) {
+                           return "r" + std::to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "_ring" : "_direct");
                          });
 
 }  // namespace

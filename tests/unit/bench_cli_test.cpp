@@ -517,7 +517,7 @@ std::string sendAllFirstAllReduce(int chunks) {
 // A registration that fails on every rank is reported per size, the sweep goes on, and the exit
 // code says so: a program that needs more slots than a connector may have (1025, past 1024) fails
 // at the sizes it takes, 4100 and 8200 B, while 2048 B (512 floats, not whole chunks of its 1025)
-// runs the built-in ring.
+// runs the built-in algorithm (the direct AllReduce, at that size).
 TEST(BenchEndToEnd, FailedRegistrationIsReportedPerSizeAndTheRunContinues) {
   const std::filesystem::path file = tempPath("send_all_first.xml");
   std::ofstream(file) << sendAllFirstAllReduce(1025);
@@ -531,7 +531,7 @@ TEST(BenchEndToEnd, FailedRegistrationIsReportedPerSizeAndTheRunContinues) {
                        "connection before they are received); at most 1024 (on 2 ranks)"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("# algorithm: ring out-of-place 1, ring in-place 1\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# algorithm: direct out-of-place 1, direct in-place 1\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
 }
 

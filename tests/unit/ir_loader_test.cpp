@@ -670,6 +670,7 @@ TEST(ValidateProgram, GeneratorsAreValidAndMarkTheSamePostOps) {
       expectValidGenerated(makeSendRecv(n, c, 0, n - 1), "sendrecv 0->last, " + shape);
       expectValidGenerated(makeSendRecv(n, c, n - 1, 0), "sendrecv last->0, " + shape);
     }
+    expectValidGenerated(makeDirectAllReduce(n), "direct allreduce, " + std::to_string(n) + " ranks");
     for (int blocks = 1; blocks <= n; ++blocks)
       expectValidGenerated(makeAllToAll(n, blocks), "alltoall " + std::to_string(n) + " ranks, " + std::to_string(blocks) + " blocks");
   }
@@ -678,7 +679,8 @@ TEST(ValidateProgram, GeneratorsAreValidAndMarkTheSamePostOps) {
 TEST(ValidateProgram, GeneratedSlotCounts) {
   // Rings forward a held chunk with fused steps (rrs, rrcs, rcs), so they need 2 slots from 3
   // ranks on (AllGather and ReduceScatter), AllReduce from 2 (its rrcs). Chains, the direct
-  // AllToAll and Send/Recv move one chunk per connection per tile, so capacity never binds.
+  // AllToAll and AllReduce and Send/Recv move one chunk per connection per tile, so capacity
+  // never binds.
   for (int c = 1; c <= 2; ++c) {
     EXPECT_EQ(minConnectorSlots(makeRingAllReduce(2, c)), 2);
     EXPECT_EQ(minConnectorSlots(makeRingAllReduce(5, c)), 2);
@@ -691,6 +693,7 @@ TEST(ValidateProgram, GeneratedSlotCounts) {
     EXPECT_EQ(minConnectorSlots(makeSendRecv(5, c, 1, 3)), 1);
   }
   EXPECT_EQ(minConnectorSlots(makeAllToAll(6, 1)), 1);
+  EXPECT_EQ(minConnectorSlots(makeDirectAllReduce(6)), 1);
   EXPECT_EQ(minConnectorSlots(makeAllToAll(6, 5)), 1);
 }
 

@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_format.h"
 #include "support/collective_cases.hpp"
+#include "host/algorithms.hpp"
 #include "ir_loader/msccl_ir.hpp"
 #include "queues/fifo.hpp"
 #include "support/ranks.hpp"
@@ -67,8 +68,6 @@ std::string fileName(const Fixture& f) { return std::filesystem::path(f.path).fi
 
 void PrintTo(const Fixture& f, std::ostream* os) { *os << f.path; }
 
-// What a submission the program does not take runs instead.
-const char* builtInName(int type) { return collInfo(type).builtIn; }
 
 ir::Program loadOrDie(const std::string& path) {
   ir::LoadResult r = ir::loadMscclIrFile(path);
@@ -125,7 +124,7 @@ std::vector<occlCollStats_t> registeredStats(const CommGroup& comms, const Spec&
 }
 
 // Registers `s` on every rank and checks which algorithm each placement runs.
-void expectAlgorithm(const CommGroup& comms, const ir::Program& p, Spec s) {
+void expectAlgorithm(const CommGroup& comms, int daemonBlocks, const ir::Program& p, Spec s) {
   const uint64_t id = nextCollId();
   for (int r = 0; r < comms.size(); ++r) {
     const occlCollDesc_t d = descFor(s, r);
@@ -135,7 +134,8 @@ void expectAlgorithm(const CommGroup& comms, const ir::Program& p, Spec s) {
     s.inPlace = inPlace;
     const char* name = nullptr;
     expectOk(occlCollGetAlgorithm(comms[0], id, inPlace ? 1 : 0, &name), comms[0], "occlCollGetAlgorithm");
-    EXPECT_EQ(std::string(name), runsProgram(p, s) ? p.name : builtInName(s.type)) << describe(s);
+    const std::string builtIn = host::builtInAlgorithm(descFor(s, 0), comms.size(), daemonBlocks);  // the fallback
+    EXPECT_EQ(std::string(name), runsProgram(p, s) ? p.name : builtIn) << describe(s);
   }
   for (int r = 0; r < comms.size(); ++r) expectOk(occlCollDeregister(comms[r], id), comms[r], "deregister");
 }
@@ -163,7 +163,7 @@ TEST_P(IrRun, BitExactInEveryPlacementAndCount) {
         Spec s{fixture.type, dtype, op, count, inPlace};
         s.root = fixture.root;
         s.algorithm = kLoaded;
-        ASSERT_NO_FATAL_FAILURE(expectAlgorithm(comms, program, s));
+        ASSERT_NO_FATAL_FAILURE(expectAlgorithm(comms, blocks, program, s));
         cases.push_back(makeCase(s, program.nRanks));
       }
     }
@@ -230,12 +230,15 @@ TEST(IrRun, ConnectorsGetTheSlotsTheProgramNeeds) {
   Spec s{occlCollAllReduce, occlFloat32, occlSum, 16 * 100, /*inPlace=*/true};
   s.algorithm = kLoaded;
   const std::vector<occlCollStats_t> stats = registeredStats(comms, s);
-  for (const occlCollStats_t& st : stats) {
-    // Out of place the built-in ring runs on config's 2 slots (2 connector ends); in place the
-    // program's 6 ends (3 peers, both ways) get 4.
+  for (size_t r = 0; r < stats.size(); ++r) {
+    const occlCollStats_t& st = stats[r];
+    // Out of place the built-in direct AllReduce (a small count) runs on config's 2 slots, in
+    // place the program on 4: 6 connector ends each (3 peers, both ways).
     EXPECT_EQ(st.connectorSlots, 4u);
-    EXPECT_EQ(st.connectorBytes, 6 * fifoBytes(4, kSlotBytes) + 2 * fifoBytes(2, kSlotBytes));
-    EXPECT_EQ(st.scratchBytes, 12 * 100 * sizeof(float));  // 12 chunks of 100 floats
+    EXPECT_EQ(st.connectorBytes, 6 * fifoBytes(4, kSlotBytes) + 6 * fifoBytes(2, kSlotBytes));
+    // The program's 12 chunks of 100 floats; direct folds the lower ranks' inputs in a scratch
+    // copy of the whole count on every rank but the first.
+    EXPECT_EQ(st.scratchBytes, 12 * 100 * sizeof(float) + (r > 0 ? s.count * sizeof(float) : 0)) << "rank " << r;
   }
   std::vector<Case> cases;
   cases.push_back(makeCase(s, 4));
@@ -252,7 +255,7 @@ TEST(IrRun, AllPairsOnEightRanksRunsWithTheDefaultConfiguration) {
   for (auto [dtype, op] : dtypeOps(occlCollAllReduce)) {
     Spec s{occlCollAllReduce, dtype, op, 64 * 1000, /*inPlace=*/true};
     s.algorithm = kLoaded;
-    ASSERT_NO_FATAL_FAILURE(expectAlgorithm(comms, loadOrDie(path), s));
+    ASSERT_NO_FATAL_FAILURE(expectAlgorithm(comms, testConfig().daemonBlocks, loadOrDie(path), s));
     for (const occlCollStats_t& st : registeredStats(comms, s)) EXPECT_EQ(st.connectorSlots, 8u);
     cases.push_back(makeCase(s, 8));
   }
