@@ -37,9 +37,9 @@ class AbortTest : public ::testing::TestWithParam<bool> {
     occlCollDesc_t d;
     occlCollDescInit(&d);
     d.count = kCount;
-    // The ring, where a peer still needs the aborted rank after the abort. The direct AllReduce
-    // this size would otherwise run sends everything first: rank 0's one try before its abort
-    // gives rank 1 all it needs, and rank 1 then completes, rightly, instead of failing.
+    // The ring, where a peer still needs the aborted rank after the abort, whatever the count. The
+    // direct AllReduce (small counts) sends everything first: rank 0's one try before its abort
+    // would give rank 1 all it needs, and rank 1 would then complete, rightly, instead of failing.
     d.algorithm = "ring";
     for (occlComm_t c : comms_) ASSERT_EQ(occlCollRegister(c, kId, &d), occlSuccess) << occlGetLastError(c);
     for (auto& b : bufs_) b.assign(kCount, 1.0f);
