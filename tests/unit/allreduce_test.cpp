@@ -17,6 +17,18 @@ namespace {
 
 using Param = std::tuple<int, size_t, bool, bool>;  // ranks, count, in place, ring named
 
+// A float sum AllReduce of `count`, on the ring if `ringNamed`, else the built-in choice.
+void registerFloatSum(occlComm_t comm, uint64_t id, size_t count, bool ringNamed) {
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.type = occlCollAllReduce;
+  d.count = count;
+  d.datatype = occlFloat32;
+  d.op = occlSum;
+  d.algorithm = ringNamed ? "ring" : nullptr;
+  expectOk(occlCollRegister(comm, id, &d), comm, "register");
+}
+
 class AllReduceTest : public ::testing::TestWithParam<Param> {};
 
 TEST_P(AllReduceTest, MatchesReferenceBitExactly) {
@@ -25,14 +37,7 @@ TEST_P(AllReduceTest, MatchesReferenceBitExactly) {
   constexpr uint64_t kId = 0xA11;
   std::vector<std::vector<float>> send(nRanks), recv(nRanks);
   runRanks(nRanks, [&](int r) {
-    occlCollDesc_t d;
-    occlCollDescInit(&d);
-    d.type = occlCollAllReduce;
-    d.count = count;
-    d.datatype = occlFloat32;
-    d.op = occlSum;
-    d.algorithm = ringNamed ? "ring" : nullptr;
-    expectOk(occlCollRegister(comms[r], kId, &d), comms[r], "register");
+    registerFloatSum(comms[r], kId, count, ringNamed);
     send[r].resize(count);
     recv[r].assign(count, -1.0f);
     for (size_t i = 0; i < count; ++i) send[r][i] = inputValue(r, i);
@@ -89,14 +94,7 @@ TEST_P(AllReduceSameBits, EveryRankGetsTheSameBits) {
   }
   std::vector<std::string> algorithms(nRanks);
   runRanks(nRanks, [&](int r) {
-    occlCollDesc_t d;
-    occlCollDescInit(&d);
-    d.type = occlCollAllReduce;
-    d.count = kCount;
-    d.datatype = occlFloat32;
-    d.op = occlSum;
-    d.algorithm = ringNamed ? "ring" : nullptr;
-    expectOk(occlCollRegister(comms[r], kId, &d), comms[r], "register");
+    registerFloatSum(comms[r], kId, kCount, ringNamed);
     const char* name = nullptr;
     expectOk(occlCollGetAlgorithm(comms[r], kId, 0, &name), comms[r], "occlCollGetAlgorithm");
     algorithms[r] = name;
