@@ -1,5 +1,6 @@
 #include "host/config.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -111,6 +112,11 @@ constexpr Choice kOrders[] = {{"fifo", occlOrderFifo}, {"priority", occlOrderPri
 constexpr Choice kSpinPolicies[] = {{"stickiness", occlSpinPolicyStickiness}, {"fixed", occlSpinPolicyFixed}};
 constexpr Choice kTransports[] = {{"auto", occlTransportAuto}, {"net", occlTransportNet}};
 
+// Whether `value` is one of the table's: the values a config field of that enum may hold.
+bool isChoice(int value, std::span<const Choice> choices) {
+  return std::any_of(choices.begin(), choices.end(), [value](const Choice& c) { return c.second == value; });
+}
+
 // Every OCCL_* variable of the configuration, the field it sets (as validateConfig names it), how
 // it is read and the field's value; applied in kVariables' order. docs/configuration.md lists the
 // same (config_env_test).
@@ -211,7 +217,7 @@ void resolveConnectorGeometry(occlConfig_t& c, bool spansHosts) {
 Status validateConfig(const occlConfig_t& c) {
   if (c.structSize != sizeof(occlConfig_t))
     return rangeError(c, "structSize", static_cast<int64_t>(c.structSize), "sizeof(occlConfig_t): call occlConfigInit first");
-  if (c.backend < occlBackendAuto || c.backend > occlBackendSimt) return rangeError(c, "backend", c.backend, "an occlBackend_t");
+  if (!isChoice(c.backend, kBackends)) return rangeError(c, "backend", c.backend, "an occlBackend_t");
   if (c.daemonBlocks < 1 || c.daemonBlocks > kMaxDaemonBlocks)
     return rangeError(c, "daemonBlocks", c.daemonBlocks, absl::StrCat("1..", kMaxDaemonBlocks));
   if (c.threadsPerBlock < 32 || c.threadsPerBlock > 1024 || c.threadsPerBlock % 32 != 0)
@@ -228,8 +234,8 @@ Status validateConfig(const occlConfig_t& c) {
   if (c.connectorSlotBytes % 64 != 0 || c.connectorSlotBytes > (1ull << 30))
     return rangeError(c, "connectorSlotBytes", static_cast<int64_t>(c.connectorSlotBytes),
                       "0 (auto) or a multiple of 64 up to 1 GiB");
-  if (c.orderPolicy != occlOrderFifo && c.orderPolicy != occlOrderPriority && c.orderPolicy != occlOrderAgreed) return rangeError(c, "orderPolicy", c.orderPolicy, "an occlOrderPolicy_t");
-  if (c.spinPolicy != occlSpinPolicyStickiness && c.spinPolicy != occlSpinPolicyFixed) return rangeError(c, "spinPolicy", c.spinPolicy, "an occlSpinPolicy_t");
+  if (!isChoice(c.orderPolicy, kOrders)) return rangeError(c, "orderPolicy", c.orderPolicy, "an occlOrderPolicy_t");
+  if (!isChoice(c.spinPolicy, kSpinPolicies)) return rangeError(c, "spinPolicy", c.spinPolicy, "an occlSpinPolicy_t");
   if (c.spinThresholdMax < 1) return rangeError(c, "spinThresholdMax", c.spinThresholdMax, ">= 1");
   if (c.spinThresholdMin < 1 || c.spinThresholdMin > c.spinThresholdMax)
     return rangeError(c, "spinThresholdMin", c.spinThresholdMin, "1..spinThresholdMax");
@@ -243,8 +249,7 @@ Status validateConfig(const occlConfig_t& c) {
   if (c.forcePreempt && c.disablePreemption) return rangeError(c, "forcePreempt", c.forcePreempt, "0 when disablePreemption is set");
   if (c.simtLanes < 1 || c.simtLanes > 64) return rangeError(c, "simtLanes", c.simtLanes, "1..64");
   if (c.simtSmSlots < 0 || c.simtSmSlots > 4096) return rangeError(c, "simtSmSlots", c.simtSmSlots, "0..4096 (0 = no limit)");
-  if (c.transport != occlTransportAuto && c.transport != occlTransportNet)
-    return rangeError(c, "transport", c.transport, "an occlTransport_t");
+  if (!isChoice(c.transport, kTransports)) return rangeError(c, "transport", c.transport, "an occlTransport_t");
   return Status::success();
 }
 
