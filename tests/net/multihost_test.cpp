@@ -359,12 +359,7 @@ void killScenario(occlComm_t comm, int rank) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << "timeout is 60 s";
   // The NET connector may fail the collective before the bootstrap has told the communicator
   // that the rank died; both come well inside the timeout.
-  occlResult_t async = occlSuccess;
-  for (const auto deadline = start + std::chrono::seconds(20);
-       async == occlSuccess && std::chrono::steady_clock::now() < deadline;
-       std::this_thread::sleep_for(std::chrono::milliseconds(10)))
-    expectOk(occlCommGetAsyncError(comm, &async), comm, "async error");
-  EXPECT_EQ(async, occlRemoteError);
+  EXPECT_EQ(awaitAsyncError(comm, std::chrono::seconds(20)), occlRemoteError);
   expectOk(occlCommFinalize(comm), comm, "finalize");  // the death is known: no wait for the dead peer
   expectOk(occlCommDestroy(comm), nullptr, "destroy");
 }

@@ -44,6 +44,18 @@ inline void expectOk(occlResult_t r, occlComm_t comm, const std::string& what) {
     throw std::runtime_error(what + " failed: " + occlGetErrorString(r) + ": " + occlGetLastError(comm));
 }
 
+// The communicator's asynchronous error once it is set, or occlSuccess after `bound`. A pending
+// collective may fail through a connector a peer poisoned before this rank's own bootstrap has
+// noticed the peer's death: that error follows within seconds, so callers wait for it.
+inline occlResult_t awaitAsyncError(occlComm_t comm, std::chrono::milliseconds bound) {
+  occlResult_t async = occlSuccess;
+  for (const auto deadline = std::chrono::steady_clock::now() + bound;;
+       std::this_thread::sleep_for(std::chrono::milliseconds(5))) {
+    expectOk(occlCommGetAsyncError(comm, &async), comm, "occlCommGetAsyncError");
+    if (async != occlSuccess || std::chrono::steady_clock::now() >= deadline) return async;
+  }
+}
+
 inline occlConfig_t testConfig() {
   occlConfig_t c;
   occlConfigInit(&c);

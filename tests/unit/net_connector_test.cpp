@@ -352,13 +352,28 @@ TEST(NetConnector, PoisonForwardsBothWays) {
   rb.h().poisonWith(occlRemoteError);
   EXPECT_TRUE(waitFor([&] { return sb.poison() != 0; }));
   EXPECT_EQ(sb.poison(), static_cast<uint32_t>(occlRemoteError));
-  // A poison that arrives keeps the first status: the other end's later one does not replace it.
+  // The first status stays: once the sender's poison has arrived, the receiver's later one
+  // neither replaces it there nor travels back to replace it at the sender.
   sc.h().poisonWith(occlInvalidUsage);
+  EXPECT_TRUE(waitFor([&] { return rc.poison() != 0; }));
   rc.h().poisonWith(occlSystemError);
-  EXPECT_TRUE(waitFor([&] { return rc.poison() != 0 && sc.poison() != 0; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(sc.poison(), static_cast<uint32_t>(occlInvalidUsage));
-  EXPECT_EQ(rc.poison(), static_cast<uint32_t>(occlSystemError));
+  EXPECT_EQ(rc.poison(), static_cast<uint32_t>(occlInvalidUsage));
+  // Both ends poisoned at once: whichever status reaches an end first stays there, so each end
+  // holds one of the two, and neither changes afterwards.
+  const ConnectorKey e{0x95, 1, 0, 0};
+  Fifo se = attach(ranks[1], e, ConnectorEnd::Sender, 2, 512);
+  Fifo re = attach(ranks[0], e, ConnectorEnd::Receiver, 2, 512);
+  se.h().poisonWith(occlInvalidUsage);
+  re.h().poisonWith(occlSystemError);
+  EXPECT_TRUE(waitFor([&] { return se.poison() != 0 && re.poison() != 0; }));
+  const uint32_t settledSender = se.poison(), settledReceiver = re.poison();
+  for (uint32_t got : {settledSender, settledReceiver})
+    EXPECT_TRUE(got == static_cast<uint32_t>(occlInvalidUsage) || got == static_cast<uint32_t>(occlSystemError)) << got;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(se.poison(), settledSender);
+  EXPECT_EQ(re.poison(), settledReceiver);
   // A connector nobody poisoned stays clean.
   Fifo sd = attach(ranks[0], ConnectorKey{0x93, 0, 1, 0}, ConnectorEnd::Sender, 2, 512);
   Fifo rd = attach(ranks[1], ConnectorKey{0x93, 0, 1, 0}, ConnectorEnd::Receiver, 2, 512);

@@ -217,9 +217,7 @@ void registerPhase(const Child& c, occlComm_t comm) {
   EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(kCollTimeoutMs) + kSlack);
   for (const auto& [id, status] : done.fired()) EXPECT_NE(status, occlSuccess) << "collId " << id;
   expectEachOnce(done, submitted);
-  occlResult_t async = occlSuccess;
-  expectOk(occlCommGetAsyncError(comm, &async), comm, "async error");
-  EXPECT_NE(async, occlSuccess);
+  EXPECT_NE(awaitAsyncError(comm, kSlack), occlSuccess);
   occlCommFinalize(comm);  // nothing pending: returns without the victim, whatever it reports
   expectOk(occlCommDestroy(comm), nullptr, "destroy");
 }
