@@ -217,6 +217,9 @@ Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, con
     for (const auto& c : connectors_) (void)c->poison(occlInvalidUsage);
     return Status::error(occlInvalidUsage, mismatchMessage(desc_.collId, desc, peer));
   }
+  // A tile is at most one chunk: that much of each slot is ever written (buildForm set the chunk).
+  const ProgramForm& form = desc_.forms[formIndex];
+  mem.value()->populate(end, slots, cfg.connectorSlotBytes, std::min(form.chunkElems, desc_.tileElems) * desc_.elemBytes);
   return handleOf(*mem.value(), slots, cfg.connectorSlotBytes);
 }
 

@@ -32,6 +32,8 @@ struct ConnectorKey {
   std::string describe() const;
 };
 
+enum class ConnectorEnd : uint8_t { Sender, Receiver };
+
 // One mapping of connector memory; unmapped when the last user releases it.
 class ConnectorMemory {
  public:
@@ -58,12 +60,16 @@ class ConnectorMemory {
     atomics::compareExchange(&header()->poison, expected, status);
     return Status::success();
   }
+  // Called by `end` at registration: maps in, for this process, the pages its collective will
+  // touch (the header, the first `bytesPerSlot` of each of the `nSlots` slots of `slotBytes`, the
+  // slot lengths). Otherwise the collective's first round through the slots takes a fault per page
+  // in each process that maps them: a small AllReduce's first 4 runs on 4 thread-ranks cost ~4x a
+  // warm one. Memory that needs nothing (device, pinned) keeps this default.
+  virtual void populate(ConnectorEnd end, uint32_t nSlots, uint64_t slotBytes, uint64_t bytesPerSlot) {}
 
  protected:
   void* base_ = nullptr;
 };
-
-enum class ConnectorEnd : uint8_t { Sender, Receiver };
 
 class ConnectorFactory {
  public:
@@ -84,6 +90,14 @@ std::unique_ptr<ConnectorFactory> makeInProcessFactory(std::shared_ptr<InProcess
 
 // Ranks that are processes of one host share POSIX shared memory named after the job's nonce.
 std::unique_ptr<ConnectorFactory> makeShmFactory(uint64_t jobNonce, int64_t attachTimeoutMs);
+
+// ConnectorMemory::populate for pageable host memory at `base`, by touching each page from this
+// thread: the kernel maps it, and so does a hypervisor that shadows the guest's page tables (on
+// such a VM, MADV_POPULATE_WRITE left most of the cost). The touches are atomic and change
+// nothing, so a peer may already be using the memory: `writer` adds 0 to a word of each page (the
+// end that fills the slots; it runs before its own daemon can), a reader only loads one. Either
+// adds 0 to the header's `attached` word, which every end writes.
+void populateHostSlots(void* base, uint32_t nSlots, uint64_t slotBytes, uint64_t bytesPerSlot, bool writer);
 
 // Sets the geometry word on first mapping, or checks it matches what the other end set.
 Status claimGeometry(FifoHeader* header, uint32_t nSlots, uint64_t slotBytes, const ConnectorKey& key);

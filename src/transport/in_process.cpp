@@ -1,8 +1,10 @@
 // In-process connectors: ranks that are threads of one process (occlCommInitAll) share FIFO
-// memory from anonymous mappings. Pages are touched only when used, so a connector costs
-// address space, not memory, until traffic flows.
+// memory from anonymous mappings. Registration maps in only the part of each slot its collective's
+// tiles use (ConnectorMemory::populate), so a connector costs address space beyond that.
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -18,6 +20,11 @@ class AnonymousMemory : public ConnectorMemory {
  public:
   AnonymousMemory(void* base, size_t bytes) : bytes_(bytes) { base_ = base; }
   ~AnonymousMemory() override { munmap(base_, bytes_); }
+  // Threads share the page tables: the sender maps in what it will fill, before its daemon runs;
+  // a touch by the receiver could meet the sender's daemon already writing.
+  void populate(ConnectorEnd end, uint32_t nSlots, uint64_t slotBytes, uint64_t bytesPerSlot) override {
+    if (end == ConnectorEnd::Sender) populateHostSlots(base_, nSlots, slotBytes, bytesPerSlot, true);
+  }
 
  private:
   size_t bytes_;
@@ -79,6 +86,25 @@ std::unique_ptr<ConnectorFactory> makeInProcessFactory(std::shared_ptr<InProcess
 std::string ConnectorKey::describe() const {
   if (form == 0) return absl::StrFormat("(coll 0x%x, %d -> %d, channel %d)", collId, sender, receiver, channel);
   return absl::StrFormat("(coll 0x%x, %d -> %d, channel %d, form %d)", collId, sender, receiver, channel, form);
+}
+
+void populateHostSlots(void* base, uint32_t nSlots, uint64_t slotBytes, uint64_t bytesPerSlot, bool writer) {
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  auto touch = [writer](char* from, size_t bytes) {
+    const uintptr_t end = reinterpret_cast<uintptr_t>(from) + bytes;
+    for (uintptr_t p = reinterpret_cast<uintptr_t>(from) / page * page; p < end; p += page) {
+      // The page's first word, or the first word of the range where the page starts before it.
+      auto* word = reinterpret_cast<uint64_t*>(std::max(p, reinterpret_cast<uintptr_t>(from)));
+      if (writer) atomics::fetchAdd(word, uint64_t{0});
+      else (void)atomics::loadRelaxed(word);
+    }
+  };
+  auto* header = static_cast<FifoHeader*>(base);
+  atomics::fetchAdd(&header->attached, 0u);  // the header's page, which every end writes
+  char* data = static_cast<char*>(base) + kFifoDataOffset;
+  const uint64_t used = std::min(bytesPerSlot, slotBytes);
+  for (uint32_t s = 0; s < nSlots; ++s) touch(data + s * slotBytes, used);
+  touch(data + fifoLengthsOffset(nSlots, slotBytes), nSlots * sizeof(uint64_t));
 }
 
 Status claimGeometry(FifoHeader* header, uint32_t nSlots, uint64_t slotBytes, const ConnectorKey& key) {

@@ -59,6 +59,10 @@ class ShmMemory : public ConnectorMemory {
   // A segment the peer has not mapped yet keeps its name, for the peer to find what was sent;
   // JobSegments unlinks it at the end.
   ~ShmMemory() override { munmap(base_, bytes_); }
+  // Each process has its own page tables: both ends map in what they use.
+  void populate(ConnectorEnd end, uint32_t nSlots, uint64_t slotBytes, uint64_t bytesPerSlot) override {
+    populateHostSlots(base_, nSlots, slotBytes, bytesPerSlot, end == ConnectorEnd::Sender);
+  }
   void unlinkIfShared() {
     if (atomics::loadAcquire(&header()->attached) >= 2) shm_unlink(name_.c_str());
   }
