@@ -62,13 +62,13 @@ int blocksFor(const occlCollDesc_t& d, int daemonBlocks) {
 
 // A small AllReduce goes direct (ring.hpp: one round of sends instead of 2(n-1) hops in
 // sequence), unless the caller named the ring or the collective runs on several blocks (desc.nBlocks
-// or config.daemonBlocks: the ring then uses them all). Direct moves n-1 times
-// the count each way per rank, so the bound is on that: (n-1) x bytes up to 12 KiB (4 KiB on 4
-// ranks). Warm, direct wins on the 2-core development VM up to (n-1) x bytes ~ 192 KiB, but its
-// first rounds through 3x as many fresh connector slots cost more, and in the sweep (3
-// warm-up iterations) direct lost from 8 KiB on 4 ranks (bench/results/host-2026-11-26.md).
-// The rank bound keeps its n-1 connectors each way per collective few.
-constexpr uint64_t kDirectAllReduceMaxPeerBytes = 12 << 10;
+// or config.daemonBlocks: the ring then uses them all). Direct moves n-1 times the count each way
+// per rank, so the bound is on that: (n-1) x bytes up to 192 KiB (64 KiB on 4 ranks, 27 KiB on 8),
+// where it stops winning on the 2-core development VM, also in the sweep with 3 warm-up
+// iterations now that registration maps the slots in (ConnectorMemory::populate; before, direct's
+// first rounds through 3x as many slots lost from 8 KiB on 4 ranks). Measured in
+// bench/results/host-2026-11-26b.md. The rank bound keeps its n-1 connectors each way few.
+constexpr uint64_t kDirectAllReduceMaxPeerBytes = 192 << 10;
 constexpr int kDirectAllReduceMaxRanks = 8;
 
 bool directAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ringNamed) {

@@ -67,10 +67,11 @@ std::string paramName(const ::testing::TestParamInfo<Param>& info) {
 INSTANTIATE_TEST_SUITE_P(RanksCountsPlaces, AllReduceTest,
                          ::testing::Combine(::testing::Range(1, 9),
                                             ::testing::Values(size_t{0}, size_t{1}, size_t{7}, size_t{1023},
-                                                              (size_t{1} << 20) + 3),
+                                                              size_t{40000}, (size_t{1} << 20) + 3),
                                             ::testing::Bool(), ::testing::Values(false)),
                          paramName);
-// Counts the direct AllReduce takes by default (1023 floats up to 4 ranks), on the named ring.
+// Direct by default: 1023 floats on up to 8 ranks, and 40000 (two tiles of a 128 KiB slot) on 2;
+// the ring above. Here the counts direct takes, on the named ring.
 INSTANTIATE_TEST_SUITE_P(RingNamed, AllReduceTest,
                          ::testing::Combine(::testing::Values(2, 3, 4, 8), ::testing::Values(size_t{1}, size_t{1023}),
                                             ::testing::Bool(), ::testing::Values(true)),

@@ -230,12 +230,15 @@ TEST(IrRun, ConnectorsGetTheSlotsTheProgramNeeds) {
   Spec s{occlCollAllReduce, occlFloat32, occlSum, 16 * 100, /*inPlace=*/true};
   s.algorithm = kLoaded;
   const std::vector<occlCollStats_t> stats = registeredStats(comms, s);
-  for (const occlCollStats_t& st : stats) {
-    // Out of place the built-in ring runs on config's 2 slots (2 connector ends); in place the
-    // program's 6 ends (3 peers, both ways) get 4.
+  for (size_t r = 0; r < stats.size(); ++r) {
+    const occlCollStats_t& st = stats[r];
+    // Out of place the built-in direct AllReduce (6.25 KiB) runs on config's 2 slots; in place the
+    // program's. Each has 6 connector ends (3 peers, both ways); the program's get 4 slots.
     EXPECT_EQ(st.connectorSlots, 4u);
-    EXPECT_EQ(st.connectorBytes, 6 * fifoBytes(4, kSlotBytes) + 2 * fifoBytes(2, kSlotBytes));
-    EXPECT_EQ(st.scratchBytes, 12 * 100 * sizeof(float));  // 12 chunks of 100 floats
+    EXPECT_EQ(st.connectorBytes, 6 * fifoBytes(4, kSlotBytes) + 6 * fifoBytes(2, kSlotBytes));
+    // The program's 12 chunks of 100 floats; direct folds the inputs in rank order, in a scratch
+    // chunk of the whole count on every rank after the first.
+    EXPECT_EQ(st.scratchBytes, (12 * 100 + (r > 0 ? 16 * 100 : 0)) * sizeof(float)) << "rank " << r;
   }
   std::vector<Case> cases;
   cases.push_back(makeCase(s, 4));
