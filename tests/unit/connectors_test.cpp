@@ -1,8 +1,11 @@
 // The pairing rule of connectors (transport/connector.hpp): the k-th attach of a key by its sender
 // meets the k-th attach by its receiver, and memory lives until both ends have attached and
 // released it. A sender that finishes and deregisters before its receiver has registered must
-// lose nothing, and a collId registered again must pair with the peer's next registration.
+// lose nothing, and a collId registered again must pair with the peer's next registration. And
+// ConnectorMemory::populate: registration maps in the tiles a collective will use, and only those.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -132,6 +135,86 @@ TEST(ConnectorPairing, SenderDeregistersBeforeReceiverRegisters) {
     EXPECT_EQ(out, p);
     expectOk(occlCollDeregister(comms[1], kId), comms[1], "deregister recv");
   }
+}
+
+// ---- populate ----
+
+// Whether this process maps the page holding `p` (/proc/self/pagemap: bit 63, page present).
+bool mapped(const void* p) {
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const int fd = open("/proc/self/pagemap", O_RDONLY);
+  uint64_t entry = 0;
+  const off_t at = static_cast<off_t>(reinterpret_cast<uintptr_t>(p) / page * sizeof entry);
+  const bool read = fd >= 0 && pread(fd, &entry, sizeof entry, at) == static_cast<ssize_t>(sizeof entry);
+  if (fd >= 0) close(fd);
+  if (!read) throw std::runtime_error(std::string("cannot read /proc/self/pagemap: ") + std::strerror(errno));
+  return (entry >> 63) != 0;
+}
+
+constexpr uint32_t kPopSlots = 4;
+constexpr uint64_t kPopSlotBytes = uint64_t{1} << 20;
+constexpr uint64_t kTileBytes = 5000;  // a tile's bytes: two pages of each slot
+
+std::shared_ptr<ConnectorMemory> attachBig(ConnectorFactory& f, const ConnectorKey& key, ConnectorEnd end) {
+  auto mem = f.attach(key, end, kPopSlots, kPopSlotBytes);
+  if (!mem.ok()) throw std::runtime_error(mem.status().message);
+  return mem.value();
+}
+
+// The first kTileBytes of every slot and the slot lengths are mapped (or not); the middle of a
+// slot, which no tile of that size reaches, never is. Slot 0 starts on the header's page, which
+// attach itself writes.
+void expectTilesMapped(const ConnectorMemory& m, bool expected) {
+  for (uint32_t s = 0; s < kPopSlots; ++s) {
+    const char* slot = m.data() + s * kPopSlotBytes;
+    if (s > 0) {
+      EXPECT_EQ(mapped(slot), expected) << "slot " << s << ": its first byte";
+    }
+    EXPECT_EQ(mapped(slot + kTileBytes - 1), expected) << "slot " << s << ": the tile's last byte";
+    EXPECT_FALSE(mapped(slot + kPopSlotBytes / 2)) << "slot " << s << ": its middle";
+  }
+  EXPECT_EQ(mapped(m.data() + fifoLengthsOffset(kPopSlots, kPopSlotBytes)), expected) << "the slot lengths";
+}
+
+// Threads share one mapping and its page tables: the sender maps in what it will fill; the
+// receiver, whose touch could meet the sender's daemon already writing, touches nothing.
+TEST(ConnectorPopulate, InProcessTheSenderMapsTheTilesInOnce) {
+  auto world = transport::makeInProcessWorld();
+  auto a = transport::makeInProcessFactory(world), b = transport::makeInProcessFactory(world);
+  const ConnectorKey key{0x61, 0, 1, 0};
+  auto sender = attachBig(*a, key, ConnectorEnd::Sender);
+  auto receiver = attachBig(*b, key, ConnectorEnd::Receiver);
+  ASSERT_EQ(sender->data(), receiver->data());
+  expectTilesMapped(*sender, false);
+  receiver->populate(ConnectorEnd::Receiver, kPopSlots, kPopSlotBytes, kTileBytes);
+  expectTilesMapped(*sender, false);
+  sender->populate(ConnectorEnd::Sender, kPopSlots, kPopSlotBytes, kTileBytes);
+  expectTilesMapped(*sender, true);
+  for (uint64_t i = 0; i < kTileBytes; ++i) ASSERT_EQ(sender->data()[kPopSlotBytes + i], 0) << i;
+}
+
+// Two factories stand for two processes with a mapping each: each end maps in its own, and the
+// receiver's touches leave what the sender already wrote (a peer may be that far ahead).
+TEST(ConnectorPopulate, SharedMemoryEachEndMapsItsOwnAndTheDataStays) {
+  if (!std::filesystem::exists("/dev/shm")) GTEST_SKIP() << "no /dev/shm on this machine";
+  const uint64_t nonce = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  auto a = transport::makeShmFactory(nonce, 5000), b = transport::makeShmFactory(nonce, 5000);
+  const ConnectorKey key{0x62, 0, 1, 0};
+  auto sender = attachBig(*a, key, ConnectorEnd::Sender);
+  sender->populate(ConnectorEnd::Sender, kPopSlots, kPopSlotBytes, kTileBytes);
+  expectTilesMapped(*sender, true);
+  for (uint32_t s = 0; s < kPopSlots; ++s) std::memset(sender->data() + s * kPopSlotBytes, 0x50 + s, kTileBytes);
+  auto receiver = attachBig(*b, key, ConnectorEnd::Receiver);
+  ASSERT_NE(sender->data(), receiver->data());
+  expectTilesMapped(*receiver, false);
+  receiver->populate(ConnectorEnd::Receiver, kPopSlots, kPopSlotBytes, kTileBytes);
+  expectTilesMapped(*receiver, true);
+  for (uint32_t s = 0; s < kPopSlots; ++s)
+    for (uint64_t i = 0; i < kTileBytes; ++i)
+      ASSERT_EQ(receiver->data()[s * kPopSlotBytes + i], static_cast<char>(0x50 + s)) << "slot " << s << ", byte " << i;
+  // The sender registering again over what it wrote (a second form, say) keeps it too.
+  sender->populate(ConnectorEnd::Sender, kPopSlots, kPopSlotBytes, kTileBytes);
+  EXPECT_EQ(sender->data()[kPopSlotBytes + kTileBytes - 1], 0x51);
 }
 
 }  // namespace
