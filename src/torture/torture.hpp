@@ -99,6 +99,7 @@ struct CollPlan {
   size_t count = 0;  // float32 elements
   int priority = 0;
   int nBlocks = 0;   // 0 = config.daemonBlocks
+  const char* algorithm = nullptr;  // occlCollDesc_t.algorithm: NULL = the built-in choice
   std::vector<int> members;
 };
 

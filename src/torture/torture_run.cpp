@@ -104,6 +104,7 @@ occlCollDesc_t allReduceDesc(const CollPlan& p) {
   d.op = occlSum;
   d.priority = p.priority;
   d.nBlocks = p.nBlocks;
+  d.algorithm = p.algorithm;
   return d;
 }
 
