@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "support/collective_cases.hpp"
 #include "support/ranks.hpp"
 
 namespace occl::test {
@@ -19,13 +20,10 @@ using Param = std::tuple<int, size_t, bool, bool>;  // ranks, count, in place, r
 
 // A float sum AllReduce of `count`, on the ring if `ringNamed`, else the built-in choice.
 void registerFloatSum(occlComm_t comm, uint64_t id, size_t count, bool ringNamed) {
-  occlCollDesc_t d;
-  occlCollDescInit(&d);
-  d.type = occlCollAllReduce;
-  d.count = count;
-  d.datatype = occlFloat32;
-  d.op = occlSum;
-  d.algorithm = ringNamed ? "ring" : nullptr;
+  Spec s;  // an AllReduce of floats, summed
+  s.count = count;
+  s.algorithm = ringNamed ? "ring" : nullptr;
+  const occlCollDesc_t d = descFor(s, /*rank=*/0);  // the rank matters to Send/Recv only
   expectOk(occlCollRegister(comm, id, &d), comm, "register");
 }
 
