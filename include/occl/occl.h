@@ -156,7 +156,9 @@ typedef struct {
   int root;              /* Reduce/Broadcast root; Send/Recv peer */
   int priority;          /* higher runs first under occlOrderPriority */
   const char* algorithm; /* NULL: built-in (an AllReduce of a few KiB per peer goes "direct",
-                            one hop, else "ring"); "ring": built-in, never direct; else an
+                            one hop; a larger one "peer", reading the other ranks' buffers,
+                            where every rank is a thread of one process on the host backend;
+                            else "ring"); "ring": built-in, never direct nor peer; else an
                             MSCCL-IR file path or loaded name */
   int nBlocks;           /* daemon blocks (channels) to use; 0 = the algorithm's default */
 } occlCollDesc_t;
@@ -248,8 +250,8 @@ occlResult_t occlCollDeregister(occlComm_t comm, uint64_t collId);
  */
 occlResult_t occlAlgorithmLoad(occlComm_t comm, const char* name, const char* path);
 /* The name of the algorithm submissions of collId run in place (inPlace != 0) or out of place:
- * the MSCCL-IR program's name, or the built-in one's ("ring", "chain", "direct", "p2p"). The
- * string stays valid while collId is registered. */
+ * the MSCCL-IR program's name, or the built-in one's ("ring", "chain", "direct", "peer",
+ * "p2p"). The string stays valid while collId is registered. */
 occlResult_t occlCollGetAlgorithm(occlComm_t comm, uint64_t collId, int inPlace, const char** algorithm);
 
 /*

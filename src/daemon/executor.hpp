@@ -6,6 +6,7 @@
 
 #include "device/coll_desc.hpp"
 #include "occl/occl.h"
+#include "primitives/peer_read.hpp"
 #include "primitives/primitives.hpp"
 #include "device/compat.hpp"
 #include "queues/fifo_wait.hpp"
@@ -118,6 +119,7 @@ class BlockExecutor {
   enum class WaitResult : uint8_t { Ready, Stuck, Failed, Yielded };
 
   OCCL_HD WaitResult runPrimitive(const DeviceStep& step) {
+    if (isPeerOp(step.op)) return runPeerStep(step);
     uint64_t chunk = static_cast<uint64_t>(stepReadsSrc(step.op) ? step.srcOff : step.dstOff) + ctx_.sub;
     uint64_t n = step.op == StepOp::Nop ? 0 : tileLength(d_, form_, chunk, ctx_.tile);
     if (n == 0) return WaitResult::Ready;
@@ -137,6 +139,53 @@ class BlockExecutor {
     return WaitResult::Ready;
   }
 
+  // Peer reads (primitives/peer_read.hpp). Notices are posted and released whether or not this
+  // rank's chunks hold data, so both ends of a connector count the same notices; a read that
+  // finds its peer's connector poisoned reads nothing and fails the collective.
+  OCCL_HD WaitResult runPeerStep(const DeviceStep& step) {
+    switch (step.op) {
+      case StepOp::PeerPost: {
+        const FifoHandle& send = plan_.sends[step.sendConn];
+        WaitResult w = waitFor([&] { return send.canSend(); }, nullptr, &send);
+        if (w != WaitResult::Ready) return w;
+        if (exec::isLeader()) postPeerNotice(send, bufs_);
+        break;
+      }
+      case StepOp::PeerReduce: {
+        for (uint32_t i = 0; i < plan_.nRecvs; ++i) {
+          WaitResult w = waitForNotices(plan_.recvs[i], kPeerNoticeBuffers);
+          if (w != WaitResult::Ready) return w;
+        }
+        if (!exec::broadcastFromLeader([&] { return peerReduce(d_, form_, plan_, step, bufs_); }))
+          return WaitResult::Failed;
+        break;
+      }
+      case StepOp::PeerCopy: {
+        const FifoHandle& recv = plan_.recvs[step.recvConn];
+        WaitResult w = waitForNotices(recv, kPeerNoticeSliceFinal);
+        if (w != WaitResult::Ready) return w;
+        if (!exec::broadcastFromLeader([&] { return peerCopy(d_, form_, step, recv, bufs_); })) return WaitResult::Failed;
+        break;
+      }
+      default: {  // PeerRelease
+        const FifoHandle& recv = plan_.recvs[step.recvConn];
+        WaitResult w = waitForNotices(recv, kPeerNotices);
+        if (w != WaitResult::Ready) return w;
+        if (exec::isLeader())
+          for (uint32_t k = 0; k < kPeerNotices; ++k) recv.commitRecv();
+        break;
+      }
+    }
+    exec::blockSync();
+    markProgress();
+    return WaitResult::Ready;
+  }
+
+  OCCL_HD WaitResult waitForNotices(const FifoHandle& recv, uint32_t notices,
+                                    exec::SyncSite site = exec::SyncSite::here()) {
+    return waitFor([&] { return recv.pending() >= notices; }, &recv, nullptr, notices, site);
+  }
+
   OCCL_HD void markProgress() {
     progressed_ = true;
     budget_.threshold = boostedThreshold(budget_.threshold, budget_.boost);
@@ -153,7 +202,7 @@ class BlockExecutor {
   // are told apart.
   template <typename Ready>
   OCCL_HD WaitResult waitFor(Ready&& ready, const FifoHandle* recv = nullptr, const FifoHandle* send = nullptr,
-                             exec::SyncSite site = exec::SyncSite::here()) {
+                             uint64_t recvNeed = 1, exec::SyncSite site = exec::SyncSite::here()) {
     uint64_t startNs = 0;
     for (uint32_t spins = 0;; ++spins) {
       if (exec::broadcastFromLeader(ready, site)) return WaitResult::Ready;
@@ -169,7 +218,7 @@ class BlockExecutor {
       if (!budget_.unlimited && (spins >= budget_.threshold || outOfTime(spins, startNs) || deadline))
         return exec::broadcastFromLeader([&] { return failureCode() != 0; }) ? WaitResult::Failed : WaitResult::Stuck;
       if (parking) {
-        park(recv, send, startNs);
+        park(recv, send, recvNeed, startNs);
       } else {
         exec::spinPause();
       }
@@ -179,7 +228,7 @@ class BlockExecutor {
   // One sleep of a parked wait (host only), on whichever FIFO is not ready: until it moves,
   // kMaxParkNs, or the end of the wait's time bound.
   OCCL_HD void park([[maybe_unused]] const FifoHandle* recv, [[maybe_unused]] const FifoHandle* send,
-                    [[maybe_unused]] uint64_t startNs) const {
+                    [[maybe_unused]] uint64_t recvNeed, [[maybe_unused]] uint64_t startNs) const {
 #if OCCL_ON_DEVICE
     exec::spinPause();
 #else
@@ -189,8 +238,8 @@ class BlockExecutor {
       if (spentNs >= timeBoundNs()) return;
       maxNs = timeBoundNs() - spentNs < maxNs ? timeBoundNs() - spentNs : maxNs;
     }
-    if (recv != nullptr && !recv->canRecv()) {
-      parkUntilRecv(*recv, maxNs);
+    if (recv != nullptr && recv->pending() < recvNeed) {
+      parkUntilRecv(*recv, maxNs, recvNeed);
     } else if (send != nullptr) {
       parkUntilSend(*send, maxNs);
     }

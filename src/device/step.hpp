@@ -12,7 +12,15 @@ inline constexpr uint32_t kMaxStepsPerBlock = 4096;  // step fits 12 bits of a p
 inline constexpr uint32_t kMaxTiles = 1u << 20;      // tile fits 20 bits of a progress word
 inline constexpr uint32_t kMaxInflightPerColl = 64;  // submissions of one collective in flight
 
-enum class StepOp : uint8_t { Nop, Send, Recv, RecvCopySend, RecvReduceSend, RecvReduceCopy, RecvReduceCopySend, Copy, Reduce };
+enum class StepOp : uint8_t {
+  Nop, Send, Recv, RecvCopySend, RecvReduceSend, RecvReduceCopy, RecvReduceCopySend, Copy, Reduce,
+  // Peer reads (primitives/peer_read.hpp): ranks that share an address space read each other's
+  // buffers in place; their connectors carry notices, not data. Generated programs only (the
+  // MSCCL-IR loader has no names for them): a peer's address means nothing in another process.
+  PeerPost, PeerReduce, PeerCopy, PeerRelease,
+};
+// Notices a peer-read program posts to each peer per submission; its connectors need this many slots.
+inline constexpr uint32_t kPeerNotices = 3;
 enum class BufKind : uint8_t { Input, Output, Scratch };
 
 enum StepFlags : uint8_t {

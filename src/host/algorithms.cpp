@@ -78,8 +78,19 @@ bool directAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ring
   return bytes * static_cast<uint64_t>(nRanks - 1) <= kDirectAllReduceMaxPeerBytes;
 }
 
-ir::Program generate(const occlCollDesc_t& d, int rank, int nRanks, int nBlocks, bool ringNamed) {
+// Above the direct bound, ranks that share an address space read each other's buffers instead of
+// passing tiles around the ring (primitives/peer_read.hpp; bench/results/host-2026-11-26c.md).
+// Each rank holds a connector to and from every peer, as direct does, hence the rank bound.
+constexpr int kPeerAllReduceMaxRanks = 16;
+
+bool peerAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ringNamed, bool peerReads) {
+  return peerReads && d.type == occlCollAllReduce && !ringNamed && nRanks >= 2 && nRanks <= kPeerAllReduceMaxRanks &&
+         nBlocks == 1 && !directAllReduce(d, nRanks, nBlocks, ringNamed);
+}
+
+ir::Program generate(const occlCollDesc_t& d, int rank, int nRanks, int nBlocks, bool ringNamed, bool peerReads) {
   if (directAllReduce(d, nRanks, nBlocks, ringNamed)) return ir::makeDirectAllReduce(nRanks);
+  if (peerAllReduce(d, nRanks, nBlocks, ringNamed, peerReads)) return ir::makePeerAllReduce(nRanks);
   switch (d.type) {
     case occlCollAllReduce: return ir::makeRingAllReduce(nRanks, nBlocks);
     case occlCollAllGather: return ir::makeRingAllGather(nRanks, nBlocks);
@@ -134,7 +145,7 @@ bool sizeFits(const ir::Program& p, const occlCollDesc_t& d, int nRanks) {
 
 }  // namespace
 
-Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int nRanks, int daemonBlocks,
+Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int nRanks, int daemonBlocks, bool peerReads,
                                         AlgorithmLibrary& library) {
   if (Status s = validateCommon(d); !s.ok()) return s;
   if (Status s = validateRoot(d, rank, nRanks); !s.ok()) return s;
@@ -142,7 +153,7 @@ Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int n
   if (nBlocks > daemonBlocks)
     return invalid(absl::StrFormat("desc.nBlocks = %d exceeds config.daemonBlocks = %d", nBlocks, daemonBlocks));
   const bool ringNamed = d.algorithm != nullptr && std::string_view(d.algorithm) == "ring";
-  auto builtIn = std::make_shared<const ir::Program>(generate(d, rank, nRanks, nBlocks, ringNamed));
+  auto builtIn = std::make_shared<const ir::Program>(generate(d, rank, nRanks, nBlocks, ringNamed, peerReads));
   if (d.algorithm == nullptr || ringNamed) return AlgorithmChoice{{builtIn, builtIn}};
 
   Result<std::shared_ptr<const ir::Program>> named = library.find(d.algorithm);
@@ -156,8 +167,11 @@ Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int n
   return choice;
 }
 
-const char* builtInAlgorithm(const occlCollDesc_t& d, int nRanks, int daemonBlocks) {
-  return directAllReduce(d, nRanks, blocksFor(d, daemonBlocks), /*ringNamed=*/false) ? "direct" : collInfo(d.type).builtIn;
+const char* builtInAlgorithm(const occlCollDesc_t& d, int nRanks, int daemonBlocks, bool peerReads) {
+  const int nBlocks = blocksFor(d, daemonBlocks);
+  if (directAllReduce(d, nRanks, nBlocks, /*ringNamed=*/false)) return "direct";
+  if (peerAllReduce(d, nRanks, nBlocks, /*ringNamed=*/false, peerReads)) return "peer";
+  return collInfo(d.type).builtIn;
 }
 
 // Only what changes the data movement is hashed, so ranks that differ in an ignored field (the op

@@ -22,12 +22,15 @@ struct AlgorithmChoice {
 
 // Validates the description against the communicator (rank count, root/peer range, types, ops,
 // the algorithm it names) and chooses the programs. Errors name the offending field.
-Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& desc, int rank, int nRanks, int daemonBlocks,
+// `peerReads`: the ranks share an address space and host memory (comm.cpp), so a large AllReduce
+// may read peers' buffers in place (the "peer" program).
+Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& desc, int rank, int nRanks, int daemonBlocks, bool peerReads,
                                         AlgorithmLibrary& library);
 
 // The name of the built-in program a registration of `desc` that names no algorithm runs:
-// collInfo(type).builtIn, except "direct" for an AllReduce small enough on one block (algorithms.cpp).
-const char* builtInAlgorithm(const occlCollDesc_t& desc, int nRanks, int daemonBlocks);
+// collInfo(type).builtIn, except "direct" for an AllReduce small enough on one block and "peer"
+// for a larger one where `peerReads` (algorithms.cpp).
+const char* builtInAlgorithm(const occlCollDesc_t& desc, int nRanks, int daemonBlocks, bool peerReads);
 
 // The registration signature both ends of every connector must agree on. Fields the collective
 // ignores are left out, and both ends of a Send/Recv hash the same (sender, receiver) pair; the

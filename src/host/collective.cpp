@@ -10,6 +10,7 @@
 #include "host/config.hpp"
 #include "ir_loader/validate.hpp"
 #include "primitives/dtypes.hpp"
+#include "primitives/peer_read.hpp"
 #include "primitives/reduce_ops.hpp"
 
 namespace occl::host {
@@ -74,7 +75,8 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   user_ = desc;
   user_.algorithm = nullptr;  // the caller's string need not outlive registration
   const occlConfig_t& cfg = *setup.config;
-  Result<AlgorithmChoice> choice = selectAlgorithm(desc, setup.rank, setup.nRanks, cfg.daemonBlocks, *setup.library);
+  Result<AlgorithmChoice> choice =
+      selectAlgorithm(desc, setup.rank, setup.nRanks, cfg.daemonBlocks, setup.peerReads, *setup.library);
   if (!choice.ok()) return choice.status();
   const auto& forms = choice.value().forms;
   uint32_t nBlocks = 0;
@@ -166,7 +168,9 @@ Status Collective::buildForm(const CollectiveSetup& setup, const occlCollDesc_t&
                                                             "split into its %d chunks",
                                                             program.name, total, nChunks));
   const uint64_t chunkElems = (total + nChunks - 1) / nChunks;
-  const uint64_t nTiles = chunkElems == 0 ? 0 : (chunkElems + desc_.tileElems - 1) / desc_.tileElems;
+  // A peer-read program moves a whole chunk per step (peer_read.hpp tiles it for the cache itself).
+  const uint64_t tilesPerChunk = program.peerReads ? 1 : (chunkElems + desc_.tileElems - 1) / desc_.tileElems;
+  const uint64_t nTiles = chunkElems == 0 ? 0 : tilesPerChunk;
   if (nTiles >= kMaxTiles)
     return Status::error(occlInvalidArgument,
                          absl::StrFormat("desc.count = %d needs %d tiles of %d bytes; at most %d: raise "
@@ -177,6 +181,7 @@ Status Collective::buildForm(const CollectiveSetup& setup, const occlCollDesc_t&
   form.nTiles = static_cast<uint32_t>(nTiles);
   form.ragged = program.raggedChunksAllowed && total % nChunks != 0 ? 1 : 0;
 
+  peerForm_[formIndex] = program.peerReads;
   const ir::RankProgram& mine = program.ranks.at(setup.rank);
   Result<const BlockPlan*> plans = buildBlocks(setup, desc, mine, program.name, formIndex, static_cast<uint32_t>(slots));
   if (!plans.ok()) return plans.status();
@@ -204,10 +209,11 @@ Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, con
   const bool sending = end == transport::ConnectorEnd::Sender;
   const transport::ConnectorKey key{desc_.collId, sending ? setup.rank : peer, sending ? peer : setup.rank, channel,
                                     static_cast<int32_t>(formIndex)};
-  auto mem = setup.connectors->attach(key, end, slots, cfg.connectorSlotBytes);
+  const uint64_t slotBytes = peerForm_[formIndex] ? kPeerSlotBytes : cfg.connectorSlotBytes;
+  auto mem = setup.connectors->attach(key, end, slots, slotBytes);
   if (!mem.ok()) return mem.status();
   connectors_.push_back(mem.value());
-  connectorBytes_ += fifoBytes(slots, cfg.connectorSlotBytes);
+  connectorBytes_ += fifoBytes(slots, slotBytes);
   connectorSlots_ = std::max(connectorSlots_, slots);
   Result<uint64_t> peerSig = mem.value()->exchangeSignature(sending, desc_.signature);
   if (!peerSig.ok()) return peerSig.status();
@@ -217,10 +223,13 @@ Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, con
     for (const auto& c : connectors_) (void)c->poison(occlInvalidUsage);
     return Status::error(occlInvalidUsage, mismatchMessage(desc_.collId, desc, peer));
   }
-  // A tile is at most one chunk: that much of each slot is ever written (buildForm set the chunk).
+  // A tile is at most one chunk: that much of each slot is ever written (buildForm set the chunk);
+  // a peer-read program's slots hold a notice.
   const ProgramForm& form = desc_.forms[formIndex];
-  mem.value()->populate(end, slots, cfg.connectorSlotBytes, std::min(form.chunkElems, desc_.tileElems) * desc_.elemBytes);
-  return handleOf(*mem.value(), slots, cfg.connectorSlotBytes);
+  const uint64_t written =
+      peerForm_[formIndex] ? sizeof(PeerNotice) : std::min(form.chunkElems, desc_.tileElems) * desc_.elemBytes;
+  mem.value()->populate(end, slots, slotBytes, written);
+  return handleOf(*mem.value(), slots, slotBytes);
 }
 
 Result<const BlockPlan*> Collective::buildBlocks(const CollectiveSetup& setup, const occlCollDesc_t& desc,

@@ -35,6 +35,7 @@ struct CollectiveSetup {
   backend::Backend* backend;
   transport::ConnectorFactory* connectors;
   AlgorithmLibrary* library;
+  bool peerReads;  // ranks share an address space and host memory (comm.cpp): the peer AllReduce may run
 };
 
 class Collective {
@@ -133,6 +134,7 @@ class Collective {
   uint64_t sendElems_ = 0;
   uint64_t recvElems_ = 0;
   std::array<std::string, 2> algorithmNames_;
+  std::array<bool, 2> peerForm_{};  // by form: the program reads peers' buffers (its slots hold notices)
   std::atomic<uint64_t> nextSeq_{0};
   std::atomic<uint64_t> completedSeq_{0};
   std::atomic<uint64_t> submissions_{0};

@@ -45,6 +45,17 @@ uint32_t parkAfterSpins(const backend::Backend& backend) {
   return std::string_view(backend.name()) == "host" ? kHostParkAfterSpins : 0;
 }
 
+// Peer reads (primitives/peer_read.hpp) need every rank in this process, reading host memory:
+// the host backend with every peer's connectors in-process. Every rank then sees the same, so
+// all of them choose the same programs.
+bool ranksShareMemory(const backend::Backend* backend, const transport::ConnectorFactory* connectors, int rank,
+                      int nRanks) {
+  if (backend == nullptr || connectors == nullptr || std::string_view(backend->name()) != "host") return false;
+  for (int peer = 0; peer < nRanks; ++peer)
+    if (peer != rank && std::string_view(connectors->transportTo(peer)) != "in-process") return false;
+  return true;
+}
+
 }  // namespace
 
 Comm::Comm(CommOptions& o)
@@ -53,6 +64,7 @@ Comm::Comm(CommOptions& o)
       config_(o.config),
       backend_(std::move(o.backend)),
       connectors_(std::move(o.connectors)),
+      peerReads_(ranksShareMemory(backend_.get(), connectors_.get(), rank_, nRanks_)),
       bootstrap_(std::move(o.bootstrap)) {}
 
 Result<std::unique_ptr<Comm>> Comm::create(CommOptions options) {
@@ -273,7 +285,7 @@ Status Comm::registerCollective(uint64_t collId, const occlCollDesc_t& desc) {
     return Status::error(occlInvalidUsage, absl::StrFormat("collId 0x%x is already registered on rank %d", collId, rank_));
   Result<uint32_t> index = allocateIndex();
   if (!index.ok()) return index.status();
-  CollectiveSetup setup{rank_, nRanks_, &config_, backend_.get(), connectors_.get(), &library_};
+  CollectiveSetup setup{rank_, nRanks_, &config_, backend_.get(), connectors_.get(), &library_, peerReads_};
   Result<std::unique_ptr<Collective>> coll = Collective::create(setup, collId, index.value(), desc);
   Status published = coll.ok() ? Status::success() : coll.status();
   if (published.ok()) {

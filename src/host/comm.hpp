@@ -109,6 +109,8 @@ class Comm {
   const occlConfig_t config_;
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<transport::ConnectorFactory> connectors_;
+  // (declared after connectors_: initialised from it) every rank may read every other's buffers
+  bool peerReads_;
   AlgorithmLibrary library_;
   std::unique_ptr<bootstrap::Bootstrap> bootstrap_;
 

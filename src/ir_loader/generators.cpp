@@ -44,6 +44,54 @@ Program makeAllToAll(int nRanks, int nBlocks) {
   return p;
 }
 
+Program makePeerAllReduce(int nRanks) {
+  const int n = nRanks;
+  Program p;
+  p.name = "peer";
+  p.coll = CollKind::AllReduce;
+  p.nRanks = n;
+  p.nChannels = 1;
+  p.nChunksPerLoop = n;
+  p.raggedChunksAllowed = true;
+  p.inPlace = p.outOfPlace = true;
+  p.minConnectorSlots = static_cast<int32_t>(kPeerNotices);
+  p.peerReads = true;
+  for (int r = 0; r < n; ++r) {
+    RankProgram rp;
+    rp.inputChunks = rp.outputChunks = n;
+    rp.blocks.resize(1);
+    std::vector<Step>& steps = rp.blocks[0].steps;
+    const auto toEveryPeer = [&](OpType op) {
+      for (int q = 0; q < n; ++q) {
+        if (q == r) continue;
+        Step s = stepFromTo(op, Out, q, Out, q);
+        s.sendPeer = q;
+        steps.push_back(s);
+      }
+    };
+    // Receiving steps name the peers in rank order, so the block's receive connectors (and the
+    // fold order of PeerReduce) are the other ranks in ascending order.
+    const auto fromEveryPeer = [&](OpType op) {
+      for (int q = 0; q < n; ++q) {
+        if (q == r) continue;
+        Step s = stepFromTo(op, Out, q, Out, q);
+        s.recvPeer = q;
+        steps.push_back(s);
+      }
+    };
+    toEveryPeer(OpType::PeerPost);  // 1: my buffers
+    Step reduce = stepFromTo(OpType::PeerReduce, In, r, Out, r);
+    reduce.postOp = true;
+    steps.push_back(reduce);
+    toEveryPeer(OpType::PeerPost);  // 2: my slice is final
+    fromEveryPeer(OpType::PeerCopy);
+    toEveryPeer(OpType::PeerPost);  // 3: done reading yours
+    fromEveryPeer(OpType::PeerRelease);
+    p.ranks.push_back(std::move(rp));
+  }
+  return p;
+}
+
 Program makeDirectAllReduce(int nRanks) {
   const int n = nRanks;
   Program p;

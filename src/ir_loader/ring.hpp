@@ -58,6 +58,15 @@ Program makeAllToAll(int nRanks, int nBlocks);
 // The library chooses it by size (host/algorithms.cpp). nRanks >= 2.
 Program makeDirectAllReduce(int nRanks);
 
+// Peer AllReduce for ranks that share an address space (primitives/peer_read.hpp): chunk q is
+// rank q's slice. Rank r posts its buffers to every peer, folds slice r of every rank's input into
+// its output where the inputs are, posts "slice final", copies each peer's final slice from that
+// peer's output, posts "done reading" and releases the peers' notices. One block, one tile per
+// chunk, no data through connectors: kPeerNotices notices per peer and submission. Each slice is
+// reduced once, so every rank holds the same bits. The in-place form is safe: a rank overwrites
+// slice q of its buffer only after q's "slice final", i.e. after q read it. nRanks >= 2.
+Program makePeerAllReduce(int nRanks);
+
 // All-pairs AllReduce (in place, one channel), the shape of MSCCLang's allreduce_allpairs with one
 // instance: rank r's input is n*n chunks, chunks [q*n, q*n + n) are rank q's share. Threadblock k
 // (1..n-1) serves the k-th other rank: it sends that rank's share there in one n-chunk step and

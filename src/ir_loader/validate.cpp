@@ -4,6 +4,7 @@
 #include "ir_loader/validate.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -50,7 +51,11 @@ std::string stepElement(int32_t rank, int32_t block, int32_t step) {
 }
 
 const char* opName(OpType op) {
-  static constexpr const char* kNames[] = {"nop", "s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re"};
+  // The peer-read ops have no MSCCL-IR name (the loader cannot produce them): these say what they are.
+  static constexpr const char* kNames[] = {"nop", "s",  "r",         "rcs",         "rrs",       "rrc",
+                                           "rrcs", "cpy", "re", "peer-post", "peer-reduce", "peer-copy",
+                                           "peer-release"};
+  static_assert(std::size(kNames) == static_cast<size_t>(OpType::PeerRelease) + 1, "a name for every op");
   return kNames[static_cast<size_t>(op)];
 }
 const char* bufferName(BufferKind b) {
@@ -64,11 +69,12 @@ const char* collName(CollKind c) {
 
 bool opSends(OpType op) {
   return op == OpType::Send || op == OpType::RecvCopySend || op == OpType::RecvReduceSend ||
-         op == OpType::RecvReduceCopySend;
+         op == OpType::RecvReduceCopySend || op == OpType::PeerPost;
 }
 bool opReceives(OpType op) {
   return op == OpType::Recv || op == OpType::RecvCopySend || op == OpType::RecvReduceSend ||
-         op == OpType::RecvReduceCopy || op == OpType::RecvReduceCopySend;
+         op == OpType::RecvReduceCopy || op == OpType::RecvReduceCopySend || op == OpType::PeerCopy ||
+         op == OpType::PeerRelease;
 }
 std::vector<int32_t> connectionPeers(const BlockProgram& b, bool sending) {
   std::vector<int32_t> peers;

@@ -41,7 +41,7 @@ struct alignas(64) FifoHeader {
   uint32_t poison;                   // 0, or the occlResult_t every user of this connector fails with
   uint32_t attached;                 // sides that have mapped the memory
   int32_t bellFd;                    // NET: the proxy's eventfd, read only under kFifoWakeBell
-  uint32_t pad32;
+  uint32_t peerReaders;              // peer reads: receivers reading the sender's buffers now
   uint64_t pad[3];
 };
 static_assert(sizeof(FifoHeader) == 192, "FifoHeader layout is shared by host and device");
@@ -77,6 +77,14 @@ OCCL_HD inline constexpr size_t fifoLengthsOffset(uint32_t nSlots, uint64_t slot
 }
 OCCL_HD inline constexpr size_t fifoBytes(uint32_t nSlots, uint64_t slotBytes) {
   return kFifoDataOffset + fifoLengthsOffset(nSlots, slotBytes) + static_cast<size_t>(nSlots) * sizeof(uint64_t);
+}
+
+OCCL_HD inline void fullFence() {
+#if defined(__CUDACC__)
+  cuda::atomic_thread_fence(cuda::memory_order_seq_cst, cuda::thread_scope_system);
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
 }
 
 // Plain handle: a view of connector memory as mapped in this process (or device).
@@ -117,6 +125,30 @@ struct FifoHandle {
   OCCL_HD void commitRecv() const {
     atomics::storeRelease(&header->head, atomics::loadRelaxed(&header->head) + 1);
     fifoPublished(header, &header->head, &header->headWake);
+  }
+
+  // Slots published and not yet consumed: the notices of a peer-read program (peer_read.hpp),
+  // which leaves its notices in place until the submission ends.
+  OCCL_HD uint64_t pending() const {
+    return atomics::loadAcquire(&header->tail) - atomics::loadRelaxed(&header->head);
+  }
+
+  // Peer reads: the receiver reads the sender's buffers, whose addresses the sender posted here.
+  // A sender whose collective fails poisons the connector and then waits for readers to leave
+  // (awaitPeerReaders) before the failure completes and the user may free the buffers; a reader
+  // announces itself before it looks at the poison, so it either sees the poison and reads
+  // nothing, or is waited for. Both sides order announcement and check with a full fence.
+  OCCL_HD bool beginPeerRead() const {
+    atomics::fetchAdd(&header->peerReaders, 1u);
+    fullFence();
+    if (poisonStatus() == 0) return true;
+    endPeerRead();
+    return false;
+  }
+  OCCL_HD void endPeerRead() const { atomics::fetchAdd(&header->peerReaders, ~0u); }  // - 1
+  OCCL_HD bool peerReadersGone() const {
+    fullFence();
+    return atomics::loadAcquire(&header->peerReaders) == 0;
   }
 
   // A registration handshake mismatch: the peer registered this connector with another signature.

@@ -20,10 +20,11 @@ void fifoPark(uint64_t* word, uint32_t* wake, uint64_t seen, uint64_t maxNs);
 // FIFO has waited already, and its block goes straight on to the next pass.
 uint64_t fifoParksOnThisThread();
 
-// The receiver parks until the sender publishes a slot (or poisons the connector).
-inline void parkUntilRecv(const FifoHandle& f, uint64_t maxNs) {
+// The receiver parks until the sender has published `need` slots past the receiver's head (or
+// poisons the connector); a peer-read program waits for its second and third notice this way.
+inline void parkUntilRecv(const FifoHandle& f, uint64_t maxNs, uint64_t need = 1) {
   const uint64_t tail = atomics::loadAcquire(&f.header->tail);
-  if (tail > atomics::loadRelaxed(&f.header->head)) return;
+  if (tail - atomics::loadRelaxed(&f.header->head) >= need) return;
   fifoPark(&f.header->tail, &f.header->tailWake, tail, maxNs);
 }
 // The sender parks until the receiver frees a slot (or poisons the connector).

@@ -1,10 +1,15 @@
 // occlCommAbort and teardown: a submission that can never complete fails promptly with
 // occlAborted, the peer's matching collective fails with occlRemoteError through the poisoned
 // connector instead of hanging, finalize with nothing pending is quick, and destroying a
-// communicator with pending work neither hangs nor loses the callback.
+// communicator with pending work neither hangs nor loses the callback; ranks reading each other's
+// buffers stop before a failed rank's buffers are freed.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <chrono>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -151,6 +156,81 @@ TEST_P(AbortTest, AbortWithNothingPendingStillFailsLaterPeerSubmissions) {
   ASSERT_TRUE(done.waitFor(1, kPrompt)) << "rank 0 waited for an aborted peer";
   EXPECT_EQ(done.fired()[0].second, occlRemoteError);
   EXPECT_EQ(occlCommFinalize(comms_[0]), occlSuccess) << occlGetLastError(comms_[0]);
+}
+
+// Peer reads (primitives/peer_read.hpp): ranks read each other's buffers, so a rank that aborts
+// while its peers read must not hand its buffers back before they stop, and a survivor that fails
+// must not either. Every rank runs a 4 MiB AllReduce (the peer program) again and again; rank 3
+// aborts with a run in flight, after a delay that differs per round. Each buffer is its own
+// mapping, unmapped the moment its owner's collective has failed (or its abort returned): a read
+// past that point faults. Successful runs are checked, and nothing may hang.
+class MappedFloats {
+ public:
+  explicit MappedFloats(size_t n, float value) : bytes_(n * sizeof(float)) {
+    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    data_ = static_cast<float*>(p);
+    std::fill(data_, data_ + n, value);
+  }
+  ~MappedFloats() { munmap(data_, bytes_); }
+  MappedFloats(const MappedFloats&) = delete;
+  MappedFloats& operator=(const MappedFloats&) = delete;
+  float* data() const { return data_; }
+
+ private:
+  size_t bytes_;
+  float* data_;
+};
+
+TEST_P(AbortTest, PeerReadsEndBeforeAFailedRanksBuffersAreFreed) {
+  constexpr int kRanks = 4;
+  constexpr size_t kBig = size_t{1} << 20;
+  constexpr uint64_t kPeerId = 0x9EE2;
+  for (int round = 0; round < 8; ++round) {
+    occlConfig_t cfg = abortConfig(GetParam());
+    occlComm_t comms[kRanks];
+    ASSERT_EQ(occlCommInitAll(comms, kRanks, nullptr, &cfg), occlSuccess) << occlGetLastError(nullptr);
+    occlCollDesc_t d;
+    occlCollDescInit(&d);
+    d.count = kBig;
+    for (occlComm_t c : comms) ASSERT_EQ(occlCollRegister(c, kPeerId, &d), occlSuccess) << occlGetLastError(c);
+    const char* algorithm = nullptr;
+    ASSERT_EQ(occlCollGetAlgorithm(comms[0], kPeerId, 1, &algorithm), occlSuccess);
+    if (std::string(algorithm) != "peer") {  // the simt backend (OCCL_BACKEND=simt) runs the ring
+      for (occlComm_t c : comms) EXPECT_EQ(occlCommDestroy(c), occlSuccess);
+      GTEST_SKIP() << "peer reads run on the host backend only; this one runs " << algorithm;
+    }
+    const auto abortAfter = std::chrono::microseconds(150 * round);
+    std::vector<int> runs(kRanks, 0);
+    std::vector<occlResult_t> last(kRanks, occlSuccess);
+    runRanks(kRanks, [&](int r) {
+      for (;;) {
+        MappedFloats buf(kBig, static_cast<float>(r + 1));
+        CallbackCounter done;
+        ASSERT_EQ(occlSubmit(comms[r], kPeerId, buf.data(), buf.data(), &CallbackCounter::callback, &done), occlSuccess);
+        if (r == kRanks - 1 && runs[r] == 2) {  // abort with this run in flight, whatever the peers are doing
+          std::this_thread::sleep_for(abortAfter);
+          ASSERT_EQ(occlCommAbort(comms[r]), occlSuccess);
+          comms[r] = nullptr;
+          ASSERT_TRUE(done.waitFor(1, kPrompt));
+          last[r] = done.fired()[0].second;
+          return;  // unmapped here: no peer may read it any more
+        }
+        ASSERT_TRUE(done.waitFor(1, std::chrono::seconds(30))) << "rank " << r << " hung in run " << runs[r];
+        last[r] = done.fired()[0].second;
+        if (last[r] != occlSuccess) return;  // unmapped here
+        for (size_t i = 0; i < kBig; ++i) ASSERT_EQ(buf.data()[i], 10.0f) << "rank " << r << ", run " << runs[r];
+        ++runs[r];
+      }
+    });
+    // The aborted run may have completed before the abort; the survivors' next run cannot.
+    EXPECT_TRUE(last[kRanks - 1] == occlAborted || last[kRanks - 1] == occlSuccess) << last[kRanks - 1];
+    for (int r = 0; r < kRanks - 1; ++r) {
+      EXPECT_EQ(last[r], occlRemoteError) << "round " << round << ", rank " << r;
+      EXPECT_GE(runs[r], 2) << "round " << round << ", rank " << r;
+      EXPECT_EQ(occlCommDestroy(comms[r]), occlSuccess);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Preemption, AbortTest, ::testing::Bool(),

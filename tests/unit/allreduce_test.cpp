@@ -1,7 +1,8 @@
-// The built-in AllReduce on ranks as threads (direct for small counts, ring above, and the ring
-// also where the registration names it): bit-exact against a reference for 1..8 ranks, counts
-// that leave chunks of unequal and zero length, in place and out of place; and the same bits on
-// every rank when the inputs round differently in every order.
+// The built-in AllReduce on ranks as threads (direct for small counts, above them the peer
+// program, which reads the other ranks' buffers where they are, and the ring where the
+// registration names it): bit-exact against a reference for 1..8 and 12 ranks, counts that leave
+// chunks of unequal and zero length, in place and out of place; and the same bits on every rank
+// when the inputs round differently in every order.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -69,20 +70,35 @@ INSTANTIATE_TEST_SUITE_P(RanksCountsPlaces, AllReduceTest,
                                             ::testing::Bool(), ::testing::Values(false)),
                          paramName);
 // Direct by default: 1023 floats on up to 8 ranks, and 40000 (two tiles of a 128 KiB slot) on 2;
-// the ring above. Here the counts direct takes, on the named ring.
+// peer reads above. Twelve ranks are past direct's rank bound: every count goes peer, and the
+// counts below 12 leave some ranks an empty slice.
+INSTANTIATE_TEST_SUITE_P(PeerTwelveRanks, AllReduceTest,
+                         ::testing::Combine(::testing::Values(12),
+                                            ::testing::Values(size_t{0}, size_t{1}, size_t{7}, size_t{1023},
+                                                              (size_t{1} << 20) + 3),
+                                            ::testing::Bool(), ::testing::Values(false)),
+                         paramName);
+// Here the counts direct and peer take, on the named ring.
 INSTANTIATE_TEST_SUITE_P(RingNamed, AllReduceTest,
-                         ::testing::Combine(::testing::Values(2, 3, 4, 8), ::testing::Values(size_t{1}, size_t{1023}),
+                         ::testing::Combine(::testing::Values(2, 3, 4, 8),
+                                            ::testing::Values(size_t{1}, size_t{1023}, size_t{100000}),
                                             ::testing::Bool(), ::testing::Values(true)),
                          paramName);
 
 // Floats whose sum rounds differently in every order: whichever algorithm runs, every rank must
-// end with the same bits (a data-parallel job's replicas must not drift apart), and the direct
-// AllReduce's are those of the fold in rank order, ((x0 + x1) + x2) + ...
-class AllReduceSameBits : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+// end with the same bits (a data-parallel job's replicas must not drift apart). The direct
+// AllReduce's are those of the fold in rank order, ((x0 + x1) + x2) + ...; the peer program's
+// those of the fold that starts at the slice's owner, ((xq + x0) + x1) + ... for slice q.
+enum class Algo { Direct, Peer, Ring };
+class AllReduceSameBits : public ::testing::TestWithParam<std::tuple<int, Algo>> {};
+
+const char* algoName(Algo a) { return a == Algo::Direct ? "direct" : a == Algo::Peer ? "peer" : "ring"; }
 
 TEST_P(AllReduceSameBits, EveryRankGetsTheSameBits) {
-  const auto [nRanks, ringNamed] = GetParam();
-  constexpr size_t kCount = 256;  // 1 KiB: direct up to 8 ranks unless the ring is named
+  const auto [nRanks, algo] = GetParam();
+  const bool ringNamed = algo == Algo::Ring;
+  // 1 KiB goes direct up to 8 ranks, unless the ring is named; 256 KiB goes peer.
+  const size_t kCount = algo == Algo::Peer ? 65536 : 256;
   constexpr uint64_t kId = 0xB175;
   CommGroup comms(nRanks);
   std::vector<std::vector<float>> send(nRanks), recv(nRanks, std::vector<float>(kCount));
@@ -103,11 +119,15 @@ TEST_P(AllReduceSameBits, EveryRankGetsTheSameBits) {
     ASSERT_TRUE(done.waitFor(1)) << "rank " << r << " timed out";
     EXPECT_EQ(done.fired()[0].second, occlSuccess);
   });
-  for (int r = 0; r < nRanks; ++r) EXPECT_EQ(algorithms[r], ringNamed ? "ring" : "direct") << "rank " << r;
+  for (int r = 0; r < nRanks; ++r) EXPECT_EQ(algorithms[r], algoName(algo)) << "rank " << r;
   bool orderMatters = false;
   for (size_t i = 0; i < kCount; ++i) {
-    float fold = send[0][i], reverse = send[nRanks - 1][i];
-    for (int q = 1; q < nRanks; ++q) fold += send[q][i];
+    // The peer program's slice q (the ragged split: [q * count / n, (q + 1) * count / n)) starts at q.
+    int first = 0;
+    while (algo == Algo::Peer && static_cast<size_t>(first + 1) * kCount / static_cast<size_t>(nRanks) <= i) ++first;
+    const auto source = [&](int k) { return k == 0 ? first : k <= first ? k - 1 : k; };
+    float fold = send[static_cast<size_t>(source(0))][i], reverse = send[nRanks - 1][i];
+    for (int k = 1; k < nRanks; ++k) fold += send[static_cast<size_t>(source(k))][i];
     for (int q = nRanks - 2; q >= 0; --q) reverse += send[q][i];
     orderMatters = orderMatters || std::memcmp(&fold, &reverse, sizeof(float)) != 0;
     for (int r = 0; r < nRanks; ++r) {
@@ -115,7 +135,7 @@ TEST_P(AllReduceSameBits, EveryRankGetsTheSameBits) {
           << "element " << i << ": rank " << r << " has " << recv[r][i] << ", rank 0 " << recv[0][i];
       if (!ringNamed) {
         ASSERT_EQ(std::memcmp(&recv[r][i], &fold, sizeof(float)), 0)
-            << "element " << i << ": rank " << r << " has " << recv[r][i] << ", the fold in rank order " << fold;
+            << "element " << i << ": rank " << r << " has " << recv[r][i] << ", the fold " << fold;
       }
     }
   }
@@ -125,10 +145,11 @@ TEST_P(AllReduceSameBits, EveryRankGetsTheSameBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RanksAlgorithms, AllReduceSameBits,
-                         ::testing::Combine(::testing::Values(2, 3, 4, 8), ::testing::Bool()),
-                         [](const ::testing::TestParamInfo<std::tuple<int, bool>>& info) {
-                           return "r" + std::to_string(std::get<0>(info.param)) +
-                                  (std::get<1>(info.param) ? "_ring" : "_direct");
+                         ::testing::Combine(::testing::Values(2, 3, 4, 8),
+                                            ::testing::Values(Algo::Direct, Algo::Peer, Algo::Ring)),
+                         [](const ::testing::TestParamInfo<std::tuple<int, Algo>>& info) {
+                           return "r" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  algoName(std::get<1>(info.param));
                          });
 
 }  // namespace

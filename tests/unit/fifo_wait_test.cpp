@@ -1,12 +1,15 @@
 // Sleeping on a FIFO word and being woken by the peer's publish (queues/fifo_wait.hpp): a parked
 // receiver wakes when the sender publishes or poisons, a parked sender when the receiver frees a
 // slot, a sleep that the word already outran returns at once, and the NET proxy's bell (an
-// eventfd named in the header) rings only while the proxy announced it sleeps. Every sleep in
-// these tests is 20 s long, so a lost wake-up fails the test instead of passing slowly.
+// eventfd named in the header) rings only while the proxy announced it sleeps; a receiver can
+// sleep until a second slot is pending, and a sender that poisons the connector waits for the
+// peers reading its buffers (peer reads). Every sleep in these tests is 20 s long, so a lost
+// wake-up fails the test instead of passing slowly.
 #include <gtest/gtest.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -124,6 +127,39 @@ TEST_F(FifoWaitTest, TheProxyBellRingsOnlyWhileAnnounced) {
   fifo_.commitRecv();
   ASSERT_EQ(read(fd, &count, sizeof count), static_cast<ssize_t>(sizeof count)) << "a head publish did not ring";
   close(fd);
+}
+
+// A peer-read program waits for its second and third notice while the first stays unconsumed:
+// the receiver sleeps until `need` slots are pending, not just one.
+TEST_F(FifoWaitTest, AReceiverWaitingForASecondSlotSleepsUntilItIsPublished) {
+  fifo_.commitSend(16);
+  const auto start = Clock::now();
+  parkUntilRecv(fifo_, 2'000'000, /*need=*/2);  // one pending: it sleeps to its bound
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(1));
+  EXPECT_EQ(fifo_.pending(), 1u);
+  auto slept = sleepUntilPublished(
+      &fifo_.header->tailWake, [&] { parkUntilRecv(fifo_, kLongSleepNs, 2); }, [&] { fifo_.commitSend(16); });
+  EXPECT_LT(slept, kWoken);
+  EXPECT_EQ(fifo_.pending(), 2u);
+}
+
+// The reader guard (fifo.hpp): a reader of the sender's buffers is waited for by a sender that
+// poisons the connector, and a reader that comes after the poison reads nothing.
+TEST_F(FifoWaitTest, APoisoningSenderWaitsForItsReadersAndLaterReadersStayOut) {
+  ASSERT_TRUE(fifo_.beginPeerRead());
+  EXPECT_FALSE(fifo_.peerReadersGone());
+  std::atomic<bool> readerDone{false};
+  std::thread reader([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // still reading when the poison lands
+    readerDone.store(true, std::memory_order_relaxed);
+    fifo_.endPeerRead();
+  });
+  fifo_.poisonWith(occlTimeout);
+  while (!fifo_.peerReadersGone()) std::this_thread::yield();
+  EXPECT_TRUE(readerDone.load(std::memory_order_relaxed)) << "the sender went on while its buffers were read";
+  reader.join();
+  EXPECT_FALSE(fifo_.beginPeerRead()) << "a reader after the poison";
+  EXPECT_TRUE(fifo_.peerReadersGone()) << "a refused reader left its mark";
 }
 
 }  // namespace

@@ -697,6 +697,68 @@ TEST(ValidateProgram, GeneratedSlotCounts) {
   EXPECT_EQ(minConnectorSlots(makeAllToAll(6, 5)), 1);
 }
 
+// The peer AllReduce's steps are not MSCCL-IR (validateProgram's data-flow check does not model
+// peer reads): its protocol is checked here, the data it computes by allreduce_test.
+TEST(PeerAllReduce, EveryRankPostsThreeNoticesToEachPeerAndReleasesThreeFromEach) {
+  for (int n = 2; n <= 9; ++n) {
+    const Program p = makePeerAllReduce(n);
+    EXPECT_TRUE(p.peerReads);
+    EXPECT_EQ(p.minConnectorSlots, static_cast<int32_t>(kPeerNotices));
+    EXPECT_EQ(p.nChunksPerLoop, n);
+    EXPECT_TRUE(p.raggedChunksAllowed && p.inPlace && p.outOfPlace);
+    ASSERT_EQ(p.ranks.size(), static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      const std::string where = std::to_string(n) + " ranks, rank " + std::to_string(r);
+      ASSERT_EQ(p.ranks[r].blocks.size(), 1u) << where;
+      const BlockProgram& b = p.ranks[r].blocks[0];
+      std::vector<int32_t> others;
+      for (int q = 0; q < n; ++q)
+        if (q != r) others.push_back(q);
+      // Receive connectors in rank order: the order PeerReduce folds the peers' inputs in.
+      EXPECT_EQ(connectionPeers(b, false), others) << where;
+      EXPECT_EQ(connectionPeers(b, true), others) << where;
+      std::vector<int> posted(static_cast<size_t>(n)), copied(static_cast<size_t>(n)), released(static_cast<size_t>(n));
+      int reduces = 0;
+      for (const Step& st : b.steps) {
+        switch (st.op) {
+          case OpType::PeerPost: ++posted[static_cast<size_t>(st.sendPeer)]; break;
+          case OpType::PeerCopy:
+            // Each peer's final slice, from its output, once its second notice is there.
+            EXPECT_EQ(posted[static_cast<size_t>(st.recvPeer)], 2) << where;
+            EXPECT_EQ(st.srcOff, st.recvPeer) << where;
+            EXPECT_EQ(st.dstOff, st.recvPeer) << where;
+            ++copied[static_cast<size_t>(st.recvPeer)];
+            break;
+          case OpType::PeerRelease:
+            EXPECT_EQ(posted[static_cast<size_t>(st.recvPeer)], 3) << where;  // "done reading" went out first
+            ++released[static_cast<size_t>(st.recvPeer)];
+            break;
+          case OpType::PeerReduce:
+            // Slice r of every input into slice r of the output, the final value (avg divides here),
+            // after the addresses went out and before "slice final" did.
+            EXPECT_EQ(st.srcBuf, BufferKind::Input) << where;
+            EXPECT_EQ(st.srcOff, r) << where;
+            EXPECT_EQ(st.dstBuf, BufferKind::Output) << where;
+            EXPECT_EQ(st.dstOff, r) << where;
+            EXPECT_TRUE(st.postOp) << where;
+            for (int32_t q : others) EXPECT_EQ(posted[static_cast<size_t>(q)], 1) << where;
+            ++reduces;
+            break;
+          default: ADD_FAILURE() << where << ": unexpected op " << opName(st.op);
+        }
+      }
+      EXPECT_EQ(reduces, 1) << where;
+      for (int32_t q : others) {
+        EXPECT_EQ(posted[static_cast<size_t>(q)], static_cast<int>(kPeerNotices)) << where << ", peer " << q;
+        EXPECT_EQ(copied[static_cast<size_t>(q)], 1) << where << ", peer " << q;
+        EXPECT_EQ(released[static_cast<size_t>(q)], 1) << where << ", peer " << q;
+      }
+      EXPECT_EQ(posted[static_cast<size_t>(r)] + copied[static_cast<size_t>(r)] + released[static_cast<size_t>(r)], 0)
+          << where;
+    }
+  }
+}
+
 // Two ranks with one block each, both peers the other rank: rank r runs ops[r], each step
 // moving `count` chunks of a `count`-chunk buffer.
 Program twoRankProgram(const std::vector<OpType>& ops0, const std::vector<OpType>& ops1, int32_t count) {

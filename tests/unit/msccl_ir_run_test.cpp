@@ -123,6 +123,16 @@ std::vector<occlCollStats_t> registeredStats(const CommGroup& comms, const Spec&
   return stats;
 }
 
+// Thread-ranks on host threads read each other's buffers: their large AllReduce falls back to the
+// "peer" program (host/algorithms.cpp), not the ring.
+bool ranksShareMemory(const CommGroup& comms) {
+  occlConfig_t config;
+  const char* transport = nullptr;
+  expectOk(occlCommGetConfig(comms[0], &config), comms[0], "occlCommGetConfig");
+  expectOk(occlCommPeerTransport(comms[0], 1, &transport), comms[0], "occlCommPeerTransport");
+  return config.backend != occlBackendSimt && config.backend != occlBackendCuda && std::string(transport) == "in-process";
+}
+
 // Registers `s` on every rank and checks which algorithm each placement runs.
 void expectAlgorithm(const CommGroup& comms, int daemonBlocks, const ir::Program& p, Spec s) {
   const uint64_t id = nextCollId();
@@ -134,7 +144,8 @@ void expectAlgorithm(const CommGroup& comms, int daemonBlocks, const ir::Program
     s.inPlace = inPlace;
     const char* name = nullptr;
     expectOk(occlCollGetAlgorithm(comms[0], id, inPlace ? 1 : 0, &name), comms[0], "occlCollGetAlgorithm");
-    const std::string builtIn = host::builtInAlgorithm(descFor(s, 0), comms.size(), daemonBlocks);  // the fallback
+    const std::string builtIn =
+        host::builtInAlgorithm(descFor(s, 0), comms.size(), daemonBlocks, ranksShareMemory(comms));  // the fallback
     EXPECT_EQ(std::string(name), runsProgram(p, s) ? p.name : builtIn) << describe(s);
   }
   for (int r = 0; r < comms.size(); ++r) expectOk(occlCollDeregister(comms[r], id), comms[r], "deregister");
