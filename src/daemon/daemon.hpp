@@ -119,13 +119,13 @@ OCCL_HD inline void failCollective(const CollDesc& d, int part, uint32_t code) {
     for (uint32_t i = 0; i < plan.nSends; ++i) plan.sends[i].poisonWith(remote);
     for (uint32_t i = 0; i < plan.nRecvs; ++i) plan.recvs[i].poisonWith(remote);
   }
-  // A peer may still be reading this rank's buffers (peer reads, primitives/peer_read.hpp): the
-  // failure completes, and the user may free them, only once it has left. A read never waits, so
-  // this ends; new readers see the poison and read nothing.
+  // A peer may still be using this rank's buffers (peer access, primitives/peer_read.hpp): the
+  // failure completes, and the user may free them, only once it has left. Peer access never
+  // waits, so this ends; later peers see the poison and touch nothing.
   for (const ProgramForm& form : d.forms) {
     const BlockPlan& plan = form.blocks[part];
     for (uint32_t i = 0; i < plan.nSends; ++i)
-      while (!plan.sends[i].peerReadersGone()) exec::spinPause();
+      while (!plan.sends[i].peerUsersGone()) exec::spinPause();
   }
 }
 

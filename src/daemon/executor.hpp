@@ -139,9 +139,9 @@ class BlockExecutor {
     return WaitResult::Ready;
   }
 
-  // Peer reads (primitives/peer_read.hpp). Notices are posted and released whether or not this
-  // rank's chunks hold data, so both ends of a connector count the same notices; a read that
-  // finds its peer's connector poisoned reads nothing and fails the collective.
+  // Peer access (primitives/peer_read.hpp). Notices are posted and released whether or not this
+  // rank's slice holds data, so both ends of a connector count the same notices; a fold that
+  // finds a peer's connector poisoned touches nothing and fails the collective.
   OCCL_HD WaitResult runPeerStep(const DeviceStep& step) {
     switch (step.op) {
       case StepOp::PeerPost: {
@@ -158,13 +158,6 @@ class BlockExecutor {
         }
         if (!exec::broadcastFromLeader([&] { return peerReduce(d_, form_, plan_, step, bufs_); }))
           return WaitResult::Failed;
-        break;
-      }
-      case StepOp::PeerCopy: {
-        const FifoHandle& recv = plan_.recvs[step.recvConn];
-        WaitResult w = waitForNotices(recv, kPeerNoticeSliceFinal);
-        if (w != WaitResult::Ready) return w;
-        if (!exec::broadcastFromLeader([&] { return peerCopy(d_, form_, step, recv, bufs_); })) return WaitResult::Failed;
         break;
       }
       default: {  // PeerRelease

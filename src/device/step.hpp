@@ -14,13 +14,13 @@ inline constexpr uint32_t kMaxInflightPerColl = 64;  // submissions of one colle
 
 enum class StepOp : uint8_t {
   Nop, Send, Recv, RecvCopySend, RecvReduceSend, RecvReduceCopy, RecvReduceCopySend, Copy, Reduce,
-  // Peer reads (primitives/peer_read.hpp): ranks that share an address space read each other's
-  // buffers in place; their connectors carry notices, not data. Generated programs only (the
-  // MSCCL-IR loader has no names for them): a peer's address means nothing in another process.
-  PeerPost, PeerReduce, PeerCopy, PeerRelease,
+  // Peer access (primitives/peer_read.hpp): ranks that share an address space read and write
+  // each other's buffers in place; their connectors carry notices, not data. Generated programs
+  // only (the MSCCL-IR loader has no names for them): an address means nothing in another process.
+  PeerPost, PeerReduce, PeerRelease,
 };
-// Notices a peer-read program posts to each peer per submission; its connectors need this many slots.
-inline constexpr uint32_t kPeerNotices = 3;
+// Notices a peer program posts to each peer per submission; its connectors need this many slots.
+inline constexpr uint32_t kPeerNotices = 2;
 enum class BufKind : uint8_t { Input, Output, Scratch };
 
 enum StepFlags : uint8_t {

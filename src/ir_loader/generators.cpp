@@ -69,8 +69,8 @@ Program makePeerAllReduce(int nRanks) {
         steps.push_back(s);
       }
     };
-    // Receiving steps name the peers in rank order, so the block's receive connectors (and the
-    // fold order of PeerReduce) are the other ranks in ascending order.
+    // The receiving steps name the peers in rank order, so the block's receive connectors (and
+    // the fold order of PeerReduce after its own input) are the other ranks in ascending order.
     const auto fromEveryPeer = [&](OpType op) {
       for (int q = 0; q < n; ++q) {
         if (q == r) continue;
@@ -83,9 +83,7 @@ Program makePeerAllReduce(int nRanks) {
     Step reduce = stepFromTo(OpType::PeerReduce, In, r, Out, r);
     reduce.postOp = true;
     steps.push_back(reduce);
-    toEveryPeer(OpType::PeerPost);  // 2: my slice is final
-    fromEveryPeer(OpType::PeerCopy);
-    toEveryPeer(OpType::PeerPost);  // 3: done reading yours
+    toEveryPeer(OpType::PeerPost);  // 2: done with yours (my slice is in your output)
     fromEveryPeer(OpType::PeerRelease);
     p.ranks.push_back(std::move(rp));
   }

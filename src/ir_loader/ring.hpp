@@ -59,12 +59,12 @@ Program makeAllToAll(int nRanks, int nBlocks);
 Program makeDirectAllReduce(int nRanks);
 
 // Peer AllReduce for ranks that share an address space (primitives/peer_read.hpp): chunk q is
-// rank q's slice. Rank r posts its buffers to every peer, folds slice r of every rank's input into
-// its output where the inputs are, posts "slice final", copies each peer's final slice from that
-// peer's output, posts "done reading" and releases the peers' notices. One block, one tile per
-// chunk, no data through connectors: kPeerNotices notices per peer and submission. Each slice is
-// reduced once, so every rank holds the same bits. The in-place form is safe: a rank overwrites
-// slice q of its buffer only after q's "slice final", i.e. after q read it. nRanks >= 2.
+// rank q's slice. Rank r posts its buffers to every peer, folds slice r of every rank's input
+// where the inputs are and writes it into every rank's output, posts "done with yours" and
+// releases the peers' notices. One block, one tile per chunk, no data through connectors:
+// kPeerNotices notices per peer and submission. Each slice is folded once, by its owner, so every
+// rank holds the same bits; slice r of any buffer is touched by rank r alone, so in place is
+// safe. nRanks >= 2.
 Program makePeerAllReduce(int nRanks);
 
 // All-pairs AllReduce (in place, one channel), the shape of MSCCLang's allreduce_allpairs with one

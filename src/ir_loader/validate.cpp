@@ -51,10 +51,9 @@ std::string stepElement(int32_t rank, int32_t block, int32_t step) {
 }
 
 const char* opName(OpType op) {
-  // The peer-read ops have no MSCCL-IR name (the loader cannot produce them): these say what they are.
-  static constexpr const char* kNames[] = {"nop", "s",  "r",         "rcs",         "rrs",       "rrc",
-                                           "rrcs", "cpy", "re", "peer-post", "peer-reduce", "peer-copy",
-                                           "peer-release"};
+  // The peer ops have no MSCCL-IR name (the loader cannot produce them): these say what they are.
+  static constexpr const char* kNames[] = {"nop", "s",  "r",  "rcs",       "rrs",         "rrc",
+                                           "rrcs", "cpy", "re", "peer-post", "peer-reduce", "peer-release"};
   static_assert(std::size(kNames) == static_cast<size_t>(OpType::PeerRelease) + 1, "a name for every op");
   return kNames[static_cast<size_t>(op)];
 }
@@ -73,8 +72,7 @@ bool opSends(OpType op) {
 }
 bool opReceives(OpType op) {
   return op == OpType::Recv || op == OpType::RecvCopySend || op == OpType::RecvReduceSend ||
-         op == OpType::RecvReduceCopy || op == OpType::RecvReduceCopySend || op == OpType::PeerCopy ||
-         op == OpType::PeerRelease;
+         op == OpType::RecvReduceCopy || op == OpType::RecvReduceCopySend || op == OpType::PeerRelease;
 }
 std::vector<int32_t> connectionPeers(const BlockProgram& b, bool sending) {
   std::vector<int32_t> peers;

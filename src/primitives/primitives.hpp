@@ -108,9 +108,8 @@ OCCL_HD inline void applyStep(const CollDesc& d, const ProgramForm& f, const Dev
       break;
     case StepOp::Reduce: call = {dst, src, dst, nullptr, call.n, post}; break;
     case StepOp::Nop: return;
-    case StepOp::PeerPost:  // peer reads move no tile through slots: the executor runs them (peer_read.hpp)
+    case StepOp::PeerPost:  // peer access moves no tile through slots: the executor runs it (peer_read.hpp)
     case StepOp::PeerReduce:
-    case StepOp::PeerCopy:
     case StepOp::PeerRelease: return;
   }
   dispatchTypeOp(d.dtype, d.redOp, call);

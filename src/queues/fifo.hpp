@@ -41,7 +41,7 @@ struct alignas(64) FifoHeader {
   uint32_t poison;                   // 0, or the occlResult_t every user of this connector fails with
   uint32_t attached;                 // sides that have mapped the memory
   int32_t bellFd;                    // NET: the proxy's eventfd, read only under kFifoWakeBell
-  uint32_t peerReaders;              // peer reads: receivers reading the sender's buffers now
+  uint32_t peerUsers;                // peer access: receivers using the sender's buffers now
   uint64_t pad[3];
 };
 static_assert(sizeof(FifoHeader) == 192, "FifoHeader layout is shared by host and device");
@@ -127,28 +127,29 @@ struct FifoHandle {
     fifoPublished(header, &header->head, &header->headWake);
   }
 
-  // Slots published and not yet consumed: the notices of a peer-read program (peer_read.hpp),
-  // which leaves its notices in place until the submission ends.
+  // Slots published and not yet consumed: the notices of a peer program (peer_read.hpp), which
+  // leaves its notices in place until the submission ends.
   OCCL_HD uint64_t pending() const {
     return atomics::loadAcquire(&header->tail) - atomics::loadRelaxed(&header->head);
   }
 
-  // Peer reads: the receiver reads the sender's buffers, whose addresses the sender posted here.
-  // A sender whose collective fails poisons the connector and then waits for readers to leave
-  // (awaitPeerReaders) before the failure completes and the user may free the buffers; a reader
-  // announces itself before it looks at the poison, so it either sees the poison and reads
-  // nothing, or is waited for. Both sides order announcement and check with a full fence.
-  OCCL_HD bool beginPeerRead() const {
-    atomics::fetchAdd(&header->peerReaders, 1u);
+  // Peer access: the receiver reads and writes the sender's buffers, whose addresses the sender
+  // posted here. A sender whose collective fails poisons the connector and then waits until no
+  // receiver uses them (peerUsersGone) before the failure completes and the user may free the
+  // buffers; a receiver announces itself before it looks at the poison, so it either sees the
+  // poison and touches nothing, or is waited for. Both sides order announcement and check with a
+  // full fence.
+  OCCL_HD bool beginPeerAccess() const {
+    atomics::fetchAdd(&header->peerUsers, 1u);
     fullFence();
     if (poisonStatus() == 0) return true;
-    endPeerRead();
+    endPeerAccess();
     return false;
   }
-  OCCL_HD void endPeerRead() const { atomics::fetchAdd(&header->peerReaders, ~0u); }  // - 1
-  OCCL_HD bool peerReadersGone() const {
+  OCCL_HD void endPeerAccess() const { atomics::fetchAdd(&header->peerUsers, ~0u); }  // - 1
+  OCCL_HD bool peerUsersGone() const {
     fullFence();
-    return atomics::loadAcquire(&header->peerReaders) == 0;
+    return atomics::loadAcquire(&header->peerUsers) == 0;
   }
 
   // A registration handshake mismatch: the peer registered this connector with another signature.

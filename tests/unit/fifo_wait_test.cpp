@@ -3,7 +3,7 @@
 // slot, a sleep that the word already outran returns at once, and the NET proxy's bell (an
 // eventfd named in the header) rings only while the proxy announced it sleeps; a receiver can
 // sleep until a second slot is pending, and a sender that poisons the connector waits for the
-// peers reading its buffers (peer reads). Every sleep in these tests is 20 s long, so a lost
+// peers using its buffers (peer access). Every sleep in these tests is 20 s long, so a lost
 // wake-up fails the test instead of passing slowly.
 #include <gtest/gtest.h>
 #include <sys/eventfd.h>
@@ -129,8 +129,8 @@ TEST_F(FifoWaitTest, TheProxyBellRingsOnlyWhileAnnounced) {
   close(fd);
 }
 
-// A peer-read program waits for its second and third notice while the first stays unconsumed:
-// the receiver sleeps until `need` slots are pending, not just one.
+// A peer program waits for its second notice while the first stays unconsumed: the receiver
+// sleeps until `need` slots are pending, not just one.
 TEST_F(FifoWaitTest, AReceiverWaitingForASecondSlotSleepsUntilItIsPublished) {
   fifo_.commitSend(16);
   const auto start = Clock::now();
@@ -143,23 +143,23 @@ TEST_F(FifoWaitTest, AReceiverWaitingForASecondSlotSleepsUntilItIsPublished) {
   EXPECT_EQ(fifo_.pending(), 2u);
 }
 
-// The reader guard (fifo.hpp): a reader of the sender's buffers is waited for by a sender that
-// poisons the connector, and a reader that comes after the poison reads nothing.
-TEST_F(FifoWaitTest, APoisoningSenderWaitsForItsReadersAndLaterReadersStayOut) {
-  ASSERT_TRUE(fifo_.beginPeerRead());
-  EXPECT_FALSE(fifo_.peerReadersGone());
-  std::atomic<bool> readerDone{false};
-  std::thread reader([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // still reading when the poison lands
-    readerDone.store(true, std::memory_order_relaxed);
-    fifo_.endPeerRead();
+// The access guard (fifo.hpp): a receiver using the sender's buffers is waited for by a sender
+// that poisons the connector, and a receiver that comes after the poison touches nothing.
+TEST_F(FifoWaitTest, APoisoningSenderWaitsForThePeersUsingItsBuffersAndLaterOnesStayOut) {
+  ASSERT_TRUE(fifo_.beginPeerAccess());
+  EXPECT_FALSE(fifo_.peerUsersGone());
+  std::atomic<bool> peerDone{false};
+  std::thread peer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // still at it when the poison lands
+    peerDone.store(true, std::memory_order_relaxed);
+    fifo_.endPeerAccess();
   });
   fifo_.poisonWith(occlTimeout);
-  while (!fifo_.peerReadersGone()) std::this_thread::yield();
-  EXPECT_TRUE(readerDone.load(std::memory_order_relaxed)) << "the sender went on while its buffers were read";
-  reader.join();
-  EXPECT_FALSE(fifo_.beginPeerRead()) << "a reader after the poison";
-  EXPECT_TRUE(fifo_.peerReadersGone()) << "a refused reader left its mark";
+  while (!fifo_.peerUsersGone()) std::this_thread::yield();
+  EXPECT_TRUE(peerDone.load(std::memory_order_relaxed)) << "the sender went on while a peer used its buffers";
+  peer.join();
+  EXPECT_FALSE(fifo_.beginPeerAccess()) << "a peer after the poison";
+  EXPECT_TRUE(fifo_.peerUsersGone()) << "a refused peer left its mark";
 }
 
 }  // namespace

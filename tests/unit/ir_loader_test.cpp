@@ -698,8 +698,8 @@ TEST(ValidateProgram, GeneratedSlotCounts) {
 }
 
 // The peer AllReduce's steps are not MSCCL-IR (validateProgram's data-flow check does not model
-// peer reads): its protocol is checked here, the data it computes by allreduce_test.
-TEST(PeerAllReduce, EveryRankPostsThreeNoticesToEachPeerAndReleasesThreeFromEach) {
+// peer access): its protocol is checked here, the data it computes by allreduce_test.
+TEST(PeerAllReduce, EveryRankPostsTwoNoticesToEachPeerAndReleasesTwoFromEach) {
   for (int n = 2; n <= 9; ++n) {
     const Program p = makePeerAllReduce(n);
     EXPECT_TRUE(p.peerReads);
@@ -717,25 +717,19 @@ TEST(PeerAllReduce, EveryRankPostsThreeNoticesToEachPeerAndReleasesThreeFromEach
       // Receive connectors in rank order: the order PeerReduce folds the peers' inputs in.
       EXPECT_EQ(connectionPeers(b, false), others) << where;
       EXPECT_EQ(connectionPeers(b, true), others) << where;
-      std::vector<int> posted(static_cast<size_t>(n)), copied(static_cast<size_t>(n)), released(static_cast<size_t>(n));
+      std::vector<int> posted(static_cast<size_t>(n)), released(static_cast<size_t>(n));
       int reduces = 0;
       for (const Step& st : b.steps) {
         switch (st.op) {
           case OpType::PeerPost: ++posted[static_cast<size_t>(st.sendPeer)]; break;
-          case OpType::PeerCopy:
-            // Each peer's final slice, from its output, once its second notice is there.
-            EXPECT_EQ(posted[static_cast<size_t>(st.recvPeer)], 2) << where;
-            EXPECT_EQ(st.srcOff, st.recvPeer) << where;
-            EXPECT_EQ(st.dstOff, st.recvPeer) << where;
-            ++copied[static_cast<size_t>(st.recvPeer)];
-            break;
           case OpType::PeerRelease:
-            EXPECT_EQ(posted[static_cast<size_t>(st.recvPeer)], 3) << where;  // "done reading" went out first
+            EXPECT_EQ(posted[static_cast<size_t>(st.recvPeer)], 2) << where;  // "done with yours" went out first
+            EXPECT_EQ(reduces, 1) << where;
             ++released[static_cast<size_t>(st.recvPeer)];
             break;
           case OpType::PeerReduce:
-            // Slice r of every input into slice r of the output, the final value (avg divides here),
-            // after the addresses went out and before "slice final" did.
+            // Slice r of every input into slice r of every output, the final value (avg divides
+            // here), after the addresses went out and before "done with yours" did.
             EXPECT_EQ(st.srcBuf, BufferKind::Input) << where;
             EXPECT_EQ(st.srcOff, r) << where;
             EXPECT_EQ(st.dstBuf, BufferKind::Output) << where;
@@ -750,11 +744,9 @@ TEST(PeerAllReduce, EveryRankPostsThreeNoticesToEachPeerAndReleasesThreeFromEach
       EXPECT_EQ(reduces, 1) << where;
       for (int32_t q : others) {
         EXPECT_EQ(posted[static_cast<size_t>(q)], static_cast<int>(kPeerNotices)) << where << ", peer " << q;
-        EXPECT_EQ(copied[static_cast<size_t>(q)], 1) << where << ", peer " << q;
         EXPECT_EQ(released[static_cast<size_t>(q)], 1) << where << ", peer " << q;
       }
-      EXPECT_EQ(posted[static_cast<size_t>(r)] + copied[static_cast<size_t>(r)] + released[static_cast<size_t>(r)], 0)
-          << where;
+      EXPECT_EQ(posted[static_cast<size_t>(r)] + released[static_cast<size_t>(r)], 0) << where;
     }
   }
 }
