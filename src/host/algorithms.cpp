@@ -64,32 +64,37 @@ int blocksFor(const occlCollDesc_t& d, int daemonBlocks) {
 // sequence), unless the caller named the ring or the collective runs on several blocks (desc.nBlocks
 // or config.daemonBlocks: the ring then uses them all). Direct moves n-1 times the count each way
 // per rank, so the bound is on that: (n-1) x bytes up to 192 KiB (64 KiB on 4 ranks, 27 KiB on 8),
-// where it stops winning on the 2-core development VM, also in the sweep with 3 warm-up
-// iterations now that registration maps the slots in (ConnectorMemory::populate; before, direct's
-// first rounds through 3x as many slots lost from 8 KiB on 4 ranks). Measured in
-// bench/results/host-2026-11-26b.md. The rank bound keeps its n-1 connectors each way few.
+// where it stops winning against the ring on the 2-core development VM, also in the sweep
+// with 3 warm-up iterations now that registration maps the slots in (ConnectorMemory::populate;
+// before, direct's first rounds through 3x as many slots lost from 8 KiB on 4 ranks). Measured in
+// bench/results/host-2026-11-26b.md. Where the peer program can run instead, direct stops at
+// 32 KiB (8 KiB on 4 ranks, 4 KiB on 8): at 16 KiB on 4 thread-ranks peer takes 24-26 us against
+// direct's 23-30, at 64 KiB 23-42 against 56-97; on 8, 16 KiB 77-87 against 95-115 and 4 KiB
+// 70-80 against 48-61 (host-2026-11-26c.md). The rank bound keeps its n-1 connectors each way few.
 constexpr uint64_t kDirectAllReduceMaxPeerBytes = 192 << 10;
+constexpr uint64_t kDirectBeforePeerMaxPeerBytes = 32 << 10;
 constexpr int kDirectAllReduceMaxRanks = 8;
 
-bool directAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ringNamed) {
+bool directAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ringNamed, bool peerReads) {
   if (d.type != occlCollAllReduce || ringNamed || nRanks < 2 || nRanks > kDirectAllReduceMaxRanks || nBlocks != 1)
     return false;
   const uint64_t bytes = static_cast<uint64_t>(d.count) * dtypeSize(d.datatype);
-  return bytes * static_cast<uint64_t>(nRanks - 1) <= kDirectAllReduceMaxPeerBytes;
+  return bytes * static_cast<uint64_t>(nRanks - 1) <=
+         (peerReads ? kDirectBeforePeerMaxPeerBytes : kDirectAllReduceMaxPeerBytes);
 }
 
-// Above the direct bound, ranks that share an address space read each other's buffers instead of
+// Above the direct bound, ranks that share an address space use each other's buffers instead of
 // passing tiles around the ring (primitives/peer_read.hpp; bench/results/host-2026-11-26c.md).
 // Each rank holds a connector to and from every peer, as direct does, hence the rank bound.
 constexpr int kPeerAllReduceMaxRanks = 16;
 
 bool peerAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ringNamed, bool peerReads) {
   return peerReads && d.type == occlCollAllReduce && !ringNamed && nRanks >= 2 && nRanks <= kPeerAllReduceMaxRanks &&
-         nBlocks == 1 && !directAllReduce(d, nRanks, nBlocks, ringNamed);
+         nBlocks == 1 && !directAllReduce(d, nRanks, nBlocks, ringNamed, peerReads);
 }
 
 ir::Program generate(const occlCollDesc_t& d, int rank, int nRanks, int nBlocks, bool ringNamed, bool peerReads) {
-  if (directAllReduce(d, nRanks, nBlocks, ringNamed)) return ir::makeDirectAllReduce(nRanks);
+  if (directAllReduce(d, nRanks, nBlocks, ringNamed, peerReads)) return ir::makeDirectAllReduce(nRanks);
   if (peerAllReduce(d, nRanks, nBlocks, ringNamed, peerReads)) return ir::makePeerAllReduce(nRanks);
   switch (d.type) {
     case occlCollAllReduce: return ir::makeRingAllReduce(nRanks, nBlocks);
@@ -169,7 +174,7 @@ Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int n
 
 const char* builtInAlgorithm(const occlCollDesc_t& d, int nRanks, int daemonBlocks, bool peerReads) {
   const int nBlocks = blocksFor(d, daemonBlocks);
-  if (directAllReduce(d, nRanks, nBlocks, /*ringNamed=*/false)) return "direct";
+  if (directAllReduce(d, nRanks, nBlocks, /*ringNamed=*/false, peerReads)) return "direct";
   if (peerAllReduce(d, nRanks, nBlocks, /*ringNamed=*/false, peerReads)) return "peer";
   return collInfo(d.type).builtIn;
 }

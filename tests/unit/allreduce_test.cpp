@@ -28,15 +28,18 @@ void registerFloatSum(occlComm_t comm, uint64_t id, size_t count, bool ringNamed
   expectOk(occlCollRegister(comm, id, &d), comm, "register");
 }
 
-class AllReduceTest : public ::testing::TestWithParam<Param> {};
-
-TEST_P(AllReduceTest, MatchesReferenceBitExactly) {
-  const auto [nRanks, count, inPlace, ringNamed] = GetParam();
-  CommGroup comms(nRanks);
+// Runs one float sum AllReduce of `count` on `nRanks` thread-ranks and checks every output bit
+// for bit; returns the algorithm it ran.
+std::string runFloatSum(int nRanks, size_t count, bool inPlace, bool ringNamed, const occlConfig_t& config = testConfig()) {
+  CommGroup comms(nRanks, config);
   constexpr uint64_t kId = 0xA11;
   std::vector<std::vector<float>> send(nRanks), recv(nRanks);
+  std::string algorithm;
   runRanks(nRanks, [&](int r) {
     registerFloatSum(comms[r], kId, count, ringNamed);
+    const char* name = nullptr;
+    expectOk(occlCollGetAlgorithm(comms[r], kId, inPlace ? 1 : 0, &name), comms[r], "occlCollGetAlgorithm");
+    if (r == 0) algorithm = name;
     send[r].resize(count);
     recv[r].assign(count, -1.0f);
     for (size_t i = 0; i < count; ++i) send[r][i] = inputValue(r, i);
@@ -52,10 +55,27 @@ TEST_P(AllReduceTest, MatchesReferenceBitExactly) {
     const std::vector<float>& out = inPlace ? send[r] : recv[r];
     for (size_t i = 0; i < count; ++i) {
       float expected = ranksSum * static_cast<float>(i % 7 + 1);
-      ASSERT_EQ(std::memcmp(&out[i], &expected, sizeof(float)), 0)
+      EXPECT_EQ(std::memcmp(&out[i], &expected, sizeof(float)), 0)
           << "rank " << r << " element " << i << ": " << out[i] << " != " << expected;
+      if (std::memcmp(&out[i], &expected, sizeof(float)) != 0) return algorithm;
     }
   }
+  return algorithm;
+}
+
+class AllReduceTest : public ::testing::TestWithParam<Param> {};
+
+TEST_P(AllReduceTest, MatchesReferenceBitExactly) {
+  const auto [nRanks, count, inPlace, ringNamed] = GetParam();
+  runFloatSum(nRanks, count, inPlace, ringNamed);
+}
+
+// Direct over several tiles: 2000 floats in 4 KiB slots, on 2 ranks (where peer reads would take
+// a larger count).
+TEST(AllReduceDirect, SeveralTilesPerChunk) {
+  occlConfig_t config = testConfig();
+  config.connectorSlotBytes = 4096;
+  for (bool inPlace : {false, true}) EXPECT_EQ(runFloatSum(2, 2000, inPlace, false, config), "direct");
 }
 
 std::string paramName(const ::testing::TestParamInfo<Param>& info) {
@@ -69,9 +89,9 @@ INSTANTIATE_TEST_SUITE_P(RanksCountsPlaces, AllReduceTest,
                                                               size_t{40000}, (size_t{1} << 20) + 3),
                                             ::testing::Bool(), ::testing::Values(false)),
                          paramName);
-// Direct by default: 1023 floats on up to 8 ranks, and 40000 (two tiles of a 128 KiB slot) on 2;
-// peer reads above. Twelve ranks are past direct's rank bound: every count goes peer, and the
-// counts below 12 leave some ranks an empty slice.
+// Direct by default: 1023 floats on up to 8 ranks; the peer program above (40000 floats on 2
+// ranks and up). Twelve ranks are past direct's rank bound: every count goes peer, and the counts
+// below 12 leave some ranks an empty slice.
 INSTANTIATE_TEST_SUITE_P(PeerTwelveRanks, AllReduceTest,
                          ::testing::Combine(::testing::Values(12),
                                             ::testing::Values(size_t{0}, size_t{1}, size_t{7}, size_t{1023},
