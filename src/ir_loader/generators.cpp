@@ -44,16 +44,26 @@ Program makeAllToAll(int nRanks, int nBlocks) {
   return p;
 }
 
-Program makePeerAllReduce(int nRanks) {
-  const int n = nRanks;
+namespace {
+
+// What a generated AllReduce of either placement on one channel declares.
+Program allReduceProgram(const char* name, int nRanks, int nChunksPerLoop) {
   Program p;
-  p.name = "peer";
+  p.name = name;
   p.coll = CollKind::AllReduce;
-  p.nRanks = n;
+  p.nRanks = nRanks;
   p.nChannels = 1;
-  p.nChunksPerLoop = n;
+  p.nChunksPerLoop = nChunksPerLoop;
   p.raggedChunksAllowed = true;
   p.inPlace = p.outOfPlace = true;
+  return p;
+}
+
+}  // namespace
+
+Program makePeerAllReduce(int nRanks) {
+  const int n = nRanks;
+  Program p = allReduceProgram("peer", n, n);
   p.minConnectorSlots = static_cast<int32_t>(kPeerNotices);
   p.peerReads = true;
   for (int r = 0; r < n; ++r) {
@@ -61,30 +71,22 @@ Program makePeerAllReduce(int nRanks) {
     rp.inputChunks = rp.outputChunks = n;
     rp.blocks.resize(1);
     std::vector<Step>& steps = rp.blocks[0].steps;
-    const auto toEveryPeer = [&](OpType op) {
+    // One step per other rank, in rank order: the receiving ones make the block's receive
+    // connectors (and the fold order of PeerReduce after its own input) the other ranks ascending.
+    const auto everyPeer = [&](OpType op, bool sending) {
       for (int q = 0; q < n; ++q) {
         if (q == r) continue;
         Step s = stepFromTo(op, Out, q, Out, q);
-        s.sendPeer = q;
+        (sending ? s.sendPeer : s.recvPeer) = q;
         steps.push_back(s);
       }
     };
-    // The receiving steps name the peers in rank order, so the block's receive connectors (and
-    // the fold order of PeerReduce after its own input) are the other ranks in ascending order.
-    const auto fromEveryPeer = [&](OpType op) {
-      for (int q = 0; q < n; ++q) {
-        if (q == r) continue;
-        Step s = stepFromTo(op, Out, q, Out, q);
-        s.recvPeer = q;
-        steps.push_back(s);
-      }
-    };
-    toEveryPeer(OpType::PeerPost);  // 1: my buffers
+    everyPeer(OpType::PeerPost, true);  // 1: my buffers
     Step reduce = stepFromTo(OpType::PeerReduce, In, r, Out, r);
     reduce.postOp = true;
     steps.push_back(reduce);
-    toEveryPeer(OpType::PeerPost);  // 2: done with yours (my slice is in your output)
-    fromEveryPeer(OpType::PeerRelease);
+    everyPeer(OpType::PeerPost, true);  // 2: done with yours (my slice is in your output)
+    everyPeer(OpType::PeerRelease, false);
     p.ranks.push_back(std::move(rp));
   }
   return p;
@@ -92,14 +94,7 @@ Program makePeerAllReduce(int nRanks) {
 
 Program makeDirectAllReduce(int nRanks) {
   const int n = nRanks;
-  Program p;
-  p.name = "direct";
-  p.coll = CollKind::AllReduce;
-  p.nRanks = n;
-  p.nChannels = 1;
-  p.nChunksPerLoop = 1;
-  p.raggedChunksAllowed = true;
-  p.inPlace = p.outOfPlace = true;
+  Program p = allReduceProgram("direct", n, 1);
   const auto fromPeer = [](OpType op, BufferKind src, BufferKind dst, int peer) {
     Step s = stepFromTo(op, src, 0, dst, 0);
     s.recvPeer = peer;

@@ -4,7 +4,7 @@
 // and writes each folded tile into every rank's output while it is still in cache. Per rank that
 // reads the count once and writes it once, whatever the rank count, against 5 passes through
 // slots for the ring on 4 ranks, and it takes two notices per peer per submission instead
-// of a hand-off per tile (occl-micro BM_PeerReadAllReduce bounds the pull variant).
+// of a hand-off per tile (occl-micro BM_PeerPushAllReduce bounds it on a machine).
 //
 // The connectors carry notices. Every notice holds the poster's buffers for the submission, and
 // a program posts exactly kPeerNotices (device/step.hpp) to each peer per submission:
