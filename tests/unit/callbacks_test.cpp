@@ -41,6 +41,23 @@ struct Buffers {
   }
 };
 
+// Two ranks with one 256-float AllReduce registered, for the waitAll tests: rank 0 submits alone
+// and waits in vain, then rank 1 submits too. submit(r) counts rank r's callbacks in counter[r].
+struct LatePeer {
+  explicit LatePeer(uint64_t collId, const occlConfig_t& config = testConfig()) : comms(2, config), id(collId) {
+    for (int r = 0; r < 2; ++r) registerAllReduce(comms[r], id, 256);
+  }
+  void submit(int r) {
+    Buffers& b = r == 0 ? b0 : b1;
+    expectOk(occlSubmit(comms[r], id, b.send.data(), b.recv.data(), &CallbackCounter::callback, &counter[r]), comms[r],
+             "submit");
+  }
+  CommGroup comms;
+  uint64_t id;
+  CallbackCounter counter[2];
+  Buffers b0{0, 256}, b1{1, 256};
+};
+
 // Records every callback with its arg, so duplicates and order are both visible.
 struct Recorder {
   struct Entry {
@@ -186,25 +203,20 @@ TEST(CallbacksTest, CallbackMaySubmitAgain) {
 }
 
 TEST(CallbacksTest, WaitAllReturnsAfterEveryCallbackAndTimesOutWhenStuck) {
-  CommGroup comms(2);
-  constexpr uint64_t kId = 0x3A;
-  for (int r = 0; r < 2; ++r) registerAllReduce(comms[r], kId, 256);
-  CallbackCounter counter[2];
-  Buffers b0(0, 256), b1(1, 256);
-  expectOk(occlSubmit(comms[0], kId, b0.send.data(), b0.recv.data(), &CallbackCounter::callback, &counter[0]), comms[0],
-           "submit");
+  LatePeer pair(0x3A);
+  const CommGroup& comms = pair.comms;
+  pair.submit(0);
   // Rank 1 has not submitted: rank 0 cannot finish, and waitAll says so within its bound.
   auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(occlCommWaitAll(comms[0], 200), occlTimeout);
   EXPECT_NE(std::string(occlGetLastError(comms[0])).find("pending"), std::string::npos) << occlGetLastError(comms[0]);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
-  expectOk(occlSubmit(comms[1], kId, b1.send.data(), b1.recv.data(), &CallbackCounter::callback, &counter[1]), comms[1],
-           "submit");
+  pair.submit(1);
   for (int r = 0; r < 2; ++r) {
     expectOk(occlCommWaitAll(comms[r], 30000), comms[r], "waitAll");
-    EXPECT_EQ(counter[r].fired().size(), 1u) << "waitAll returned before the callback fired";
+    EXPECT_EQ(pair.counter[r].fired().size(), 1u) << "waitAll returned before the callback fired";
   }
-  EXPECT_TRUE(b0.summedOverTwoRanks());
+  EXPECT_TRUE(pair.b0.summedOverTwoRanks());
   expectOk(occlCommWaitAll(comms[0], 0), comms[0], "waitAll with nothing pending");
 }
 
@@ -249,20 +261,14 @@ TEST(CallbacksTest, WaitAllFiresTheCallbacksInTheWaitingThread) {
 // A waiter gives up helping once nothing moves (here: the peer has not submitted) and hands the
 // work back: with nobody waiting any more, the daemon thread and the poller complete it.
 TEST(CallbacksTest, AWaiterThatGivesUpHandsTheWorkBack) {
-  CommGroup comms(2);
-  constexpr uint64_t kId = 0x52;
-  for (int r = 0; r < 2; ++r) registerAllReduce(comms[r], kId, 256);
-  CallbackCounter counter[2];
-  Buffers b0(0, 256), b1(1, 256);
+  LatePeer pair(0x52);
   for (int round = 0; round < 3; ++round) {
-    expectOk(occlSubmit(comms[0], kId, b0.send.data(), b0.recv.data(), &CallbackCounter::callback, &counter[0]),
-             comms[0], "submit");
-    EXPECT_EQ(occlCommWaitAll(comms[0], 20), occlTimeout);
-    expectOk(occlSubmit(comms[1], kId, b1.send.data(), b1.recv.data(), &CallbackCounter::callback, &counter[1]),
-             comms[1], "submit");
+    pair.submit(0);
+    EXPECT_EQ(occlCommWaitAll(pair.comms[0], 20), occlTimeout);
+    pair.submit(1);
     for (int r = 0; r < 2; ++r)
-      ASSERT_TRUE(counter[r].waitFor(static_cast<size_t>(round + 1))) << "rank " << r << ", round " << round;
-    EXPECT_TRUE(b0.summedOverTwoRanks()) << "round " << round;
+      ASSERT_TRUE(pair.counter[r].waitFor(static_cast<size_t>(round + 1))) << "rank " << r << ", round " << round;
+    EXPECT_TRUE(pair.b0.summedOverTwoRanks()) << "round " << round;
   }
 }
 
@@ -273,20 +279,14 @@ TEST(CallbacksTest, WaitAllKeepsItsTimeoutWhileHelpingAStuckCollective) {
   occlConfig_t config = testConfig();
   config.spinPolicy = occlSpinPolicyFixed;
   config.spinThresholdMax = 1 << 30;
-  CommGroup comms(2, config);
-  constexpr uint64_t kId = 0x53;
-  for (int r = 0; r < 2; ++r) registerAllReduce(comms[r], kId, 256);
-  CallbackCounter counter[2];
-  Buffers b0(0, 256), b1(1, 256);
-  expectOk(occlSubmit(comms[0], kId, b0.send.data(), b0.recv.data(), &CallbackCounter::callback, &counter[0]), comms[0],
-           "submit");
+  LatePeer pair(0x53, config);
+  pair.submit(0);
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_EQ(occlCommWaitAll(comms[0], 200), occlTimeout);
+  EXPECT_EQ(occlCommWaitAll(pair.comms[0], 200), occlTimeout);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
-  expectOk(occlSubmit(comms[1], kId, b1.send.data(), b1.recv.data(), &CallbackCounter::callback, &counter[1]), comms[1],
-           "submit");
-  for (int r = 0; r < 2; ++r) ASSERT_TRUE(counter[r].waitFor(1)) << "rank " << r;
-  EXPECT_TRUE(b0.summedOverTwoRanks());
+  pair.submit(1);
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(pair.counter[r].waitFor(1)) << "rank " << r;
+  EXPECT_TRUE(pair.b0.summedOverTwoRanks());
 }
 
 // Each of these waits for the poller (or joins it), and the callback runs on the poller or in a
