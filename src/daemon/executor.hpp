@@ -104,7 +104,7 @@ class BlockExecutor {
           WaitResult w = waitFor([&] { return progressReached(atomics::loadAcquire(word), target); });
           if (w != WaitResult::Ready) return stop(w);
         }
-        for (; ctx_.sub < static_cast<uint32_t>(step.count); ++ctx_.sub) {
+        for (; ctx_.sub < subSteps(step); ++ctx_.sub) {
           WaitResult w = runPrimitive(step);
           if (w != WaitResult::Ready) return stop(w);
         }
@@ -152,11 +152,16 @@ class BlockExecutor {
         break;
       }
       case StepOp::PeerReduce: {
+        // One tile per sub-step; between tiles it gives way as the tile loop of run() does, once
+        // this try has moved something.
+        if (ctx_.sub != 0 && progressed_ &&
+            (budget_.yieldEachTile || exec::broadcastFromLeader([&] { return urgentArrival(); })))
+          return WaitResult::Yielded;
         for (uint32_t i = 0; i < plan_.nRecvs; ++i) {
           WaitResult w = waitForNotices(plan_.recvs[i], kPeerNoticeBuffers);
           if (w != WaitResult::Ready) return w;
         }
-        if (!exec::broadcastFromLeader([&] { return peerReduce(d_, form_, plan_, step, bufs_); }))
+        if (!exec::broadcastFromLeader([&] { return peerReduceTile(d_, form_, plan_, step, bufs_, ctx_.sub); }))
           return WaitResult::Failed;
         break;
       }
@@ -172,6 +177,11 @@ class BlockExecutor {
     exec::blockSync();
     markProgress();
     return WaitResult::Ready;
+  }
+
+  // A step runs `count` chunks as sub-steps; a peer fold runs its tiles (peer_read.hpp).
+  OCCL_HD uint32_t subSteps(const DeviceStep& step) const {
+    return step.op == StepOp::PeerReduce ? peerFoldTiles(d_, form_, step) : static_cast<uint32_t>(step.count);
   }
 
   OCCL_HD WaitResult waitForNotices(const FifoHandle& recv, uint32_t notices,

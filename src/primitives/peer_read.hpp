@@ -61,37 +61,41 @@ OCCL_HD inline PeerNotice peerNotice(const FifoHandle& recv) {
   return notice;
 }
 
-// Slice `step.srcOff` of every rank's input, folded in the order own, recvs[0], recvs[1], ...,
-// into the same slice of this rank's output (`step.dstOff`, the same chunk) and of every peer's,
-// tile by tile: the tile is folded in this rank's output, then copied out while in cache. Holds
-// every peer's access guard (fifo.hpp); returns false, having touched nothing, when one is
-// poisoned. In place is safe: a rank's slice r is read and written by r's owner alone, and each
-// tile is read before it is written.
-OCCL_HD inline bool peerReduce(const CollDesc& d, const ProgramForm& f, const BlockPlan& plan, const DeviceStep& step,
-                               const TaskBuffers& bufs) {
+// Tiles of the fold of `step` (PeerReduce) on this rank: the executor runs them as the step's
+// sub-steps, one primitive each, so a long fold gives way between tiles like the ring does.
+OCCL_HD inline uint32_t peerFoldTiles(const CollDesc& d, const ProgramForm& f, const DeviceStep& step) {
+  const uint64_t len = chunkLength(d, f, static_cast<uint64_t>(step.srcOff));
+  return len == 0 ? 1u : static_cast<uint32_t>((len + d.tileElems - 1) / d.tileElems);
+}
+
+// Tile `tile` of slice `step.srcOff` of every rank's input, folded in the order own, recvs[0],
+// recvs[1], ..., into the same slice of this rank's output (`step.dstOff`, the same chunk), then
+// copied from there into every peer's output while in cache. Holds every peer's access guard
+// (fifo.hpp); returns false, having touched nothing, when one is poisoned. In place is safe:
+// slice r of any buffer is read and written by r's owner alone, and a tile is read before it is
+// written.
+OCCL_HD inline bool peerReduceTile(const CollDesc& d, const ProgramForm& f, const BlockPlan& plan,
+                                   const DeviceStep& step, const TaskBuffers& bufs, uint32_t tile) {
   const uint64_t eb = d.elemBytes;
   const uint64_t len = chunkLength(d, f, static_cast<uint64_t>(step.srcOff));
-  const uint64_t at = chunkStart(d, f, static_cast<uint64_t>(step.srcOff)) * eb;
+  const uint64_t first = static_cast<uint64_t>(tile) * d.tileElems;
+  const uint64_t n = len <= first ? 0 : (len - first < d.tileElems ? len - first : d.tileElems);
+  const uint64_t at = (chunkStart(d, f, static_cast<uint64_t>(step.srcOff)) + first) * eb;
   uint32_t held = 0;
   for (; held < plan.nRecvs; ++held)
     if (!plan.recvs[held].beginPeerAccess()) break;
   const bool ok = held == plan.nRecvs;
-  if (ok) {
+  if (ok && n > 0) {
     const bool postOp = (step.flags & kStepPostOp) != 0 && d.redOp == occlAvg;
     const char* own = bufs.get(step.srcBuf) + at;
     char* dst = bufs.get(step.dstBuf) + at;
-    for (uint64_t t = 0; t < len; t += d.tileElems) {
-      const uint64_t n = len - t < d.tileElems ? len - t : d.tileElems;
-      const uint64_t off = t * eb;
-      for (uint32_t i = 0; i < plan.nRecvs; ++i) {
-        const int post = postOp && i + 1 == plan.nRecvs ? static_cast<int>(d.nRanks) : 0;
-        const void* a = i == 0 ? static_cast<const void*>(own + off) : dst + off;
-        const char* peer = peerNotice(plan.recvs[i]).input + at + off;
-        dispatchTypeOp(d.dtype, d.redOp, ReduceCopyCall{a, peer, dst + off, nullptr, static_cast<size_t>(n), post});
-      }
-      for (uint32_t i = 0; i < plan.nRecvs; ++i)
-        memcpy(peerNotice(plan.recvs[i]).output + at + off, dst + off, static_cast<size_t>(n * eb));
+    for (uint32_t i = 0; i < plan.nRecvs; ++i) {
+      const int post = postOp && i + 1 == plan.nRecvs ? static_cast<int>(d.nRanks) : 0;
+      const void* a = i == 0 ? static_cast<const void*>(own) : dst;
+      const char* peer = peerNotice(plan.recvs[i]).input + at;
+      dispatchTypeOp(d.dtype, d.redOp, ReduceCopyCall{a, peer, dst, nullptr, static_cast<size_t>(n), post});
     }
+    for (uint32_t i = 0; i < plan.nRecvs; ++i) memcpy(peerNotice(plan.recvs[i]).output + at, dst, static_cast<size_t>(n * eb));
   }
   for (uint32_t i = 0; i < held; ++i) plan.recvs[i].endPeerAccess();
   return ok;
