@@ -156,9 +156,10 @@ typedef struct {
   int root;              /* Reduce/Broadcast root; Send/Recv peer */
   int priority;          /* higher runs first under occlOrderPriority */
   const char* algorithm; /* NULL: built-in (an AllReduce of a few KiB per peer goes "direct",
-                            one hop; a larger one "peer", reading the other ranks' buffers,
-                            where every rank is a thread of one process on the host backend;
-                            else "ring"); "ring": built-in, never direct nor peer; else an
+                            one hop; a larger one "peer", using the other ranks' buffers, on
+                            2..16 ranks whose every peer is "in-process" (occlCommInitAll on
+                            the host backend) and one block; else "ring"); "ring": built-in,
+                            never direct nor peer; else an
                             MSCCL-IR file path or loaded name */
   int nBlocks;           /* daemon blocks (channels) to use; 0 = the algorithm's default */
 } occlCollDesc_t;

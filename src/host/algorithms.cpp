@@ -68,7 +68,7 @@ int blocksFor(const occlCollDesc_t& d, int daemonBlocks) {
 // with 3 warm-up iterations now that registration maps the slots in (ConnectorMemory::populate;
 // before, direct's first rounds through 3x as many slots lost from 8 KiB on 4 ranks). Measured in
 // bench/results/host-2026-11-26b.md. Where the peer program can run instead, direct stops at
-// 32 KiB (8 KiB on 4 ranks, 4 KiB on 8): at 16 KiB on 4 thread-ranks peer takes 24-26 us against
+// 32 KiB (10.7 KiB on 4 ranks, 4.6 KiB on 8): at 16 KiB on 4 thread-ranks peer takes 24-26 us against
 // direct's 23-30, at 64 KiB 23-42 against 56-97; on 8, 16 KiB 77-87 against 95-115 and 4 KiB
 // 70-80 against 48-61 (host-2026-11-26c.md). The rank bound keeps its n-1 connectors each way few.
 constexpr uint64_t kDirectAllReduceMaxPeerBytes = 192 << 10;

@@ -21,7 +21,7 @@ void fifoPark(uint64_t* word, uint32_t* wake, uint64_t seen, uint64_t maxNs);
 uint64_t fifoParksOnThisThread();
 
 // The receiver parks until the sender has published `need` slots past the receiver's head (or
-// poisons the connector); a peer-read program waits for its second and third notice this way.
+// poisons the connector); a peer program waits for its second notice this way.
 inline void parkUntilRecv(const FifoHandle& f, uint64_t maxNs, uint64_t need = 1) {
   const uint64_t tail = atomics::loadAcquire(&f.header->tail);
   if (tail - atomics::loadRelaxed(&f.header->head) >= need) return;

@@ -70,6 +70,51 @@ TEST_P(AllReduceTest, MatchesReferenceBitExactly) {
   runFloatSum(nRanks, count, inPlace, ringNamed);
 }
 
+// The peer program with many submissions of one collective in flight: each rank submits 8 runs
+// back to back on buffers of their own, so a rank posts a run's notices while its peers still hold
+// the previous run's, through the fewest slots the program takes (2) and the default (4), out of
+// place and in place. Run k on rank r holds (r + 1) * (k + 1): every output must be 10 * (k + 1).
+TEST(AllReducePeer, BackToBackSubmissionsOfOneCollectiveKeepTheirNoticesApart) {
+  constexpr int kRanks = 4, kRuns = 8;
+  constexpr size_t kCount = 65536;
+  constexpr uint64_t kId = 0xBB;
+  for (int slots : {2, 4}) {
+    for (bool inPlace : {false, true}) {
+      occlConfig_t config = testConfig();
+      config.connectorSlots = slots;
+      CommGroup comms(kRanks, config);
+      std::vector<std::vector<std::vector<float>>> send(kRanks), recv(kRanks);
+      runRanks(kRanks, [&](int r) {
+        registerFloatSum(comms[r], kId, kCount, false);
+        const char* name = nullptr;
+        expectOk(occlCollGetAlgorithm(comms[r], kId, inPlace ? 1 : 0, &name), comms[r], "occlCollGetAlgorithm");
+        ASSERT_STREQ(name, "peer");
+        CallbackCounter done;
+        for (int k = 0; k < kRuns; ++k) {
+          send[r].emplace_back(kCount, static_cast<float>((r + 1) * (k + 1)));
+          recv[r].emplace_back(kCount, -1.0f);
+        }
+        for (int k = 0; k < kRuns; ++k) {
+          float* out = inPlace ? send[r][k].data() : recv[r][k].data();
+          expectOk(occlSubmit(comms[r], kId, send[r][k].data(), out, &CallbackCounter::callback, &done), comms[r],
+                   "submit");
+        }
+        ASSERT_TRUE(done.waitFor(kRuns)) << "rank " << r;
+        for (const auto& fired : done.fired()) EXPECT_EQ(fired.second, occlSuccess) << "rank " << r;
+      });
+      for (int r = 0; r < kRanks; ++r) {
+        for (int k = 0; k < kRuns; ++k) {
+          const std::vector<float>& out = inPlace ? send[r][k] : recv[r][k];
+          for (size_t i = 0; i < kCount; ++i)
+            ASSERT_EQ(out[i], 10.0f * static_cast<float>(k + 1))
+                << "slots " << slots << (inPlace ? ", in place" : ", out of place") << ", rank " << r << ", run " << k
+                << ", element " << i;
+        }
+      }
+    }
+  }
+}
+
 // Direct over several tiles: 2000 floats in 4 KiB slots, on 2 ranks (where peer reads would take
 // a larger count).
 TEST(AllReduceDirect, SeveralTilesPerChunk) {
