@@ -102,6 +102,16 @@ OCCL_HD inline bool compareExchange(T* p, T& expected, T desired) {
   return Ref<T>(*p).compare_exchange_strong(expected, desired, OCCL_MO(acq_rel), OCCL_MO(acquire));
 }
 
+// A full fence: orders this thread's earlier stores before its later loads (a store-buffering
+// handshake, e.g. FifoHandle::beginPeerAccess against peerUsersGone).
+OCCL_HD inline void fenceSeqCst() {
+#if defined(__CUDACC__)
+  cuda::atomic_thread_fence(OCCL_MO(seq_cst), cuda::thread_scope_system);
+#else
+  std::atomic_thread_fence(OCCL_MO(seq_cst));
+#endif
+}
+
 }  // namespace occl::atomics
 
 namespace occl::exec {

@@ -168,7 +168,7 @@ Status Collective::buildForm(const CollectiveSetup& setup, const occlCollDesc_t&
                                                             "split into its %d chunks",
                                                             program.name, total, nChunks));
   const uint64_t chunkElems = (total + nChunks - 1) / nChunks;
-  // A peer-read program moves a whole chunk per step (peer_read.hpp tiles it for the cache itself).
+  // A peer program's steps cover a whole chunk (its fold runs its own tiles as sub-steps, peer_read.hpp).
   const uint64_t tilesPerChunk = program.peerReads ? 1 : (chunkElems + desc_.tileElems - 1) / desc_.tileElems;
   const uint64_t nTiles = chunkElems == 0 ? 0 : tilesPerChunk;
   if (nTiles >= kMaxTiles)

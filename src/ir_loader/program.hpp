@@ -93,8 +93,9 @@ struct Program {
   // MSCCL-IR loader fills it; generated programs keep the default, uncomputed: they need at most
   // 2, the runtime minimum (checked by the tests).
   int32_t minConnectorSlots = 1;
-  // Peer reads (primitives/peer_read.hpp): ranks read each other's buffers, and connectors carry
-  // notices, not tiles. The host gives it one tile per chunk; only ranks of one process may run it.
+  // Peer access (primitives/peer_read.hpp): ranks read and write each other's buffers, and
+  // connectors carry notices, not tiles. Its form has one tile per chunk (the fold runs its own
+  // tiles as sub-steps); only ranks of one process may run it.
   bool peerReads = false;
   std::vector<RankProgram> ranks;
 };

@@ -79,14 +79,6 @@ OCCL_HD inline constexpr size_t fifoBytes(uint32_t nSlots, uint64_t slotBytes) {
   return kFifoDataOffset + fifoLengthsOffset(nSlots, slotBytes) + static_cast<size_t>(nSlots) * sizeof(uint64_t);
 }
 
-OCCL_HD inline void fullFence() {
-#if defined(__CUDACC__)
-  cuda::atomic_thread_fence(cuda::memory_order_seq_cst, cuda::thread_scope_system);
-#else
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-#endif
-}
-
 // Plain handle: a view of connector memory as mapped in this process (or device).
 struct FifoHandle {
   FifoHeader* header;  // nullptr = no connector
@@ -141,14 +133,14 @@ struct FifoHandle {
   // full fence.
   OCCL_HD bool beginPeerAccess() const {
     atomics::fetchAdd(&header->peerUsers, 1u);
-    fullFence();
+    atomics::fenceSeqCst();
     if (poisonStatus() == 0) return true;
     endPeerAccess();
     return false;
   }
   OCCL_HD void endPeerAccess() const { atomics::fetchAdd(&header->peerUsers, ~0u); }  // - 1
   OCCL_HD bool peerUsersGone() const {
-    fullFence();
+    atomics::fenceSeqCst();
     return atomics::loadAcquire(&header->peerUsers) == 0;
   }
 
