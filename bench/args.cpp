@@ -154,6 +154,7 @@ const std::vector<Flag>& flags() {
       {'\0', "devlist", true, [](auto v, Options& o) { return devlistValue(v, o.devlist); }},
       {'\0', "algo", true, [](auto v, Options& o) { return algorithmValue(v, o.algorithm); }},
       {'\0', "blocks", true, [](auto v, Options& o) { return intInRange(v, 1, kMaxBlocks, o.blocks); }},
+      {'\0', "shared-buffers", true, [](auto v, Options& o) { return intInRange(v, 0, 1, o.sharedBuffers); }},
       {'\0', "compare", true,
        [](auto v, Options& o) -> std::string {
          if (lower(v) != "nccl") return "nccl";
@@ -318,6 +319,9 @@ std::string usage(const std::string& program) {
          "                         repeats allowed): as many entries as -g\n"
          "  --algo FILE.xml        MSCCL-IR algorithm (occlCollDesc_t.algorithm)\n"
          "  --blocks N             daemon blocks per collective (occlCollDesc_t.nBlocks)\n"
+         "  --shared-buffers 0|1   buffers from occlMemAlloc, registered with sharedBuffers (host\n"
+         "                         ranks; default 1 for processes under a launcher, else 0): ranks\n"
+         "                         as processes then run the peer AllReduce, as threads do\n"
          "  --compare nccl         also time NCCL on the same sizes and GPUs, one rank per GPU\n"
          "                         (builds with NCCL; ranks as threads on distinct devices)\n"
          "  --json FILE            also write the results as JSON\n"

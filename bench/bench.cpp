@@ -58,7 +58,8 @@ std::string rootError(const Options& o, int nRanks) {
 
 std::string runRank(const Options& o, occlComm_t& comm, int rank, int nRanks, int device, Report& report,
                     ErrorSink& errors, std::chrono::milliseconds bound) {
-  RankRunner runner(o, comm, rank, nRanks, device, report, errors, bound);
+  RankRunner runner(o, comm, rank, nRanks, device, report, errors, bound,
+                    o.sharedBuffers == 1 ? makeSharedBuffer : makeBuffer);
   std::string fatal;
   try {
     fatal = runner.run();
@@ -188,6 +189,11 @@ BenchOutcome runBench(const Options& requested, std::ostream& out, std::ostream&
   const PlacementResult placed = placeRanks(o, launcher);
   if (!placed.error.empty()) return fail(err, placed.exitCode, placed.error);
   o.backend = placed.placement.backend;  // what the report prints: auto is resolved
+  if (o.sharedBuffers == 1 && o.backend != occlBackendHost)
+    return fail(err, kExitUsage, "--shared-buffers 1: occlMemAlloc memory is host memory; expected --backend host");
+  // Auto: where it changes what runs, ranks as processes on the host backend (threads read each
+  // other's buffers whatever memory they are).
+  if (o.sharedBuffers < 0) o.sharedBuffers = o.backend == occlBackendHost && launcher ? 1 : 0;
   if (!launcher && !o.jsonPath.empty() && !std::ofstream(o.jsonPath, std::ios::app))
     return fail(err, kExitUsage, "--json: invalid value \"" + o.jsonPath + "\"; expected a writable file path");
   occlConfig_t config;

@@ -60,7 +60,7 @@ void writeJson(std::ostream& out, const Report& report) {
       << ", \"stepfactor\": " << o.stepFactor << ", \"stepbytes\": " << o.stepBytes << ", \"iters\": " << o.iters
       << ", \"warmup_iters\": " << o.warmupIters << ", \"check\": " << (o.check ? 1 : 0) << ", \"root\": " << o.root
       << ", \"ngpus\": " << o.localRanks << ", \"algorithm\": " << (o.algorithm.empty() ? "null" : quoted(o.algorithm))
-      << ", \"blocks\": " << o.blocks << "},\n  \"results\": [";
+      << ", \"blocks\": " << o.blocks << ", \"shared_buffers\": " << o.sharedBuffers << "},\n  \"results\": [";
   const auto& rows = report.rows();
   for (size_t i = 0; i < rows.size(); ++i) out << (i ? ",\n    " : "\n    ") << row(rows[i], o.compareNccl);
   out << (rows.empty() ? "" : "\n  ") << "],\n  \"out_of_bounds\": " << report.wrongTotal()

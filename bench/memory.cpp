@@ -9,4 +9,9 @@ std::unique_ptr<RunBuffer> makeBuffer(int device) {
   return makeDeviceBuffer(device);
 }
 
+std::unique_ptr<RunBuffer> makeSharedBuffer(int device) {
+  if (device >= 0) throw std::invalid_argument("occlMemAlloc memory is host memory: no device buffers");
+  return std::make_unique<SharedHostBuffer>();
+}
+
 }  // namespace occl::bench

@@ -10,6 +10,10 @@
 #include <cstdlib>
 #include <memory>
 #include <new>
+#include <stdexcept>
+#include <string>
+
+#include "occl/occl.h"
 
 namespace occl::bench {
 
@@ -59,9 +63,43 @@ class HostBuffer final : public RunBuffer {
   alignas(kAlign) std::byte empty_[kAlign] = {};
 };
 
+// Host memory from occlMemAlloc, which ranks in other processes can map (--shared-buffers:
+// collectives registered with desc.sharedBuffers run the peer AllReduce between processes too).
+class SharedHostBuffer final : public RunBuffer {
+ public:
+  SharedHostBuffer() = default;
+  SharedHostBuffer(const SharedHostBuffer&) = delete;
+  SharedHostBuffer& operator=(const SharedHostBuffer&) = delete;
+  ~SharedHostBuffer() override { occlMemFree(data_); }
+
+  void reserve(size_t bytes) override {
+    if (bytes <= capacity_ && data_ != nullptr) return;
+    void* p = nullptr;
+    // Never empty: occl rejects NULL buffers, and an empty one must lie in occlMemAlloc memory too.
+    if (occlMemAlloc(&p, bytes == 0 ? 1 : bytes) != occlSuccess)
+      throw std::runtime_error(std::string("occlMemAlloc: ") + occlGetLastError(nullptr));
+    occlMemFree(data_);
+    data_ = static_cast<std::byte*>(p);
+    capacity_ = bytes;
+  }
+  std::byte* data() override {
+    if (data_ == nullptr) reserve(0);
+    return data_;
+  }
+  std::byte* host() override { return data(); }
+  void upload(size_t, size_t) override {}
+  void download(size_t, size_t) override {}
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
 // Host memory when `device` < 0, else memory of that CUDA device (devices.hpp). Allocates
 // nothing until the first reserve().
 std::unique_ptr<RunBuffer> makeBuffer(int device);
+// SharedHostBuffer; `device` must be < 0.
+std::unique_ptr<RunBuffer> makeSharedBuffer(int device);
 
 // What the runner allocates its buffers with: makeBuffer, or a test's stand-in.
 using BufferMaker = std::unique_ptr<RunBuffer> (*)(int device);

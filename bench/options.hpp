@@ -36,6 +36,9 @@ struct Options {
   std::vector<int> devlist;  // --devlist: the CUDA device of each rank of -g; empty = rank r on r % devices
   std::string algorithm;  // --algo: passed as occlCollDesc_t.algorithm; empty = built-in
   int blocks = 0;         // --blocks: occlCollDesc_t.nBlocks; 0 = the algorithm's default
+  // --shared-buffers: buffers from occlMemAlloc, registered with occlCollDesc_t.sharedBuffers;
+  // -1 (auto) = 1 for host ranks as processes (under a launcher), else 0.
+  int sharedBuffers = -1;
   bool compareNccl = false;
   std::string jsonPath;
   bool mpi = false;  // --mpi: one rank per process even without a launcher's variables

@@ -30,6 +30,7 @@ occlCollDesc_t baseDesc(const SizePlan& plan, const Options& options, int op) {
   d.op = op;
   d.root = options.root;
   d.nBlocks = options.blocks;
+  d.sharedBuffers = options.sharedBuffers == 1 ? 1 : 0;
   d.algorithm = options.algorithm.empty() ? nullptr : options.algorithm.c_str();
   return d;
 }

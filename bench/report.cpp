@@ -96,6 +96,7 @@ std::string formatPreamble(const Options& o, int nRanks, const std::vector<RankI
       o.warmupIters, o.iters, o.check ? 1 : 0);
   if (!o.algorithm.empty()) s += "# algorithm: " + o.algorithm + "\n";
   if (o.blocks > 0) s += printf_("# blocks per collective: %d\n", o.blocks);
+  if (o.sharedBuffers == 1) s += "# buffers: occlMemAlloc (desc.sharedBuffers)\n";
   s += "#\n# Using devices\n";
   for (size_t r = 0; r < ranks.size(); ++r) {
     std::string peers;

@@ -158,10 +158,16 @@ typedef struct {
   const char* algorithm; /* NULL: built-in (an AllReduce of a few KiB per peer goes "direct",
                             one hop; a larger one "peer", using the other ranks' buffers, on
                             2..16 ranks whose every peer is "in-process" (occlCommInitAll on
-                            the host backend) and one block; else "ring"); "ring": built-in,
+                            the host backend), or "in-process" or "shm" with sharedBuffers,
+                            and one block; else "ring"); "ring": built-in,
                             never direct nor peer; else an
                             MSCCL-IR file path or loaded name */
   int nBlocks;           /* daemon blocks (channels) to use; 0 = the algorithm's default */
+  int sharedBuffers;     /* 1: every submission's sendbuf and recvbuf lie in memory from
+                            occlMemAlloc (occlSubmit checks), so ranks that are processes of
+                            one host ("shm" peers) may run "peer" too, as threads do. Host
+                            backend only; every rank must set the same. 0 (default): any
+                            memory */
 } occlCollDesc_t;
 
 occlResult_t occlCollDescInit(occlCollDesc_t* desc);
@@ -273,6 +279,14 @@ occlResult_t occlSubmit(occlComm_t comm, uint64_t collId, const void* sendbuf, v
 occlResult_t occlCommWaitAll(occlComm_t comm, int64_t timeoutMs);
 
 occlResult_t occlCollGetStats(occlComm_t comm, uint64_t collId, occlCollStats_t* stats);
+
+/* Host memory that the ranks in other processes of this host can map, for collectives
+ * registered with desc.sharedBuffers = 1 (as ncclMemAlloc's memory is for NCCL's user-buffer
+ * registration): `size` bytes (> 0), page-aligned, zeroed. Ranks reach it through
+ * /proc/<pid>/fd of the allocating process, so they must run as the same user in one pid
+ * namespace. Free with occlMemFree once no submission that uses it is pending. */
+occlResult_t occlMemAlloc(void** ptr, size_t size);
+occlResult_t occlMemFree(void* ptr);
 
 #ifdef __cplusplus
 }

@@ -104,6 +104,10 @@ OCCL_HD inline void finishTask(const DaemonEnv& env, BlockState& bs, const CollD
   bs.cqTail += 1;
 }
 
+// How long a failure waits for peer processes to leave this rank's buffers (failCollective): a
+// tile fold takes well under a millisecond even when its thread is preempted a few times.
+inline constexpr uint64_t kPeerDrainProcessesNs = 200'000'000;
+
 // Records a failure so every block of this rank and every peer reached by a connector fails the
 // collective too (Gloo's fail-fast), instead of waiting for its own timeout. Peers see a
 // registration mismatch and a timeout as what they are (a hung rank makes every other rank's
@@ -121,11 +125,14 @@ OCCL_HD inline void failCollective(const CollDesc& d, int part, uint32_t code) {
   }
   // A peer may still be using this rank's buffers (peer access, primitives/peer_read.hpp): the
   // failure completes, and the user may free them, only once it has left. Peer access never
-  // waits, so this ends; later peers see the poison and touch nothing.
+  // waits, so this ends; later peers see the poison and touch nothing. A peer process can die
+  // or stop inside a tile, so between processes the wait is bounded: their mappings of this
+  // rank's buffers stay valid whatever the user does with them (memory/shared_buffers.hpp).
+  const uint64_t until = d.peerShared ? exec::nowNs() + kPeerDrainProcessesNs : 0;
   for (const ProgramForm& form : d.forms) {
     const BlockPlan& plan = form.blocks[part];
     for (uint32_t i = 0; i < plan.nSends; ++i)
-      while (!plan.sends[i].peerUsersGone()) exec::spinPause();
+      while (!plan.sends[i].peerUsersGone() && (until == 0 || exec::nowNs() < until)) exec::spinPause();
   }
 }
 

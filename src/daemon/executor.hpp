@@ -148,7 +148,7 @@ class BlockExecutor {
         const FifoHandle& send = plan_.sends[step.sendConn];
         WaitResult w = waitFor([&] { return send.canSend(); }, nullptr, &send);
         if (w != WaitResult::Ready) return w;
-        if (exec::isLeader()) postPeerNotice(send, bufs_);
+        if (exec::isLeader()) postPeerNotice(d_, send, bufs_);
         break;
       }
       case StepOp::PeerReduce: {
@@ -160,6 +160,13 @@ class BlockExecutor {
         for (uint32_t i = 0; i < plan_.nRecvs; ++i) {
           WaitResult w = waitForNotices(plan_.recvs[i], kPeerNoticeBuffers);
           if (w != WaitResult::Ready) return w;
+        }
+        if (ctx_.sub == 0 && !exec::broadcastFromLeader([&] { return acceptPeerNotices(d_, plan_); })) {
+          if (exec::isLeader()) {
+            uint32_t none = 0;
+            atomics::compareExchange(&d_.shared->failStatus, none, static_cast<uint32_t>(occlSystemError));
+          }
+          return WaitResult::Failed;
         }
         if (!exec::broadcastFromLeader([&] { return peerReduceTile(d_, form_, plan_, step, bufs_, ctx_.sub); }))
           return WaitResult::Failed;

@@ -83,7 +83,7 @@ struct CollDesc {
   uint8_t dtype;
   uint8_t redOp;
   uint8_t collType;
-  uint8_t pad0;
+  uint8_t peerShared;    // the peer program between processes (primitives/peer_read.hpp)
   uint32_t nBlocks;      // parts (program blocks) that take part, in either form: daemonParts()
   uint32_t nRanks;       // avg divides by this
   uint64_t totalElems;   // count * multiplier: what the chunks divide

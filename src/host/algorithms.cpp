@@ -40,6 +40,8 @@ Status validateCommon(const occlCollDesc_t& d) {
     return invalid(absl::StrFormat("desc.op = %d: expected an occlRedOp_t (0..%d) for %s", d.op, occlNumOps - 1,
                                    collTypeName(d.type)));
   if (d.nBlocks < 0) return invalid(absl::StrFormat("desc.nBlocks = %d: expected >= 0 (0 = default)", d.nBlocks));
+  if (d.sharedBuffers != 0 && d.sharedBuffers != 1)
+    return invalid(absl::StrFormat("desc.sharedBuffers = %d: expected 0 or 1", d.sharedBuffers));
   return Status::success();
 }
 
@@ -193,6 +195,7 @@ uint64_t registrationSignature(const occlCollDesc_t& d, int rank, int nRanks, co
     if (rooted(d.type)) h.add(int64_t{d.root});
   }
   if (collectiveReduces(d.type)) h.add(int64_t{d.op});
+  h.add(int64_t{d.sharedBuffers});
   h.add(uint64_t{d.count}).add(int64_t{d.datatype}).add(int64_t{nRanks}).add(uint64_t{slots}).add(slotBytes);
   for (const auto& form : choice.forms) h.add(ir::fingerprint(*form));
   return h.value() | 1;  // 0 means "not registered yet" in a connector header

@@ -14,6 +14,7 @@
 #include "bootstrap/launcher_env.hpp"
 #include "host/comm.hpp"
 #include "host/config.hpp"
+#include "memory/shared_buffers.hpp"
 #include "occl/occl.h"
 #include "transport/select.hpp"
 #if OCCL_HAVE_UCX
@@ -276,7 +277,7 @@ occlResult_t occlConfigInit(occlConfig_t* config) {
 
 occlResult_t occlCollDescInit(occlCollDesc_t* desc) {
   if (desc == nullptr) return invalid("desc is NULL");
-  *desc = occlCollDesc_t{occlCollAllReduce, 0, occlFloat32, occlSum, 0, 0, nullptr, 0};
+  *desc = occlCollDesc_t{occlCollAllReduce, 0, occlFloat32, occlSum, 0, 0, nullptr, 0, 0};
   return occlSuccess;
 }
 
@@ -489,6 +490,19 @@ occlResult_t occlCollGetStats(occlComm_t comm, uint64_t collId, occlCollStats_t*
   if (!s.ok()) return fail(comm, s.status());
   *stats = s.value();
   return occlSuccess;
+}
+
+occlResult_t occlMemAlloc(void** ptr, size_t size) {
+  if (ptr == nullptr) return invalid("ptr is NULL");
+  Result<void*> p = occl::memory::allocate(size);
+  if (!p.ok()) return fail(nullptr, p.status());
+  *ptr = p.value();
+  return occlSuccess;
+}
+
+occlResult_t occlMemFree(void* ptr) {
+  if (ptr == nullptr) return occlSuccess;  // as free(NULL)
+  return fail(nullptr, occl::memory::release(ptr));
 }
 
 }  // extern "C"

@@ -47,9 +47,10 @@ std::pair<uint64_t, uint64_t> bufferElems(const occlCollDesc_t& d, int rank, int
 // this rank registered, for the user to compare with the peer's.
 std::string mismatchMessage(uint64_t collId, const occlCollDesc_t& d, int peer) {
   return absl::StrFormat("collId 0x%x: rank %d registered it differently (type, count, datatype, op, root, "
-                         "algorithm and blocks must match on every rank); this rank registered %s count=%d "
-                         "datatype=%s op=%s root=%d",
-                         collId, peer, collTypeName(d.type), d.count, dtypeName(d.datatype), ops::opName(d.op), d.root);
+                         "sharedBuffers, algorithm and blocks must match on every rank); this rank registered %s "
+                         "count=%d datatype=%s op=%s root=%d sharedBuffers=%d",
+                         collId, peer, collTypeName(d.type), d.count, dtypeName(d.datatype), ops::opName(d.op), d.root,
+                         d.sharedBuffers);
 }
 
 // A program's threadblocks index CollShared::progress and the per-part arrays.
@@ -75,8 +76,13 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   user_ = desc;
   user_.algorithm = nullptr;  // the caller's string need not outlive registration
   const occlConfig_t& cfg = *setup.config;
+  if (desc.sharedBuffers == 1 && !setup.hostBackend)
+    return Status::error(occlInvalidArgument, "desc.sharedBuffers = 1 needs the host backend: occlMemAlloc memory is "
+                                              "host memory, which this rank's daemon cannot use");
+  // Processes of one host reach each other's buffers only when they come from occlMemAlloc.
+  const bool peerReads = setup.peerReads || (desc.sharedBuffers == 1 && setup.peerShared);
   Result<AlgorithmChoice> choice =
-      selectAlgorithm(desc, setup.rank, setup.nRanks, cfg.daemonBlocks, setup.peerReads, *setup.library);
+      selectAlgorithm(desc, setup.rank, setup.nRanks, cfg.daemonBlocks, peerReads, *setup.library);
   if (!choice.ok()) return choice.status();
   const auto& forms = choice.value().forms;
   uint32_t nBlocks = 0;
@@ -120,6 +126,7 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   // Copies dispatch on (dtype, op) too, so an op a non-reducing collective ignores must not stay invalid.
   desc_.redOp = static_cast<uint8_t>(collInfo(desc.type).reduces ? desc.op : occlSum);
   desc_.collType = static_cast<uint8_t>(desc.type);
+  desc_.peerShared = peerReads && !setup.peerReads && (forms[0]->peerReads || forms[1]->peerReads) ? 1 : 0;
   desc_.nBlocks = nBlocks;
   desc_.nRanks = static_cast<uint32_t>(setup.nRanks);
   desc_.totalElems = desc.count * mult;

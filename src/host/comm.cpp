@@ -5,10 +5,12 @@
 #include <cstring>
 #include <string_view>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_format.h"
 #include "bootstrap/bootstrap.hpp"
 #include "device/coll_types.hpp"
+#include "memory/shared_buffers.hpp"
 #include "primitives/dtypes.hpp"
 #include "util/thread_name.hpp"
 
@@ -48,11 +50,15 @@ uint32_t parkAfterSpins(const backend::Backend& backend) {
 // Peer reads (primitives/peer_read.hpp) need every rank in this process, reading host memory:
 // the host backend with every peer's connectors in-process. Every rank then sees the same, so
 // all of them choose the same programs.
+// With shmToo, "shm" peers count as well: processes of this host, which reach each other's
+// occlMemAlloc buffers (desc.sharedBuffers, memory/shared_buffers.hpp).
 bool ranksShareMemory(const backend::Backend* backend, const transport::ConnectorFactory* connectors, int rank,
-                      int nRanks) {
+                      int nRanks, bool shmToo) {
   if (backend == nullptr || connectors == nullptr || std::string_view(backend->name()) != "host") return false;
-  for (int peer = 0; peer < nRanks; ++peer)
-    if (peer != rank && std::string_view(connectors->transportTo(peer)) != "in-process") return false;
+  for (int peer = 0; peer < nRanks; ++peer) {
+    const std::string_view t = connectors->transportTo(peer);
+    if (peer != rank && t != "in-process" && !(shmToo && t == "shm")) return false;
+  }
   return true;
 }
 
@@ -64,7 +70,8 @@ Comm::Comm(CommOptions& o)
       config_(o.config),
       backend_(std::move(o.backend)),
       connectors_(std::move(o.connectors)),
-      peerReads_(ranksShareMemory(backend_.get(), connectors_.get(), rank_, nRanks_)),
+      peerReads_(ranksShareMemory(backend_.get(), connectors_.get(), rank_, nRanks_, /*shmToo=*/false)),
+      peerShared_(ranksShareMemory(backend_.get(), connectors_.get(), rank_, nRanks_, /*shmToo=*/true)),
       bootstrap_(std::move(o.bootstrap)) {}
 
 Result<std::unique_ptr<Comm>> Comm::create(CommOptions options) {
@@ -285,7 +292,9 @@ Status Comm::registerCollective(uint64_t collId, const occlCollDesc_t& desc) {
     return Status::error(occlInvalidUsage, absl::StrFormat("collId 0x%x is already registered on rank %d", collId, rank_));
   Result<uint32_t> index = allocateIndex();
   if (!index.ok()) return index.status();
-  CollectiveSetup setup{rank_, nRanks_, &config_, backend_.get(), connectors_.get(), &library_, peerReads_};
+  const bool hostBackend = std::string_view(backend_->name()) == "host";
+  CollectiveSetup setup{rank_,     nRanks_,    &config_,    backend_.get(), connectors_.get(),
+                        &library_, peerReads_, peerShared_, hostBackend};
   Result<std::unique_ptr<Collective>> coll = Collective::create(setup, collId, index.value(), desc);
   Status published = coll.ok() ? Status::success() : coll.status();
   if (published.ok()) {
@@ -338,8 +347,18 @@ Status Comm::validateBuffers(const Collective& c, const void* sendbuf, const voi
     return Status::error(occlInvalidArgument, absl::StrFormat("sendbuf is NULL for collId 0x%x", c.collId()));
   if (c.recvElems() > 0 && recvbuf == nullptr)
     return Status::error(occlInvalidArgument, absl::StrFormat("recvbuf is NULL for collId 0x%x", c.collId()));
-  if (sendbuf == nullptr || recvbuf == nullptr) return Status::success();
   const uint64_t eb = dtypeSize(d.datatype);
+  if (d.sharedBuffers == 1) {  // the peer program maps them in other processes
+    for (auto [name, buf, bytes] : {std::tuple{"sendbuf", sendbuf, c.sendElems() * eb},
+                                    std::tuple{"recvbuf", static_cast<const void*>(recvbuf), c.recvElems() * eb}}) {
+      if (bytes > 0 && memory::describe(buf, bytes).inode == 0)
+        return Status::error(occlInvalidArgument,
+                             absl::StrFormat("%s of collId 0x%x is not memory from occlMemAlloc holding its %d bytes; "
+                                             "the collective was registered with desc.sharedBuffers = 1",
+                                             name, c.collId(), bytes));
+    }
+  }
+  if (sendbuf == nullptr || recvbuf == nullptr) return Status::success();
   auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
   uint64_t sBytes = c.sendElems() * eb, rBytes = c.recvElems() * eb;
   if (s + sBytes <= r || r + rBytes <= s) return Status::success();  // disjoint

@@ -111,6 +111,7 @@ class Comm {
   std::unique_ptr<transport::ConnectorFactory> connectors_;
   // (declared after connectors_: initialised from it) every rank may read every other's buffers
   bool peerReads_;
+  bool peerShared_;
   AlgorithmLibrary library_;
   std::unique_ptr<bootstrap::Bootstrap> bootstrap_;
 

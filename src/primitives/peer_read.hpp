@@ -6,6 +6,11 @@
 // slots for the ring on 4 ranks, and it takes two notices per peer per submission instead
 // of a hand-off per tile (occl-micro BM_PeerPushAllReduce bounds it on a machine).
 //
+// Between processes (CollDesc::peerShared: "shm" peers, buffers from occlMemAlloc) a notice also
+// carries where its buffers are for other processes (memory/shared_buffers.hpp); the receiver
+// maps them and writes its own addresses into the notice once (acceptPeerNotices), so every tile
+// reads the notice as between threads. A process that dies leaves its peers' mappings valid.
+//
 // The connectors carry notices. Every notice holds the poster's buffers for the submission, and
 // a program posts exactly kPeerNotices (device/step.hpp) to each peer per submission:
 //   1. "here are my buffers"   the receiver may read the poster's input and write the
@@ -28,15 +33,21 @@
 
 #include "device/coll_desc.hpp"
 #include "primitives/primitives.hpp"
+#include "memory/shared_buffers.hpp"
 #include "queues/fifo.hpp"
+#include "util/log.hpp"
 
 namespace occl {
 
 inline constexpr uint32_t kPeerNoticeBuffers = 1;  // the notice that carries the addresses
 
+// The poster's buffers. Between processes each address is the poster's until the receiver
+// accepts the notice, which is when the reference's inode becomes 0.
 struct PeerNotice {
   char* input;
   char* output;
+  memory::SharedRef inputRef;
+  memory::SharedRef outputRef;
 };
 // A peer program's connectors hold notices, so their slots are a cache line, whatever
 // config.connectorSlotBytes says (which still sizes the fold's tiles: CollDesc::tileElems).
@@ -48,8 +59,17 @@ OCCL_HD inline bool isPeerOp(StepOp op) {
 }
 
 // Leader only, once the send slot is free.
-OCCL_HD inline void postPeerNotice(const FifoHandle& send, const TaskBuffers& bufs) {
-  const PeerNotice notice{bufs.input, bufs.output};
+OCCL_HD inline void postPeerNotice(const CollDesc& d, const FifoHandle& send, const TaskBuffers& bufs) {
+  PeerNotice notice{bufs.input, bufs.output, {0, 0, 0, -1}, {0, 0, 0, -1}};
+#if !OCCL_ON_DEVICE
+  if (d.peerShared) {  // occlSubmit checked that both lie in occlMemAlloc memory
+    const size_t bytes = d.totalElems * d.elemBytes;
+    notice.inputRef = memory::describe(bufs.input, bytes);
+    notice.outputRef = memory::describe(bufs.output, bytes);
+  }
+#else
+  (void)d;
+#endif
   memcpy(send.sendSlot(), &notice, sizeof notice);
   send.commitSend(sizeof notice);
 }
@@ -59,6 +79,36 @@ OCCL_HD inline PeerNotice peerNotice(const FifoHandle& recv) {
   PeerNotice notice;
   memcpy(&notice, recv.recvSlot(), sizeof notice);
   return notice;
+}
+
+// Leader only, with every peer's first notice there: makes each notice's addresses this
+// process's (peer_read.hpp's head). Returns false, having logged why, when a peer's buffer cannot
+// be mapped; the caller fails the collective.
+OCCL_HD inline bool acceptPeerNotices(const CollDesc& d, const BlockPlan& plan) {
+#if !OCCL_ON_DEVICE
+  if (!d.peerShared) return true;
+  const size_t bytes = d.totalElems * d.elemBytes;
+  for (uint32_t i = 0; i < plan.nRecvs; ++i) {
+    PeerNotice notice = peerNotice(plan.recvs[i]);
+    if (notice.inputRef.inode == 0) continue;  // accepted on an earlier try
+    for (auto [ref, addr] : {std::pair{&notice.inputRef, &notice.input}, std::pair{&notice.outputRef, &notice.output}}) {
+      Result<char*> p = memory::resolve(*ref, bytes);
+      if (!p.ok()) {
+        logWarning("peer AllReduce of collId " + std::to_string(d.collId) + ": " + p.status().message);
+        return false;
+      }
+      *addr = p.value();
+      ref->inode = 0;
+    }
+    // The slot is this receiver's until it releases the notice (PeerRelease): the one place a
+    // receiver writes into a slot.
+    memcpy(const_cast<char*>(plan.recvs[i].recvSlot()), &notice, sizeof notice);
+  }
+#else
+  (void)d;
+  (void)plan;
+#endif
+  return true;
 }
 
 // Tiles of the fold of `step` (PeerReduce) on this rank: the executor runs them as the step's

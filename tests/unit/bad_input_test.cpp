@@ -144,6 +144,7 @@ TEST(BadInputTest, DescriptionFields) {
       {[](occlCollDesc_t& d) { d.op = occlNumOps; }, "desc.op"},
       {[](occlCollDesc_t& d) { d.nBlocks = -1; }, "desc.nBlocks"},
       {[](occlCollDesc_t& d) { d.nBlocks = 65; }, "desc.nBlocks"},
+      {[](occlCollDesc_t& d) { d.sharedBuffers = 2; }, "desc.sharedBuffers"},
       {[](occlCollDesc_t& d) { d.algorithm = "no-such-algorithm"; }, "desc.algorithm"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -107,6 +109,23 @@ TEST_P(PeerDeathTest, SurvivorsFailWithRemoteError) {
 INSTANTIATE_TEST_SUITE_P(Victims, PeerDeathTest, ::testing::Values(0, 2),
                          [](const ::testing::TestParamInfo<int>& i) { return "rank" + std::to_string(i.param); });
 
+// Buffers from occlMemAlloc (desc.sharedBuffers): four processes run the peer AllReduce on each
+// other's buffers, bit-exact, and a buffer from elsewhere is refused at submission.
+TEST(MultiProcessTest, AllReduceFourProcessesOnSharedBuffersRunsPeer) {
+  std::vector<pid_t> pids = spawnWithUniqueId("shared", 4);
+  ASSERT_EQ(pids.size(), 4u);
+  expectAllSucceeded(reapChildren(pids, std::chrono::seconds(90)));
+}
+
+// The peer program between processes fails fast too when a peer dies.
+TEST(MultiProcessTest, PeerDeathFailsTheSharedBuffersPeerAllReduce) {
+  std::vector<pid_t> pids = spawnWithUniqueId("fault", 3, {{"OCCL_MP_VICTIM", "1"}, {"OCCL_MP_SHARED", "1"}});
+  ASSERT_EQ(pids.size(), 3u);
+  std::vector<int> codes = reapChildren(pids, std::chrono::seconds(60));
+  EXPECT_EQ(codes[0], 0) << "survivor rank 0 failed (exit code)";
+  EXPECT_EQ(codes[2], 0) << "survivor rank 2 failed (exit code)";
+}
+
 // A hung peer: rank 1 completes one AllReduce with the others, then stops itself (SIGSTOP: its
 // sockets and shared memory stay open, so nothing looks dead). The others' next AllReduce must
 // fail with occlTimeout within collTimeoutMs + kHangSlack, its callback fired once; once the peer
@@ -193,20 +212,93 @@ void runAllReduces(occlComm_t comm, int rank, int nRanks) {
   }
 }
 
+struct MemFree {
+  void operator()(float* p) const { occlMemFree(p); }
+};
+using SharedFloats = std::unique_ptr<float[], MemFree>;
+
+SharedFloats sharedFloats(size_t n, float fill) {
+  void* p = nullptr;
+  expectOk(occlMemAlloc(&p, std::max<size_t>(n, 1) * sizeof(float)), nullptr, "occlMemAlloc");
+  SharedFloats f(static_cast<float*>(p));
+  std::fill_n(f.get(), n, fill);
+  return f;
+}
+
+// Counts on both sides of the direct bound; the largest also at an offset into its allocation,
+// out of place and in place, all in flight at once.
+void runSharedAllReduces(occlComm_t comm, int rank, int nRanks) {
+  const size_t counts[] = {1, 1023, (size_t{1} << 20) + 3};
+  constexpr size_t kInterior = 16;  // elements into the allocation
+  std::vector<SharedFloats> send, recv;
+  std::vector<std::pair<float*, size_t>> outs;
+  CallbackCounter done;
+  for (size_t c = 0; c < std::size(counts); ++c) {
+    const size_t n = counts[c];
+    occlCollDesc_t d;
+    occlCollDescInit(&d);
+    d.count = n;
+    d.sharedBuffers = 1;
+    expectOk(occlCollRegister(comm, 0x200 + c, &d), comm, "register");
+    const bool peer = n * sizeof(float) * static_cast<size_t>(nRanks - 1) > (size_t{32} << 10);
+    for (int inPlace = 0; inPlace < 2; ++inPlace) {
+      const char* algo = nullptr;
+      expectOk(occlCollGetAlgorithm(comm, 0x200 + c, inPlace, &algo), comm, "algorithm");
+      EXPECT_STREQ(algo, peer ? "peer" : "direct") << n;
+    }
+    for (int variant = 0; variant < 3; ++variant) {  // out of place, in place, in place at an offset
+      const size_t at = variant == 2 ? kInterior : 0;
+      send.push_back(sharedFloats(n + at, -2.0f));
+      recv.push_back(sharedFloats(n, -1.0f));
+      float* in = send.back().get() + at;
+      for (size_t i = 0; i < n; ++i) in[i] = inputValue(rank, i);
+      float* out = variant == 0 ? recv.back().get() : in;
+      outs.emplace_back(out, n);
+      expectOk(occlSubmit(comm, 0x200 + c, in, out, &CallbackCounter::callback, &done), comm, "submit");
+    }
+  }
+  // Memory from elsewhere is refused, naming the buffer, and nothing is submitted.
+  std::vector<float> privateBuf(counts[2], 1.0f);
+  EXPECT_EQ(occlSubmit(comm, 0x202, privateBuf.data(), privateBuf.data(), &CallbackCounter::callback, &done),
+            occlInvalidArgument);
+  EXPECT_NE(std::string(occlGetLastError(comm)).find("sendbuf of collId 0x202 is not memory from occlMemAlloc"),
+            std::string::npos)
+      << occlGetLastError(comm);
+  expectOk(occlCommWaitAll(comm, 60000), comm, "waitAll");
+  ASSERT_EQ(done.fired().size(), outs.size());
+  for (const auto& [id, status] : done.fired()) ASSERT_EQ(status, occlSuccess) << "collId " << id;
+  const float ranksSum = static_cast<float>(nRanks * (nRanks + 1) / 2);
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const auto [out, n] = outs[k];
+    for (size_t i = 0; i < n; ++i) {
+      const float expected = ranksSum * static_cast<float>(i % 7 + 1);
+      ASSERT_EQ(std::memcmp(&out[i], &expected, sizeof(float)), 0) << "buffer " << k << " element " << i;
+    }
+  }
+  ASSERT_EQ(send[8][kInterior - 1], -2.0f) << "the peers wrote before the offset buffer";
+}
+
 void finish(occlComm_t comm) {
   expectOk(occlCommFinalize(comm), comm, "finalize");
   expectOk(occlCommDestroy(comm), nullptr, "destroy");
 }
 
-void survivePeerDeath(occlComm_t comm) {
+// shared: buffers from occlMemAlloc and a count that runs the peer AllReduce.
+void survivePeerDeath(occlComm_t comm, bool shared) {
   occlCollDesc_t d;
   occlCollDescInit(&d);
-  d.count = 4096;
+  d.count = shared ? size_t{1} << 16 : 4096;
+  d.sharedBuffers = shared ? 1 : 0;
   expectOk(occlCollRegister(comm, 0xFA, &d), comm, "register");
-  std::vector<float> buf(4096, 1.0f);
+  if (shared) {
+    const char* algo = nullptr;
+    expectOk(occlCollGetAlgorithm(comm, 0xFA, 1, &algo), comm, "algorithm");
+    EXPECT_STREQ(algo, "peer");
+  }
+  SharedFloats buf = sharedFloats(d.count, 1.0f);
   CallbackCounter done;
   const auto start = Clock::now();
-  occlResult_t submitted = occlSubmit(comm, 0xFA, buf.data(), buf.data(), &CallbackCounter::callback, &done);
+  occlResult_t submitted = occlSubmit(comm, 0xFA, buf.get(), buf.get(), &CallbackCounter::callback, &done);
   if (submitted == occlSuccess) {
     ASSERT_TRUE(done.waitFor(1, std::chrono::seconds(10))) << "the pending submission never completed";
     EXPECT_EQ(done.fired()[0].second, occlRemoteError);
@@ -217,7 +309,7 @@ void survivePeerDeath(occlComm_t comm) {
   EXPECT_EQ(awaitAsyncError(comm, std::chrono::seconds(10)), occlRemoteError);
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
   // Once the death is known, a new submission is refused with the peer's failure.
-  EXPECT_EQ(occlSubmit(comm, 0xFA, buf.data(), buf.data(), &CallbackCounter::callback, &done), occlRemoteError);
+  EXPECT_EQ(occlSubmit(comm, 0xFA, buf.get(), buf.get(), &CallbackCounter::callback, &done), occlRemoteError);
   EXPECT_NE(std::string(occlGetLastError(comm)).find("failed"), std::string::npos) << occlGetLastError(comm);
   finish(comm);  // nothing pending: finalize stops without waiting for the dead peer
 }
@@ -307,12 +399,15 @@ TEST(MultiProcessChild, DISABLED_Entry) {
   if (s == "allreduce") {
     runAllReduces(comm, rank, nRanks);
     finish(comm);
+  } else if (s == "shared") {
+    runSharedAllReduces(comm, rank, nRanks);
+    finish(comm);
   } else if (s == "fault") {
     if (rank == envInt("OCCL_MP_VICTIM", -1)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the survivors submit meanwhile
       _exit(0);
     }
-    survivePeerDeath(comm);
+    survivePeerDeath(comm, envInt("OCCL_MP_SHARED", 0) == 1);
   } else {
     FAIL() << "unknown scenario " << s;
   }
