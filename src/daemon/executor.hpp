@@ -148,7 +148,8 @@ class BlockExecutor {
         const FifoHandle& send = plan_.sends[step.sendConn];
         WaitResult w = waitFor([&] { return send.canSend(); }, nullptr, &send);
         if (w != WaitResult::Ready) return w;
-        if (exec::isLeader()) postPeerNotice(d_, send, bufs_);
+        if (!exec::broadcastFromLeader([&] { return postPeerNotice(d_, send, bufs_); }))
+          return failWith(occlInvalidArgument);
         break;
       }
       case StepOp::PeerReduce: {
@@ -161,13 +162,8 @@ class BlockExecutor {
           WaitResult w = waitForNotices(plan_.recvs[i], kPeerNoticeBuffers);
           if (w != WaitResult::Ready) return w;
         }
-        if (ctx_.sub == 0 && !exec::broadcastFromLeader([&] { return acceptPeerNotices(d_, plan_); })) {
-          if (exec::isLeader()) {
-            uint32_t none = 0;
-            atomics::compareExchange(&d_.shared->failStatus, none, static_cast<uint32_t>(occlSystemError));
-          }
-          return WaitResult::Failed;
-        }
+        if (ctx_.sub == 0 && !exec::broadcastFromLeader([&] { return acceptPeerNotices(d_, plan_); }))
+          return failWith(occlSystemError);
         if (!exec::broadcastFromLeader([&] { return peerReduceTile(d_, form_, plan_, step, bufs_, ctx_.sub); }))
           return WaitResult::Failed;
         break;
@@ -176,14 +172,25 @@ class BlockExecutor {
         const FifoHandle& recv = plan_.recvs[step.recvConn];
         WaitResult w = waitForNotices(recv, kPeerNotices);
         if (w != WaitResult::Ready) return w;
-        if (exec::isLeader())
+        if (exec::isLeader()) {
+          releasePeerNotice(d_, recv);
           for (uint32_t k = 0; k < kPeerNotices; ++k) recv.commitRecv();
+        }
         break;
       }
     }
     exec::blockSync();
     markProgress();
     return WaitResult::Ready;
+  }
+
+  // A failure of this block's own making: recorded where failureCode() finds it.
+  OCCL_HD WaitResult failWith(occlResult_t code) {
+    if (exec::isLeader()) {
+      uint32_t none = 0;
+      atomics::compareExchange(&d_.shared->failStatus, none, static_cast<uint32_t>(code));
+    }
+    return WaitResult::Failed;
   }
 
   // A step runs `count` chunks as sub-steps; a peer fold runs its tiles (peer_read.hpp).

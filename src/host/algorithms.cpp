@@ -73,16 +73,23 @@ int blocksFor(const occlCollDesc_t& d, int daemonBlocks) {
 // 32 KiB (10.7 KiB on 4 ranks, 4.6 KiB on 8): at 16 KiB on 4 thread-ranks peer takes 24-26 us against
 // direct's 23-30, at 64 KiB 23-42 against 56-97; on 8, 16 KiB 77-87 against 95-115 and 4 KiB
 // 70-80 against 48-61 (host-2026-11-26c.md). The rank bound keeps its n-1 connectors each way few.
+// Between processes (PeerAccess::Processes) the peer program's two rounds of notices cost a
+// hand-off between address spaces each, so direct keeps its 192 KiB and peer starts at 512 KiB per
+// rank, the ring running between: 4 processes, -w 3 -n 20, out of place / in place, peer against
+// direct at 64 KiB 123/110 us against 71/63, against the ring at 256 KiB 171-300/141-185 against
+// 95-166/127-179, 512 KiB 235-252/161-188 against 161-229/175-212, 1 MiB 398-476/203-256 against
+// 539-661/345-369, 2 MiB 352-445/294-307 against 1155-1394/669-802.
 constexpr uint64_t kDirectAllReduceMaxPeerBytes = 192 << 10;
 constexpr uint64_t kDirectBeforePeerMaxPeerBytes = 32 << 10;
+constexpr uint64_t kPeerProcessesMinBytes = 512 << 10;
 constexpr int kDirectAllReduceMaxRanks = 8;
 
-bool directAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ringNamed, bool peerReads) {
+bool directAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ringNamed, PeerAccess peer) {
   if (d.type != occlCollAllReduce || ringNamed || nRanks < 2 || nRanks > kDirectAllReduceMaxRanks || nBlocks != 1)
     return false;
   const uint64_t bytes = static_cast<uint64_t>(d.count) * dtypeSize(d.datatype);
   return bytes * static_cast<uint64_t>(nRanks - 1) <=
-         (peerReads ? kDirectBeforePeerMaxPeerBytes : kDirectAllReduceMaxPeerBytes);
+         (peer == PeerAccess::InProcess ? kDirectBeforePeerMaxPeerBytes : kDirectAllReduceMaxPeerBytes);
 }
 
 // Above the direct bound, ranks that share an address space use each other's buffers instead of
@@ -90,14 +97,16 @@ bool directAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ring
 // Each rank holds a connector to and from every peer, as direct does, hence the rank bound.
 constexpr int kPeerAllReduceMaxRanks = 16;
 
-bool peerAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ringNamed, bool peerReads) {
-  return peerReads && d.type == occlCollAllReduce && !ringNamed && nRanks >= 2 && nRanks <= kPeerAllReduceMaxRanks &&
-         nBlocks == 1 && !directAllReduce(d, nRanks, nBlocks, ringNamed, peerReads);
+bool peerAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ringNamed, PeerAccess peer) {
+  if (peer == PeerAccess::None || d.type != occlCollAllReduce || ringNamed || nRanks < 2 ||
+      nRanks > kPeerAllReduceMaxRanks || nBlocks != 1 || directAllReduce(d, nRanks, nBlocks, ringNamed, peer))
+    return false;
+  return peer == PeerAccess::InProcess || static_cast<uint64_t>(d.count) * dtypeSize(d.datatype) >= kPeerProcessesMinBytes;
 }
 
-ir::Program generate(const occlCollDesc_t& d, int rank, int nRanks, int nBlocks, bool ringNamed, bool peerReads) {
-  if (directAllReduce(d, nRanks, nBlocks, ringNamed, peerReads)) return ir::makeDirectAllReduce(nRanks);
-  if (peerAllReduce(d, nRanks, nBlocks, ringNamed, peerReads)) return ir::makePeerAllReduce(nRanks);
+ir::Program generate(const occlCollDesc_t& d, int rank, int nRanks, int nBlocks, bool ringNamed, PeerAccess peer) {
+  if (directAllReduce(d, nRanks, nBlocks, ringNamed, peer)) return ir::makeDirectAllReduce(nRanks);
+  if (peerAllReduce(d, nRanks, nBlocks, ringNamed, peer)) return ir::makePeerAllReduce(nRanks);
   switch (d.type) {
     case occlCollAllReduce: return ir::makeRingAllReduce(nRanks, nBlocks);
     case occlCollAllGather: return ir::makeRingAllGather(nRanks, nBlocks);
@@ -152,15 +161,15 @@ bool sizeFits(const ir::Program& p, const occlCollDesc_t& d, int nRanks) {
 
 }  // namespace
 
-Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int nRanks, int daemonBlocks, bool peerReads,
-                                        AlgorithmLibrary& library) {
+Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int nRanks, int daemonBlocks,
+                                        PeerAccess peer, AlgorithmLibrary& library) {
   if (Status s = validateCommon(d); !s.ok()) return s;
   if (Status s = validateRoot(d, rank, nRanks); !s.ok()) return s;
   const int nBlocks = blocksFor(d, daemonBlocks);
   if (nBlocks > daemonBlocks)
     return invalid(absl::StrFormat("desc.nBlocks = %d exceeds config.daemonBlocks = %d", nBlocks, daemonBlocks));
   const bool ringNamed = d.algorithm != nullptr && std::string_view(d.algorithm) == "ring";
-  auto builtIn = std::make_shared<const ir::Program>(generate(d, rank, nRanks, nBlocks, ringNamed, peerReads));
+  auto builtIn = std::make_shared<const ir::Program>(generate(d, rank, nRanks, nBlocks, ringNamed, peer));
   if (d.algorithm == nullptr || ringNamed) return AlgorithmChoice{{builtIn, builtIn}};
 
   Result<std::shared_ptr<const ir::Program>> named = library.find(d.algorithm);
@@ -174,10 +183,10 @@ Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int n
   return choice;
 }
 
-const char* builtInAlgorithm(const occlCollDesc_t& d, int nRanks, int daemonBlocks, bool peerReads) {
+const char* builtInAlgorithm(const occlCollDesc_t& d, int nRanks, int daemonBlocks, PeerAccess peer) {
   const int nBlocks = blocksFor(d, daemonBlocks);
-  if (directAllReduce(d, nRanks, nBlocks, /*ringNamed=*/false, peerReads)) return "direct";
-  if (peerAllReduce(d, nRanks, nBlocks, /*ringNamed=*/false, peerReads)) return "peer";
+  if (directAllReduce(d, nRanks, nBlocks, /*ringNamed=*/false, peer)) return "direct";
+  if (peerAllReduce(d, nRanks, nBlocks, /*ringNamed=*/false, peer)) return "peer";
   return collInfo(d.type).builtIn;
 }
 

@@ -20,17 +20,20 @@ struct AlgorithmChoice {
   std::array<std::shared_ptr<const ir::Program>, 2> forms;
 };
 
+// Whether a large AllReduce may use the peers' buffers where they are (the "peer" program,
+// primitives/peer_read.hpp): ranks that share an address space (comm.cpp), or processes of one
+// host on occlMemAlloc buffers (desc.sharedBuffers), for which it pays off only later.
+enum class PeerAccess : uint8_t { None, InProcess, Processes };
+
 // Validates the description against the communicator (rank count, root/peer range, types, ops,
 // the algorithm it names) and chooses the programs. Errors name the offending field.
-// `peerReads`: the ranks share an address space and host memory (comm.cpp), so a large AllReduce
-// may read peers' buffers in place (the "peer" program).
-Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& desc, int rank, int nRanks, int daemonBlocks, bool peerReads,
-                                        AlgorithmLibrary& library);
+Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& desc, int rank, int nRanks, int daemonBlocks,
+                                        PeerAccess peer, AlgorithmLibrary& library);
 
 // The name of the built-in program a registration of `desc` that names no algorithm runs:
 // collInfo(type).builtIn, except "direct" for an AllReduce small enough on one block and "peer"
-// for a larger one where `peerReads` (algorithms.cpp).
-const char* builtInAlgorithm(const occlCollDesc_t& desc, int nRanks, int daemonBlocks, bool peerReads);
+// for a larger one where `peer` allows (algorithms.cpp).
+const char* builtInAlgorithm(const occlCollDesc_t& desc, int nRanks, int daemonBlocks, PeerAccess peer);
 
 // The registration signature both ends of every connector must agree on. Fields the collective
 // ignores are left out, and both ends of a Send/Recv hash the same (sender, receiver) pair; the

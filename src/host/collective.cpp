@@ -80,9 +80,10 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
     return Status::error(occlInvalidArgument, "desc.sharedBuffers = 1 needs the host backend: occlMemAlloc memory is "
                                               "host memory, which this rank's daemon cannot use");
   // Processes of one host reach each other's buffers only when they come from occlMemAlloc.
-  const bool peerReads = setup.peerReads || (desc.sharedBuffers == 1 && setup.peerShared);
-  Result<AlgorithmChoice> choice =
-      selectAlgorithm(desc, setup.rank, setup.nRanks, cfg.daemonBlocks, peerReads, *setup.library);
+  const PeerAccess peer = setup.peerReads                                  ? PeerAccess::InProcess
+                          : desc.sharedBuffers == 1 && setup.peerShared ? PeerAccess::Processes
+                                                                          : PeerAccess::None;
+  Result<AlgorithmChoice> choice = selectAlgorithm(desc, setup.rank, setup.nRanks, cfg.daemonBlocks, peer, *setup.library);
   if (!choice.ok()) return choice.status();
   const auto& forms = choice.value().forms;
   uint32_t nBlocks = 0;
@@ -126,7 +127,7 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   // Copies dispatch on (dtype, op) too, so an op a non-reducing collective ignores must not stay invalid.
   desc_.redOp = static_cast<uint8_t>(collInfo(desc.type).reduces ? desc.op : occlSum);
   desc_.collType = static_cast<uint8_t>(desc.type);
-  desc_.peerShared = peerReads && !setup.peerReads && (forms[0]->peerReads || forms[1]->peerReads) ? 1 : 0;
+  desc_.peerShared = peer == PeerAccess::Processes && (forms[0]->peerReads || forms[1]->peerReads) ? 1 : 0;
   desc_.nBlocks = nBlocks;
   desc_.nRanks = static_cast<uint32_t>(setup.nRanks);
   desc_.totalElems = desc.count * mult;

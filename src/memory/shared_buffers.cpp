@@ -21,6 +21,7 @@ struct Region {
   size_t bytes;
   int fd;
   uint64_t inode;
+  uint32_t pins;  // resolve()s of ranks in this process not yet unpinned
 };
 
 struct PeerKey {
@@ -33,13 +34,16 @@ struct PeerKey {
 struct PeerMapping {
   char* base;
   size_t bytes;
+  uint32_t pins;
+  bool stale;  // the owner no longer holds it: unmapped at the last unpin
 };
 
-// Every allocation of this process by base address, and every peer region it has mapped. One
-// lock: lookups are one per buffer per submission, mappings are rare.
+// Every allocation of this process by base address (`retired`: released while pinned), and every
+// peer region it has mapped. One lock: lookups are a few per submission, mappings are rare.
 struct Registry {
   std::mutex mu;
   std::map<uintptr_t, Region> own;
+  std::map<uintptr_t, Region> retired;
   std::map<PeerKey, PeerMapping> peers;
 };
 
@@ -54,21 +58,31 @@ Status sysError(const std::string& what) {
   return Status::error(occlSystemError, absl::StrFormat("%s: %s", what, std::strerror(errno)));
 }
 
-// The region of this process that holds [p, p + bytes), or own.end(). Lock held.
-std::map<uintptr_t, Region>::const_iterator findOwn(const Registry& r, uintptr_t p, size_t bytes) {
-  auto it = r.own.upper_bound(p);
-  if (it == r.own.begin()) return r.own.end();
+// The region of `regions` that holds [p, p + bytes), or regions.end(). Lock held.
+std::map<uintptr_t, Region>::iterator findIn(std::map<uintptr_t, Region>& regions, uintptr_t p, size_t bytes) {
+  auto it = regions.upper_bound(p);
+  if (it == regions.begin()) return regions.end();
   --it;
   const uintptr_t end = it->first + it->second.bytes;
-  return p < end && bytes <= end - p ? it : r.own.end();
+  return p < end && bytes <= end - p ? it : regions.end();
+}
+
+void unmapOwn(uintptr_t base, const Region& region) {
+  munmap(reinterpret_cast<void*>(base), region.bytes);
+  close(region.fd);
 }
 
 // Unmaps the regions of `pid` whose fd no longer holds the file mapped here (the owner freed it,
-// or died). Lock held.
+// or died), or marks them for their last unpin. Lock held.
 void dropStale(Registry& r, int32_t pid) {
   for (auto it = r.peers.lower_bound(PeerKey{pid, INT32_MIN, 0}); it != r.peers.end() && it->first.pid == pid;) {
     struct stat st {};
     if (stat(procFdPath(pid, it->first.fd).c_str(), &st) == 0 && static_cast<uint64_t>(st.st_ino) == it->first.inode) {
+      ++it;
+      continue;
+    }
+    if (it->second.pins > 0) {
+      it->second.stale = true;
       ++it;
       continue;
     }
@@ -101,24 +115,22 @@ Result<void*> allocate(size_t bytes) {
   }
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  r.own[reinterpret_cast<uintptr_t>(p)] = Region{rounded, fd, static_cast<uint64_t>(st.st_ino)};
+  r.own[reinterpret_cast<uintptr_t>(p)] = Region{rounded, fd, static_cast<uint64_t>(st.st_ino), 0};
   return p;
 }
 
 Status release(void* ptr) {
   Registry& r = registry();
-  Region region{};
-  {
-    std::lock_guard<std::mutex> lock(r.mu);
-    auto it = r.own.find(reinterpret_cast<uintptr_t>(ptr));
-    if (it == r.own.end())
-      return Status::error(occlInvalidArgument,
-                           absl::StrFormat("ptr = %p is not a pointer occlMemAlloc returned (or it was freed)", ptr));
-    region = it->second;
-    r.own.erase(it);
-  }
-  munmap(ptr, region.bytes);
-  close(region.fd);
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.own.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == r.own.end())
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("ptr = %p is not a pointer occlMemAlloc returned (or it was freed)", ptr));
+  if (it->second.pins > 0)
+    r.retired.insert(*it);  // a rank of this process still folds in it: unmapped at its last unpin
+  else
+    unmapOwn(it->first, it->second);
+  r.own.erase(it);
   return Status::success();
 }
 
@@ -126,7 +138,7 @@ SharedRef describe(const void* ptr, size_t bytes) {
   Registry& r = registry();
   const auto p = reinterpret_cast<uintptr_t>(ptr);
   std::lock_guard<std::mutex> lock(r.mu);
-  auto it = findOwn(r, p, bytes);
+  auto it = findIn(r.own, p, bytes);
   if (it == r.own.end()) return SharedRef{0, 0, 0, -1};
   return SharedRef{it->second.inode, p - it->first, static_cast<int32_t>(getpid()), it->second.fd};
 }
@@ -141,15 +153,17 @@ Result<char*> resolve(const SharedRef& ref, size_t bytes) {
   };
   std::lock_guard<std::mutex> lock(r.mu);
   if (ref.pid == getpid()) {  // one of ours (a rank in this process that reached us through shm)
-    for (const auto& [base, region] : r.own)
+    for (auto& [base, region] : r.own)
       if (region.inode == ref.inode && region.fd == ref.fd) {
         if (!within(region.bytes)) return outside(region.bytes);
+        region.pins += 1;
         return reinterpret_cast<char*>(base + ref.offset);
       }
   }
   const PeerKey key{ref.pid, ref.fd, ref.inode};
-  if (auto it = r.peers.find(key); it != r.peers.end()) {
+  if (auto it = r.peers.find(key); it != r.peers.end() && !it->second.stale) {
     if (!within(it->second.bytes)) return outside(it->second.bytes);
+    it->second.pins += 1;
     return it->second.base + ref.offset;
   }
   dropStale(r, ref.pid);
@@ -176,8 +190,34 @@ Result<char*> resolve(const SharedRef& ref, size_t bytes) {
   void* p = mmap(nullptr, regionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);  // the mapping keeps the file
   if (p == MAP_FAILED) return sysError(absl::StrFormat("mapping %d bytes of %s", regionBytes, path));
-  r.peers[key] = PeerMapping{static_cast<char*>(p), regionBytes};
+  r.peers[key] = PeerMapping{static_cast<char*>(p), regionBytes, 1, false};
   return static_cast<char*>(p) + ref.offset;
+}
+
+void unpin(const char* p) {
+  Registry& r = registry();
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (auto it = findIn(r.own, at, 0); it != r.own.end()) {
+    if (it->second.pins > 0) it->second.pins -= 1;
+    return;
+  }
+  if (auto it = findIn(r.retired, at, 0); it != r.retired.end()) {
+    if (it->second.pins > 0 && --it->second.pins == 0) {
+      unmapOwn(it->first, it->second);
+      r.retired.erase(it);
+    }
+    return;
+  }
+  for (auto it = r.peers.begin(); it != r.peers.end(); ++it) {
+    PeerMapping& m = it->second;
+    if (p < m.base || p >= m.base + m.bytes) continue;
+    if (m.pins > 0 && --m.pins == 0 && m.stale) {
+      munmap(m.base, m.bytes);
+      r.peers.erase(it);
+    }
+    return;
+  }
 }
 
 size_t peerMappings() {

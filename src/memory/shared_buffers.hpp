@@ -7,9 +7,14 @@
 // restrict) and checks that what it opened is the same file (its inode), so a pid that names
 // another process (a pid namespace between the ranks) fails instead of mapping a stranger's memory.
 // Nothing is named in /dev/shm, so nothing is left behind when a process dies: a region lives
-// while its owner keeps the fd or any process maps it. A peer's mapping outlives the owner's
-// occlMemFree and death, so a late reader never faults; it is unmapped when a later lookup in the
-// same process finds that the owner's fd no longer holds that file.
+// while its owner keeps the fd or any process maps it.
+//
+// resolve() pins what it returns and unpin() lets go; a pinned mapping is never unmapped, so a
+// fold that outlives its owner's failure (the bounded drain between processes, daemon.hpp) never
+// faults. release() of a pinned region of this process unmaps it at the last unpin; a peer's
+// region is unmapped once its owner's fd no longer holds that file (the owner freed it or died),
+// found at a later miss for the same owner, and nothing pins it. A submission that fails between
+// resolve and unpin leaves its pins: that memory stays mapped until the process exits.
 #pragma once
 
 #include <cstddef>
@@ -37,9 +42,11 @@ Status release(void* ptr);
 // The region of this process that holds all of [ptr, ptr + bytes), or inode 0.
 SharedRef describe(const void* ptr, size_t bytes);
 
-// `ref` (inode != 0) as an address of this process, valid for `bytes` bytes: the owner's region
-// mapped here on first use and kept. Thread-safe.
+// `ref` (inode != 0) as an address of this process, valid for `bytes` bytes and pinned: the
+// owner's region mapped here on first use and kept. Thread-safe.
 Result<char*> resolve(const SharedRef& ref, size_t bytes);
+// Lets go of one pin of the region holding `p`, an address resolve() returned.
+void unpin(const char* p);
 
 // Peer regions this process keeps mapped (for tests).
 size_t peerMappings();

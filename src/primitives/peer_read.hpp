@@ -58,20 +58,27 @@ OCCL_HD inline bool isPeerOp(StepOp op) {
   return op == StepOp::PeerPost || op == StepOp::PeerReduce || op == StepOp::PeerRelease;
 }
 
-// Leader only, once the send slot is free.
-OCCL_HD inline void postPeerNotice(const CollDesc& d, const FifoHandle& send, const TaskBuffers& bufs) {
+// Leader only, once the send slot is free. False, having posted nothing, when a buffer is no
+// longer occlMemAlloc memory (freed since occlSubmit checked it): the caller fails the collective.
+OCCL_HD inline bool postPeerNotice(const CollDesc& d, const FifoHandle& send, const TaskBuffers& bufs) {
   PeerNotice notice{bufs.input, bufs.output, {0, 0, 0, -1}, {0, 0, 0, -1}};
 #if !OCCL_ON_DEVICE
-  if (d.peerShared) {  // occlSubmit checked that both lie in occlMemAlloc memory
+  if (d.peerShared) {
     const size_t bytes = d.totalElems * d.elemBytes;
     notice.inputRef = memory::describe(bufs.input, bytes);
     notice.outputRef = memory::describe(bufs.output, bytes);
+    if (bytes > 0 && (notice.inputRef.inode == 0 || notice.outputRef.inode == 0)) {
+      logWarning("peer AllReduce of collId " + std::to_string(d.collId) +
+                 ": a buffer is no longer memory from occlMemAlloc (freed before the submission completed?)");
+      return false;
+    }
   }
 #else
   (void)d;
 #endif
   memcpy(send.sendSlot(), &notice, sizeof notice);
   send.commitSend(sizeof notice);
+  return true;
 }
 
 // The first notice of the current submission, once it is there.
@@ -82,8 +89,8 @@ OCCL_HD inline PeerNotice peerNotice(const FifoHandle& recv) {
 }
 
 // Leader only, with every peer's first notice there: makes each notice's addresses this
-// process's (peer_read.hpp's head). Returns false, having logged why, when a peer's buffer cannot
-// be mapped; the caller fails the collective.
+// process's (peer_read.hpp's head), pinning the mappings until releasePeerNotice. Returns false,
+// having logged why, when a peer's buffer cannot be mapped; the caller fails the collective.
 OCCL_HD inline bool acceptPeerNotices(const CollDesc& d, const BlockPlan& plan) {
 #if !OCCL_ON_DEVICE
   if (!d.peerShared) return true;
@@ -109,6 +116,21 @@ OCCL_HD inline bool acceptPeerNotices(const CollDesc& d, const BlockPlan& plan) 
   (void)plan;
 #endif
   return true;
+}
+
+// Leader only, before the receiver lets go of `recv`'s notices (PeerRelease): unpins what
+// acceptPeerNotices resolved.
+OCCL_HD inline void releasePeerNotice(const CollDesc& d, const FifoHandle& recv) {
+#if !OCCL_ON_DEVICE
+  if (!d.peerShared || d.totalElems == 0) return;
+  const PeerNotice notice = peerNotice(recv);
+  if (notice.inputRef.inode != 0) return;  // never accepted
+  memory::unpin(notice.input);
+  memory::unpin(notice.output);
+#else
+  (void)d;
+  (void)recv;
+#endif
 }
 
 // Tiles of the fold of `step` (PeerReduce) on this rank: the executor runs them as the step's

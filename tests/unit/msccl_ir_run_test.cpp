@@ -145,7 +145,8 @@ void expectAlgorithm(const CommGroup& comms, int daemonBlocks, const ir::Program
     const char* name = nullptr;
     expectOk(occlCollGetAlgorithm(comms[0], id, inPlace ? 1 : 0, &name), comms[0], "occlCollGetAlgorithm");
     const std::string builtIn =
-        host::builtInAlgorithm(descFor(s, 0), comms.size(), daemonBlocks, ranksShareMemory(comms));  // the fallback
+        host::builtInAlgorithm(descFor(s, 0), comms.size(), daemonBlocks,
+                               ranksShareMemory(comms) ? host::PeerAccess::InProcess : host::PeerAccess::None);  // the fallback
     EXPECT_EQ(std::string(name), runsProgram(p, s) ? p.name : builtIn) << describe(s);
   }
   for (int r = 0; r < comms.size(); ++r) expectOk(occlCollDeregister(comms[r], id), comms[r], "deregister");

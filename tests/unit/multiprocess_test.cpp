@@ -240,7 +240,7 @@ void runSharedAllReduces(occlComm_t comm, int rank, int nRanks) {
     d.count = n;
     d.sharedBuffers = 1;
     expectOk(occlCollRegister(comm, 0x200 + c, &d), comm, "register");
-    const bool peer = n * sizeof(float) * static_cast<size_t>(nRanks - 1) > (size_t{32} << 10);
+    const bool peer = n * sizeof(float) >= (size_t{512} << 10);  // direct below 192 KiB x (n-1) (algorithms.cpp)
     for (int inPlace = 0; inPlace < 2; ++inPlace) {
       const char* algo = nullptr;
       expectOk(occlCollGetAlgorithm(comm, 0x200 + c, inPlace, &algo), comm, "algorithm");
@@ -287,7 +287,7 @@ void finish(occlComm_t comm) {
 void survivePeerDeath(occlComm_t comm, bool shared) {
   occlCollDesc_t d;
   occlCollDescInit(&d);
-  d.count = shared ? size_t{1} << 16 : 4096;
+  d.count = shared ? size_t{1} << 18 : 4096;
   d.sharedBuffers = shared ? 1 : 0;
   expectOk(occlCollRegister(comm, 0xFA, &d), comm, "register");
   if (shared) {

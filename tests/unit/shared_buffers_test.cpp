@@ -35,6 +35,8 @@ TEST(SharedBuffersTest, DescribeFindsTheRegionOfEveryByteAndNothingElse) {
   EXPECT_EQ(own.value(), c + 100) << "a region of this process resolves to itself";
   EXPECT_EQ(occlMemFree(p), occlSuccess);
   EXPECT_EQ(describe(c, 1).inode, 0u) << "freed";
+  c[9999] = 1;  // pinned by the resolve: freed but still mapped (an unmapped page would fault)
+  unpin(own.value());
 }
 
 TEST(SharedBuffersTest, BadArgumentsAreRefusedNamingWhatWasWrong) {
@@ -88,7 +90,7 @@ TEST(SharedBuffersTest, AnotherProcessMapsTheRegionAndSeesTheSameBytes) {
   EXPECT_EQ(occlMemFree(p), occlSuccess);
 }
 
-TEST(SharedBuffersTest, AFreedRegionIsUnmappedAtTheNextLookupOfItsOwner) {
+TEST(SharedBuffersTest, AFreedRegionIsUnmappedOnceFoundStaleAndUnpinned) {
   int toChild[2], toParent[2];
   ASSERT_EQ(pipe(toChild), 0);
   ASSERT_EQ(pipe(toParent), 0);
@@ -98,13 +100,20 @@ TEST(SharedBuffersTest, AFreedRegionIsUnmappedAtTheNextLookupOfItsOwner) {
   const int parent = getpid();
   const pid_t pid = fork();
   if (pid == 0) {
-    if (!resolve(refA, 4096).ok() || peerMappings() != 1) _exit(1);
+    Result<char*> inA = resolve(refA, 4096);  // pinned, as a fold holds it
+    if (!inA.ok() || peerMappings() != 1) _exit(1);
     if (write(toParent[1], "m", 1) != 1) _exit(2);
     SharedRef refB{};
     if (read(toChild[0], &refB, sizeof refB) != sizeof refB) _exit(3);
     if (refB.pid != parent) _exit(4);
-    if (!resolve(refB, 4096).ok()) _exit(5);
-    _exit(peerMappings() == 1 ? 0 : 6);  // A's mapping went when B's was made
+    Result<char*> inB = resolve(refB, 4096);
+    if (!inB.ok()) _exit(5);
+    if (peerMappings() != 2) _exit(6);  // A is stale but pinned: still mapped
+    inA.value()[0] = 1;                 // and still writable
+    unpin(inA.value());
+    if (peerMappings() != 1) _exit(7);  // gone at its last unpin
+    unpin(inB.value());
+    _exit(peerMappings() == 1 ? 0 : 8);  // B is live: kept for the next submission
   }
   char m = 0;
   ASSERT_EQ(read(toParent[0], &m, 1), 1);
