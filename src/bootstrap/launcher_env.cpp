@@ -175,6 +175,11 @@ int localRankFromEnv() {
   return -1;
 }
 
+uint64_t pidNamespace() {
+  struct stat ns {};
+  return stat("/proc/self/ns/pid", &ns) == 0 ? static_cast<uint64_t>(ns.st_ino) : 0;
+}
+
 std::string hostIdentity() {
   if (std::optional<std::string> id = env("OCCL_HOSTID")) return *id;
   char name[256] = {};

@@ -40,6 +40,9 @@ int localRankFromEnv();
 // when set (NCCL_HOSTID's role), else the host name, the kernel's boot id and this process's
 // network namespace, so that namespaces of one machine count as hosts (tests/net).
 std::string hostIdentity();
+// The inode of this process's pid namespace (0 if /proc says nothing): processes of one host reach
+// each other's occlMemAlloc memory only within one (memory/shared_buffers.hpp).
+uint64_t pidNamespace();
 
 // "host:port" or "[v6addr]:port"; `variable` names the value's origin in error messages.
 Result<std::pair<std::string, int>> parseHostPort(const std::string& variable, const std::string& value);

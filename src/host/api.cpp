@@ -136,19 +136,23 @@ struct Topology {
   std::vector<occl::transport::Transport> byPeer;  // this rank's transport to each rank
   int localRank = 0;                               // among the ranks of this host
   bool anyNet = false;                             // some pair of ranks (not only this one) uses NET
+  bool shmPeersSharePids = true;                   // every shm peer is in this rank's pid namespace
 };
 
 Result<Topology> discoverTopology(occl::bootstrap::Bootstrap& boot, int rank, int nranks, const occlConfig_t& c) {
   using namespace occl::transport;
   Topology t;
   t.ranks.resize(static_cast<size_t>(nranks));
-  t.ranks[static_cast<size_t>(rank)] = makePeerInfo(occl::bootstrap::hostIdentity(), static_cast<uint64_t>(getpid()));
+  t.ranks[static_cast<size_t>(rank)] = makePeerInfo(occl::bootstrap::hostIdentity(), occl::bootstrap::pidNamespace(),
+                                                    static_cast<uint64_t>(getpid()));
   if (Status s = boot.allGather(t.ranks.data(), sizeof(PeerInfo)); !s.ok()) return s;
   const SelectionPolicy policy{c.transport == occlTransportNet};
   const PeerInfo& self = t.ranks[static_cast<size_t>(rank)];
   for (int r = 0; r < nranks; ++r) {
     t.byPeer.push_back(selectTransport(self, t.ranks[static_cast<size_t>(r)], policy));
     if (r < rank && sameHost(self, t.ranks[static_cast<size_t>(r)])) t.localRank += 1;
+    if (t.byPeer.back() == Transport::Shm && t.ranks[static_cast<size_t>(r)].pidNamespace != self.pidNamespace)
+      t.shmPeersSharePids = false;
     for (int q = 0; q < nranks; ++q)
       t.anyNet = t.anyNet || selectTransport(t.ranks[static_cast<size_t>(r)], t.ranks[static_cast<size_t>(q)], policy) ==
                                  Transport::Net;
@@ -309,6 +313,7 @@ static occlResult_t initRankFrom(occlComm_t* comm, int nranks, const occl::boots
   options.rank = rank;
   options.nRanks = nranks;
   options.config = cfg.value();
+  options.shmPeersSharePids = topology.value().shmPeersSharePids;
   occl::host::resolveConnectorGeometry(options.config, topology.value().anyNet);
   options.backend = std::move(backend.value());
   Result<std::unique_ptr<occl::transport::ConnectorFactory>> connectors =

@@ -71,7 +71,7 @@ Comm::Comm(CommOptions& o)
       backend_(std::move(o.backend)),
       connectors_(std::move(o.connectors)),
       peerReads_(ranksShareMemory(backend_.get(), connectors_.get(), rank_, nRanks_, /*shmToo=*/false)),
-      peerShared_(ranksShareMemory(backend_.get(), connectors_.get(), rank_, nRanks_, /*shmToo=*/true)),
+      peerShared_(o.shmPeersSharePids && ranksShareMemory(backend_.get(), connectors_.get(), rank_, nRanks_, /*shmToo=*/true)),
       bootstrap_(std::move(o.bootstrap)) {}
 
 Result<std::unique_ptr<Comm>> Comm::create(CommOptions options) {

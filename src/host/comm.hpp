@@ -37,6 +37,9 @@ struct CommOptions {
   std::unique_ptr<backend::Backend> backend;
   std::unique_ptr<transport::ConnectorFactory> connectors;
   std::unique_ptr<bootstrap::Bootstrap> bootstrap;  // multi-process communicators keep it for failure detection
+  // Every shm peer runs in this rank's pid namespace, so it can reach this rank's occlMemAlloc
+  // memory (memory/shared_buffers.hpp); otherwise desc.sharedBuffers never selects the peer program.
+  bool shmPeersSharePids = true;
 };
 
 class Comm {

@@ -37,9 +37,10 @@ const char* transportName(Transport t) {
   return "unknown";
 }
 
-PeerInfo makePeerInfo(const std::string& host, uint64_t process) {
+PeerInfo makePeerInfo(const std::string& host, uint64_t pidNamespace, uint64_t process) {
   PeerInfo info{};
   std::memcpy(info.host, host.data(), std::min(host.size(), PeerInfo::kHostBytes - 1));
+  info.pidNamespace = pidNamespace;
   info.process = process;
   return info;
 }

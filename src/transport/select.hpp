@@ -23,14 +23,15 @@ const char* transportName(Transport t);
 
 // What a rank tells its peers about where it runs. Plain bytes: it crosses the bootstrap.
 struct PeerInfo {
-  static constexpr size_t kHostBytes = 120;
+  static constexpr size_t kHostBytes = 112;
   char host[kHostBytes];  // host identity, NUL-padded (bootstrap::hostIdentity(): OCCL_HOSTID, or name +
                           // boot id + network namespace, so namespaces on one machine differ)
+  uint64_t pidNamespace;  // bootstrap::pidNamespace(): shm peers reach occlMemAlloc memory through /proc/<pid>
   uint64_t process;       // unique per live process of a host: pid and the process's start time
 };
 static_assert(sizeof(PeerInfo) == 128, "PeerInfo travels as fixed-size bytes");
 
-PeerInfo makePeerInfo(const std::string& host, uint64_t process);
+PeerInfo makePeerInfo(const std::string& host, uint64_t pidNamespace, uint64_t process);
 bool sameHost(const PeerInfo& a, const PeerInfo& b);
 
 struct SelectionPolicy {
