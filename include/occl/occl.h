@@ -284,7 +284,8 @@ occlResult_t occlCollGetStats(occlComm_t comm, uint64_t collId, occlCollStats_t*
  * registered with desc.sharedBuffers = 1 (as ncclMemAlloc's memory is for NCCL's user-buffer
  * registration): `size` bytes (> 0), page-aligned, zeroed. Ranks reach it through
  * /proc/<pid>/fd of the allocating process, so they must run as the same user in one pid
- * namespace. Free with occlMemFree once no submission that uses it is pending. */
+ * namespace (ranks in several run the ring instead). Free with occlMemFree once no submission
+ * that uses it is pending. */
 occlResult_t occlMemAlloc(void** ptr, size_t size);
 occlResult_t occlMemFree(void* ptr);
 
