@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
 #include "absl/strings/str_format.h"
 #include "device/coll_types.hpp"
@@ -76,7 +77,7 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   user_ = desc;
   user_.algorithm = nullptr;  // the caller's string need not outlive registration
   const occlConfig_t& cfg = *setup.config;
-  if (desc.sharedBuffers == 1 && !setup.hostBackend)
+  if (desc.sharedBuffers == 1 && std::string_view(setup.backend->name()) != "host")
     return Status::error(occlInvalidArgument, "desc.sharedBuffers = 1 needs the host backend: occlMemAlloc memory is "
                                               "host memory, which this rank's daemon cannot use");
   // Processes of one host reach each other's buffers only when they come from occlMemAlloc.

@@ -37,7 +37,6 @@ struct CollectiveSetup {
   AlgorithmLibrary* library;
   bool peerReads;   // ranks share an address space and host memory (comm.cpp): the peer AllReduce may run
   bool peerShared;  // host backend, every peer in-process or shm: it may run on occlMemAlloc buffers
-  bool hostBackend;
 };
 
 class Collective {

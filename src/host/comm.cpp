@@ -292,9 +292,8 @@ Status Comm::registerCollective(uint64_t collId, const occlCollDesc_t& desc) {
     return Status::error(occlInvalidUsage, absl::StrFormat("collId 0x%x is already registered on rank %d", collId, rank_));
   Result<uint32_t> index = allocateIndex();
   if (!index.ok()) return index.status();
-  const bool hostBackend = std::string_view(backend_->name()) == "host";
-  CollectiveSetup setup{rank_,     nRanks_,    &config_,    backend_.get(), connectors_.get(),
-                        &library_, peerReads_, peerShared_, hostBackend};
+  CollectiveSetup setup{rank_,     nRanks_,    &config_,   backend_.get(), connectors_.get(),
+                        &library_, peerReads_, peerShared_};
   Result<std::unique_ptr<Collective>> coll = Collective::create(setup, collId, index.value(), desc);
   Status published = coll.ok() ? Status::success() : coll.status();
   if (published.ok()) {

@@ -58,13 +58,16 @@ OCCL_HD inline bool isPeerOp(StepOp op) {
   return op == StepOp::PeerPost || op == StepOp::PeerReduce || op == StepOp::PeerRelease;
 }
 
+// Bytes of each of a submission's buffers (an AllReduce's input and output are the same size).
+OCCL_HD inline size_t peerBufferBytes(const CollDesc& d) { return static_cast<size_t>(d.totalElems * d.elemBytes); }
+
 // Leader only, once the send slot is free. False, having posted nothing, when a buffer is no
 // longer occlMemAlloc memory (freed since occlSubmit checked it): the caller fails the collective.
 OCCL_HD inline bool postPeerNotice(const CollDesc& d, const FifoHandle& send, const TaskBuffers& bufs) {
   PeerNotice notice{bufs.input, bufs.output, {0, 0, 0, -1}, {0, 0, 0, -1}};
 #if !OCCL_ON_DEVICE
   if (d.peerShared) {
-    const size_t bytes = d.totalElems * d.elemBytes;
+    const size_t bytes = peerBufferBytes(d);
     notice.inputRef = memory::describe(bufs.input, bytes);
     notice.outputRef = memory::describe(bufs.output, bytes);
     if (bytes > 0 && (notice.inputRef.inode == 0 || notice.outputRef.inode == 0)) {
@@ -94,7 +97,7 @@ OCCL_HD inline PeerNotice peerNotice(const FifoHandle& recv) {
 OCCL_HD inline bool acceptPeerNotices(const CollDesc& d, const BlockPlan& plan) {
 #if !OCCL_ON_DEVICE
   if (!d.peerShared) return true;
-  const size_t bytes = d.totalElems * d.elemBytes;
+  const size_t bytes = peerBufferBytes(d);
   for (uint32_t i = 0; i < plan.nRecvs; ++i) {
     PeerNotice notice = peerNotice(plan.recvs[i]);
     if (notice.inputRef.inode == 0) continue;  // accepted on an earlier try
@@ -122,7 +125,7 @@ OCCL_HD inline bool acceptPeerNotices(const CollDesc& d, const BlockPlan& plan) 
 // acceptPeerNotices resolved.
 OCCL_HD inline void releasePeerNotice(const CollDesc& d, const FifoHandle& recv) {
 #if !OCCL_ON_DEVICE
-  if (!d.peerShared || d.totalElems == 0) return;
+  if (!d.peerShared || peerBufferBytes(d) == 0) return;
   const PeerNotice notice = peerNotice(recv);
   if (notice.inputRef.inode != 0) return;  // never accepted
   memory::unpin(notice.input);
