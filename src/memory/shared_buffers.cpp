@@ -1,10 +1,12 @@
 #include "memory/shared_buffers.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <iterator>
@@ -50,6 +52,20 @@ struct Registry {
 Registry& registry() {
   static Registry* r = new Registry();  // never destroyed: daemons may look up while the process exits
   return *r;
+}
+
+// This process's pid without a system call per lookup (getpid is one, and describe runs for both
+// buffers of every submission): read once, and again in a child after fork.
+int32_t thisPid() {
+  static std::atomic<int32_t> cached{0};
+  static std::once_flag atFork;
+  std::call_once(atFork, [] { pthread_atfork(nullptr, nullptr, [] { cached.store(0, std::memory_order_relaxed); }); });
+  int32_t pid = cached.load(std::memory_order_relaxed);
+  if (pid == 0) {
+    pid = static_cast<int32_t>(getpid());
+    cached.store(pid, std::memory_order_relaxed);
+  }
+  return pid;
 }
 
 std::string procFdPath(int32_t pid, int32_t fd) { return absl::StrFormat("/proc/%d/fd/%d", pid, fd); }
@@ -140,7 +156,7 @@ SharedRef describe(const void* ptr, size_t bytes) {
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = findIn(r.own, p, bytes);
   if (it == r.own.end()) return SharedRef{0, 0, 0, -1};
-  return SharedRef{it->second.inode, p - it->first, static_cast<int32_t>(getpid()), it->second.fd};
+  return SharedRef{it->second.inode, p - it->first, thisPid(), it->second.fd};
 }
 
 Result<char*> resolve(const SharedRef& ref, size_t bytes) {
@@ -152,7 +168,7 @@ Result<char*> resolve(const SharedRef& ref, size_t bytes) {
                                          "runs past its end", bytes, ref.offset, regionBytes, ref.pid));
   };
   std::lock_guard<std::mutex> lock(r.mu);
-  if (ref.pid == getpid()) {  // one of ours (a rank in this process that reached us through shm)
+  if (ref.pid == thisPid()) {  // one of ours (a rank in this process that reached us through shm)
     for (auto& [base, region] : r.own)
       if (region.inode == ref.inode && region.fd == ref.fd) {
         if (!within(region.bytes)) return outside(region.bytes);

@@ -79,6 +79,7 @@ TEST(SharedBuffersTest, AnotherProcessMapsTheRegionAndSeesTheSameBytes) {
     reinterpret_cast<uint32_t*>(q.value())[0] = 7;  // the parent reads it
     if (peerMappings() != 1) return 4;
     if (resolve(ref, 1 << 20).ok()) return 5;  // past the region's end
+    if (describe(words, 4).pid != getpid()) return 7;  // the inherited region, described as the child's
     SharedRef wrong = ref;
     wrong.inode += 1;
     Result<char*> w = resolve(wrong, 16);
