@@ -29,7 +29,7 @@ struct SchedPolicy {
   uint32_t disablePreemption;
   uint32_t spinRoundNs;  // time bound of one spin round (SpinBudget::roundNs); 0 = rounds only
   uint32_t parkAfterSpins;  // SpinBudget::parkAfter: host backend only, 0 = never park
-  uint32_t pad;
+  uint32_t spinInPlaceNs;   // SpinBudget::spinInPlaceNs: host backend only, 0 = yield from the first round
 };
 static_assert(sizeof(SchedPolicy) == 48, "SchedPolicy layout is shared by host and device");
 
@@ -58,12 +58,13 @@ OCCL_HD inline void bump(uint64_t& counter, uint64_t by) {
 }
 
 OCCL_HD inline SpinBudget spinBudgetFor(const SchedPolicy& p, uint32_t position) {
-  if (p.disablePreemption) return {0, 0, true, 0, nullptr, 0, false, p.parkAfterSpins};
-  if (p.forcePreempt) return {1, 0, false, 0, nullptr, 0, false, 0};
-  if (p.spin == occlSpinPolicyFixed) return {p.thresholdMax, 0, false, p.spinRoundNs, nullptr, 0, false, p.parkAfterSpins};
+  if (p.disablePreemption) return {0, 0, true, 0, nullptr, 0, false, p.parkAfterSpins, p.spinInPlaceNs};
+  if (p.forcePreempt) return {1, 0, false, 0, nullptr, 0, false, 0, 0};
+  if (p.spin == occlSpinPolicyFixed)
+    return {p.thresholdMax, 0, false, p.spinRoundNs, nullptr, 0, false, p.parkAfterSpins, p.spinInPlaceNs};
   uint64_t drop = static_cast<uint64_t>(position) * p.thresholdStep;
   uint32_t t = drop + p.thresholdMin >= p.thresholdMax ? p.thresholdMin : p.thresholdMax - static_cast<uint32_t>(drop);
-  return {t, p.thresholdBoost, false, p.spinRoundNs, nullptr, 0, false, p.parkAfterSpins};
+  return {t, p.thresholdBoost, false, p.spinRoundNs, nullptr, 0, false, p.parkAfterSpins, p.spinInPlaceNs};
 }
 
 // Whether an arrival may go ahead of the queued tasks, so a try gives way to it.

@@ -44,7 +44,13 @@ struct SpinBudget {
   // Host backend: a wait on a FIFO that has spun this many rounds sleeps on the FIFO word
   // instead (queues/fifo_wait.hpp), at most kMaxParkNs at a time and never past the time bound,
   // and checks for failures after every sleep. 0 = never (the GPU and the simt backend).
+  // Counts the rounds that yielded, not those that spun in place.
   uint32_t parkAfter;
+  // Host backend: for this long from its first unready round a wait spins on its core (the
+  // CPU's pause) instead of yielding it, where every rank of this host has a core of its own: a
+  // peer on another core is usually a fraction of a microsecond away, and a yield is a system
+  // call. 0 = yield from the first round (more ranks than cores, the GPU, the simt backend).
+  uint32_t spinInPlaceNs;
 };
 
 // Bounds one sleep of a parked wait: an abort (which wakes no FIFO) is seen within this.
@@ -221,9 +227,11 @@ class BlockExecutor {
   OCCL_HD WaitResult waitFor(Ready&& ready, const FifoHandle* recv = nullptr, const FifoHandle* send = nullptr,
                              uint64_t recvNeed = 1, exec::SyncSite site = exec::SyncSite::here()) {
     uint64_t startNs = 0;
+    uint64_t spinEndNs = 0;
+    uint32_t yields = 0;
     for (uint32_t spins = 0;; ++spins) {
       if (exec::broadcastFromLeader(ready, site)) return WaitResult::Ready;
-      const bool parking = budget_.parkAfter != 0 && spins >= budget_.parkAfter && (recv != nullptr || send != nullptr);
+      const bool parking = budget_.parkAfter != 0 && yields >= budget_.parkAfter && (recv != nullptr || send != nullptr);
       if ((parking || (spins & 63u) == 63u) && exec::broadcastFromLeader([&] { return failureCode() != 0; }))
         return WaitResult::Failed;
       if ((parking || (spins & 63u) == 0u) && exec::broadcastFromLeader([&] { return urgentArrival(); }))
@@ -236,10 +244,24 @@ class BlockExecutor {
         return exec::broadcastFromLeader([&] { return failureCode() != 0; }) ? WaitResult::Failed : WaitResult::Stuck;
       if (parking) {
         park(recv, send, recvNeed, startNs);
+      } else if (spinsInPlace(spins, spinEndNs)) {
+        exec::cpuPause();
       } else {
         exec::spinPause();
+        ++yields;
       }
     }
+  }
+
+  // Whether this round of a wait spins on the core (SpinBudget::spinInPlaceNs); the first
+  // unready round starts the clock.
+  OCCL_HD bool spinsInPlace(uint32_t spins, uint64_t& spinEndNs) const {
+    if (budget_.spinInPlaceNs == 0) return false;
+    return exec::broadcastFromLeader([&] {
+      const uint64_t now = exec::nowNs();
+      if (spins == 0) spinEndNs = now + budget_.spinInPlaceNs;
+      return now < spinEndNs;
+    });
   }
 
   // One sleep of a parked wait (host only), on whichever FIFO is not ready: until it moves,

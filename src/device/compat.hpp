@@ -35,6 +35,10 @@
 #endif
 
 #if !OCCL_ON_DEVICE
+#include "util/spin.hpp"
+#endif
+
+#if !OCCL_ON_DEVICE
 namespace occl::exec::simt {
 class Block;
 struct LaneId {
@@ -165,6 +169,16 @@ OCCL_HD inline void spinPause() {
   __nanosleep(64);
 #else
   std::this_thread::yield();
+#endif
+}
+
+// One round of a wait that keeps its core (SpinBudget::spinInPlaceNs, host only): the CPU's
+// spin-wait hint, no system call. The GPU's rounds are all spinPause.
+OCCL_HD inline void cpuPause() {
+#if OCCL_ON_DEVICE
+  __nanosleep(64);
+#else
+  cpuRelax();
 #endif
 }
 

@@ -135,6 +135,7 @@ struct Topology {
   std::vector<occl::transport::PeerInfo> ranks;
   std::vector<occl::transport::Transport> byPeer;  // this rank's transport to each rank
   int localRank = 0;                               // among the ranks of this host
+  int localRanks = 0;                              // ranks of this host, this one included
   bool anyNet = false;                             // some pair of ranks (not only this one) uses NET
   bool shmPeersSharePids = true;                   // every shm peer is in this rank's pid namespace
 };
@@ -150,7 +151,10 @@ Result<Topology> discoverTopology(occl::bootstrap::Bootstrap& boot, int rank, in
   const PeerInfo& self = t.ranks[static_cast<size_t>(rank)];
   for (int r = 0; r < nranks; ++r) {
     t.byPeer.push_back(selectTransport(self, t.ranks[static_cast<size_t>(r)], policy));
-    if (r < rank && sameHost(self, t.ranks[static_cast<size_t>(r)])) t.localRank += 1;
+    if (sameHost(self, t.ranks[static_cast<size_t>(r)])) {
+      t.localRanks += 1;
+      if (r < rank) t.localRank += 1;
+    }
     if (t.byPeer.back() == Transport::Shm && t.ranks[static_cast<size_t>(r)].pidNamespace != self.pidNamespace)
       t.shmPeersSharePids = false;
     for (int q = 0; q < nranks; ++q)
@@ -314,6 +318,7 @@ static occlResult_t initRankFrom(occlComm_t* comm, int nranks, const occl::boots
   options.nRanks = nranks;
   options.config = cfg.value();
   options.shmPeersSharePids = topology.value().shmPeersSharePids;
+  options.ranksOnThisHost = topology.value().localRanks;
   occl::host::resolveConnectorGeometry(options.config, topology.value().anyNet);
   options.backend = std::move(backend.value());
   Result<std::unique_ptr<occl::transport::ConnectorFactory>> connectors =
@@ -377,6 +382,7 @@ occlResult_t occlCommInitAll(occlComm_t* comms, int ndev, const int* devlist, co
     occl::host::CommOptions options;
     options.rank = r;
     options.nRanks = ndev;
+    options.ranksOnThisHost = ndev;
     options.config = cfg.value();
     occl::host::resolveConnectorGeometry(options.config, /*spansHosts=*/false);
     options.backend = std::move(backend.value());

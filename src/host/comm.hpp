@@ -40,6 +40,9 @@ struct CommOptions {
   // Every shm peer runs in this rank's pid namespace, so it can reach this rank's occlMemAlloc
   // memory (memory/shared_buffers.hpp); otherwise desc.sharedBuffers never selects the peer program.
   bool shmPeersSharePids = true;
+  // Ranks of this communicator on this host (this one included): decides whether a wait may spin
+  // on its core before it yields (comm.cpp, spinInPlaceNs).
+  int ranksOnThisHost = 1;
 };
 
 class Comm {
@@ -109,6 +112,7 @@ class Comm {
 
   const int rank_;
   const int nRanks_;
+  const int ranksOnThisHost_;
   const occlConfig_t config_;
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<transport::ConnectorFactory> connectors_;

@@ -84,6 +84,22 @@ TEST(SpinPolicyTest, ForcePreemptGivesUpAfterOneRoundWhateverThePolicy) {
   }
 }
 
+// The host's spin in place before yielding (SchedPolicy::spinInPlaceNs) reaches every wait whatever
+// the policy, and a forced preemption, which gives up after one round, never spins.
+TEST(SpinPolicyTest, SpinInPlaceReachesEveryBudgetButForcedPreemption) {
+  SchedPolicy p = defaults();
+  p.spinInPlaceNs = 2000;
+  EXPECT_EQ(spinBudgetFor(p, 0).spinInPlaceNs, 2000u);
+  EXPECT_EQ(spinBudgetFor(p, 9).spinInPlaceNs, 2000u);
+  p.spin = occlSpinPolicyFixed;
+  EXPECT_EQ(spinBudgetFor(p, 3).spinInPlaceNs, 2000u);
+  p.disablePreemption = 1;
+  EXPECT_EQ(spinBudgetFor(p, 0).spinInPlaceNs, 2000u);
+  p.disablePreemption = 0;
+  p.forcePreempt = 1;
+  EXPECT_EQ(spinBudgetFor(p, 0).spinInPlaceNs, 0u);
+}
+
 TEST(SpinPolicyTest, DisablePreemptionSpinsWithoutLimitAndOverridesForcePreempt) {
   SchedPolicy p = defaults();
   p.disablePreemption = 1;
