@@ -123,6 +123,7 @@ OCCL_HD inline void failCollective(const CollDesc& d, int part, uint32_t code) {
     const BlockPlan& plan = form.blocks[part];
     for (uint32_t i = 0; i < plan.nSends; ++i) plan.sends[i].poisonWith(remote);
     for (uint32_t i = 0; i < plan.nRecvs; ++i) plan.recvs[i].poisonWith(remote);
+    if (d.peerShared && form.peerReads) releasePeerNoticesOnFailure(d, plan);
   }
   // A peer may still be using this rank's buffers (peer access, primitives/peer_read.hpp): the
   // failure completes, and the user may free them, only once it has left. Peer access never

@@ -68,7 +68,7 @@ struct ProgramForm {
   uint32_t nChunks;         // chunks per loop
   uint32_t nTiles;          // tiles per chunk
   uint32_t ragged;          // chunk c spans [c*total/nChunks, (c+1)*total/nChunks)
-  uint32_t pad;
+  uint32_t peerReads;       // the peer program: its connectors carry notices (primitives/peer_read.hpp)
 };
 static_assert(sizeof(ProgramForm) == 40, "ProgramForm layout is shared by host and device");
 

@@ -190,7 +190,7 @@ Status Collective::buildForm(const CollectiveSetup& setup, const occlCollDesc_t&
   form.nTiles = static_cast<uint32_t>(nTiles);
   form.ragged = program.raggedChunksAllowed && total % nChunks != 0 ? 1 : 0;
 
-  peerForm_[formIndex] = program.peerReads;
+  form.peerReads = program.peerReads ? 1 : 0;
   const ir::RankProgram& mine = program.ranks.at(setup.rank);
   Result<const BlockPlan*> plans = buildBlocks(setup, desc, mine, program.name, formIndex, static_cast<uint32_t>(slots));
   if (!plans.ok()) return plans.status();
@@ -218,7 +218,7 @@ Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, con
   const bool sending = end == transport::ConnectorEnd::Sender;
   const transport::ConnectorKey key{desc_.collId, sending ? setup.rank : peer, sending ? peer : setup.rank, channel,
                                     static_cast<int32_t>(formIndex)};
-  const uint64_t slotBytes = peerForm_[formIndex] ? kPeerSlotBytes : cfg.connectorSlotBytes;
+  const uint64_t slotBytes = desc_.forms[formIndex].peerReads != 0 ? kPeerSlotBytes : cfg.connectorSlotBytes;
   auto mem = setup.connectors->attach(key, end, slots, slotBytes);
   if (!mem.ok()) return mem.status();
   connectors_.push_back(mem.value());
@@ -236,7 +236,7 @@ Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, con
   // a peer-read program's slots hold a notice.
   const ProgramForm& form = desc_.forms[formIndex];
   const uint64_t written =
-      peerForm_[formIndex] ? sizeof(PeerNotice) : std::min(form.chunkElems, desc_.tileElems) * desc_.elemBytes;
+      form.peerReads != 0 ? sizeof(PeerNotice) : std::min(form.chunkElems, desc_.tileElems) * desc_.elemBytes;
   mem.value()->populate(end, slots, slotBytes, written);
   return handleOf(*mem.value(), slots, slotBytes);
 }

@@ -135,7 +135,6 @@ class Collective {
   uint64_t sendElems_ = 0;
   uint64_t recvElems_ = 0;
   std::array<std::string, 2> algorithmNames_;
-  std::array<bool, 2> peerForm_{};  // by form: the program reads peers' buffers (its slots hold notices)
   std::atomic<uint64_t> nextSeq_{0};
   std::atomic<uint64_t> completedSeq_{0};
   std::atomic<uint64_t> submissions_{0};

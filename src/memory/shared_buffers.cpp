@@ -242,4 +242,14 @@ size_t peerMappings() {
   return r.peers.size();
 }
 
+size_t pins() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  size_t n = 0;
+  for (const auto& [base, region] : r.own) n += region.pins;
+  for (const auto& [base, region] : r.retired) n += region.pins;
+  for (const auto& [key, mapping] : r.peers) n += mapping.pins;
+  return n;
+}
+
 }  // namespace occl::memory

@@ -13,8 +13,8 @@
 // fold that outlives its owner's failure (the bounded drain between processes, daemon.hpp) never
 // faults. release() of a pinned region of this process unmaps it at the last unpin; a peer's
 // region is unmapped once its owner's fd no longer holds that file (the owner freed it or died),
-// found at a later miss for the same owner, and nothing pins it. A submission that fails between
-// resolve and unpin leaves its pins: that memory stays mapped until the process exits.
+// found at a later miss for the same owner, and nothing pins it. A peer AllReduce that fails
+// between resolve and unpin unpins as it fails (peer_read.hpp, releasePeerNoticesOnFailure).
 #pragma once
 
 #include <cstddef>
@@ -50,5 +50,7 @@ void unpin(const char* p);
 
 // Peer regions this process keeps mapped (for tests).
 size_t peerMappings();
+// Pins held on every region, own and peers' (for tests: 0 once no peer AllReduce is running).
+size_t pins();
 
 }  // namespace occl::memory

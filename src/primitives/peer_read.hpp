@@ -96,20 +96,22 @@ OCCL_HD inline PeerNotice peerNotice(const FifoHandle& recv) {
 // having logged why, when a peer's buffer cannot be mapped; the caller fails the collective.
 OCCL_HD inline bool acceptPeerNotices(const CollDesc& d, const BlockPlan& plan) {
 #if !OCCL_ON_DEVICE
-  if (!d.peerShared) return true;
   const size_t bytes = peerBufferBytes(d);
+  if (!d.peerShared || bytes == 0) return true;
   for (uint32_t i = 0; i < plan.nRecvs; ++i) {
     PeerNotice notice = peerNotice(plan.recvs[i]);
     if (notice.inputRef.inode == 0) continue;  // accepted on an earlier try
-    for (auto [ref, addr] : {std::pair{&notice.inputRef, &notice.input}, std::pair{&notice.outputRef, &notice.output}}) {
-      Result<char*> p = memory::resolve(*ref, bytes);
-      if (!p.ok()) {
-        logWarning("peer AllReduce of collId " + std::to_string(d.collId) + ": " + p.status().message);
-        return false;
-      }
-      *addr = p.value();
-      ref->inode = 0;
+    Result<char*> input = memory::resolve(notice.inputRef, bytes);
+    Result<char*> output = input.ok() ? memory::resolve(notice.outputRef, bytes) : input;
+    if (!output.ok()) {
+      if (input.ok()) memory::unpin(input.value());
+      logWarning("peer AllReduce of collId " + std::to_string(d.collId) + ": " + output.status().message);
+      return false;  // the notices accepted before this one are unpinned as the collective fails
     }
+    notice.input = input.value();
+    notice.output = output.value();
+    notice.inputRef.inode = 0;
+    notice.outputRef.inode = 0;
     // The slot is this receiver's until it releases the notice (PeerRelease): the one place a
     // receiver writes into a slot.
     memcpy(const_cast<char*>(plan.recvs[i].recvSlot()), &notice, sizeof notice);
@@ -127,12 +129,35 @@ OCCL_HD inline void releasePeerNotice(const CollDesc& d, const FifoHandle& recv)
 #if !OCCL_ON_DEVICE
   if (!d.peerShared || peerBufferBytes(d) == 0) return;
   const PeerNotice notice = peerNotice(recv);
-  if (notice.inputRef.inode != 0) return;  // never accepted
+  if (notice.inputRef.inode != 0 || notice.input == nullptr) return;  // never accepted, or released
   memory::unpin(notice.input);
   memory::unpin(notice.output);
 #else
   (void)d;
   (void)recv;
+#endif
+}
+
+// Leader only, as a peerShared collective fails (failCollective): unpins the notices this rank
+// accepted and will now never release, since PeerRelease does not run. A slot still pending
+// with an accepted notice holds the current submission's (its sender writes no slot before this
+// receiver frees it); the unpinned notice is marked released there, so a second failure path
+// cannot unpin it again.
+OCCL_HD inline void releasePeerNoticesOnFailure(const CollDesc& d, const BlockPlan& plan) {
+#if !OCCL_ON_DEVICE
+  for (uint32_t i = 0; i < plan.nRecvs; ++i) {
+    const FifoHandle& recv = plan.recvs[i];
+    if (recv.pending() == 0) continue;
+    releasePeerNotice(d, recv);
+    PeerNotice released = peerNotice(recv);
+    if (released.inputRef.inode != 0) continue;
+    released.input = nullptr;
+    released.output = nullptr;
+    memcpy(const_cast<char*>(recv.recvSlot()), &released, sizeof released);
+  }
+#else
+  (void)d;
+  (void)plan;
 #endif
 }
 

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
+#include "memory/shared_buffers.hpp"
 #include "support/process_job.hpp"
 #include "support/processes.hpp"
 #include "support/ranks.hpp"
@@ -121,6 +122,24 @@ TEST(MultiProcessTest, AllReduceFourProcessesOnSharedBuffersRunsPeer) {
 TEST(MultiProcessTest, PeerDeathFailsTheSharedBuffersPeerAllReduce) {
   std::vector<pid_t> pids = spawnWithUniqueId("fault", 3, {{"OCCL_MP_VICTIM", "1"}, {"OCCL_MP_SHARED", "1"}});
   ASSERT_EQ(pids.size(), 3u);
+  std::vector<int> codes = reapChildren(pids, std::chrono::seconds(60));
+  EXPECT_EQ(codes[0], 0) << "survivor rank 0 failed (exit code)";
+  EXPECT_EQ(codes[2], 0) << "survivor rank 2 failed (exit code)";
+}
+
+// A peer process stopped inside the peer AllReduce, then killed: rank 1 posts its buffers and
+// stops; the others map them, fold their slices and wait for rank 1's second notice, which never
+// comes. Its death fails their submission with occlRemoteError, and the failure lets go of the
+// mappings it pinned, since PeerRelease never runs (each survivor checks).
+TEST(MultiProcessTest, PeerKilledInsideThePeerAllReduceFailsItAndUnpinsItsBuffers) {
+  proc::TempDir dir;
+  std::vector<pid_t> pids = spawnWithUniqueId("stalled", 3, {{"OCCL_MP_VICTIM", "1"}, {"OCCL_MP_DIR", dir.path()}});
+  ASSERT_EQ(pids.size(), 3u);
+  for (int r : {0, 2}) {
+    EXPECT_TRUE(waitForFile(dir.path() + "/pinned." + std::to_string(r), std::chrono::seconds(30)))
+        << "rank " << r << " never mapped its peers' buffers";
+  }
+  kill(pids[1], SIGKILL);
   std::vector<int> codes = reapChildren(pids, std::chrono::seconds(60));
   EXPECT_EQ(codes[0], 0) << "survivor rank 0 failed (exit code)";
   EXPECT_EQ(codes[2], 0) << "survivor rank 2 failed (exit code)";
@@ -314,6 +333,40 @@ void survivePeerDeath(occlComm_t comm, bool shared) {
   finish(comm);  // nothing pending: finalize stops without waiting for the dead peer
 }
 
+// The peer AllReduce of survivePeerDeath's shape, for the "stalled" scenario.
+void registerSharedPeerAllReduce(occlComm_t comm) {
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.count = size_t{1} << 18;
+  d.sharedBuffers = 1;
+  expectOk(occlCollRegister(comm, 0xFB, &d), comm, "register");
+}
+
+// Rank OCCL_MP_VICTIM submits first and stops once its daemon has posted its notices; the parent
+// kills it once the others report their pins (PeerKilledInsideThePeerAllReduce...).
+void stallInsidePeerAllReduce(occlComm_t comm, int rank) {
+  constexpr size_t kCount = size_t{1} << 18;
+  registerSharedPeerAllReduce(comm);
+  SharedFloats buf = sharedFloats(kCount, 1.0f);
+  CallbackCounter done;
+  if (rank == envInt("OCCL_MP_VICTIM", -1)) {
+    expectOk(occlSubmit(comm, 0xFB, buf.get(), buf.get(), &CallbackCounter::callback, &done), comm, "submit");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // its daemon posts, then waits
+    raise(SIGSTOP);
+    _exit(3);  // never reached: the parent kills it while stopped
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // after the victim's notices
+  expectOk(occlSubmit(comm, 0xFB, buf.get(), buf.get(), &CallbackCounter::callback, &done), comm, "submit");
+  const auto until = Clock::now() + std::chrono::seconds(20);
+  while (memory::pins() == 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_GT(memory::pins(), 0u) << "the fold never mapped the peers' buffers";
+  { std::ofstream(std::string(std::getenv("OCCL_MP_DIR")) + "/pinned." + std::to_string(rank)) << "1"; }
+  ASSERT_TRUE(done.waitFor(1, std::chrono::seconds(20))) << "the pending submission never completed";
+  EXPECT_EQ(done.fired()[0].second, occlRemoteError);
+  EXPECT_EQ(memory::pins(), 0u) << "the failed peer AllReduce left its pins";
+  expectOk(occlCommAbort(comm), nullptr, "abort");
+}
+
 void hangOrTimeOut(occlComm_t comm, int rank) {
   occlCollDesc_t d;
   occlCollDescInit(&d);
@@ -408,6 +461,8 @@ TEST(MultiProcessChild, DISABLED_Entry) {
       _exit(0);
     }
     survivePeerDeath(comm, envInt("OCCL_MP_SHARED", 0) == 1);
+  } else if (s == "stalled") {
+    stallInsidePeerAllReduce(comm, rank);
   } else {
     FAIL() << "unknown scenario " << s;
   }
