@@ -220,7 +220,9 @@ class BlockExecutor {
 
   // Spins until `ready` holds, the threshold passes, or the collective must fail (abort, timeout,
   // a poisoned connector, another block's failure recorded in failStatus). A wait on FIFOs
-  // (`recv`, `send`) parks on the one not ready once budget_.parkAfter rounds have passed.
+  // (`recv`, `send`) parks on the one not ready once budget_.parkAfter rounds have yielded.
+  // Rounds that spin in place (budget_.spinInPlaceNs) count towards the threshold like the
+  // others: a wait with a threshold of a few dozen rounds may end before it ever yields.
   // `site` names the caller's wait at the simt block's barriers, so lanes in two different waits
   // are told apart.
   template <typename Ready>

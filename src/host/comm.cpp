@@ -50,19 +50,25 @@ uint32_t parkAfterSpins(const backend::Backend& backend) {
 }
 
 // Host backend only: how long a wait spins on its core before it yields (SpinBudget::spinInPlaceNs),
-// where this host's ranks are no more than the CPUs this process may run on: then the thread a
-// wait needs is running on another core, and a yield is a system call (microseconds on this
-// project's VM) that only delays seeing its write. 2 ranks on 2 cores, 8 B AllReduce: 3.8 us
-// yielding, 2.0 us spinning. With more ranks than cores a spin holds the core a waited-for
-// rank needs: 4 ranks on 2 cores went from 15-22 us to 62-72 us.
-uint32_t spinInPlaceNs(const backend::Backend& backend, int ranksOnThisHost) {
+// where the daemon threads of this host's ranks are no more than the CPUs the creating thread
+// may run on (its affinity mask, which the daemon threads inherit): then the thread a wait
+// needs is running on another core, and a yield is a system call (microseconds on this
+// project's VM) that only delays seeing its write. 2 ranks on 2 cores, 8 B AllReduce: 3.0-3.7
+// us yielding, 1.5-2.8 us spinning. With more threads than cores a spin holds the core a
+// waited-for rank needs: 4 ranks on 2 cores went from 15-22 us to 62-72 us. Never with NET
+// peers, whose proxy threads the waits also need. Not seen: other communicators' threads and a
+// cgroup's CPU quota; the spin is bounded, so they cost at most 2 us per wait.
+uint32_t spinInPlaceNs(const backend::Backend& backend, const transport::ConnectorFactory* connectors, int nRanks,
+                       int daemonThreadsOnThisHost) {
   constexpr uint32_t kHostSpinInPlaceNs = 2000;
-  if (std::string_view(backend.name()) != "host") return 0;
+  if (std::string_view(backend.name()) != "host" || connectors == nullptr) return 0;
+  for (int peer = 0; peer < nRanks; ++peer)
+    if (std::string_view(connectors->transportTo(peer)) == "net") return 0;
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   const int usable = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus)
                                                                     : static_cast<int>(std::thread::hardware_concurrency());
-  return ranksOnThisHost <= usable ? kHostSpinInPlaceNs : 0;
+  return daemonThreadsOnThisHost <= usable ? kHostSpinInPlaceNs : 0;
 }
 
 // Peer reads (primitives/peer_read.hpp) need every rank in this process, reading host memory:
@@ -143,7 +149,7 @@ Status Comm::allocateDaemonState() {
                          config_.spinThresholdBoost, config_.priorityPollInterval,
                          static_cast<uint32_t>(config_.forcePreempt != 0),
                          static_cast<uint32_t>(config_.disablePreemption != 0), spinRoundNs(*backend_),
-                         parkAfterSpins(*backend_), spinInPlaceNs(*backend_, ranksOnThisHost_)};
+                         parkAfterSpins(*backend_), spinInPlaceNs(*backend_, connectors_.get(), nRanks_, ranksOnThisHost_ * config_.daemonBlocks)};
   e.abortFlag = reinterpret_cast<uint32_t*>(counterBase + 64);
   // Block states are daemon memory: built here and copied, as the host never dereferences them.
   std::vector<BlockState> initial(nBlocks);

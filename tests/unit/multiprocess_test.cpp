@@ -351,11 +351,19 @@ void stallInsidePeerAllReduce(occlComm_t comm, int rank) {
   CallbackCounter done;
   if (rank == envInt("OCCL_MP_VICTIM", -1)) {
     expectOk(occlSubmit(comm, 0xFB, buf.get(), buf.get(), &CallbackCounter::callback, &done), comm, "submit");
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // its daemon posts, then waits
+    // Its daemon posts the notices, then waits for the others' and is preempted: a saved
+    // context says the posting try moved (a fixed sleep could miss it on a loaded machine).
+    occlCollStats_t stats{};
+    for (const auto until = Clock::now() + std::chrono::seconds(20); Clock::now() < until;) {
+      expectOk(occlCollGetStats(comm, 0xFB, &stats), comm, "stats");
+      if (stats.contextSaves > 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_GT(stats.contextSaves, 0u) << "the victim's daemon never posted its notices";
     raise(SIGSTOP);
     _exit(3);  // never reached: the parent kills it while stopped
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // after the victim's notices
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the victim posts first, as a rule
   expectOk(occlSubmit(comm, 0xFB, buf.get(), buf.get(), &CallbackCounter::callback, &done), comm, "submit");
   const auto until = Clock::now() + std::chrono::seconds(20);
   while (memory::pins() == 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
