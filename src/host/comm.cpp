@@ -149,7 +149,8 @@ Status Comm::allocateDaemonState() {
                          config_.spinThresholdBoost, config_.priorityPollInterval,
                          static_cast<uint32_t>(config_.forcePreempt != 0),
                          static_cast<uint32_t>(config_.disablePreemption != 0), spinRoundNs(*backend_),
-                         parkAfterSpins(*backend_), spinInPlaceNs(*backend_, connectors_.get(), nRanks_, ranksOnThisHost_ * config_.daemonBlocks)};
+                         parkAfterSpins(*backend_),
+                         spinInPlaceNs(*backend_, connectors_.get(), nRanks_, ranksOnThisHost_ * config_.daemonBlocks)};
   e.abortFlag = reinterpret_cast<uint32_t*>(counterBase + 64);
   // Block states are daemon memory: built here and copied, as the host never dereferences them.
   std::vector<BlockState> initial(nBlocks);

@@ -333,21 +333,15 @@ void survivePeerDeath(occlComm_t comm, bool shared) {
   finish(comm);  // nothing pending: finalize stops without waiting for the dead peer
 }
 
-// The peer AllReduce of survivePeerDeath's shape, for the "stalled" scenario.
-void registerSharedPeerAllReduce(occlComm_t comm) {
-  occlCollDesc_t d;
-  occlCollDescInit(&d);
-  d.count = size_t{1} << 18;
-  d.sharedBuffers = 1;
-  expectOk(occlCollRegister(comm, 0xFB, &d), comm, "register");
-}
-
 // Rank OCCL_MP_VICTIM submits first and stops once its daemon has posted its notices; the parent
 // kills it once the others report their pins (PeerKilledInsideThePeerAllReduce...).
 void stallInsidePeerAllReduce(occlComm_t comm, int rank) {
-  constexpr size_t kCount = size_t{1} << 18;
-  registerSharedPeerAllReduce(comm);
-  SharedFloats buf = sharedFloats(kCount, 1.0f);
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.count = size_t{1} << 18;  // runs the peer program between processes
+  d.sharedBuffers = 1;
+  expectOk(occlCollRegister(comm, 0xFB, &d), comm, "register");
+  SharedFloats buf = sharedFloats(d.count, 1.0f);
   CallbackCounter done;
   if (rank == envInt("OCCL_MP_VICTIM", -1)) {
     expectOk(occlSubmit(comm, 0xFB, buf.get(), buf.get(), &CallbackCounter::callback, &done), comm, "submit");
