@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <exception>
+#include <latch>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -407,12 +408,20 @@ TEST(BootstrapFailure, RootClosingFirstIsNotAFailure) {
 TEST(BootstrapFailure, AbortIsReportedWithItsReason) {
   UniqueIdData id = newId();
   std::vector<FailureRecorder> recorders(3);
+  // Rank 1 aborts once the others have left the barrier: an abort that reaches a rank still in
+  // the barrier fails the barrier instead (under load the release can come after it).
+  std::latch othersLeftBarrier(2);
   auto results = runRanks(3, [&](int rank) -> Status {
     auto bs = Bootstrap::connect(id, rank, 3, 10000);
     if (!bs.ok()) return bs.status();
     (*bs)->setFailureCallback(recorders[rank].callback());
-    if (auto st = (*bs)->barrier(); !st.ok()) return st;
-    if (rank == 1) return (*bs)->abort("user asked");
+    Status barrier = (*bs)->barrier();
+    if (rank != 1) othersLeftBarrier.count_down();
+    if (!barrier.ok()) return barrier;
+    if (rank == 1) {
+      othersLeftBarrier.wait();
+      return (*bs)->abort("user asked");
+    }
     if (!recorders[rank].waitFor(2000ms)) return Status::error(occlInternalError, "abort not reported");
     return Status::success();
   });
