@@ -25,6 +25,8 @@ void Completion::cancel(int n) {
 
 bool Completion::wait(std::chrono::milliseconds bound) {
   std::unique_lock<std::mutex> lock(mu_);
+  // Usually done already (occlCommWaitAll fired the callbacks): wait_for would read the clock first.
+  if (pending_ <= 0) return true;
   return cv_.wait_for(lock, bound, [this] { return pending_ <= 0; });
 }
 

@@ -138,10 +138,25 @@ OCCL_HD inline void failCollective(const CollDesc& d, int part, uint32_t code) {
   }
 }
 
+// One clock read for what happens with no work in between: on the host a read costs about a
+// tenth of a small collective's pass. The SQEs one poll takes and the try after them share a
+// read, and a try that ends reads the clock once, for its statistics and for the next try's
+// start. A try that waited or moved data leaves it stale. Each lane keeps its own (the leader's
+// is the one that counts).
+struct PassClock {
+  uint64_t ns = 0;  // 0 = stale
+  OCCL_HD uint64_t now() {
+    if (ns == 0) ns = exec::nowNs();
+    return ns;
+  }
+  OCCL_HD uint64_t fresh() { return ns = exec::nowNs(); }
+  OCCL_HD void stale() { ns = 0; }
+};
+
 // One try of task `position`; returns true when the task left the queue. Every lane runs the
 // executor on its own copy of the context; decisions inside it are made uniform by the leader.
 OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uint32_t position, bool& progressed,
-                            bool& yielded) {
+                            bool& yielded, PassClock& clock) {
   const TaskEntry task = bs.tasks[position];
   const CollDesc& d = *env.colls.get(task.collIndex);
   const int part = static_cast<int>(task.part);
@@ -151,7 +166,7 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
   const BlockContext loaded = *saved;
   BlockContext ctx = loaded;
   BlockStats& stats = d.stats[part];
-  uint64_t now = exec::nowNs();
+  const uint64_t now = clock.now();
   if (!ctx.started) {
     ctx.started = 1;
     ctx.startNs = now;
@@ -161,6 +176,7 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
   uint64_t deadline = d.timeoutNs != 0 ? task.popNs + d.timeoutNs : 0;
   BlockExecutor ex(d, form, part, ctx, bufs, budgetFor(env, bs, position), env.abortFlag, deadline);
   TryOutcome out = ex.run();
+  if (out.status != TryStatus::Done) clock.stale();
   progressed = progressed || out.progressed;
   yielded = out.yielded;
 
@@ -186,7 +202,7 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
   leaderUpdate([&] {
     bump(stats.contextLoads, 1);
     if (!loaded.started) bump(stats.queueWaitNs, now - task.popNs);
-    if (out.status == TryStatus::Done) bump(stats.executionNs, exec::nowNs() - ctx.startNs);
+    if (out.status == TryStatus::Done) bump(stats.executionNs, clock.fresh() - ctx.startNs);
     *saved = BlockContext{task.seq + 1, 0, 0, 0, 0, 0};
   });
   finishTask(env, bs, d, block, task, out.status == TryStatus::Failed ? out.failCode : 0);
@@ -200,7 +216,7 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
 // An entry is reported read (BlockReport::sqNext) once it is handled, not when it is copied: the
 // host reuses the slot, and a deregistered collective's table index, once every block reports
 // past the entries that name it, and a block that skips an entry still reads its CollDesc here.
-OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int block) {
+OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int block, PassClock& clock) {
   bool any = false;
   while (bs.nTasks < bs.capacity && !bs.exitSeen) {
     if (!exec::broadcastFromLeader([&] { return env.sq.tryPop(bs.sqCursor, bs.incoming); })) break;
@@ -216,7 +232,7 @@ OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int bl
     for (uint32_t i = 0; i < parts; ++i) {
       const uint32_t part = static_cast<uint32_t>(block) + i * env.nBlocks;
       TaskEntry t{e.collIndex, env.policy.order == occlOrderPriority ? d->priority : 0, e.seq, e.sendbuf, e.recvbuf,
-                  exec::nowNs(), form, part, d->collId};
+                  clock.now(), form, part, d->collId};
       insertTask(bs, t, env.policy.order);
     }
     leaderUpdate([&] {
@@ -241,10 +257,11 @@ OCCL_HD inline bool blockRetired(const BlockState& bs) { return bs.exitSeen != 0
 OCCL_HD inline PassResult daemonPass(const DaemonEnv& env, int block) {
   BlockState& bs = env.blocks[block];
   bool progressed = false;
+  PassClock clock;
   // The leader decides (it alone updates passesSincePoll, right below): lanes that decided
   // themselves took different branches once in a while and met at different barriers.
   if (exec::broadcastFromLeader([&] { return shouldPollSq(env, bs); })) {
-    progressed = pollSubmissions(env, bs, block);
+    progressed = pollSubmissions(env, bs, block, clock);
     leaderUpdate([&] { bs.passesSincePoll = 0; });
   } else {
     leaderUpdate([&] { bs.passesSincePoll += 1; });
@@ -252,11 +269,11 @@ OCCL_HD inline PassResult daemonPass(const DaemonEnv& env, int block) {
   for (uint32_t i = 0; i < bs.nTasks;) {
     leaderUpdate([&] { bs.tries += 1; });
     bool yielded = false;
-    if (tryTask(env, bs, block, i, progressed, yielded)) removeTask(bs, i);
+    if (tryTask(env, bs, block, i, progressed, yielded, clock)) removeTask(bs, i);
     else ++i;
     if (arrivalsMayGoAhead(env.policy)) {
       const bool arrived =
-          (yielded || exec::broadcastFromLeader([&] { return shouldPollSq(env, bs); })) && pollSubmissions(env, bs, block);
+          (yielded || exec::broadcastFromLeader([&] { return shouldPollSq(env, bs); })) && pollSubmissions(env, bs, block, clock);
       progressed = progressed || arrived;
       if (arrived || yielded) i = 0;  // the front (perhaps a new arrival) goes first again
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <string_view>
 #include <thread>
 #include <tuple>
@@ -353,11 +354,15 @@ Status Comm::deregisterCollective(uint64_t collId) {
 }
 
 Status Comm::pushSqe(const SqeView& e) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.initTimeoutMs);
+  // The clock starts at the first full SQ: a push that fits reads no clock (one read costs about
+  // as much as the push itself).
+  std::optional<std::chrono::steady_clock::time_point> deadline;
   for (int attempt = 0; !env_->sq.tryPush(sqTicket_, e, sqLimit_); ++attempt) {
     if (atomics::loadAcquire(env_->abortFlag) != 0 && !(e.flags & kSqeExit))
       return Status::error(occlAborted, "the communicator was aborted");
-    if (std::chrono::steady_clock::now() > deadline)
+    const auto now = std::chrono::steady_clock::now();
+    if (!deadline) deadline = now + std::chrono::milliseconds(config_.initTimeoutMs);
+    if (now > *deadline)
       return Status::error(occlTimeout, "the submission queue stayed full: is the daemon running?");
     backend_->notifySubmission();
     backoff(attempt);

@@ -107,7 +107,7 @@ class Comm {
   bool waitByPolling(uint64_t target, std::optional<Clock::time_point> deadline);
   std::string completionFailure(uint64_t collId, uint64_t seq, occlResult_t status) const;
   void processCqe(uint64_t word);
-  void fireInOrder(uint32_t index);
+  void fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock);
   void setAsyncError(occlResult_t code, const std::string& why);
 
   const int rank_;

@@ -2,8 +2,10 @@
 // in submission order, exactly once each. A CQE whose sequence bits do not fit the window of
 // submissions in flight means a lost or duplicated completion: reported, never ignored.
 #include <chrono>
+#include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -89,8 +91,7 @@ void Comm::processCqe(uint64_t word) {
   CallbackSlot& slot = c->slotFor(seq);
   slot.done = true;
   slot.status = cqe.status;
-  lock.unlock();
-  fireInOrder(cqe.collIndex);
+  fireInOrder(cqe.collIndex, std::move(lock));
 }
 
 // What a failed completion means, for occlGetLastError: the CQE carries only the code.
@@ -113,9 +114,10 @@ std::string Comm::completionFailure(uint64_t collId, uint64_t seq, occlResult_t 
   }
 }
 
-void Comm::fireInOrder(uint32_t index) {
+// `lock` holds registryMu_ for the first look (processCqe's); each later one takes it again.
+void Comm::fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock) {
   for (;;) {
-    std::unique_lock<std::mutex> lock(registryMu_);
+    if (!lock.owns_lock()) lock.lock();
     Collective* c = byIndex(index);
     if (c == nullptr) return;
     CallbackSlot& slot = c->slotFor(c->completedSeq());
@@ -149,7 +151,8 @@ void Comm::fireInOrder(uint32_t index) {
 // after kHelpSpinUs without progress (a peer that is late or gone): from there the daemon's
 // threads and the poller take over and the waiter sleeps.
 bool Comm::waitByPolling(uint64_t target, std::optional<Clock::time_point> deadline) {
-  auto lastMove = Clock::now();
+  // Set at the first look that finds work left: a wait that the first pass ends reads no clock.
+  std::optional<Clock::time_point> lastMove;
   // A helped pass must be back by the waiter's deadline (its waits end there: executor.hpp).
   const uint64_t deadlineNs =
       deadline ? static_cast<uint64_t>(
@@ -171,8 +174,8 @@ bool Comm::waitByPolling(uint64_t target, std::optional<Clock::time_point> deadl
     done = firedTotal_.load(std::memory_order_seq_cst) >= target;
     if (done) break;
     const auto now = Clock::now();
-    if (moved) lastMove = now;
-    if (now - lastMove >= std::chrono::microseconds(kHelpSpinUs)) break;
+    if (moved || !lastMove) lastMove = now;
+    if (now - *lastMove >= std::chrono::microseconds(kHelpSpinUs)) break;
     if (deadline && now >= *deadline) break;
     if (!moved) std::this_thread::yield();
   }

@@ -12,9 +12,13 @@
 // On the host a side that finds nothing to do may sleep until the word it waits for moves
 // (queues/fifo_wait.hpp): the side that publishes tail or head then wakes it. Each of the two
 // words has a wake word beside it saying who sleeps on it: daemon threads parked on the word's
-// futex (counted from bit 1 up), or the NET proxy (kFifoWakeBell: it sleeps on the eventfd in
-// `bellFd`, which lives in the proxy's process, as NET FIFOs do). A publisher reads the wake
-// word after a full fence, so it costs a system call only when somebody sleeps. Device code
+// epoch (a futex; counted from bit 1 up), or the NET proxy (kFifoWakeBell: it sleeps on the eventfd in
+// `bellFd`, which lives in the proxy's process, as NET FIFOs do). A waker bumps the epoch before
+// the futex wake, so a wake that comes before the sleeper's futex wait is not lost: the wait then
+// finds the epoch moved. (The futex used to be the word itself, and a poison, which leaves the
+// word as it is, could wake nobody in that gap.) A publisher reads the wake
+// word after a fence (queues/wake_fence.hpp: a compiler barrier, the sleeper paying for both
+// sides), so it costs a system call only when somebody sleeps. Device code
 // never sleeps and never wakes: a proxy serving a GPU polls.
 //
 // The header also carries the registration handshake: each side writes the signature of its
@@ -27,14 +31,19 @@
 #include <cstdint>
 
 #include "device/compat.hpp"
+#if !OCCL_ON_DEVICE
+#include "queues/wake_fence.hpp"
+#endif
 
 namespace occl {
 
 struct alignas(64) FifoHeader {
   alignas(64) uint64_t tail;  // written by the sender only
   uint32_t tailWake;          // who sleeps until tail moves (host only; see above)
+  uint32_t tailEpoch;         // their futex: bumped by each wake
   alignas(64) uint64_t head;  // written by the receiver only
   uint32_t headWake;          // who sleeps until head moves
+  uint32_t headEpoch;
   alignas(64) uint64_t senderSig;    // 0 until the sender has registered
   uint64_t receiverSig;              // 0 until the receiver has registered
   uint64_t geometry;                 // nSlots << 40 | slotBytes, set once by whoever maps first
@@ -51,18 +60,19 @@ inline constexpr uint32_t kFifoWakeBell = 1;
 inline constexpr uint32_t kFifoWakeParked = 2;
 
 #if !OCCL_ON_DEVICE
-// Wakes whoever `wake` says sleeps on `word` (fifo_wait.cpp).
-void fifoWakeSleepers(uint64_t* word, uint32_t wake, int32_t bellFd);
+// Wakes whoever `wake` says sleeps on the word whose epoch is `epoch` (fifo_wait.cpp).
+void fifoWakeSleepers(uint32_t* epoch, uint32_t wake, int32_t bellFd);
 #endif
 
-// After a store of `word` (a tail or a head): wakes its sleepers, if any.
-OCCL_HD inline void fifoPublished([[maybe_unused]] FifoHeader* h, [[maybe_unused]] uint64_t* word,
-                                  [[maybe_unused]] uint32_t* wake) {
+// After a store of a tail or a head (or of the poison), given that word's wake word and epoch:
+// wakes its sleepers, if any.
+OCCL_HD inline void fifoPublished([[maybe_unused]] FifoHeader* h, [[maybe_unused]] uint32_t* wake,
+                                  [[maybe_unused]] uint32_t* epoch) {
 #if !OCCL_ON_DEVICE
   // Pairs with the sleeper's fence between announcing itself and re-reading `word`: either it
-  // sees the new value, or this load sees it announced.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (const uint32_t w = atomics::loadRelaxed(wake)) fifoWakeSleepers(word, w, atomics::loadRelaxed(&h->bellFd));
+  // sees the new value, or this load sees it announced (queues/wake_fence.hpp).
+  publisherFence();
+  if (const uint32_t w = atomics::loadRelaxed(wake)) fifoWakeSleepers(epoch, w, atomics::loadRelaxed(&h->bellFd));
 #endif
 }
 
@@ -100,7 +110,7 @@ struct FifoHandle {
     const uint64_t t = atomics::loadRelaxed(&header->tail);
     atomics::storeRelaxed(slotLength(t), bytes);
     atomics::storeRelease(&header->tail, t + 1);
-    fifoPublished(header, &header->tail, &header->tailWake);
+    fifoPublished(header, &header->tailWake, &header->tailEpoch);
   }
   // The length word of the slot that holds step `step` (written before that step is published).
   OCCL_HD uint64_t* slotLength(uint64_t step) const {
@@ -116,7 +126,7 @@ struct FifoHandle {
   }
   OCCL_HD void commitRecv() const {
     atomics::storeRelease(&header->head, atomics::loadRelaxed(&header->head) + 1);
-    fifoPublished(header, &header->head, &header->headWake);
+    fifoPublished(header, &header->headWake, &header->headEpoch);
   }
 
   // Slots published and not yet consumed: the notices of a peer program (peer_read.hpp), which
@@ -159,8 +169,8 @@ struct FifoHandle {
   OCCL_HD void poisonWith(uint32_t status) const {
     if (atomics::loadAcquire(&header->poison) != 0) return;
     atomics::storeRelease(&header->poison, status);
-    fifoPublished(header, &header->tail, &header->tailWake);
-    fifoPublished(header, &header->head, &header->headWake);
+    fifoPublished(header, &header->tailWake, &header->tailEpoch);
+    fifoPublished(header, &header->headWake, &header->headEpoch);
   }
 };
 static_assert(sizeof(FifoHandle) == 32, "FifoHandle layout is shared by host and device");

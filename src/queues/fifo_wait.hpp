@@ -12,9 +12,13 @@
 namespace occl {
 
 #if !OCCL_ON_DEVICE
-// Sleeps until `*word` is no longer `seen`, a wake, or `maxNs`; returns at once when the word
-// already moved. The caller re-checks what it waits for (spurious returns are allowed).
-void fifoPark(uint64_t* word, uint32_t* wake, uint64_t seen, uint64_t maxNs);
+// Which word of a FIFO a sleeper waits on.
+enum class FifoWord { Tail, Head };
+
+// Sleeps until the word is no longer `seen`, the connector is poisoned, a wake, or `maxNs`;
+// returns at once when either happened already. The caller re-checks what it waits for (spurious
+// returns are allowed).
+void fifoPark(FifoHeader* h, FifoWord which, uint64_t seen, uint64_t maxNs);
 
 // How many times the calling thread has slept in fifoPark: a host daemon pass that slept on a
 // FIFO has waited already, and its block goes straight on to the next pass.
@@ -25,13 +29,13 @@ uint64_t fifoParksOnThisThread();
 inline void parkUntilRecv(const FifoHandle& f, uint64_t maxNs, uint64_t need = 1) {
   const uint64_t tail = atomics::loadAcquire(&f.header->tail);
   if (tail - atomics::loadRelaxed(&f.header->head) >= need) return;
-  fifoPark(&f.header->tail, &f.header->tailWake, tail, maxNs);
+  fifoPark(f.header, FifoWord::Tail, tail, maxNs);
 }
 // The sender parks until the receiver frees a slot (or poisons the connector).
 inline void parkUntilSend(const FifoHandle& f, uint64_t maxNs) {
   const uint64_t head = atomics::loadAcquire(&f.header->head);
   if (atomics::loadRelaxed(&f.header->tail) - head < f.nSlots) return;
-  fifoPark(&f.header->head, &f.header->headWake, head, maxNs);
+  fifoPark(f.header, FifoWord::Head, head, maxNs);
 }
 #endif
 

@@ -98,7 +98,8 @@ class DaemonRig {
     uint64_t limit = 0;
     ASSERT_TRUE(env_.sq.tryPush(0, SqeView{kSqeSubmit, 0, 0, 0, reinterpret_cast<uint64_t>(output.data())}, limit));
     for (int blk = 0; blk < 2; ++blk) {
-      ASSERT_TRUE(pollSubmissions(env_, blocks_[blk], blk));
+      PassClock clock;
+      ASSERT_TRUE(pollSubmissions(env_, blocks_[blk], blk, clock));
       ASSERT_EQ(blocks_[blk].nTasks, 1u);
     }
   }

@@ -19,6 +19,7 @@
 #include "occl/occl.h"
 #include "queues/fifo.hpp"
 #include "queues/fifo_wait.hpp"
+#include "queues/wake_fence.hpp"
 
 namespace occl {
 namespace {
@@ -96,7 +97,7 @@ TEST_F(FifoWaitTest, NoSleepWhenTheWordAlreadyMovedOrTheWaitIsSatisfied) {
   parkUntilRecv(fifo_, kLongSleepNs);  // a slot is there: no sleep at all
   EXPECT_EQ(fifoParksOnThisThread(), parksBefore);
   // A sleeper that read the word before a publish it missed returns at once.
-  fifoPark(&fifo_.header->tail, &fifo_.header->tailWake, /*seen=*/0, kLongSleepNs);
+  fifoPark(fifo_.header, FifoWord::Tail, /*seen=*/0, kLongSleepNs);
   EXPECT_LT(Clock::now() - start, kWoken);
   EXPECT_EQ(fifoParksOnThisThread(), parksBefore + 1);
 }
@@ -160,6 +161,47 @@ TEST_F(FifoWaitTest, APoisoningSenderWaitsForThePeersUsingItsBuffersAndLaterOnes
   peer.join();
   EXPECT_FALSE(fifo_.beginPeerAccess()) << "a peer after the poison";
   EXPECT_TRUE(fifo_.peerUsersGone()) << "a refused peer left its mark";
+}
+
+// The wake fences (queues/wake_fence.hpp) as a store-buffering litmus test: a publisher stores
+// x and reads y after publisherFence(), a sleeper stores y and reads x after sleeperFence(). Both
+// reading 0 is the lost wake-up; x86 shows it within a few thousand rounds when either side
+// has no StoreLoad barrier (the publisher's own is a compiler barrier where membarrier works).
+TEST(WakeFence, APublisherAndASleeperNeverBothMissTheOtherOne) {
+  const WakeFenceMode mode = wakeFenceMode();
+  ASSERT_TRUE(mode == WakeFenceMode::Asymmetric || mode == WakeFenceMode::Symmetric);
+  EXPECT_EQ(wakeFenceMode(), mode) << "the mode is chosen once";
+  RecordProperty("mode", mode == WakeFenceMode::Asymmetric ? "asymmetric" : "symmetric");
+  constexpr int kRounds = 50000;
+  const auto stopAt = Clock::now() + std::chrono::seconds(5);  // a loaded machine runs fewer rounds
+  std::atomic<uint64_t> x{0}, y{0};
+  std::atomic<int> round{0}, ready{0};
+  std::atomic<bool> stop{false};
+  uint64_t publisherSaw = 0;
+  std::thread publisher([&] {
+    for (int r = 1;; ++r) {
+      while (round.load(std::memory_order_acquire) < r && !stop.load(std::memory_order_acquire)) std::this_thread::yield();
+      if (stop.load(std::memory_order_acquire)) return;
+      x.store(static_cast<uint64_t>(r), std::memory_order_relaxed);
+      publisherFence();
+      publisherSaw = y.load(std::memory_order_relaxed);
+      ready.fetch_add(1, std::memory_order_acq_rel);
+    }
+  });
+  int rounds = 0, bothMissed = 0;
+  for (int r = 1; r <= kRounds && Clock::now() < stopAt; ++r) {
+    round.store(r, std::memory_order_release);
+    y.store(static_cast<uint64_t>(r), std::memory_order_relaxed);
+    sleeperFence();
+    const uint64_t sleeperSaw = x.load(std::memory_order_relaxed);
+    while (ready.load(std::memory_order_acquire) < r) std::this_thread::yield();
+    if (publisherSaw < static_cast<uint64_t>(r) && sleeperSaw < static_cast<uint64_t>(r)) ++bothMissed;
+    rounds = r;
+  }
+  stop.store(true, std::memory_order_release);
+  publisher.join();
+  EXPECT_EQ(bothMissed, 0) << "in " << rounds << " rounds";
+  EXPECT_GT(rounds, 100);
 }
 
 }  // namespace

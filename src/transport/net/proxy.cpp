@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "queues/wake_fence.hpp"
 #include "transport/net/proxy.hpp"
 #include "util/thread_name.hpp"
 
@@ -281,10 +282,10 @@ void Proxy::run() {
     if (!moved && ++idle >= kSpinPasses) {
       {
         // Announced first, then one more pass: a publish the bell missed is seen by that pass
-        // (the fence pairs with the publisher's, queues/fifo.hpp).
+        // (the fence pairs with the publisher's, queues/wake_fence.hpp).
         std::lock_guard<std::mutex> lock(mu_);
         setBells(true);
-        std::atomic_thread_fence(std::memory_order_seq_cst);
+        sleeperFence();
         moved = pass();
       }
       if (!moved) {
