@@ -73,15 +73,13 @@ int blocksFor(const occlCollDesc_t& d, int daemonBlocks) {
 // 32 KiB (10.7 KiB on 4 ranks, 4.6 KiB on 8): at 16 KiB on 4 thread-ranks peer takes 24-26 us against
 // direct's 23-30, at 64 KiB 23-42 against 56-97; on 8, 16 KiB 77-87 against 95-115 and 4 KiB
 // 70-80 against 48-61 (host-2026-11-26c.md). The rank bound keeps its n-1 connectors each way few.
-// Between processes (PeerAccess::Processes) the peer program's two rounds of notices cost a
-// hand-off between address spaces each, so direct keeps its 192 KiB and peer starts at 512 KiB per
-// rank, the ring running between: 4 processes, -w 3 -n 20, out of place / in place, peer against
-// direct at 64 KiB 123/110 us against 71/63, against the ring at 256 KiB 171-300/141-185 against
-// 95-166/127-179, 512 KiB 235-252/161-188 against 161-229/175-212, 1 MiB 398-476/203-256 against
-// 539-661/345-369, 2 MiB 352-445/294-307 against 1155-1394/669-802.
+// Ranks in different processes (PeerAccess::Processes) take the same bound: on 4 processes of a
+// 2-core Xeon VM, -w 20 -n 300, out of place / in place, peer against direct at 16 KiB 14-23/13-16
+// us against 25-33/22-32, 64 KiB 19-22/19-36 against 70-79/68-73, and against the ring at 256 KiB
+// 47-50/52-65 against 125-142/113-165. (On the earlier shadow-paging VM peer lost below 512 KiB
+// between processes, when each notice still cost two getpid system calls, fixed in 0c6a613.)
 constexpr uint64_t kDirectAllReduceMaxPeerBytes = 192 << 10;
 constexpr uint64_t kDirectBeforePeerMaxPeerBytes = 32 << 10;
-constexpr uint64_t kPeerProcessesMinBytes = 512 << 10;
 constexpr int kDirectAllReduceMaxRanks = 8;
 
 bool directAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ringNamed, PeerAccess peer) {
@@ -89,19 +87,18 @@ bool directAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ring
     return false;
   const uint64_t bytes = static_cast<uint64_t>(d.count) * dtypeSize(d.datatype);
   return bytes * static_cast<uint64_t>(nRanks - 1) <=
-         (peer == PeerAccess::InProcess ? kDirectBeforePeerMaxPeerBytes : kDirectAllReduceMaxPeerBytes);
+         (peer == PeerAccess::None ? kDirectAllReduceMaxPeerBytes : kDirectBeforePeerMaxPeerBytes);
 }
 
-// Above the direct bound, ranks that share an address space use each other's buffers instead of
-// passing tiles around the ring (primitives/peer_read.hpp; bench/results/host-2026-11-26c.md).
-// Each rank holds a connector to and from every peer, as direct does, hence the rank bound.
+// Above the direct bound, ranks that can reach each other's buffers (one address space, or
+// occlMemAlloc buffers between processes) use them instead of passing tiles around the ring
+// (primitives/peer_read.hpp; bench/results/host-2026-11-26c.md). Each rank holds a connector to
+// and from every peer, as direct does, hence the rank bound.
 constexpr int kPeerAllReduceMaxRanks = 16;
 
 bool peerAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ringNamed, PeerAccess peer) {
-  if (peer == PeerAccess::None || d.type != occlCollAllReduce || ringNamed || nRanks < 2 ||
-      nRanks > kPeerAllReduceMaxRanks || nBlocks != 1 || directAllReduce(d, nRanks, nBlocks, ringNamed, peer))
-    return false;
-  return peer == PeerAccess::InProcess || static_cast<uint64_t>(d.count) * dtypeSize(d.datatype) >= kPeerProcessesMinBytes;
+  return peer != PeerAccess::None && d.type == occlCollAllReduce && !ringNamed && nRanks >= 2 &&
+         nRanks <= kPeerAllReduceMaxRanks && nBlocks == 1 && !directAllReduce(d, nRanks, nBlocks, ringNamed, peer);
 }
 
 ir::Program generate(const occlCollDesc_t& d, int rank, int nRanks, int nBlocks, bool ringNamed, PeerAccess peer) {

@@ -259,7 +259,8 @@ void runSharedAllReduces(occlComm_t comm, int rank, int nRanks) {
     d.count = n;
     d.sharedBuffers = 1;
     expectOk(occlCollRegister(comm, 0x200 + c, &d), comm, "register");
-    const bool peer = n * sizeof(float) >= (size_t{512} << 10);  // direct below 192 KiB x (n-1) (algorithms.cpp)
+    // Direct while (n-1) x bytes is at most 32 KiB, as between threads (algorithms.cpp).
+    const bool peer = n * sizeof(float) * static_cast<size_t>(nRanks - 1) > (size_t{32} << 10);
     for (int inPlace = 0; inPlace < 2; ++inPlace) {
       const char* algo = nullptr;
       expectOk(occlCollGetAlgorithm(comm, 0x200 + c, inPlace, &algo), comm, "algorithm");
