@@ -90,19 +90,24 @@ OCCL_HD inline SpinBudget budgetFor(const DaemonEnv& env, const BlockState& bs, 
 }
 
 // Publishes the CQE (into daemon block `block`'s ring) once the last part of the collective is
-// done with submission `seq`.
-OCCL_HD inline void finishTask(const DaemonEnv& env, BlockState& bs, const CollDesc& d, int block,
+// done with submission `seq`. Returns true if it waited for the poller to free a slot.
+OCCL_HD inline bool finishTask(const DaemonEnv& env, BlockState& bs, const CollDesc& d, int block,
                                const TaskEntry& task, uint32_t status) {
-  if (!exec::isLeader()) return;
+  if (!exec::isLeader()) return false;
   uint32_t* counter = &d.shared->finished[task.seq % d.inflightWindow];
-  if (atomics::fetchAdd(counter, 1u) + 1 != d.nBlocks) return;
+  if (atomics::fetchAdd(counter, 1u) + 1 != d.nBlocks) return false;
   atomics::storeRelaxed(counter, 0u);
   uint32_t sticky = atomics::loadAcquire(&d.shared->failStatus);
   uint64_t word = cqe::pack(d.collIndex, status != 0 ? status : sticky, task.seq);
   // Counted before the CQE exists: once its callback has fired, the statistics include it.
   bump(d.stats[task.part].completions, 1);
-  while (!env.cq.tryPush(static_cast<uint32_t>(block), bs.cqTail, word)) exec::spinPause();  // the poller frees slots
+  bool waited = false;
+  while (!env.cq.tryPush(static_cast<uint32_t>(block), bs.cqTail, word)) {  // the poller frees slots
+    waited = true;
+    exec::spinPause();
+  }
   bs.cqTail += 1;
+  return waited;
 }
 
 // How long a failure waits for peer processes to leave this rank's buffers (failCollective): a
@@ -140,9 +145,10 @@ OCCL_HD inline void failCollective(const CollDesc& d, int part, uint32_t code) {
 
 // One clock read for what happens with no work in between: on the host a read costs about a
 // tenth of a small collective's pass. The SQEs one poll takes and the try after them share a
-// read, and a try that ends reads the clock once, for its statistics and for the next try's
-// start. A try that waited or moved data leaves it stale. Each lane keeps its own (the leader's
-// is the one that counts).
+// read, and a try that finishes reads the clock once, for its statistics and for the next try's
+// start (a submission taken and tried in one pass thus counts no queue wait). A try that does
+// not finish, or whose CQE waited for a free slot, leaves it stale. Each lane keeps its own (the
+// leader's is the one that counts).
 struct PassClock {
   uint64_t ns = 0;  // 0 = stale
   OCCL_HD uint64_t now() {
@@ -205,7 +211,7 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
     if (out.status == TryStatus::Done) bump(stats.executionNs, clock.fresh() - ctx.startNs);
     *saved = BlockContext{task.seq + 1, 0, 0, 0, 0, 0};
   });
-  finishTask(env, bs, d, block, task, out.status == TryStatus::Failed ? out.failCode : 0);
+  if (finishTask(env, bs, d, block, task, out.status == TryStatus::Failed ? out.failCode : 0)) clock.stale();
   progressed = true;
   return true;
 }

@@ -22,7 +22,7 @@ struct AlgorithmChoice {
 
 // Whether a large AllReduce may use the peers' buffers where they are (the "peer" program,
 // primitives/peer_read.hpp): ranks that share an address space (comm.cpp), or processes of one
-// host on occlMemAlloc buffers (desc.sharedBuffers), for which it pays off only later.
+// host on occlMemAlloc buffers (desc.sharedBuffers). Both switch from direct at the same size.
 enum class PeerAccess : uint8_t { None, InProcess, Processes };
 
 // Validates the description against the communicator (rank count, root/peer range, types, ops,

@@ -17,8 +17,8 @@
 // the futex wake, so a wake that comes before the sleeper's futex wait is not lost: the wait then
 // finds the epoch moved. (The futex used to be the word itself, and a poison, which leaves the
 // word as it is, could wake nobody in that gap.) A publisher reads the wake
-// word after a fence (queues/wake_fence.hpp: a compiler barrier, the sleeper paying for both
-// sides), so it costs a system call only when somebody sleeps. Device code
+// word after a fence (queues/wake_fence.hpp: where membarrier works, a compiler barrier, the
+// sleeper paying for both sides), so it costs a system call only when somebody sleeps. Device code
 // never sleeps and never wakes: a proxy serving a GPU polls.
 //
 // The header also carries the registration handshake: each side writes the signature of its

@@ -12,8 +12,8 @@
 // length and the tail have reached the peer's core: 9% of all CPU time on 4 thread-ranks, 64 B
 // AllReduce (perf); the barrier costs a sleeper about 2 us (an interrupt per busy core).
 //
-// Every process that publishes registers for the barrier before it touches a FIFO (the first
-// call of either fence, or wakeFenceMode()). Where membarrier is missing or refused (an old kernel,
+// A process registers for the barrier at its first fence (its first publish or sleep), before
+// that fence's load: from then on every sleeper's barrier reaches it. Where membarrier is missing or refused (an old kernel,
 // a seccomp filter), this process publishes with a full fence and sleeps after a full fence: the
 // symmetric protocol. A sleeper in such a process still wakes within its sleep's bound (kMaxParkNs)
 // when a registered publisher in another process misses it.

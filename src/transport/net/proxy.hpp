@@ -83,7 +83,7 @@ class Proxy {
   bool publishSent(Conn& c);     // sender: local head = min(sent, credited); true when anything moved
   bool publishArrived(Conn& c);  // receiver: local tail over the landed steps, in order
   void wait(int64_t micros);   // sleeps until a UCX event, the doorbell, or `micros`
-  void setBells(bool on);      // daemon publishes ring the doorbell while the proxy sleeps
+  bool setBells(bool on);      // daemon publishes ring the doorbell while the proxy sleeps; true: one was raised
   void shutdown();             // on the proxy thread once stop_ is set: drain, close endpoints
 
   // Find-or-create for a message of the peer; nullptr when that generation already retired here.
