@@ -12,14 +12,14 @@
 // On the host a side that finds nothing to do may sleep until the word it waits for moves
 // (queues/fifo_wait.hpp): the side that publishes tail or head then wakes it. Each of the two
 // words has a wake word beside it saying who sleeps on it: daemon threads parked on the word's
-// epoch (a futex; counted from bit 1 up), or the NET proxy (kFifoWakeBell: it sleeps on the eventfd in
-// `bellFd`, which lives in the proxy's process, as NET FIFOs do). A waker bumps the epoch before
-// the futex wake, so a wake that comes before the sleeper's futex wait is not lost: the wait then
-// finds the epoch moved. (The futex used to be the word itself, and a poison, which leaves the
-// word as it is, could wake nobody in that gap.) A publisher reads the wake
-// word after a fence (queues/wake_fence.hpp: where membarrier works, a compiler barrier, the
-// sleeper paying for both sides), so it costs a system call only when somebody sleeps. Device code
-// never sleeps and never wakes: a proxy serving a GPU polls.
+// epoch (a futex; counted from bit 1 up), or the NET proxy (kFifoWakeBell: it sleeps on the
+// eventfd in `bellFd`, which lives in the proxy's process, as NET FIFOs do). A waker bumps the
+// epoch before the futex wake, so a wake that comes before the sleeper's futex wait is not lost:
+// the wait then finds the epoch moved. (The futex used to be the word itself, and a poison, which
+// leaves the word as it is, could wake nobody in that gap.) A publisher reads the wake word after
+// a fence (queues/wake_fence.hpp: where membarrier works, a compiler barrier, the sleeper paying
+// for both sides), so it costs a system call only when somebody sleeps. Device code never sleeps
+// and never wakes: a proxy serving a GPU polls.
 //
 // The header also carries the registration handshake: each side writes the signature of its
 // registration; a side that sees a different one from its peer poisons the connector, and a

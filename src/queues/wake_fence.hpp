@@ -13,10 +13,10 @@
 // AllReduce (perf); the barrier costs a sleeper about 2 us (an interrupt per busy core).
 //
 // A process registers for the barrier at its first fence (its first publish or sleep), before
-// that fence's load: from then on every sleeper's barrier reaches it. Where membarrier is missing or refused (an old kernel,
-// a seccomp filter), this process publishes with a full fence and sleeps after a full fence: the
-// symmetric protocol. A sleeper in such a process still wakes within its sleep's bound (kMaxParkNs)
-// when a registered publisher in another process misses it.
+// that fence's load: from then on every sleeper's barrier reaches it. Where registration is
+// refused (an old kernel, a seccomp filter), this process publishes with a full fence: the
+// symmetric protocol. Its sleepers still issue the barrier where the kernel offers it, for the
+// publishers in other processes that registered; where the kernel lacks it, no process registers.
 #pragma once
 
 #include <atomic>
