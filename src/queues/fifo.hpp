@@ -59,20 +59,28 @@ static_assert(sizeof(FifoHeader) == 192, "FifoHeader layout is shared by host an
 inline constexpr uint32_t kFifoWakeBell = 1;
 inline constexpr uint32_t kFifoWakeParked = 2;
 
+// Which of a FIFO's two words a sleeper waits on, and the wake word and epoch beside it.
+enum class FifoWord { Tail, Head };
+OCCL_HD inline uint32_t* fifoWake(FifoHeader* h, FifoWord w) {
+  return w == FifoWord::Tail ? &h->tailWake : &h->headWake;
+}
+OCCL_HD inline uint32_t* fifoEpoch(FifoHeader* h, FifoWord w) {
+  return w == FifoWord::Tail ? &h->tailEpoch : &h->headEpoch;
+}
+
 #if !OCCL_ON_DEVICE
 // Wakes whoever `wake` says sleeps on the word whose epoch is `epoch` (fifo_wait.cpp).
 void fifoWakeSleepers(uint32_t* epoch, uint32_t wake, int32_t bellFd);
 #endif
 
-// After a store of a tail or a head (or of the poison), given that word's wake word and epoch:
-// wakes its sleepers, if any.
-OCCL_HD inline void fifoPublished([[maybe_unused]] FifoHeader* h, [[maybe_unused]] uint32_t* wake,
-                                  [[maybe_unused]] uint32_t* epoch) {
+// After a store of `which` (or of the poison): wakes its sleepers, if any.
+OCCL_HD inline void fifoPublished([[maybe_unused]] FifoHeader* h, [[maybe_unused]] FifoWord which) {
 #if !OCCL_ON_DEVICE
-  // Pairs with the sleeper's fence between announcing itself and re-reading `word`: either it
+  // Pairs with the sleeper's fence between announcing itself and re-reading the word: either it
   // sees the new value, or this load sees it announced (queues/wake_fence.hpp).
   publisherFence();
-  if (const uint32_t w = atomics::loadRelaxed(wake)) fifoWakeSleepers(epoch, w, atomics::loadRelaxed(&h->bellFd));
+  if (const uint32_t w = atomics::loadRelaxed(fifoWake(h, which)))
+    fifoWakeSleepers(fifoEpoch(h, which), w, atomics::loadRelaxed(&h->bellFd));
 #endif
 }
 
@@ -110,7 +118,7 @@ struct FifoHandle {
     const uint64_t t = atomics::loadRelaxed(&header->tail);
     atomics::storeRelaxed(slotLength(t), bytes);
     atomics::storeRelease(&header->tail, t + 1);
-    fifoPublished(header, &header->tailWake, &header->tailEpoch);
+    fifoPublished(header, FifoWord::Tail);
   }
   // The length word of the slot that holds step `step` (written before that step is published).
   OCCL_HD uint64_t* slotLength(uint64_t step) const {
@@ -126,7 +134,7 @@ struct FifoHandle {
   }
   OCCL_HD void commitRecv() const {
     atomics::storeRelease(&header->head, atomics::loadRelaxed(&header->head) + 1);
-    fifoPublished(header, &header->headWake, &header->headEpoch);
+    fifoPublished(header, FifoWord::Head);
   }
 
   // Slots published and not yet consumed: the notices of a peer program (peer_read.hpp), which
@@ -169,8 +177,8 @@ struct FifoHandle {
   OCCL_HD void poisonWith(uint32_t status) const {
     if (atomics::loadAcquire(&header->poison) != 0) return;
     atomics::storeRelease(&header->poison, status);
-    fifoPublished(header, &header->tailWake, &header->tailEpoch);
-    fifoPublished(header, &header->headWake, &header->headEpoch);
+    fifoPublished(header, FifoWord::Tail);
+    fifoPublished(header, FifoWord::Head);
   }
 };
 static_assert(sizeof(FifoHandle) == 32, "FifoHandle layout is shared by host and device");

@@ -12,9 +12,6 @@
 namespace occl {
 
 #if !OCCL_ON_DEVICE
-// Which word of a FIFO a sleeper waits on.
-enum class FifoWord { Tail, Head };
-
 // Sleeps until the word is no longer `seen`, the connector is poisoned, a wake, or `maxNs`;
 // returns at once when either happened already. The caller re-checks what it waits for (spurious
 // returns are allowed).

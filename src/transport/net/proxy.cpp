@@ -315,7 +315,7 @@ bool Proxy::setBells(bool on) {
   for (auto& [id, c] : conns_) {
     if (c->base == nullptr) continue;
     FifoHeader* fh = c->header();
-    std::atomic_ref<uint32_t> wake(c->isSender() ? fh->tailWake : fh->headWake);
+    std::atomic_ref<uint32_t> wake(*fifoWake(fh, c->isSender() ? FifoWord::Tail : FifoWord::Head));
     if (on) {
       raised = (wake.fetch_or(kFifoWakeBell, std::memory_order_seq_cst) & kFifoWakeBell) == 0 || raised;
     } else {

@@ -282,7 +282,7 @@ bool Proxy::publishSent(Conn& c) {
   FifoHeader* fh = c.header();
   if (head > atomics::loadRelaxed(&fh->head)) {
     atomics::storeRelease(&fh->head, head);
-    fifoPublished(fh, &fh->headWake, &fh->headEpoch);
+    fifoPublished(fh, FifoWord::Head);
     return true;
   }
   return c.sent != before;
@@ -294,7 +294,7 @@ bool Proxy::publishArrived(Conn& c) {
   if (c.tail == before) return false;
   FifoHeader* fh = c.header();
   atomics::storeRelease(&fh->tail, c.tail);
-  fifoPublished(fh, &fh->tailWake, &fh->tailEpoch);
+  fifoPublished(fh, FifoWord::Tail);
   return true;
 }
 
