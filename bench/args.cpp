@@ -124,6 +124,8 @@ const std::vector<Flag>& flags() {
        }},
       {'n', "iters", true, [](auto v, Options& o) { return intInRange(v, 1, 1'000'000'000, o.iters); }},
       {'w', "warmup_iters", true, [](auto v, Options& o) { return intInRange(v, 0, 1'000'000'000, o.warmupIters); }},
+      {'\0', "small-iters", true, [](auto v, Options& o) { return intInRange(v, 0, 1'000'000'000, o.smallIters); }},
+      {'\0', "small-max", true, [](auto v, Options& o) { return bytesValue(v, o.smallMaxBytes); }},
       {'c', "check", true,
        [](auto v, Options& o) -> std::string {
          if (v != "0" && v != "1") return "0 or 1";
@@ -280,6 +282,11 @@ ParsedArgs parseArgs(const std::vector<std::string>& args) {
   return out;
 }
 
+IterCounts itersFor(const Options& o, uint64_t bytes) {
+  if (o.smallIters == 0 || bytes > o.smallMaxBytes) return {o.warmupIters, o.iters};
+  return {std::max(o.warmupIters, o.smallIters / 10), o.smallIters};
+}
+
 std::vector<uint64_t> sizeSequence(const Options& o) {
   std::vector<uint64_t> sizes;
   for (uint64_t s = o.minBytes; s <= o.maxBytes && sizes.size() <= kMaxSizes;) {
@@ -299,6 +306,9 @@ std::string sweepUsage() {
          "  -i,--stepbytes N       add N bytes between runs (default 1M; the last of -f/-i wins)\n"
          "  -n,--iters N           timed iterations per size, default 20\n"
          "  -w,--warmup_iters N    untimed iterations per size, default 1\n"
+         "  --small-iters N        sizes up to --small-max run N timed iterations and N/10 (at\n"
+         "                         least -w) untimed instead; default 0: every size runs -n\n"
+         "  --small-max N          the largest size --small-iters applies to, default 8K\n"
          "  -c,--check 0|1         verify every element, default 1\n";
 }
 

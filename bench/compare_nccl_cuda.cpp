@@ -35,8 +35,9 @@ host::NcclRunSpec specFor(const Options& o, const RowResult& row) {
   spec.datatype = row.dtype;
   spec.op = row.op < 0 ? occlSum : row.op;
   spec.root = row.root < 0 ? 0 : row.root;
-  spec.warmupIters = o.warmupIters;
-  spec.iters = o.iters;
+  const IterCounts counts = itersFor(o, row.bytes);
+  spec.warmupIters = counts.warmup;
+  spec.iters = counts.timed;
   spec.pipelined = false;  // each iteration waited for, as each of occl's waits for its callback
   return spec;
 }

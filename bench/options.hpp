@@ -27,6 +27,12 @@ struct Options {
   uint64_t stepFactor = 1;  // > 1: sizes grow geometrically and stepBytes is unused
   int iters = 20;
   int warmupIters = 1;
+  // --small-iters: rows of at most smallMaxBytes run smallIters timed iterations and a tenth of
+  // that (at least warmupIters) untimed, as OSU's benchmarks give small messages more iterations
+  // than large ones: 20 iterations of a 6 us collective time 120 us, which one descheduling of a
+  // rank decides. 0 = every row runs iters.
+  int smallIters = 0;
+  uint64_t smallMaxBytes = 8192;
   bool check = true;
   std::vector<int> dtypes{occlFloat32};  // occlDataType_t values, in run order
   std::vector<int> ops{occlSum};         // occlRedOp_t values, in run order
@@ -66,6 +72,13 @@ const char* collName(Coll coll);
 const char* dtypeName(int dtype);  // nccl-tests' spelling: half, float, bfloat16, ...
 const char* opName(int op);
 size_t dtypeSize(int dtype);
+
+// The timed and untimed iterations of a row of `bytes` (--small-iters, --small-max, -n, -w).
+struct IterCounts {
+  int warmup;
+  int timed;
+};
+IterCounts itersFor(const Options& options, uint64_t bytes);
 
 // The sizes to run, nccl-tests' sequence: minBytes, then times stepFactor (or plus stepBytes)
 // while not above maxBytes.

@@ -220,7 +220,7 @@ RunStatus RankRunner::barrier() {
   return side_.combine(maxes, sums);
 }
 
-// Warm-up, a barrier so that all ranks start the clock together, `iters` timed runs (each waits
+// Warm-up, a barrier so that all ranks start the clock together, the timed runs (each waits
 // for its callbacks: the time is submit-to-callback latency), then one checked run on fresh
 // inputs. After an error the collectives are skipped but the barrier is still entered, so the
 // ranks stay in step; `fatal` means this rank cannot continue (a callback is lost, or the side
@@ -237,8 +237,9 @@ PlaceResult RankRunner::measure(const Row& row, bool inPlace, std::string& error
     if (error.empty()) error = s.error;
     fatal = fatal || s.lost;
   };
+  const IterCounts counts = itersFor(options_, row.plan.bytes);
   if (error.empty()) writeInputs(row, layout);
-  for (int i = 0; i < options_.warmupIters && error.empty(); ++i) record(runOnce(row, buffers));
+  for (int i = 0; i < counts.warmup && error.empty(); ++i) record(runOnce(row, buffers));
   if (fatal) return place;
   if (RunStatus s = barrier(); !s.ok()) {
     error = "barrier: " + s.error;
@@ -246,10 +247,10 @@ PlaceResult RankRunner::measure(const Row& row, bool inPlace, std::string& error
     return place;
   }
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < options_.iters && error.empty(); ++i) record(runOnce(row, buffers));
+  for (int i = 0; i < counts.timed && error.empty(); ++i) record(runOnce(row, buffers));
   const auto stop = std::chrono::steady_clock::now();
   if (!error.empty()) return place;
-  place.timeUs = std::chrono::duration<double, std::micro>(stop - start).count() / options_.iters;
+  place.timeUs = std::chrono::duration<double, std::micro>(stop - start).count() / counts.timed;
   if (options_.check) {
     prepareCheck(row, layout);
     record(runOnce(row, buffers));

@@ -35,7 +35,7 @@ struct Buffers {
 };
 
 // What occl-bench's RankRunner::measure times, call for call: the input is written once, the
-// warm-up runs, a barrier lines the ranks up, then the clock covers `iters` blocking AllReduces
+// warm-up runs, a barrier lines the ranks up, then the clock covers the timed blocking AllReduces
 // back to back (occl-bench waits for each callback before the next submission, so each of its
 // iterations is also one complete collective). The result is this rank's time per iteration;
 // the row reports the max over ranks. One more run on fresh, poisoned buffers is then checked.
@@ -48,13 +48,14 @@ PlaceResult measure(const Options& o, Library& library, const SizePlan& plan, in
   auto* send = inPlace ? recv : reinterpret_cast<float*>(buffers.send.data());
   const RunBuffers run{send, recv};
   PlaceResult place;
+  const IterCounts counts = itersFor(o, plan.bytes);
   writeInput(spec, send);
-  for (int i = 0; i < o.warmupIters; ++i) library.allreduce(send, recv, plan.count);
+  for (int i = 0; i < counts.warmup; ++i) library.allreduce(send, recv, plan.count);
   library.barrier();
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < o.iters; ++i) library.allreduce(send, recv, plan.count);
+  for (int i = 0; i < counts.timed; ++i) library.allreduce(send, recv, plan.count);
   const auto stop = std::chrono::steady_clock::now();
-  place.timeUs = std::chrono::duration<double, std::micro>(stop - start).count() / o.iters;
+  place.timeUs = std::chrono::duration<double, std::micro>(stop - start).count() / counts.timed;
   if (o.check) {
     prepareRun(spec, run);
     library.allreduce(send, recv, plan.count);
@@ -93,7 +94,11 @@ std::string sweepLine(const Options& o) {
   return "# minBytes " + std::to_string(o.minBytes) + " maxBytes " + std::to_string(o.maxBytes) + " step: " +
          std::to_string(factor ? o.stepFactor : o.stepBytes) + (factor ? "(factor)" : "(bytes)") +
          " warmup iters: " + std::to_string(o.warmupIters) + " iters: " + std::to_string(o.iters) +
-         " validation: " + (o.check ? "1" : "0") + "\n";
+         " validation: " + (o.check ? "1" : "0") + "\n" +
+         (o.smallIters > 0 ? "# sizes up to " + std::to_string(o.smallMaxBytes) +
+                                 " B: warmup iters: " + std::to_string(itersFor(o, 0).warmup) +
+                                 " iters: " + std::to_string(o.smallIters) + "\n"
+                           : std::string());
 }
 
 int runSweep(const Options& o, Library& library, int rank, int nRanks, std::ostream* out, const std::string& preamble) {

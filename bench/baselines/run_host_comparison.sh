@@ -20,14 +20,21 @@
 # processes with torchrun's variables, as gloo's always do. A baseline whose library is missing is skipped
 # (Debian: openmpi-bin libopenmpi-dev libgloo-dev).
 #
+# Sizes up to SMALL_MAX run SMALL_ITERS timed iterations (occl-bench --small-iters) in occl's and
+# Open MPI's runs: at ITERS = 20 a 6 us row spans 120 us, and one descheduled rank decides it.
+# Gloo's small rows take 0.3-6 ms each, so its 20 iterations already span milliseconds, and 2000
+# would add minutes per run: Gloo runs ITERS at every size.
+#
 # Environment: BUILD_DIR (build-cpu), JOBS (2), NRANKS (4), MINBYTES (8), MAXBYTES (64M),
-# FACTOR (2), ITERS (20), WARMUP (5), RUN_TIMEOUT seconds per run (1800), REPS (5).
+# FACTOR (2), ITERS (20), WARMUP (5), SMALL_ITERS (2000; 0 = ITERS everywhere), SMALL_MAX (8K),
+# RUN_TIMEOUT seconds per run (1800), REPS (5).
 set -euo pipefail
 
 source "$(dirname "$0")/common.sh"
 comparison_usage "$0" "$@"
 comparison_setup "$1"
 NRANKS="${NRANKS:-4}"
+SMALL=(--small-iters "${SMALL_ITERS:-2000}" --small-max "${SMALL_MAX:-8K}")
 build_baselines run_host_comparison
 # The machine's copy bandwidth (occl-micro BM_Memcpy at 64 MiB), once per repetition beside the
 # sweep: the bound a host AllReduce's busbw is compared with. Needs Google Benchmark.
@@ -80,7 +87,7 @@ run() {  # NAME COMMAND...: the table to OUTDIR/NAME.txt, stderr to NAME.err
 }
 
 {
-  echo "# AllReduce float sum, $NRANKS ranks on $(hostname) ($(nproc) cores), ${SWEEP[*]}, $(date -u +%FT%TZ)"
+  echo "# AllReduce float sum, $NRANKS ranks on $(hostname) ($(nproc) cores), ${SWEEP[*]} (occl, MPI: ${SMALL[*]}), $(date -u +%FT%TZ)"
   echo "# first size: time (us); last size: busbw (GB/s); oop = out of place, ip = in place"
   printf "%-15s %9s %9s %9s %9s %6s  %-14s    %-14s\n" "# run" "t.oop" "t.ip" "bw.oop" "bw.ip" "#wrong" \
     "load before" "load after"
@@ -88,17 +95,17 @@ run() {  # NAME COMMAND...: the table to OUTDIR/NAME.txt, stderr to NAME.err
 
 for ((rep = 1; rep <= ${REPS:-5}; rep++)); do
   run "occl-threads.r$rep" timeout "$RUN_TIMEOUT" "$BIN/occl-bench" allreduce --backend host -g "$NRANKS" "${SWEEP[@]}" \
-    --json "$OUT/occl-threads.r$rep.json"
+    "${SMALL[@]}" --json "$OUT/occl-threads.r$rep.json"
   if [ ${#MPIRUN[@]} -gt 0 ]; then
     run "occl-processes.r$rep" timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" "$BIN/occl-bench" allreduce --backend host \
-      "${SWEEP[@]}" --json "$OUT/occl-processes.r$rep.json"
+      "${SWEEP[@]}" "${SMALL[@]}" --json "$OUT/occl-processes.r$rep.json"
   else
-    run "occl-processes.r$rep" env_ranks "$BIN/occl-bench" allreduce --backend host "${SWEEP[@]}" \
+    run "occl-processes.r$rep" env_ranks "$BIN/occl-bench" allreduce --backend host "${SWEEP[@]}" "${SMALL[@]}" \
       --json "$OUT/occl-processes.r$rep.json"
   fi
   if has mpi-allreduce-bench && [ ${#MPIRUN[@]} -gt 0 ]; then
     run "mpi.r$rep" timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" "$BIN/baselines/mpi-allreduce-bench" "${SWEEP[@]}" \
-      --json "$OUT/mpi.r$rep.json"
+      "${SMALL[@]}" --json "$OUT/mpi.r$rep.json"
   fi
   if has gloo-allreduce-bench; then
     run "gloo-threads.r$rep" timeout "$RUN_TIMEOUT" "$BIN/baselines/gloo-allreduce-bench" -g "$NRANKS" "${SWEEP[@]}" \

@@ -243,6 +243,26 @@ TEST(BenchSizes, FollowNcclTestsSequence) {
   EXPECT_EQ(sizeSequence(o), (std::vector<uint64_t>{0, 5, 10}));
 }
 
+TEST(BenchSizes, SmallSizesRunTheirOwnIterationCount) {
+  const ParsedArgs p = parse({"-n", "20", "-w", "3", "--small-iters", "2000", "--small-max", "4K"});
+  ASSERT_TRUE(p.ok()) << p.error;
+  const Options& o = p.options;
+  EXPECT_EQ(itersFor(o, 8).timed, 2000);
+  EXPECT_EQ(itersFor(o, 8).warmup, 200);
+  EXPECT_EQ(itersFor(o, 4096).timed, 2000);
+  EXPECT_EQ(itersFor(o, 4097).timed, 20);
+  EXPECT_EQ(itersFor(o, 4097).warmup, 3);
+  Options few = o;
+  few.smallIters = 10;  // a tenth is 1: the -w floor holds
+  EXPECT_EQ(itersFor(few, 8).warmup, 3);
+  EXPECT_EQ(itersFor(parse({"-n", "7"}).options, 8).timed, 7);  // off by default
+  for (const auto& bad : {std::vector<std::string>{"--small-iters", "-1"}, {"--small-max", "8X"}}) {
+    const ParsedArgs q = parse(bad);
+    EXPECT_FALSE(q.ok());
+    EXPECT_NE(q.error.find(bad[0]), std::string::npos) << q.error;
+  }
+}
+
 TEST(BenchSizes, PerRankCollectivesRoundToWholeShares) {
   const SizePlan ag = planFor(Coll::AllGather, 100, occlFloat32, 3);  // 25 floats -> 8 per rank
   EXPECT_EQ(ag.count, 8u);
@@ -394,6 +414,13 @@ TEST(BenchEndToEnd, UncheckedRunsPrintNA) {
   const CliRun r = runMain({"-b", "64", "-e", "64", "-g", "2", "-n", "1", "-c", "0"});
   EXPECT_EQ(r.exitCode, kExitOk) << r.err;
   EXPECT_NE(r.out.find("    N/A\n"), std::string::npos) << r.out;
+}
+
+TEST(BenchEndToEnd, SmallSizeIterationsAreInTheHeader) {
+  const CliRun r = runMain({"-b", "64", "-e", "128", "-f", "2", "-g", "2", "-n", "1", "-w", "2", "--small-iters", "30",
+                            "--small-max", "64"});
+  EXPECT_EQ(r.exitCode, kExitOk) << r.out << r.err;
+  EXPECT_NE(r.out.find("# sizes up to 64 B: warmup iters: 3 iters: 30\n"), std::string::npos) << r.out;
 }
 
 // The MSCCL-IR programs the tests below run: the project's (tests/data/msccl-ir) always, the
