@@ -81,6 +81,10 @@ std::string RankRunner::run() {
   const std::vector<int> ops = isReducing(options_.coll) ? options_.ops : std::vector<int>{-1};
   for (int dtype : options_.dtypes) {
     for (int op : ops) {
+      if (!sizes.empty()) {
+        if (std::string fatal = warmUp(dtype, op, sizes.back(), sizes.size() - 1); !fatal.empty()) return fatal;
+        if (std::string fatal = warmUp(dtype, op, sizes.front(), 0); !fatal.empty()) return fatal;
+      }
       for (size_t i = 0; i < sizes.size(); ++i) {
         RowResult row;
         if (std::string fatal = runRow(dtype, op, sizes[i], i, row); !fatal.empty()) return fatal;
@@ -116,12 +120,47 @@ std::string RankRunner::introduce() {
   return "";
 }
 
-std::string RankRunner::runRow(int dtype, int op, uint64_t bytes, uint64_t sizeIndex, RowResult& out) {
+RankRunner::Row RankRunner::makeRow(int dtype, int op, uint64_t bytes, uint64_t sizeIndex) const {
   Row row;
   row.plan = planFor(options_.coll, bytes, dtype, nRanks_);
   const int regOp = op < 0 ? occlSum : op;
   row.spec = CheckSpec{row.plan, regOp, options_.root, rank_, nRanks_};
   row.regs = registrationsFor(row.plan, options_, RowKey{dtype, regOp, sizeIndex}, rank_, nRanks_);
+  return row;
+}
+
+// nccl-tests' warm-up before a sweep: the row's untimed runs at one size, out of place, under the
+// collIds that size's row registers later (deregistered in between). It wakes what a run needs
+// (buffers at their largest, the ranks' threads, the scheduler's view of them: here the first
+// ~100 ms of a run could place three ranks on one core) before the first timed row. A size whose
+// registration or runs fail is left to its row, which reports why; only a lost callback or a
+// broken side channel stops the sweep.
+std::string RankRunner::warmUp(int dtype, int op, uint64_t bytes, uint64_t sizeIndex) {
+  const Row row = makeRow(dtype, op, bytes, sizeIndex);
+  const int iters = itersFor(options_, row.plan.bytes).warmup;
+  if (iters == 0) return "";
+  const std::string regError = registerRow(row);
+  SideChannel::Maxes maxes{};
+  SideChannel::Sums sums{regError.empty() ? 0 : 1, 0, 0, 0};
+  if (RunStatus s = side_.combine(maxes, sums); !s.ok()) return "result aggregation: " + s.error;
+  if (sums[0] > 0) {
+    if (regError.empty()) deregisterRow(row);
+    return "";
+  }
+  const Layout layout = layoutFor(row.plan, false);
+  const RunBuffers buffers = layout.device();
+  writeInputs(row, layout);
+  for (int i = 0; i < iters; ++i) {
+    const RunStatus s = runOnce(row, buffers);
+    if (s.lost) return s.error;
+    if (!s.ok()) break;
+  }
+  deregisterRow(row);
+  return "";
+}
+
+std::string RankRunner::runRow(int dtype, int op, uint64_t bytes, uint64_t sizeIndex, RowResult& out) {
+  const Row row = makeRow(dtype, op, bytes, sizeIndex);
   out.bytes = row.plan.bytes;
   out.count = row.plan.count;
   out.dtype = dtype;

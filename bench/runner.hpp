@@ -1,4 +1,5 @@
-// One rank's benchmark loop: every (datatype, op, size) row registers its collective, warms up,
+// One rank's benchmark loop: each (datatype, op) first warms up at the largest and the smallest
+// size, as nccl-tests' TimeTest does; then every size's row registers its collective, warms up,
 // times out-of-place then in-place runs, checks the results, and agrees with the other ranks on
 // the row's numbers through the side channel. Every rank makes the same side-channel calls in
 // the same order whatever happened locally, so a failure on one rank never strands the others.
@@ -60,6 +61,8 @@ class RankRunner {
   };
 
   std::string introduce();
+  Row makeRow(int dtype, int op, uint64_t bytes, uint64_t sizeIndex) const;
+  std::string warmUp(int dtype, int op, uint64_t bytes, uint64_t sizeIndex);
   std::string runRow(int dtype, int op, uint64_t bytes, uint64_t sizeIndex, RowResult& out);
   std::string registerRow(const Row& row);
   void deregisterRow(const Row& row);

@@ -65,6 +65,18 @@ PlaceResult measure(const Options& o, Library& library, const SizePlan& plan, in
   return place;
 }
 
+// The warm-up occl-bench runs before its first row (RankRunner::warmUp, nccl-tests' TimeTest):
+// the size's untimed runs out of place, nothing timed or checked.
+void warmUp(const Options& o, Library& library, uint64_t bytes, int rank, int nRanks, Buffers& buffers) {
+  const SizePlan plan = planFor(Coll::AllReduce, bytes, occlFloat32, nRanks);
+  buffers.send.reserve(plan.sendElems * plan.elemSize);
+  buffers.recv.reserve(plan.recvElems * plan.elemSize);
+  auto* send = reinterpret_cast<float*>(buffers.send.data());
+  auto* recv = reinterpret_cast<float*>(buffers.recv.data());
+  writeInput(CheckSpec{plan, occlSum, 0, rank, nRanks}, send);
+  for (int i = 0, n = itersFor(o, plan.bytes).warmup; i < n; ++i) library.allreduce(send, recv, plan.count);
+}
+
 // Turns this rank's numbers into the row every rank agrees on: max time, summed wrong counts.
 void agree(const Options& o, Library& library, uint64_t bytes, int nRanks, PlaceResult& place) {
   place.timeUs = library.max(place.timeUs);
@@ -105,7 +117,12 @@ int runSweep(const Options& o, Library& library, int rank, int nRanks, std::ostr
   Report report(out, o, nRanks);
   if (out != nullptr) *out << preamble << "#\n" << tableHeader() << std::flush;
   Buffers buffers;
-  for (uint64_t bytes : sizeSequence(o)) {
+  const std::vector<uint64_t> sizes = sizeSequence(o);
+  if (!sizes.empty()) {
+    warmUp(o, library, sizes.back(), rank, nRanks, buffers);
+    warmUp(o, library, sizes.front(), rank, nRanks, buffers);
+  }
+  for (uint64_t bytes : sizes) {
     RowResult row;
     const SizePlan plan = planFor(Coll::AllReduce, bytes, occlFloat32, nRanks);
     row.bytes = plan.bytes;
