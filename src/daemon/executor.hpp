@@ -53,6 +53,29 @@ struct SpinBudget {
   uint32_t spinInPlaceNs;
 };
 
+// The clock of one wait (BlockExecutor::waitFor): when it started, until when it spins on its
+// core, and the last reading, shared by the checks of a round. A round that spins in place costs
+// about as much as one read of the clock (~40 ns here), so while the wait spins it reads the
+// clock once every kSpinRoundsPerClockRead rounds: the move to yielding and the time bound then
+// come at most that many rounds late. A yielding round, a system call, reads it every time. Only
+// the leader's copy is used (it is read and written inside broadcastFromLeader).
+inline constexpr uint32_t kSpinRoundsPerClockRead = 8;
+struct WaitClock {
+  uint64_t startNs = 0;
+  uint64_t spinEndNs = 0;
+  uint64_t ns = 0;
+  uint32_t readAt = 0;    // the round of the last reading (valid once ns != 0)
+  bool spinning = false;  // the last round spun in place
+  OCCL_HD uint64_t at(uint32_t round) {
+    const uint32_t every = spinning ? kSpinRoundsPerClockRead : 1;
+    if (ns == 0 || round - readAt >= every) {
+      ns = exec::nowNs();
+      readAt = round;
+    }
+    return ns;
+  }
+};
+
 // Bounds one sleep of a parked wait: an abort (which wakes no FIFO) is seen within this.
 inline constexpr uint64_t kMaxParkNs = 1000000;
 
@@ -228,8 +251,7 @@ class BlockExecutor {
   template <typename Ready>
   OCCL_HD WaitResult waitFor(Ready&& ready, const FifoHandle* recv = nullptr, const FifoHandle* send = nullptr,
                              uint64_t recvNeed = 1, exec::SyncSite site = exec::SyncSite::here()) {
-    uint64_t startNs = 0;
-    uint64_t spinEndNs = 0;
+    WaitClock clock;
     uint32_t yields = 0;
     for (uint32_t spins = 0;; ++spins) {
       if (exec::broadcastFromLeader(ready, site)) return WaitResult::Ready;
@@ -242,11 +264,11 @@ class BlockExecutor {
       // see an abort, a poisoned connector or the timeout, and the daemon could never drain.
       // A helped pass's deadline (host only) is looked at where failures are: no clock read per round.
       const bool deadline = (parking || (spins & 63u) == 63u) && passDeadlinePassed();
-      if (!budget_.unlimited && (spins >= budget_.threshold || outOfTime(spins, startNs) || deadline))
+      if (!budget_.unlimited && (spins >= budget_.threshold || outOfTime(spins, clock) || deadline))
         return exec::broadcastFromLeader([&] { return failureCode() != 0; }) ? WaitResult::Failed : WaitResult::Stuck;
       if (parking) {
-        park(recv, send, recvNeed, startNs);
-      } else if (spinsInPlace(spins, spinEndNs)) {
+        park(recv, send, recvNeed, clock.startNs);
+      } else if (spinsInPlace(spins, clock)) {
         exec::cpuPause();
       } else {
         exec::spinPause();
@@ -257,12 +279,13 @@ class BlockExecutor {
 
   // Whether this round of a wait spins on the core (SpinBudget::spinInPlaceNs); the first
   // unready round starts the clock.
-  OCCL_HD bool spinsInPlace(uint32_t spins, uint64_t& spinEndNs) const {
+  OCCL_HD bool spinsInPlace(uint32_t spins, WaitClock& clock) const {
     if (budget_.spinInPlaceNs == 0) return false;
     return exec::broadcastFromLeader([&] {
-      const uint64_t now = exec::nowNs();
-      if (spins == 0) spinEndNs = now + budget_.spinInPlaceNs;
-      return now < spinEndNs;
+      const uint64_t now = clock.at(spins);
+      if (spins == 0) clock.spinEndNs = now + budget_.spinInPlaceNs;
+      clock.spinning = now < clock.spinEndNs;
+      return clock.spinning;
     });
   }
 
@@ -296,12 +319,12 @@ class BlockExecutor {
   }
 
   // The time bound of a wait (SpinBudget::roundNs); the clock starts at its first unready round.
-  OCCL_HD bool outOfTime(uint32_t spins, uint64_t& startNs) const {
+  OCCL_HD bool outOfTime(uint32_t spins, WaitClock& clock) const {
     if (budget_.roundNs == 0) return false;
     return exec::broadcastFromLeader([&] {
-      const uint64_t now = exec::nowNs();
-      if (spins == 0) startNs = now;
-      return now - startNs >= timeBoundNs();
+      const uint64_t now = clock.at(spins);
+      if (spins == 0) clock.startNs = now;
+      return now - clock.startNs >= timeBoundNs();
     });
   }
   OCCL_HD uint64_t timeBoundNs() const { return static_cast<uint64_t>(budget_.threshold) * budget_.roundNs; }

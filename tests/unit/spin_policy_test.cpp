@@ -6,9 +6,11 @@
 // (the default) the first of them.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <initializer_list>
 #include <iterator>
+#include <thread>
 
 #include "daemon/daemon.hpp"
 
@@ -202,6 +204,29 @@ TEST(SpinPolicyTest, PriorityOrderWithoutPreemptionNeverGivesWay) {
   EXPECT_TRUE(b.unlimited);
   EXPECT_EQ(b.sqPublished, nullptr);
   EXPECT_FALSE(b.yieldEachTile);
+}
+
+// A wait reads the clock once a round while it yields, and once every kSpinRoundsPerClockRead
+// rounds while it spins in place (WaitClock, executor.hpp); the rounds between see that reading.
+TEST(SpinPolicyTest, ASpinningWaitReadsTheClockOnceEveryFewRounds) {
+  auto tick = [] { std::this_thread::sleep_for(std::chrono::microseconds(50)); };
+  WaitClock clock;
+  clock.spinning = true;
+  const uint64_t first = clock.at(0);
+  for (uint32_t round = 1; round < kSpinRoundsPerClockRead; ++round) {
+    tick();
+    EXPECT_EQ(clock.at(round), first) << "round " << round;
+  }
+  tick();
+  const uint64_t second = clock.at(kSpinRoundsPerClockRead);
+  EXPECT_GT(second, first);
+  EXPECT_EQ(clock.at(kSpinRoundsPerClockRead), second);  // the same round's other check
+  clock.spinning = false;
+  tick();
+  const uint64_t yielding = clock.at(kSpinRoundsPerClockRead + 1);
+  EXPECT_GT(yielding, second);
+  tick();
+  EXPECT_GT(clock.at(kSpinRoundsPerClockRead + 2), yielding);
 }
 
 }  // namespace
