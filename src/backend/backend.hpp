@@ -48,9 +48,11 @@ class Backend {
     bool progressed = false;  // it moved something (PassResult::progressed)
   };
   // `deadlineNs` (steady clock; 0 = none): the pass preempts what still waits by then.
+  // `clockNs`: a reading of the steady clock the caller has just taken, which the pass uses as
+  // its first (daemon.hpp, PassClock), or 0: it reads its own.
   virtual bool canHelp() const { return false; }
   virtual void beginHelp() {}
-  virtual HelpResult help(uint64_t deadlineNs) { return {}; }
+  virtual HelpResult help(uint64_t deadlineNs, uint64_t clockNs) { return {}; }
   virtual void endHelp(bool workLeft) {}
   // Joins the daemon after the exit SQE (or the abort flag) has been published.
   virtual Status stop() = 0;

@@ -55,12 +55,12 @@ class HostBackend : public OnHostMemory<Backend> {
   // waiter's timeout, and would turn a hang the user asked for into preemption.
   bool canHelp() const override { return env_ != nullptr && env_->nBlocks == 1 && preemptive_; }
   void beginHelp() override { helpers_.fetch_add(1, std::memory_order_seq_cst); }
-  HelpResult help(uint64_t deadlineNs) override {
+  HelpResult help(uint64_t deadlineNs, uint64_t clockNs) override {
     if (!holds_[0].tryHold()) return {};
     HelpResult result;
     if (!retired_[0].load(std::memory_order_acquire)) {
       tPassDeadlineNs = deadlineNs;
-      const PassResult r = daemonPass(*env_, 0);
+      const PassResult r = daemonPass(*env_, 0, clockNs);
       tPassDeadlineNs = 0;
       if (r.exit) retired_[0].store(true, std::memory_order_release);
       result = {true, r.progressed};

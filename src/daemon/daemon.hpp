@@ -147,7 +147,8 @@ OCCL_HD inline void failCollective(const CollDesc& d, int part, uint32_t code) {
 // tenth of a small collective's pass. The SQEs one poll takes and the try after them share a
 // read, and a try that finishes reads the clock once, for its statistics and for the next try's
 // start (a submission taken and tried in one pass thus counts no queue wait). A try that does
-// not finish, or whose CQE waited for a free slot, leaves it stale. Each lane keeps its own (the
+// not finish, or whose CQE waited for a free slot, leaves it stale. A helped pass starts from the
+// reading its helper took for its own deadline (Backend::help). Each lane keeps its own (the
 // leader's is the one that counts).
 struct PassClock {
   uint64_t ns = 0;  // 0 = stale
@@ -260,10 +261,11 @@ OCCL_HD inline bool shouldPollSq(const DaemonEnv& env, const BlockState& bs) {
 // The block has read the exit SQE and finished every task it took: it has nothing left to do.
 OCCL_HD inline bool blockRetired(const BlockState& bs) { return bs.exitSeen != 0 && bs.nTasks == 0; }
 
-OCCL_HD inline PassResult daemonPass(const DaemonEnv& env, int block) {
+// `clockNs`: a reading of the clock just taken by the caller (a helper's, host only), or 0.
+OCCL_HD inline PassResult daemonPass(const DaemonEnv& env, int block, uint64_t clockNs = 0) {
   BlockState& bs = env.blocks[block];
   bool progressed = false;
-  PassClock clock;
+  PassClock clock{clockNs};
   // The leader decides (it alone updates passesSincePoll, right below): lanes that decided
   // themselves took different branches once in a while and met at different barriers.
   if (exec::broadcastFromLeader([&] { return shouldPollSq(env, bs); })) {

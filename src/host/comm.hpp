@@ -104,7 +104,9 @@ class Comm {
   // and drains the CQ itself, until `target` callbacks have fired (returns true), `deadline`
   // passes, or nothing has moved for kHelpSpinUs (comm_poller.cpp).
   using Clock = std::chrono::steady_clock;
-  bool waitByPolling(uint64_t target, std::optional<Clock::time_point> deadline);
+  // `readAt`: when the caller read the clock for `deadline` (the first helped pass reuses it).
+  bool waitByPolling(uint64_t target, std::optional<Clock::time_point> deadline,
+                     std::optional<Clock::time_point> readAt);
   std::string completionFailure(uint64_t collId, uint64_t seq, occlResult_t status) const;
   void processCqe(uint64_t word);
   void fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock);

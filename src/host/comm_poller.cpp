@@ -128,6 +128,10 @@ void Comm::fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock) {
     const uint64_t seq = c->completedSeq();
     c->advanceCompleted();  // before the callback, so it may submit again
     queuedTasks_.fetch_sub(c->tasksPerSubmission(), std::memory_order_acq_rel);
+    // Whether the next submission's CQE came first. Slots are marked done under cqMu_ only,
+    // which the caller holds throughout, so this cannot change during the callback: with
+    // nothing more to fire the loop ends without taking registryMu_ again.
+    const bool more = c->inFlight() > 0 && c->slotFor(c->completedSeq()).done;
     lock.unlock();
     const auto status = static_cast<occlResult_t>(fired.status);
     // Before the callback: a callback that asks occlGetLastError finds why.
@@ -140,6 +144,7 @@ void Comm::fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock) {
       std::lock_guard<std::mutex> wake(waitMu_);
       waitCv_.notify_all();
     }
+    if (!more) return;
   }
 }
 
@@ -150,20 +155,24 @@ void Comm::fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock) {
 // across cores here: occl-micro BM_HandoffDoorbell). It goes on while something moves and stops
 // after kHelpSpinUs without progress (a peer that is late or gone): from there the daemon's
 // threads and the poller take over and the waiter sleeps.
-bool Comm::waitByPolling(uint64_t target, std::optional<Clock::time_point> deadline) {
+bool Comm::waitByPolling(uint64_t target, std::optional<Clock::time_point> deadline,
+                         std::optional<Clock::time_point> readAt) {
   // Set at the first look that finds work left: a wait that the first pass ends reads no clock.
   std::optional<Clock::time_point> lastMove;
+  auto ns = [](Clock::time_point t) {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+  };
   // A helped pass must be back by the waiter's deadline (its waits end there: executor.hpp).
-  const uint64_t deadlineNs =
-      deadline ? static_cast<uint64_t>(
-                     std::chrono::duration_cast<std::chrono::nanoseconds>(deadline->time_since_epoch()).count())
-               : 0;
+  const uint64_t deadlineNs = deadline ? ns(*deadline) : 0;
+  // The caller's reading serves the first pass only: later ones come after looks and yields.
+  uint64_t clockNs = readAt ? ns(*readAt) : 0;
   const bool helping = backend_->canHelp();
   if (helping) backend_->beginHelp();
   pollingWaiters_.fetch_add(1, std::memory_order_seq_cst);
   bool done = false;
   for (;;) {
-    bool moved = helping && backend_->help(deadlineNs).progressed;
+    bool moved = helping && backend_->help(deadlineNs, clockNs).progressed;
+    clockNs = 0;
     if (cqMu_.try_lock()) {
       const Comm* outer = tFiringFor;
       tFiringFor = this;
@@ -199,9 +208,12 @@ Status Comm::waitAll(int64_t timeoutMs) {
   const uint64_t target = submittedTotal_.load(std::memory_order_acquire);
   auto done = [&] { return firedTotal_.load(std::memory_order_seq_cst) >= target; };
   if (done()) return Status::success();
-  std::optional<Clock::time_point> deadline;
-  if (timeoutMs >= 0) deadline = Clock::now() + std::chrono::milliseconds(timeoutMs);
-  if (waitByPolling(target, deadline)) return Status::success();
+  std::optional<Clock::time_point> readAt, deadline;
+  if (timeoutMs >= 0) {
+    readAt = Clock::now();
+    deadline = *readAt + std::chrono::milliseconds(timeoutMs);
+  }
+  if (waitByPolling(target, deadline, readAt)) return Status::success();
   waiters_.fetch_add(1, std::memory_order_seq_cst);
   std::unique_lock<std::mutex> lock(waitMu_);
   bool ok = true;
