@@ -49,7 +49,8 @@ class Backend {
   };
   // `deadlineNs` (steady clock; 0 = none): the pass preempts what still waits by then.
   // `clockNs`: a reading of the steady clock the caller has just taken, which the pass uses as
-  // its first (daemon.hpp, PassClock), or 0: it reads its own.
+  // its first (daemon.hpp, PassClock), or 0: it reads its own. Comm::waitAll passes the reading
+  // it took for its deadline to its first pass, when it has a timeout.
   virtual bool canHelp() const { return false; }
   virtual void beginHelp() {}
   virtual HelpResult help(uint64_t deadlineNs, uint64_t clockNs) { return {}; }

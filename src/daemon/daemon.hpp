@@ -147,9 +147,12 @@ OCCL_HD inline void failCollective(const CollDesc& d, int part, uint32_t code) {
 // tenth of a small collective's pass. The SQEs one poll takes and the try after them share a
 // read, and a try that finishes reads the clock once, for its statistics and for the next try's
 // start (a submission taken and tried in one pass thus counts no queue wait). A try that does
-// not finish, or whose CQE waited for a free slot, leaves it stale. A helped pass starts from the
-// reading its helper took for its own deadline (Backend::help). Each lane keeps its own (the
-// leader's is the one that counts).
+// not finish, or whose CQE waited for a free slot, leaves it stale. The first pass that a waiter
+// with a timeout helps starts from the reading the waiter took for its deadline (Backend::help),
+// which may be older than a pop of another thread's pass: durations from it are clamped at 0
+// (elapsedNs). Each lane keeps its own (the leader's is the one that counts).
+OCCL_HD inline uint64_t elapsedNs(uint64_t fromNs, uint64_t toNs) { return toNs > fromNs ? toNs - fromNs : 0; }
+
 struct PassClock {
   uint64_t ns = 0;  // 0 = stale
   OCCL_HD uint64_t now() {
@@ -197,7 +200,7 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
     leaderUpdate([&] {
       bump(stats.contextLoads, 1);
       bump(stats.preemptions, 1);
-      if (!loaded.started) bump(stats.queueWaitNs, now - task.popNs);
+      if (!loaded.started) bump(stats.queueWaitNs, elapsedNs(task.popNs, now));
       if (dirty) {
         *saved = ctx;
         bump(stats.contextSaves, 1);
@@ -208,7 +211,7 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
   if (out.status == TryStatus::Failed) failCollective(d, part, out.failCode);
   leaderUpdate([&] {
     bump(stats.contextLoads, 1);
-    if (!loaded.started) bump(stats.queueWaitNs, now - task.popNs);
+    if (!loaded.started) bump(stats.queueWaitNs, elapsedNs(task.popNs, now));
     if (out.status == TryStatus::Done) bump(stats.executionNs, clock.fresh() - ctx.startNs);
     *saved = BlockContext{task.seq + 1, 0, 0, 0, 0, 0};
   });

@@ -57,8 +57,9 @@ struct SpinBudget {
 // core, and the last reading, shared by the checks of a round. A round that spins in place costs
 // about as much as one read of the clock (~40 ns here), so while the wait spins it reads the
 // clock once every kSpinRoundsPerClockRead rounds: the move to yielding and the time bound then
-// come at most that many rounds late. A yielding round, a system call, reads it every time. Only
-// the leader's copy is used (it is read and written inside broadcastFromLeader).
+// come at most that many rounds late. A yielding round, a system call, reads it every time. It is
+// read and written inside broadcastFromLeader, so only the leader's copy holds readings; park(),
+// which reads startNs on every lane, runs on the host backend only, whose blocks have one lane.
 inline constexpr uint32_t kSpinRoundsPerClockRead = 8;
 struct WaitClock {
   uint64_t startNs = 0;
