@@ -287,6 +287,12 @@ IterCounts itersFor(const Options& o, uint64_t bytes) {
   return {std::max(o.warmupIters, o.smallIters / 10), o.smallIters};
 }
 
+std::string smallItersLine(const Options& o) {
+  if (o.smallIters == 0) return "";
+  return "# sizes up to " + std::to_string(o.smallMaxBytes) + " B: warmup iters: " +
+         std::to_string(itersFor(o, 0).warmup) + " iters: " + std::to_string(o.smallIters) + "\n";
+}
+
 std::vector<uint64_t> sizeSequence(const Options& o) {
   std::vector<uint64_t> sizes;
   for (uint64_t s = o.minBytes; s <= o.maxBytes && sizes.size() <= kMaxSizes;) {

@@ -79,6 +79,9 @@ struct IterCounts {
   int timed;
 };
 IterCounts itersFor(const Options& options, uint64_t bytes);
+// The header line that says what --small-iters changed ("" when it is off), for occl-bench's
+// table and the baselines'.
+std::string smallItersLine(const Options& options);
 
 // The sizes to run, nccl-tests' sequence: minBytes, then times stepFactor (or plus stepBytes)
 // while not above maxBytes.

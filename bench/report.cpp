@@ -94,9 +94,7 @@ std::string formatPreamble(const Options& o, int nRanks, const std::vector<RankI
       o.localRanks, static_cast<unsigned long long>(o.minBytes), static_cast<unsigned long long>(o.maxBytes),
       static_cast<unsigned long long>(factor ? o.stepFactor : o.stepBytes), factor ? "factor" : "bytes",
       o.warmupIters, o.iters, o.check ? 1 : 0);
-  if (o.smallIters > 0)
-    s += printf_("# sizes up to %llu B: warmup iters: %d iters: %d\n", static_cast<unsigned long long>(o.smallMaxBytes),
-                 itersFor(o, 0).warmup, o.smallIters);
+  s += smallItersLine(o);
   if (!o.algorithm.empty()) s += "# algorithm: " + o.algorithm + "\n";
   if (o.blocks > 0) s += printf_("# blocks per collective: %d\n", o.blocks);
   if (o.sharedBuffers == 1) s += "# buffers: occlMemAlloc (desc.sharedBuffers)\n";

@@ -106,11 +106,7 @@ std::string sweepLine(const Options& o) {
   return "# minBytes " + std::to_string(o.minBytes) + " maxBytes " + std::to_string(o.maxBytes) + " step: " +
          std::to_string(factor ? o.stepFactor : o.stepBytes) + (factor ? "(factor)" : "(bytes)") +
          " warmup iters: " + std::to_string(o.warmupIters) + " iters: " + std::to_string(o.iters) +
-         " validation: " + (o.check ? "1" : "0") + "\n" +
-         (o.smallIters > 0 ? "# sizes up to " + std::to_string(o.smallMaxBytes) +
-                                 " B: warmup iters: " + std::to_string(itersFor(o, 0).warmup) +
-                                 " iters: " + std::to_string(o.smallIters) + "\n"
-                           : std::string());
+         " validation: " + (o.check ? "1" : "0") + "\n" + smallItersLine(o);
 }
 
 int runSweep(const Options& o, Library& library, int rank, int nRanks, std::ostream* out, const std::string& preamble) {

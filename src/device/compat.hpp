@@ -205,6 +205,13 @@ OCCL_HD inline bool broadcastFromLeader(Pred&& pred, SyncSite site = SyncSite::h
 #endif
 }
 
+#if !OCCL_ON_DEVICE
+// A steady-clock time point as nowNs() counts it (host).
+inline uint64_t steadyNs(std::chrono::steady_clock::time_point t) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+}
+#endif
+
 // Monotonic nanoseconds, used for timeouts and statistics.
 OCCL_HD inline uint64_t nowNs() {
 #if OCCL_ON_DEVICE
@@ -212,9 +219,7 @@ OCCL_HD inline uint64_t nowNs() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 #else
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
+  return steadyNs(std::chrono::steady_clock::now());
 #endif
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "device/compat.hpp"
 #include "host/comm.hpp"
 #include "queues/cq.hpp"
 
@@ -159,13 +160,10 @@ bool Comm::waitByPolling(uint64_t target, std::optional<Clock::time_point> deadl
                          std::optional<Clock::time_point> readAt) {
   // Set at the first look that finds work left: a wait that the first pass ends reads no clock.
   std::optional<Clock::time_point> lastMove;
-  auto ns = [](Clock::time_point t) {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
-  };
   // A helped pass must be back by the waiter's deadline (its waits end there: executor.hpp).
-  const uint64_t deadlineNs = deadline ? ns(*deadline) : 0;
+  const uint64_t deadlineNs = deadline ? exec::steadyNs(*deadline) : 0;
   // The caller's reading serves the first pass only: later ones come after looks and yields.
-  uint64_t clockNs = readAt ? ns(*readAt) : 0;
+  uint64_t clockNs = readAt ? exec::steadyNs(*readAt) : 0;
   const bool helping = backend_->canHelp();
   if (helping) backend_->beginHelp();
   pollingWaiters_.fetch_add(1, std::memory_order_seq_cst);

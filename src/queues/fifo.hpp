@@ -59,8 +59,10 @@ static_assert(sizeof(FifoHeader) == 192, "FifoHeader layout is shared by host an
 inline constexpr uint32_t kFifoWakeBell = 1;
 inline constexpr uint32_t kFifoWakeParked = 2;
 
-// Which of a FIFO's two words a sleeper waits on, and the wake word and epoch beside it.
+// Which of a FIFO's two words a sleeper waits on, the word itself, and the wake word and epoch
+// beside it.
 enum class FifoWord { Tail, Head };
+OCCL_HD inline uint64_t* fifoCount(FifoHeader* h, FifoWord w) { return w == FifoWord::Tail ? &h->tail : &h->head; }
 OCCL_HD inline uint32_t* fifoWake(FifoHeader* h, FifoWord w) {
   return w == FifoWord::Tail ? &h->tailWake : &h->headWake;
 }

@@ -39,7 +39,7 @@ void fifoPark(FifoHeader* h, FifoWord which, uint64_t seen, uint64_t maxNs) {
   // announced, and its wake bumps the epoch after the epoch read here.
   sleeperFence();
   const uint32_t e = std::atomic_ref<uint32_t>(*epoch).load(std::memory_order_seq_cst);
-  if (std::atomic_ref<uint64_t>(which == FifoWord::Tail ? h->tail : h->head).load(std::memory_order_seq_cst) == seen &&
+  if (std::atomic_ref<uint64_t>(*fifoCount(h, which)).load(std::memory_order_seq_cst) == seen &&
       std::atomic_ref<uint32_t>(h->poison).load(std::memory_order_seq_cst) == 0) {
     timespec ts{static_cast<time_t>(maxNs / 1000000000), static_cast<long>(maxNs % 1000000000)};
     // The kernel sleeps only while the epoch is still `e`: a wake in between returns EAGAIN.
