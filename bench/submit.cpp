@@ -5,29 +5,33 @@
 namespace occl::bench {
 
 void Completion::arm(int expected) {
-  std::lock_guard<std::mutex> lock(mu_);
-  pending_ = expected;
-  firstError_ = occlSuccess;
+  firstError_.store(occlSuccess, std::memory_order_relaxed);
+  pending_.store(expected, std::memory_order_seq_cst);
 }
 
 void Completion::callback(uint64_t, occlResult_t status, void* arg) {
   auto* self = static_cast<Completion*>(arg);
-  std::lock_guard<std::mutex> lock(self->mu_);
-  if (status != occlSuccess && self->firstError_ == occlSuccess) self->firstError_ = status;
-  // Notify under the lock: the waiter may destroy the Completion as soon as it sees 0.
-  if (--self->pending_ == 0) self->cv_.notify_all();
+  if (status != occlSuccess) {
+    occlResult_t none = occlSuccess;
+    self->firstError_.compare_exchange_strong(none, status, std::memory_order_acq_rel);
+  }
+  if (self->pending_.fetch_sub(1, std::memory_order_seq_cst) != 1) return;
+  if (self->sleeping_.load(std::memory_order_seq_cst)) {
+    std::lock_guard<std::mutex> lock(self->mu_);  // the waiter is in wait_for or about to be
+    self->cv_.notify_all();
+  }
 }
 
-void Completion::cancel(int n) {
-  std::lock_guard<std::mutex> lock(mu_);
-  pending_ -= n;
-}
+void Completion::cancel(int n) { pending_.fetch_sub(n, std::memory_order_seq_cst); }
 
 bool Completion::wait(std::chrono::milliseconds bound) {
+  // Usually done already (occlCommWaitAll fired the callbacks): no lock, no clock.
+  if (done()) return true;
   std::unique_lock<std::mutex> lock(mu_);
-  // Usually done already (occlCommWaitAll fired the callbacks): wait_for would read the clock first.
-  if (pending_ <= 0) return true;
-  return cv_.wait_for(lock, bound, [this] { return pending_ <= 0; });
+  sleeping_.store(true, std::memory_order_seq_cst);
+  const bool ok = cv_.wait_for(lock, bound, [this] { return done(); });
+  sleeping_.store(false, std::memory_order_relaxed);
+  return ok;
 }
 
 RunStatus submitAndWait(occlComm_t comm, std::span<const Submission> parts, Completion& done,

@@ -3,6 +3,7 @@
 // error message instead of a hung benchmark.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -20,6 +21,10 @@ struct Submission {
   void* recv;
 };
 
+// Counts a run's callbacks down. The count is an atomic, and the lock is taken only by a waiter
+// that sleeps and by a callback that must wake it: the benchmark's own waits (usually over by the
+// time occlCommWaitAll returns) then cost no lock, as MPI's blocking call costs none. A Completion
+// outlives its callbacks (RankRunner keeps one for all its runs).
 class Completion {
  public:
   void arm(int expected);
@@ -29,13 +34,18 @@ class Completion {
   void cancel(int n);
   // False if the callbacks did not all fire within `bound`.
   bool wait(std::chrono::milliseconds bound);
-  occlResult_t firstError() const { return firstError_; }
+  occlResult_t firstError() const { return firstError_.load(std::memory_order_acquire); }
 
  private:
+  bool done() const { return pending_.load(std::memory_order_seq_cst) <= 0; }
+
+  std::atomic<int> pending_{0};
+  std::atomic<occlResult_t> firstError_{occlSuccess};
+  // A waiter announces itself here (seq_cst with the count: either the last callback sees it,
+  // or the waiter sees the count at 0) before it sleeps on cv_ under mu_.
+  std::atomic<bool> sleeping_{false};
   std::mutex mu_;
   std::condition_variable cv_;
-  int pending_ = 0;
-  occlResult_t firstError_ = occlSuccess;
 };
 
 // Outcome of one run; `lost` means a callback may still fire later, so the buffers it names must

@@ -94,9 +94,11 @@ OCCL_HD inline SpinBudget budgetFor(const DaemonEnv& env, const BlockState& bs, 
 OCCL_HD inline bool finishTask(const DaemonEnv& env, BlockState& bs, const CollDesc& d, int block,
                                const TaskEntry& task, uint32_t status) {
   if (!exec::isLeader()) return false;
-  uint32_t* counter = &d.shared->finished[task.seq % d.inflightWindow];
-  if (atomics::fetchAdd(counter, 1u) + 1 != d.nBlocks) return false;
-  atomics::storeRelaxed(counter, 0u);
+  if (d.nBlocks > 1) {  // the last of its blocks to finish the submission publishes it
+    uint32_t* counter = &d.shared->finished[task.seq % d.inflightWindow];
+    if (atomics::fetchAdd(counter, 1u) + 1 != d.nBlocks) return false;
+    atomics::storeRelaxed(counter, 0u);
+  }
   uint32_t sticky = atomics::loadAcquire(&d.shared->failStatus);
   uint64_t word = cqe::pack(d.collIndex, status != 0 ? status : sticky, task.seq);
   // Counted before the CQE exists: once its callback has fired, the statistics include it.

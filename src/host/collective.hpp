@@ -63,23 +63,33 @@ class Collective {
   // Task-queue entries one submission takes on the daemon block that runs the most of its parts.
   uint32_t tasksPerSubmission() const { return tasksPerSubmission_; }
 
-  // Submission side (under the communicator's submit lock).
+  // Submission side, under the communicator's submit lock: nextSeq_ and submissions_ have one
+  // writer at a time, so they move by a load and a store, not a read-modify-write.
   uint64_t nextSeq() const { return nextSeq_.load(std::memory_order_acquire); }
   CallbackSlot& slotFor(uint64_t seq) { return callbacks_[seq % window()]; }
   // Counted before the SQE is published, so its CQE always falls inside the in-flight window.
-  void noteSubmitted() {
-    nextSeq_.fetch_add(1, std::memory_order_acq_rel);
-    submissions_.fetch_add(1, std::memory_order_relaxed);
-  }
-  void undoSubmitted() {
-    nextSeq_.fetch_sub(1, std::memory_order_acq_rel);
-    submissions_.fetch_sub(1, std::memory_order_relaxed);
-  }
+  // The release also publishes the submission's callback slot, written just before, to the
+  // thread that handles its CQE (which reads nextSeq() first: Comm::processCqe).
+  void noteSubmitted() { addSubmitted(1); }
+  void undoSubmitted() { addSubmitted(~uint64_t{0}); }  // - 1
   uint64_t inFlight() const { return nextSeq() - completedSeq_.load(std::memory_order_acquire); }
 
-  // Poller side.
+  // The last buffers a submission passed in occlMemAlloc memory (desc.sharedBuffers), and
+  // memory::releases() then: while nothing was freed since, the same buffers pass again without a
+  // lookup. Under the communicator's submit lock.
+  struct BuffersSeen {
+    bool valid;
+    const void* send;
+    const void* recv;
+    uint64_t releases;
+  };
+  BuffersSeen& sharedBuffersSeen() const { return buffersSeen_; }
+
+  // Completion side, under the communicator's CQ lock (one writer at a time, as above).
   uint64_t completedSeq() const { return completedSeq_.load(std::memory_order_acquire); }
-  void advanceCompleted() { completedSeq_.fetch_add(1, std::memory_order_acq_rel); }
+  void advanceCompleted() {
+    completedSeq_.store(completedSeq_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
 
   occlCollStats_t stats(backend::Backend& backend) const;
 
@@ -97,6 +107,11 @@ class Collective {
   }
 
  private:
+  void addSubmitted(uint64_t delta) {
+    nextSeq_.store(nextSeq_.load(std::memory_order_relaxed) + delta, std::memory_order_release);
+    submissions_.store(submissions_.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+  }
+
   Collective() = default;
   Status build(const CollectiveSetup& setup, const occlCollDesc_t& desc);
   // desc_.forms[formIndex]: `program` flattened for this rank, its geometry and scratch.
@@ -135,6 +150,7 @@ class Collective {
   uint64_t sendElems_ = 0;
   uint64_t recvElems_ = 0;
   std::array<std::string, 2> algorithmNames_;
+  mutable BuffersSeen buffersSeen_{false, nullptr, nullptr, 0};
   std::atomic<uint64_t> nextSeq_{0};
   std::atomic<uint64_t> completedSeq_{0};
   std::atomic<uint64_t> submissions_{0};

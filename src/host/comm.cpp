@@ -379,13 +379,18 @@ Status Comm::validateBuffers(const Collective& c, const void* sendbuf, const voi
     return Status::error(occlInvalidArgument, absl::StrFormat("recvbuf is NULL for collId 0x%x", c.collId()));
   const uint64_t eb = dtypeSize(d.datatype);
   if (d.sharedBuffers == 1) {  // the peer program maps them in other processes
-    for (auto [name, buf, bytes] : {std::tuple{"sendbuf", sendbuf, c.sendElems() * eb},
-                                    std::tuple{"recvbuf", static_cast<const void*>(recvbuf), c.recvElems() * eb}}) {
-      if (bytes > 0 && memory::describe(buf, bytes).inode == 0)
-        return Status::error(occlInvalidArgument,
-                             absl::StrFormat("%s of collId 0x%x is not memory from occlMemAlloc holding its %d bytes; "
-                                             "the collective was registered with desc.sharedBuffers = 1",
-                                             name, c.collId(), bytes));
+    Collective::BuffersSeen& seen = c.sharedBuffersSeen();
+    const uint64_t releases = memory::releases();
+    if (!seen.valid || seen.send != sendbuf || seen.recv != recvbuf || seen.releases != releases) {
+      for (auto [name, buf, bytes] : {std::tuple{"sendbuf", sendbuf, c.sendElems() * eb},
+                                      std::tuple{"recvbuf", static_cast<const void*>(recvbuf), c.recvElems() * eb}}) {
+        if (bytes > 0 && memory::describe(buf, bytes).inode == 0)
+          return Status::error(occlInvalidArgument,
+                               absl::StrFormat("%s of collId 0x%x is not memory from occlMemAlloc holding its %d bytes; "
+                                               "the collective was registered with desc.sharedBuffers = 1",
+                                               name, c.collId(), bytes));
+      }
+      seen = {true, sendbuf, recvbuf, releases};
     }
   }
   if (sendbuf == nullptr || recvbuf == nullptr) return Status::success();
@@ -431,27 +436,25 @@ Status Comm::submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCal
   // A block that cannot take an SQE stops reading the SQ, and a collective a peer waits on may be
   // behind it: so what is outstanding must always fit every block's task queue.
   const uint64_t tasks = c.tasksPerSubmission();
-  if (queuedTasks_.load() + tasks > static_cast<uint64_t>(config_.taskQueueDepth))
+  if (queuedTasks() + tasks > static_cast<uint64_t>(config_.taskQueueDepth))
     return Status::error(occlInProgress,
                          absl::StrFormat("%d submissions are outstanding, %d task-queue entries of "
                                          "config.taskQueueDepth = %d; submit again after a callback",
-                                         submittedTotal_.load() - firedTotal_.load(), queuedTasks_.load(),
+                                         submittedTotal_.load() - firedTotal_.load(), queuedTasks(),
                                          config_.taskQueueDepth));
   const uint64_t seq = c.nextSeq();
-  {
-    // The callback is in place before the SQE exists, so a fast completion always finds it.
-    std::lock_guard<std::mutex> registry(registryMu_);
-    c.slotFor(seq) = CallbackSlot{callback, arg, 0, false};
-  }
+  // The callback is in place before the SQE exists, so a fast completion always finds it: the
+  // thread that takes the CQE reads nextSeq first (processCqe), which noteSubmitted releases.
+  // No other thread touches this slot now: it was freed (advanceCompleted, a release that
+  // inFlight() acquired above) and its next CQE cannot come before this SQE.
+  c.slotFor(seq) = CallbackSlot{callback, arg, 0, false};
   const uint32_t flags = inPlace(c, sendbuf, recvbuf) ? kSqeInPlace : kSqeSubmit;
   SqeView e{flags, c.index(), seq, reinterpret_cast<uint64_t>(sendbuf), reinterpret_cast<uint64_t>(recvbuf)};
   c.noteSubmitted();
-  submittedTotal_.fetch_add(1, std::memory_order_acq_rel);
-  queuedTasks_.fetch_add(tasks, std::memory_order_acq_rel);
+  addSubmitted(1, tasks);
   if (Status s = pushSqe(e); !s.ok()) {
     c.undoSubmitted();
-    submittedTotal_.fetch_sub(1, std::memory_order_acq_rel);
-    queuedTasks_.fetch_sub(tasks, std::memory_order_acq_rel);
+    addSubmitted(~uint64_t{0}, 0 - tasks);
     return s;
   }
   lock.unlock();

@@ -139,11 +139,22 @@ class Comm {
   uint64_t sqTicket_ = 0;
   uint64_t sqLimit_ = 0;  // SubmissionQueue::tryPush caches the first ticket it cannot write yet
 
+  // Written under submitMu_ only (one writer: a load and a store, no read-modify-write).
   std::atomic<uint64_t> submittedTotal_{0};
   std::atomic<uint64_t> firedTotal_{0};
   // Task-queue entries of the submissions whose callbacks have not fired (tasksPerSubmission()
   // each): kept <= taskQueueDepth, so that every block can always take every published SQE.
-  std::atomic<uint64_t> queuedTasks_{0};
+  // Counted in by the submitter (under submitMu_) and out by the thread firing callbacks (under
+  // cqMu_), one writer each.
+  std::atomic<uint64_t> tasksIn_{0};
+  std::atomic<uint64_t> tasksOut_{0};
+  uint64_t queuedTasks() const {
+    return tasksIn_.load(std::memory_order_acquire) - tasksOut_.load(std::memory_order_acquire);
+  }
+  void addSubmitted(uint64_t submissions, uint64_t tasks) {
+    submittedTotal_.store(submittedTotal_.load(std::memory_order_relaxed) + submissions, std::memory_order_release);
+    tasksIn_.store(tasksIn_.load(std::memory_order_relaxed) + tasks, std::memory_order_release);
+  }
   std::mutex waitMu_;
   std::condition_variable waitCv_;
   std::atomic<int> waiters_{0};

@@ -37,7 +37,7 @@ bool Comm::drainCq() {
     while (env_->cq.tryTake(ring, cqHeads_[ring], word)) {
       processCqe(word);
       cqHeads_[ring] += 1;
-      cqConsumed_.fetch_add(1, std::memory_order_release);
+      cqConsumed_.store(cqConsumed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // under cqMu_
       any = true;
     }
   }
@@ -128,7 +128,7 @@ void Comm::fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock) {
     slot = CallbackSlot{};
     const uint64_t seq = c->completedSeq();
     c->advanceCompleted();  // before the callback, so it may submit again
-    queuedTasks_.fetch_sub(c->tasksPerSubmission(), std::memory_order_acq_rel);
+    tasksOut_.store(tasksOut_.load(std::memory_order_relaxed) + c->tasksPerSubmission(), std::memory_order_release);
     // Whether the next submission's CQE came first. Slots are marked done under cqMu_ only,
     // which the caller holds throughout, so this cannot change during the callback: with
     // nothing more to fire the loop ends without taking registryMu_ again.

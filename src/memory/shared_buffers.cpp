@@ -47,6 +47,7 @@ struct Registry {
   std::map<uintptr_t, Region> own;
   std::map<uintptr_t, Region> retired;
   std::map<PeerKey, PeerMapping> peers;
+  std::atomic<uint64_t> releases{0};  // written under mu, read without it (releases())
 };
 
 Registry& registry() {
@@ -142,6 +143,9 @@ Status release(void* ptr) {
   if (it == r.own.end())
     return Status::error(occlInvalidArgument,
                          absl::StrFormat("ptr = %p is not a pointer occlMemAlloc returned (or it was freed)", ptr));
+  // Counted first: a submission that compares the count after this release cannot pass its
+  // buffer on an earlier describe().
+  r.releases.store(r.releases.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
   if (it->second.pins > 0)
     r.retired.insert(*it);  // a rank of this process still folds in it: unmapped at its last unpin
   else
@@ -149,6 +153,8 @@ Status release(void* ptr) {
   r.own.erase(it);
   return Status::success();
 }
+
+uint64_t releases() { return registry().releases.load(std::memory_order_seq_cst); }
 
 SharedRef describe(const void* ptr, size_t bytes) {
   Registry& r = registry();

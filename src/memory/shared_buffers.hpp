@@ -41,6 +41,9 @@ Status release(void* ptr);
 
 // The region of this process that holds all of [ptr, ptr + bytes), or inode 0.
 SharedRef describe(const void* ptr, size_t bytes);
+// How many times this process has released a region so far: a buffer describe() found stays
+// found while this count stays the same (a lookup saved per submission of the same buffers).
+uint64_t releases();
 
 // `ref` (inode != 0) as an address of this process, valid for `bytes` bytes and pinned: the
 // owner's region mapped here on first use and kept. Thread-safe.

@@ -122,6 +122,38 @@ TEST(BadInputTest, NullBuffers) {
   EXPECT_EQ(done.fired()[0].second, occlSuccess);
 }
 
+// desc.sharedBuffers = 1 takes occlMemAlloc memory only. A submission of the buffers that passed
+// the last one skips the lookup while nothing was freed (Collective::BuffersSeen): a buffer
+// freed since is still refused, and one allocated again passes.
+TEST(BadInputTest, SharedBuffersFreedAfterASubmissionAreRefused) {
+  CommGroup comms(1);
+  occlComm_t c = comms[0];
+  occlCollDesc_t d = allReduce(16);
+  d.sharedBuffers = 1;
+  expectOk(occlCollRegister(c, 7, &d), c, "register");
+  void* in = nullptr;
+  void* out = nullptr;
+  ASSERT_EQ(occlMemAlloc(&in, 16 * sizeof(float)), occlSuccess) << occlGetLastError(nullptr);
+  ASSERT_EQ(occlMemAlloc(&out, 16 * sizeof(float)), occlSuccess) << occlGetLastError(nullptr);
+  CallbackCounter done;
+  for (int i = 0; i < 2; ++i) {
+    expectOk(occlSubmit(c, 7, in, out, &CallbackCounter::callback, &done), c, "submit");
+    expectOk(occlCommWaitAll(c, 10000), c, "wait");
+  }
+  ASSERT_EQ(occlMemFree(out), occlSuccess);
+  EXPECT_OCCL_ERROR(occlSubmit(c, 7, in, out, &CallbackCounter::callback, &done), occlInvalidArgument, c,
+                    "recvbuf of collId 0x7 is not memory from occlMemAlloc");
+  float stack[16] = {};
+  EXPECT_OCCL_ERROR(occlSubmit(c, 7, stack, stack, &CallbackCounter::callback, &done), occlInvalidArgument, c,
+                    "sendbuf of collId 0x7 is not memory from occlMemAlloc");
+  ASSERT_EQ(occlMemAlloc(&out, 16 * sizeof(float)), occlSuccess) << occlGetLastError(nullptr);
+  expectOk(occlSubmit(c, 7, in, out, &CallbackCounter::callback, &done), c, "submit after a new allocation");
+  expectOk(occlCommWaitAll(c, 10000), c, "wait");
+  EXPECT_EQ(done.fired().size(), 3u);
+  EXPECT_EQ(occlMemFree(in), occlSuccess);
+  EXPECT_EQ(occlMemFree(out), occlSuccess);
+}
+
 TEST(BadInputTest, UnknownCollId) {
   CommGroup comms(1);
   occlComm_t c = comms[0];
