@@ -9,6 +9,16 @@
 // proxy) ships those bytes, not the whole slot: an 8-byte AllReduce moves 8 bytes a hop, not a
 // tile. The receiver needs no length: its step knows how many elements it reads.
 //
+// A message of at most kFifoLineBytes (host only) also goes into the slot's line, a cache line
+// after the length table that holds its bytes and a flag, the step + 1 that wrote them (NCCL's LL
+// protocol has data and flag share a store; here they share a line). The receiver looks at the
+// line of `head` first: where the flag is head + 1, the bytes are there, and one cache line crossed
+// between the cores instead of three (tail, then the slot, whose address depends on it). A flag
+// from an earlier round through the slots is at most head, and a line nobody wrote (a NET
+// receiver's, whose proxy fills the slots only) is 0, so the receiver then goes by tail and the
+// slot as before. The sender still publishes tail after the line: sleepers, the NET proxy and
+// pending() count by it.
+//
 // On the host a side that finds nothing to do may sleep until the word it waits for moves
 // (queues/fifo_wait.hpp): the side that publishes tail or head then wakes it. Each of the two
 // words has a wake word beside it saying who sleeps on it: daemon threads parked on the word's
@@ -29,6 +39,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "device/compat.hpp"
 #if !OCCL_ON_DEVICE
@@ -95,8 +106,19 @@ OCCL_HD inline constexpr uint64_t fifoGeometry(uint32_t nSlots, uint64_t slotByt
 OCCL_HD inline constexpr size_t fifoLengthsOffset(uint32_t nSlots, uint64_t slotBytes) {
   return (static_cast<size_t>(nSlots) * slotBytes + 7) / 8 * 8;
 }
+// A slot's line (see the top of the file): a tiny message's bytes and the step that wrote them.
+inline constexpr uint64_t kFifoLineBytes = 56;
+struct FifoLine {  // at a 64-byte boundary in connector memory (fifoLinesOffset)
+  uint64_t flag;  // step + 1 of the message in `bytes`; 0 = never written
+  char bytes[kFifoLineBytes];
+};
+static_assert(sizeof(FifoLine) == 64, "a FifoLine fills one cache line");
+// From the start of the slot data to the lines (64-byte aligned), which follow the length table.
+OCCL_HD inline constexpr size_t fifoLinesOffset(uint32_t nSlots, uint64_t slotBytes) {
+  return (fifoLengthsOffset(nSlots, slotBytes) + static_cast<size_t>(nSlots) * sizeof(uint64_t) + 63) / 64 * 64;
+}
 OCCL_HD inline constexpr size_t fifoBytes(uint32_t nSlots, uint64_t slotBytes) {
-  return kFifoDataOffset + fifoLengthsOffset(nSlots, slotBytes) + static_cast<size_t>(nSlots) * sizeof(uint64_t);
+  return kFifoDataOffset + fifoLinesOffset(nSlots, slotBytes) + static_cast<size_t>(nSlots) * sizeof(FifoLine);
 }
 
 // Plain handle: a view of connector memory as mapped in this process (or device).
@@ -115,9 +137,17 @@ struct FifoHandle {
     return t - atomics::loadAcquire(&header->head) < nSlots;
   }
   OCCL_HD char* sendSlot() const { return data + (atomics::loadRelaxed(&header->tail) % nSlots) * slotBytes; }
-  // Publishes the slot sendSlot() returned, of which the first `bytes` (<= slotBytes) are filled.
+  // Publishes the slot sendSlot() returned, of which the first `bytes` (<= slotBytes) are filled
+  // (and copied into the slot's line when they fit: host only, where the receiver looks there).
   OCCL_HD void commitSend(uint64_t bytes) const {
     const uint64_t t = atomics::loadRelaxed(&header->tail);
+#if !OCCL_ON_DEVICE
+    if (bytes <= kFifoLineBytes) {
+      FifoLine* l = line(t);
+      memcpy(l->bytes, data + (t % nSlots) * slotBytes, bytes);
+      atomics::storeRelease(&l->flag, t + 1);
+    }
+#endif
     atomics::storeRelaxed(slotLength(t), bytes);
     atomics::storeRelease(&header->tail, t + 1);
     fifoPublished(header, FifoWord::Tail);
@@ -127,12 +157,27 @@ struct FifoHandle {
     return reinterpret_cast<uint64_t*>(data + fifoLengthsOffset(nSlots, slotBytes)) + step % nSlots;
   }
 
+  // The line of the slot that holds step `step`.
+  OCCL_HD FifoLine* line(uint64_t step) const {
+    return reinterpret_cast<FifoLine*>(data + fifoLinesOffset(nSlots, slotBytes)) + step % nSlots;
+  }
+
   // Receiver side.
   OCCL_HD bool canRecv() const {
-    return atomics::loadAcquire(&header->tail) > atomics::loadRelaxed(&header->head);
+    const uint64_t h = atomics::loadRelaxed(&header->head);
+#if !OCCL_ON_DEVICE
+    if (atomics::loadAcquire(&line(h)->flag) == h + 1) return true;
+#endif
+    return atomics::loadAcquire(&header->tail) > h;
   }
+  // Where the message at head is: its line when the line holds it, else its slot.
   OCCL_HD const char* recvSlot() const {
-    return data + (atomics::loadRelaxed(&header->head) % nSlots) * slotBytes;
+    const uint64_t h = atomics::loadRelaxed(&header->head);
+#if !OCCL_ON_DEVICE
+    FifoLine* l = line(h);
+    if (atomics::loadAcquire(&l->flag) == h + 1) return l->bytes;
+#endif
+    return data + (h % nSlots) * slotBytes;
   }
   OCCL_HD void commitRecv() const {
     atomics::storeRelease(&header->head, atomics::loadRelaxed(&header->head) + 1);

@@ -105,6 +105,7 @@ void populateHostSlots(void* base, uint32_t nSlots, uint64_t slotBytes, uint64_t
   const uint64_t used = std::min(bytesPerSlot, slotBytes);
   for (uint32_t s = 0; s < nSlots; ++s) touch(data + s * slotBytes, used);
   touch(data + fifoLengthsOffset(nSlots, slotBytes), nSlots * sizeof(uint64_t));
+  touch(data + fifoLinesOffset(nSlots, slotBytes), nSlots * sizeof(FifoLine));
 }
 
 Status claimGeometry(FifoHeader* header, uint32_t nSlots, uint64_t slotBytes, const ConnectorKey& key) {

@@ -23,12 +23,13 @@ constexpr uint32_t kSlots = 2;
 constexpr uint32_t kChunks = 3;
 
 // Connector memory as the transports lay it out (header, then slots from kFifoDataOffset, then
-// the slots' length words).
+// the slots' length words, then their lines from the next 64-byte boundary).
 struct alignas(64) ConnectorMemory {
   FifoHeader header;
   char pad[kFifoDataOffset - sizeof(FifoHeader)];
   char slots[kSlots * kSlotBytes];
   uint64_t lengths[kSlots];
+  alignas(64) FifoLine lines[kSlots];
 };
 static_assert(sizeof(ConnectorMemory) >= fifoBytes(kSlots, kSlotBytes), "room for what FifoHandle touches");
 
