@@ -6,14 +6,22 @@
 //   BM_HandoffYield    : the same token, waited for with sched_yield between looks.
 //   BM_HandoffPause    : waited for with the CPU's pause instruction only (no system call): the
 //                        floor, honest only while both threads have a core of their own.
+//   BM_FifoPingPong/B  : B bytes each way through a pair of connector FIFOs (queues/fifo.hpp), as
+//                        two daemons pass a tiny message, waited for with pause: up to
+//                        kFifoLineBytes (56) a message crosses in its slot's line, above that in
+//                        its slot after tail (64 is the first size that does).
 // Time per iteration is one round trip (two hand-offs); the real time is what counts.
 #include <benchmark/benchmark.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <thread>
 
 #include "backend/doorbell.hpp"
+#include "queues/fifo.hpp"
 #include "util/spin.hpp"
 
 namespace {
@@ -69,5 +77,67 @@ void BM_Handoff(benchmark::State& state) {
 BENCHMARK_TEMPLATE(BM_Handoff, Wait::Doorbell)->Name("BM_HandoffDoorbell")->UseRealTime();
 BENCHMARK_TEMPLATE(BM_Handoff, Wait::Yield)->Name("BM_HandoffYield")->UseRealTime();
 BENCHMARK_TEMPLATE(BM_Handoff, Wait::Pause)->Name("BM_HandoffPause")->UseRealTime();
+
+// One connector's memory, zeroed and page-aligned as the transports map it, with 4 slots of 4 KiB.
+class FifoMemory {
+ public:
+  static constexpr uint32_t kSlots = 4;
+  static constexpr uint64_t kSlotBytes = 4096;
+  FifoMemory() : bytes_((occl::fifoBytes(kSlots, kSlotBytes) + 4095) / 4096 * 4096), base_(std::aligned_alloc(4096, bytes_)) {
+    if (base_ == nullptr) throw std::bad_alloc();
+    std::memset(base_, 0, bytes_);
+  }
+  ~FifoMemory() { std::free(base_); }
+  occl::FifoHandle handle() const {
+    return occl::FifoHandle{static_cast<occl::FifoHeader*>(base_), static_cast<char*>(base_) + occl::kFifoDataOffset,
+                            kSlots, 0, kSlotBytes};
+  }
+
+ private:
+  size_t bytes_;
+  void* base_;
+};
+
+// Sends `bytes` of `value`, as a primitive fills its slot and commits it.
+void fifoSend(const occl::FifoHandle& f, uint64_t bytes, char value) {
+  while (!f.canSend()) occl::cpuRelax();
+  std::memset(f.sendSlot(), value, bytes);
+  f.commitSend(bytes);
+}
+// Receives `bytes` and returns their sum, as a reduction reads them.
+uint64_t fifoRecv(const occl::FifoHandle& f, uint64_t bytes) {
+  while (!f.canRecv()) occl::cpuRelax();
+  const char* in = f.recvSlot();
+  uint64_t sum = 0;
+  for (uint64_t i = 0; i < bytes; ++i) sum += static_cast<unsigned char>(in[i]);
+  f.commitRecv();
+  return sum;
+}
+
+void BM_FifoPingPong(benchmark::State& state) {
+  const auto bytes = static_cast<uint64_t>(state.range(0));
+  FifoMemory there, back;  // main -> partner, partner -> main
+  std::atomic<bool> stop{false};
+  std::thread partner([&] {
+    const occl::FifoHandle in = there.handle(), out = back.handle();
+    for (;;) {
+      const uint64_t sum = fifoRecv(in, bytes);
+      if (stop.load(std::memory_order_acquire)) return;
+      fifoSend(out, bytes, static_cast<char>(sum));
+    }
+  });
+  const occl::FifoHandle out = there.handle(), in = back.handle();
+  uint64_t sum = 1;
+  for (auto _ : state) {
+    fifoSend(out, bytes, static_cast<char>(sum));
+    sum = fifoRecv(in, bytes);
+  }
+  benchmark::DoNotOptimize(sum);
+  stop.store(true, std::memory_order_release);
+  fifoSend(out, bytes, 0);
+  partner.join();
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_FifoPingPong)->Arg(8)->Arg(56)->Arg(64)->Arg(1024)->UseRealTime();
 
 }  // namespace
