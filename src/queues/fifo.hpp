@@ -122,19 +122,30 @@ OCCL_HD inline constexpr size_t fifoBytes(uint32_t nSlots, uint64_t slotBytes) {
 }
 
 // Plain handle: a view of connector memory as mapped in this process (or device).
+//
+// On the host the sender's handle remembers how many slots it last found free (`credits`), so
+// that a send reads head, a line the receiver writes, only once that many sends have used them:
+// the receiver only ever frees more. The handle is the sender's own (a block plan's, used by one
+// thread at a time); a copy starts with none and reads head at once.
 struct FifoHandle {
   FifoHeader* header;  // nullptr = no connector
   char* data;
   uint32_t nSlots;
-  uint32_t pad;
+  mutable uint32_t credits;  // host, sender: slots known free, less those committed since
   uint64_t slotBytes;
 
   OCCL_HD bool valid() const { return header != nullptr; }
 
   // Sender side.
   OCCL_HD bool canSend() const {
-    uint64_t t = atomics::loadRelaxed(&header->tail);
-    return t - atomics::loadAcquire(&header->head) < nSlots;
+#if !OCCL_ON_DEVICE
+    if (credits != 0) return true;
+#endif
+    const uint64_t used = atomics::loadRelaxed(&header->tail) - atomics::loadAcquire(&header->head);
+#if !OCCL_ON_DEVICE
+    credits = used < nSlots ? static_cast<uint32_t>(nSlots - used) : 0u;
+#endif
+    return used < nSlots;
   }
   OCCL_HD char* sendSlot() const { return data + (atomics::loadRelaxed(&header->tail) % nSlots) * slotBytes; }
   // Publishes the slot sendSlot() returned, of which the first `bytes` (<= slotBytes) are filled
@@ -142,6 +153,7 @@ struct FifoHandle {
   OCCL_HD void commitSend(uint64_t bytes) const {
     const uint64_t t = atomics::loadRelaxed(&header->tail);
 #if !OCCL_ON_DEVICE
+    if (credits != 0) --credits;
     if (bytes <= kFifoLineBytes) {
       FifoLine* l = line(t);
       memcpy(l->bytes, data + (t % nSlots) * slotBytes, bytes);

@@ -245,6 +245,29 @@ TEST_F(FifoLineTest, AReceiverWhoseLineNobodyWroteGoesByTail) {
   EXPECT_EQ(fifo_.recvSlot()[7], 0x44);
 }
 
+// The sender's credits (FifoHandle): slots it found free, spent by its commits, topped up from
+// head only when spent. It never sends into a slot the receiver has not freed.
+TEST_F(FifoLineTest, TheSenderSpendsItsCreditsAndLooksAtHeadOnlyWhenTheyAreGone) {
+  ASSERT_TRUE(fifo_.canSend());
+  EXPECT_EQ(fifo_.credits, kSlots);
+  sendBytes(fifo_, 1, 8);
+  EXPECT_EQ(fifo_.credits, kSlots - 1);
+  ASSERT_TRUE(fifo_.canSend());
+  sendBytes(fifo_, 2, 8);
+  EXPECT_EQ(fifo_.credits, 0u);
+  EXPECT_FALSE(fifo_.canSend()) << "both slots hold messages";
+  FifoHandle receiver = fifo_;  // the other end's own handle
+  ASSERT_TRUE(receiver.canRecv());
+  receiver.commitRecv();
+  ASSERT_TRUE(fifo_.canSend()) << "head moved: one slot is free again";
+  EXPECT_EQ(fifo_.credits, 1u);
+  sendBytes(fifo_, 3, 8);
+  EXPECT_FALSE(fifo_.canSend());
+  FifoHandle copy = fifo_;
+  copy.credits = 0;
+  EXPECT_FALSE(copy.canSend()) << "a handle without credits reads head";
+}
+
 // A sender and a receiver on two threads pass messages of every length up to a slot, each
 // filled with its own step, and the receiver checks every byte (under ThreadSanitizer too: the
 // line's flag is what orders its bytes).
