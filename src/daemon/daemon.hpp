@@ -94,7 +94,9 @@ OCCL_HD inline SpinBudget budgetFor(const DaemonEnv& env, const BlockState& bs, 
 OCCL_HD inline bool finishTask(const DaemonEnv& env, BlockState& bs, const CollDesc& d, int block,
                                const TaskEntry& task, uint32_t status) {
   if (!exec::isLeader()) return false;
-  if (d.nBlocks > 1) {  // the last of its blocks to finish the submission publishes it
+  // The last of its parts to finish the submission publishes it. A one-block collective has one
+  // part (daemonParts: block 0 runs it, on every backend), which needs no count.
+  if (d.nBlocks > 1) {
     uint32_t* counter = &d.shared->finished[task.seq % d.inflightWindow];
     if (atomics::fetchAdd(counter, 1u) + 1 != d.nBlocks) return false;
     atomics::storeRelaxed(counter, 0u);

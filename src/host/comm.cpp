@@ -446,14 +446,21 @@ Status Comm::submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCal
   // The callback is in place before the SQE exists, so a fast completion always finds it: the
   // thread that takes the CQE reads nextSeq first (processCqe), which noteSubmitted releases.
   // No other thread touches this slot now: it was freed (advanceCompleted, a release that
-  // inFlight() acquired above) and its next CQE cannot come before this SQE.
+  // inFlight() acquired above), its next CQE cannot come before this SQE, and a poller that saw
+  // an undone count (a failed push, below) has let go of registryMu_.
   c.slotFor(seq) = CallbackSlot{callback, arg, 0, false};
   const uint32_t flags = inPlace(c, sendbuf, recvbuf) ? kSqeInPlace : kSqeSubmit;
   SqeView e{flags, c.index(), seq, reinterpret_cast<uint64_t>(sendbuf), reinterpret_cast<uint64_t>(recvbuf)};
   c.noteSubmitted();
   addSubmitted(1, tasks);
   if (Status s = pushSqe(e); !s.ok()) {
-    c.undoSubmitted();
+    {
+      // Under the poller's lock: a poller that read the count before the undo must be done
+      // with this slot before the next submission writes it again (processCqe, fireInOrder
+      // read slots under registryMu_ only).
+      std::lock_guard<std::mutex> registry(registryMu_);
+      c.undoSubmitted();
+    }
     addSubmitted(~uint64_t{0}, 0 - tasks);
     return s;
   }

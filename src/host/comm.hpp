@@ -141,6 +141,8 @@ class Comm {
 
   // Written under submitMu_ only (one writer: a load and a store, no read-modify-write).
   std::atomic<uint64_t> submittedTotal_{0};
+  // Written under cqMu_, but by a seq_cst read-modify-write: one side of the handshake with
+  // waitAll's waiters_ (fireInOrder).
   std::atomic<uint64_t> firedTotal_{0};
   // Task-queue entries of the submissions whose callbacks have not fired (tasksPerSubmission()
   // each): kept <= taskQueueDepth, so that every block can always take every published SQE.

@@ -108,9 +108,12 @@ OCCL_HD inline constexpr size_t fifoLengthsOffset(uint32_t nSlots, uint64_t slot
 }
 // A slot's line (see the top of the file): a tiny message's bytes and the step that wrote them.
 inline constexpr uint64_t kFifoLineBytes = 56;
+// Lines must be zero whenever tail and head start at 0: a transport whose memory may hold old
+// bytes clears them (the NET proxy's makeConn). The bytes come first, at the line's start, so a
+// reduction reads them as aligned as a slot's.
 struct FifoLine {  // at a 64-byte boundary in connector memory (fifoLinesOffset)
-  uint64_t flag;  // step + 1 of the message in `bytes`; 0 = never written
   char bytes[kFifoLineBytes];
+  uint64_t flag;  // step + 1 of the message in `bytes`; 0 = never written
 };
 static_assert(sizeof(FifoLine) == 64, "a FifoLine fills one cache line");
 // From the start of the slot data to the lines (64-byte aligned), which follow the length table.
@@ -125,8 +128,9 @@ OCCL_HD inline constexpr size_t fifoBytes(uint32_t nSlots, uint64_t slotBytes) {
 //
 // On the host the sender's handle remembers how many slots it last found free (`credits`), so
 // that a send reads head, a line the receiver writes, only once that many sends have used them:
-// the receiver only ever frees more. The handle is the sender's own (a block plan's, used by one
-// thread at a time); a copy starts with none and reads head at once.
+// the receiver only ever frees more. So a sender connector has one handle that sends (its block
+// plan's, used by one thread at a time): two live copies would each spend the same credits and
+// send into slots the receiver has not freed. A handle built with credits 0 reads head at once.
 struct FifoHandle {
   FifoHeader* header;  // nullptr = no connector
   char* data;
@@ -197,7 +201,9 @@ struct FifoHandle {
   }
 
   // Slots published and not yet consumed: the notices of a peer program (peer_read.hpp), which
-  // leaves its notices in place until the submission ends.
+  // leaves its notices in place until the submission ends. Exact only where messages do not
+  // travel in lines (notices are a line's size and more): a receiver may take a line and move
+  // head before the sender's tail lands, and for that moment tail - head wraps.
   OCCL_HD uint64_t pending() const {
     return atomics::loadAcquire(&header->tail) - atomics::loadRelaxed(&header->head);
   }

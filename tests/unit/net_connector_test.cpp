@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -183,6 +184,40 @@ INSTANTIATE_TEST_SUITE_P(Sizes, NetStream,
                          [](const auto& info) {
                            return std::to_string(info.param.nSlots) + "x" + std::to_string(info.param.slotBytes);
                          });
+
+// Memory from the allocator need not be zeroed (a CUDA daemon's pinned FIFOs are recycled), and
+// a slot's line whose flag is left from an earlier FIFO would pass as this one's message
+// (queues/fifo.hpp). Here every word of new memory reads 1, the flag of step 0: the proxy clears
+// the lines, so the receiver waits for the real step 0, which crosses intact.
+TEST(NetConnector, LinesOfRecycledMemoryAreClearedBeforeUse) {
+  std::vector<std::unique_ptr<NetFactory>> f;
+  std::vector<std::vector<uint8_t>> addresses;
+  for (int r = 0; r < 2; ++r) {
+    NetOptions o = optionsFor(r, 2);
+    const transport::HostAllocator plain = o.allocator;
+    o.allocator.allocate = [plain](size_t bytes) {
+      void* p = plain.allocate(bytes);
+      if (p != nullptr) std::fill_n(static_cast<uint64_t*>(p), bytes / sizeof(uint64_t), uint64_t{1});
+      return p;
+    };
+    auto made = makeNetFactory(o);
+    ASSERT_TRUE(made.ok()) << made.status().message;
+    addresses.push_back(made.value()->localAddress());
+    f.push_back(std::move(made.value()));
+  }
+  for (auto& factory : f) ASSERT_TRUE(factory->connect(addresses).ok());
+  const ConnectorKey key{0x30, 0, 1, 0};
+  Fifo r01 = attach(*f[1], key, ConnectorEnd::Receiver, 2, 64);
+  EXPECT_FALSE(r01.h().canRecv()) << "a stale line passed as step 0 before anything was sent";
+  Fifo s01 = attach(*f[0], key, ConnectorEnd::Sender, 2, 64);
+  uint64_t wrong = 0;
+  std::atomic<bool> sent{false};
+  std::thread sender([&] { sent = sendSteps(s01, 3, 0, 40); });
+  const bool received = recvSteps(r01, 3, 0, 40, wrong);
+  sender.join();
+  EXPECT_TRUE(sent && received) << "timed out or saw poison";
+  EXPECT_EQ(wrong, 0u);
+}
 
 // transport/connector.hpp's pairing rule across ranks: a sender that sends, releases and attaches
 // again before its receiver ever attached loses nothing; generations meet in order; a receiver
