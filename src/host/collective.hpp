@@ -17,6 +17,7 @@
 #include "ir_loader/program.hpp"
 #include "occl/occl.h"
 #include "transport/connector.hpp"
+#include "util/one_writer.hpp"
 #include "util/status.hpp"
 
 namespace occl::host {
@@ -64,7 +65,7 @@ class Collective {
   uint32_t tasksPerSubmission() const { return tasksPerSubmission_; }
 
   // Submission side, under the communicator's submit lock: nextSeq_ and submissions_ have one
-  // writer at a time, so they move by a load and a store, not a read-modify-write.
+  // writer at a time (addByOneWriter).
   uint64_t nextSeq() const { return nextSeq_.load(std::memory_order_acquire); }
   CallbackSlot& slotFor(uint64_t seq) { return callbacks_[seq % window()]; }
   // Counted before the SQE is published, so its CQE always falls inside the in-flight window.
@@ -87,9 +88,7 @@ class Collective {
 
   // Completion side, under the communicator's CQ lock (one writer at a time, as above).
   uint64_t completedSeq() const { return completedSeq_.load(std::memory_order_acquire); }
-  void advanceCompleted() {
-    completedSeq_.store(completedSeq_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-  }
+  void advanceCompleted() { addByOneWriter(completedSeq_, uint64_t{1}); }
 
   occlCollStats_t stats(backend::Backend& backend) const;
 
@@ -108,8 +107,8 @@ class Collective {
 
  private:
   void addSubmitted(uint64_t delta) {
-    nextSeq_.store(nextSeq_.load(std::memory_order_relaxed) + delta, std::memory_order_release);
-    submissions_.store(submissions_.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+    addByOneWriter(nextSeq_, delta);
+    addByOneWriter(submissions_, delta, std::memory_order_relaxed);
   }
 
   Collective() = default;

@@ -22,6 +22,7 @@
 #include "host/collective.hpp"
 #include "occl/occl.h"
 #include "transport/connector.hpp"
+#include "util/one_writer.hpp"
 #include "util/status.hpp"
 
 namespace occl::bootstrap {
@@ -139,7 +140,7 @@ class Comm {
   uint64_t sqTicket_ = 0;
   uint64_t sqLimit_ = 0;  // SubmissionQueue::tryPush caches the first ticket it cannot write yet
 
-  // Written under submitMu_ only (one writer: a load and a store, no read-modify-write).
+  // Written under submitMu_ only (addByOneWriter).
   std::atomic<uint64_t> submittedTotal_{0};
   // Written under cqMu_, but by a seq_cst read-modify-write: one side of the handshake with
   // waitAll's waiters_ (fireInOrder).
@@ -154,8 +155,8 @@ class Comm {
     return tasksIn_.load(std::memory_order_acquire) - tasksOut_.load(std::memory_order_acquire);
   }
   void addSubmitted(uint64_t submissions, uint64_t tasks) {
-    submittedTotal_.store(submittedTotal_.load(std::memory_order_relaxed) + submissions, std::memory_order_release);
-    tasksIn_.store(tasksIn_.load(std::memory_order_relaxed) + tasks, std::memory_order_release);
+    addByOneWriter(submittedTotal_, submissions);
+    addByOneWriter(tasksIn_, tasks);
   }
   std::mutex waitMu_;
   std::condition_variable waitCv_;

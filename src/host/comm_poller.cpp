@@ -12,6 +12,7 @@
 #include "device/compat.hpp"
 #include "host/comm.hpp"
 #include "queues/cq.hpp"
+#include "util/one_writer.hpp"
 
 namespace occl::host {
 
@@ -37,7 +38,7 @@ bool Comm::drainCq() {
     while (env_->cq.tryTake(ring, cqHeads_[ring], word)) {
       processCqe(word);
       cqHeads_[ring] += 1;
-      cqConsumed_.store(cqConsumed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // under cqMu_
+      addByOneWriter(cqConsumed_, uint64_t{1});  // under cqMu_
       any = true;
     }
   }
@@ -128,7 +129,7 @@ void Comm::fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock) {
     slot = CallbackSlot{};
     const uint64_t seq = c->completedSeq();
     c->advanceCompleted();  // before the callback, so it may submit again
-    tasksOut_.store(tasksOut_.load(std::memory_order_relaxed) + c->tasksPerSubmission(), std::memory_order_release);
+    addByOneWriter(tasksOut_, uint64_t{c->tasksPerSubmission()});
     // Whether the next submission's CQE came first. Slots are marked done under cqMu_ only,
     // which the caller holds throughout, so this cannot change during the callback: with
     // nothing more to fire the loop ends without taking registryMu_ again.

@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "absl/strings/str_format.h"
+#include "util/one_writer.hpp"
 
 namespace occl::memory {
 namespace {
@@ -145,7 +146,7 @@ Status release(void* ptr) {
                          absl::StrFormat("ptr = %p is not a pointer occlMemAlloc returned (or it was freed)", ptr));
   // Counted first: a submission that compares the count after this release cannot pass its
   // buffer on an earlier describe().
-  r.releases.store(r.releases.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
+  addByOneWriter(r.releases, uint64_t{1}, std::memory_order_seq_cst);
   if (it->second.pins > 0)
     r.retired.insert(*it);  // a rank of this process still folds in it: unmapped at its last unpin
   else

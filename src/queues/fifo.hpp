@@ -151,7 +151,7 @@ struct FifoHandle {
 #endif
     return used < nSlots;
   }
-  OCCL_HD char* sendSlot() const { return data + (atomics::loadRelaxed(&header->tail) % nSlots) * slotBytes; }
+  OCCL_HD char* sendSlot() const { return slot(atomics::loadRelaxed(&header->tail)); }
   // Publishes the slot sendSlot() returned, of which the first `bytes` (<= slotBytes) are filled
   // (and copied into the slot's line when they fit: host only, where the receiver looks there).
   OCCL_HD void commitSend(uint64_t bytes) const {
@@ -160,7 +160,7 @@ struct FifoHandle {
     if (credits != 0) --credits;
     if (bytes <= kFifoLineBytes) {
       FifoLine* l = line(t);
-      memcpy(l->bytes, data + (t % nSlots) * slotBytes, bytes);
+      memcpy(l->bytes, slot(t), bytes);
       atomics::storeRelease(&l->flag, t + 1);
     }
 #endif
@@ -173,27 +173,29 @@ struct FifoHandle {
     return reinterpret_cast<uint64_t*>(data + fifoLengthsOffset(nSlots, slotBytes)) + step % nSlots;
   }
 
-  // The line of the slot that holds step `step`.
+  // The slot, and the slot's line, that hold step `step`.
+  OCCL_HD char* slot(uint64_t step) const { return data + (step % nSlots) * slotBytes; }
   OCCL_HD FifoLine* line(uint64_t step) const {
     return reinterpret_cast<FifoLine*>(data + fifoLinesOffset(nSlots, slotBytes)) + step % nSlots;
+  }
+  // Whether step `step`'s message is in its line (host only; acquires its bytes).
+  OCCL_HD bool inLine([[maybe_unused]] uint64_t step) const {
+#if OCCL_ON_DEVICE
+    return false;
+#else
+    return atomics::loadAcquire(&line(step)->flag) == step + 1;
+#endif
   }
 
   // Receiver side.
   OCCL_HD bool canRecv() const {
     const uint64_t h = atomics::loadRelaxed(&header->head);
-#if !OCCL_ON_DEVICE
-    if (atomics::loadAcquire(&line(h)->flag) == h + 1) return true;
-#endif
-    return atomics::loadAcquire(&header->tail) > h;
+    return inLine(h) || atomics::loadAcquire(&header->tail) > h;
   }
   // Where the message at head is: its line when the line holds it, else its slot.
   OCCL_HD const char* recvSlot() const {
     const uint64_t h = atomics::loadRelaxed(&header->head);
-#if !OCCL_ON_DEVICE
-    FifoLine* l = line(h);
-    if (atomics::loadAcquire(&l->flag) == h + 1) return l->bytes;
-#endif
-    return data + (h % nSlots) * slotBytes;
+    return inLine(h) ? line(h)->bytes : slot(h);
   }
   OCCL_HD void commitRecv() const {
     atomics::storeRelease(&header->head, atomics::loadRelaxed(&header->head) + 1);

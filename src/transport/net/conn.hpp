@@ -27,11 +27,9 @@ struct Conn {
   Conn& operator=(const Conn&) = delete;
 
   FifoHeader* header() const { return static_cast<FifoHeader*>(base); }
-  char* slot(uint64_t step) const {
-    return static_cast<char*>(base) + kFifoDataOffset + (step % nSlots) * slotBytes;
-  }
   // The local FIFO as the daemon sees it (queues/fifo.hpp).
   FifoHandle fifo() const { return FifoHandle{header(), static_cast<char*>(base) + kFifoDataOffset, nSlots, 0, slotBytes}; }
+  char* slot(uint64_t step) const { return fifo().slot(step); }
   // The slot's length word: bytes the sender filled in the slot holding `step`.
   uint64_t* length(uint64_t step) const { return fifo().slotLength(step); }
   bool isSender() const { return end == ConnectorEnd::Sender; }

@@ -259,8 +259,7 @@ std::shared_ptr<Conn> Proxy::makeConn(const ConnectorKey& key, uint64_t gen, Con
   }
   std::memset(c->base, 0, sizeof(FifoHeader));
   // The slots' lines too (fifo.hpp): recycled memory may hold flags of an earlier FIFO's steps.
-  std::memset(static_cast<char*>(c->base) + kFifoDataOffset + fifoLinesOffset(c->nSlots, c->slotBytes), 0,
-              c->nSlots * sizeof(FifoLine));
+  std::memset(c->fifo().line(0), 0, c->nSlots * sizeof(FifoLine));
   atomics::storeRelaxed(&c->header()->bellFd, static_cast<int32_t>(doorbell_->fd()));
   atomics::storeRelaxed(&c->header()->geometry, geometry);
   atomics::storeRelaxed(&c->header()->attached, 1u);
