@@ -1,14 +1,17 @@
 // occl-micro: what a host AllReduce costs when ranks use each other's buffers in place instead of
 // passing every byte through connector slots: the bound of occl's peer program
 // (primitives/peer_read.hpp) on this machine, without its daemon, notices or preemption. See
-// bench/results/host-2026-11-26c.md. 4 ranks as threads, float sum.
+// bench/results/host-2026-11-26c.md. 4 ranks as threads, float sum; one iteration is one
+// AllReduce of all 4 (RankTeam).
 //   BM_PeerReadAllReduce/bytes  : pull. Rank r sums slice r of the 4 inputs into its output,
 //                                 tile by tile (reduceCopy, as a step does), then copies the 3
 //                                 other slices from their owners' outputs.
-//   BM_PeerPushAllReduce/bytes  : push, what the peer program does. Rank r folds slice r of the 4
-//                                 inputs tile by tile and writes each tile into all 4 outputs.
-// Both wait at a barrier where the program waits for notices: after the last phase (every output
-// written before the next run overwrites one), and in pull also between the phases.
+//   BM_PeerPushAllReduce/bytes:B/stream:S : push, what the peer program does. Rank r folds slice
+//                                 r of the 4 inputs tile by tile and writes each tile into the
+//                                 3 other outputs: memcpy (S = 0) or streaming stores (S = 1,
+//                                 primitives/stream_copy.hpp), out of place.
+// Both end at a barrier where the program waits for notices (every output written before the
+// next run overwrites one), and pull also waits between its phases.
 // Bytes/s counts one rank's buffer (algorithm bandwidth, as occl-bench's algbw); the `busbw`
 // counter is occl-bench's AllReduce bus bandwidth, 2 (n-1)/n of it.
 //   BM_ProcessVmReadv/bytes     : what ranks as processes would pay to read a peer's buffer
@@ -18,10 +21,12 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <cstddef>
 #include <cstring>
-#include <memory>
+#include <functional>
+#include <thread>
 #include <vector>
 
 #include <sys/uio.h>
@@ -29,6 +34,7 @@
 
 #include "primitives/reduce_copy.hpp"
 #include "primitives/reduce_ops.hpp"
+#include "primitives/stream_copy.hpp"
 
 namespace {
 
@@ -44,15 +50,67 @@ struct PeerReadRun {
   }
   size_t n;
   std::vector<std::vector<float>> in, out;
-  std::barrier<> sync;
+  std::barrier<> sync;  // between the pull version's two phases
+
+  size_t begin(int rank) const { return std::min(n, rank * slice()); }
+  size_t end(int rank) const { return std::min(n, (rank + 1) * slice()); }
+  size_t slice() const { return (n + kRanks - 1) / kRanks; }
 };
 
-std::unique_ptr<PeerReadRun> gRun;  // made by thread 0 before the loop, whose start is a barrier
+// Ranks 1..kRanks-1 on threads of their own and rank 0 on the benchmark's thread, so that one
+// iteration is one AllReduce of every rank, timed from its start to the last rank's end.
+// (Google Benchmark's Threads(n) counts each thread's pass as an iteration and divides the wall
+// time by their sum: it reported a quarter of the AllReduce's time.)
+class RankTeam {
+ public:
+  explicit RankTeam(std::function<void(int)> work) : work_(std::move(work)), start_(kRanks), end_(kRanks) {
+    for (int r = 1; r < kRanks; ++r) {
+      threads_.emplace_back([this, r] {
+        for (;;) {
+          start_.arrive_and_wait();
+          if (stop_.load(std::memory_order_relaxed)) return;
+          work_(r);
+          end_.arrive_and_wait();
+        }
+      });
+    }
+  }
+  RankTeam(const RankTeam&) = delete;
+  RankTeam& operator=(const RankTeam&) = delete;
+  ~RankTeam() {
+    stop_.store(true, std::memory_order_relaxed);  // the barrier orders it before the threads look
+    start_.arrive_and_wait();
+  }
 
-void reduceOwnSlice(PeerReadRun& run, int rank, size_t begin, size_t end) {
+  void allReduce() {
+    start_.arrive_and_wait();
+    work_(0);
+    end_.arrive_and_wait();
+  }
+
+ private:
+  std::function<void(int)> work_;
+  std::barrier<> start_, end_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::jthread> threads_;  // declared last: joined before the barriers go
+};
+
+// Checks the sums and sets the rates: bytes/s counts one rank's buffer per AllReduce (algbw, as
+// occl-bench's), `busbw` is occl-bench's AllReduce bus bandwidth, 2 (n-1)/n of it.
+void reportAllReduce(benchmark::State& state, const PeerReadRun& run) {
+  // Every element is 1 + 2 + 3 + 4 on every rank, or the figure is not of an AllReduce.
+  for (const auto& o : run.out) {
+    if (std::any_of(o.begin(), o.end(), [](float v) { return v != 10.0f; })) state.SkipWithError("wrong sum");
+  }
+  const auto bytes = static_cast<double>(state.range(0)) * static_cast<double>(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  state.counters["busbw"] = benchmark::Counter(bytes * 2.0 * (kRanks - 1) / kRanks, benchmark::Counter::kIsRate);
+}
+
+void reduceOwnSlice(PeerReadRun& run, int rank) {
   float* d = run.out[rank].data();
-  for (size_t t = begin; t < end; t += kTileElems) {
-    const size_t len = std::min(kTileElems, end - t);
+  for (size_t t = run.begin(rank); t < run.end(rank); t += kTileElems) {
+    const size_t len = std::min(kTileElems, run.end(rank) - t);
     // One tile at a time: the partial sum stays in cache while the next input is added.
     occl::reduceCopy<float, occl::ops::Sum>(run.in[0].data() + t, run.in[1].data() + t, d + t, nullptr, len, 0);
     for (int p = 2; p < kRanks; ++p)
@@ -60,66 +118,52 @@ void reduceOwnSlice(PeerReadRun& run, int rank, size_t begin, size_t end) {
   }
 }
 
-// Checks the sums and sets the rates. Set on every thread: Google Benchmark sums a counter over
-// the threads and divides a rate by their summed time, so one thread's bytes alone would read as a
-// quarter of the rate.
-void reportAllReduce(benchmark::State& state, int rank) {
-  // Every element is 1 + 2 + 3 + 4 on every rank, or the figure is not of an AllReduce.
-  if (rank == 0) {
-    for (const auto& o : gRun->out) {
-      if (std::any_of(o.begin(), o.end(), [](float v) { return v != 10.0f; })) state.SkipWithError("wrong sum");
-    }
-  }
-  const auto bytes = static_cast<double>(state.range(0)) * static_cast<double>(state.iterations());
-  state.SetBytesProcessed(static_cast<int64_t>(bytes));
-  state.counters["busbw"] = benchmark::Counter(bytes * 2.0 * (kRanks - 1) / kRanks, benchmark::Counter::kIsRate);
-}
-
 void BM_PeerReadAllReduce(benchmark::State& state) {
-  const size_t elems = static_cast<size_t>(state.range(0)) / sizeof(float);
-  if (state.thread_index() == 0) gRun = std::make_unique<PeerReadRun>(elems);
-  const int rank = state.thread_index();
-  const size_t slice = (elems + kRanks - 1) / kRanks;
-  for (auto _ : state) {
-    PeerReadRun& run = *gRun;
-    reduceOwnSlice(run, rank, std::min(elems, rank * slice), std::min(elems, (rank + 1) * slice));
+  PeerReadRun run(static_cast<size_t>(state.range(0)) / sizeof(float));
+  RankTeam team([&run](int rank) {
+    reduceOwnSlice(run, rank);
     run.sync.arrive_and_wait();
     for (int p = 0; p < kRanks; ++p) {
-      const size_t begin = std::min(elems, p * slice), end = std::min(elems, (p + 1) * slice);
-      if (p != rank && end > begin)
-        std::memcpy(run.out[rank].data() + begin, run.out[p].data() + begin, (end - begin) * sizeof(float));
+      if (p != rank && run.end(p) > run.begin(p))
+        std::memcpy(run.out[rank].data() + run.begin(p), run.out[p].data() + run.begin(p),
+                    (run.end(p) - run.begin(p)) * sizeof(float));
     }
-    run.sync.arrive_and_wait();
-  }
-  reportAllReduce(state, rank);
+  });
+  for (auto _ : state) team.allReduce();
+  reportAllReduce(state, run);
 }
-BENCHMARK(BM_PeerReadAllReduce)->Arg(16 << 20)->Arg(64 << 20)->Threads(kRanks)->UseRealTime();
+BENCHMARK(BM_PeerReadAllReduce)->Arg(16 << 20)->Arg(64 << 20)->UseRealTime();
 
-void pushOwnSlice(PeerReadRun& run, int rank, size_t begin, size_t end) {
+void pushOwnSlice(PeerReadRun& run, int rank, bool stream) {
   float* d = run.out[rank].data();
-  for (size_t t = begin; t < end; t += kTileElems) {
-    const size_t len = std::min(kTileElems, end - t);
+  for (size_t t = run.begin(rank); t < run.end(rank); t += kTileElems) {
+    const size_t len = std::min(kTileElems, run.end(rank) - t);
     occl::reduceCopy<float, occl::ops::Sum>(run.in[rank].data() + t, run.in[(rank + 1) % kRanks].data() + t, d + t,
                                             nullptr, len, 0);
     for (int k = 2; k < kRanks; ++k)
       occl::reduceCopy<float, occl::ops::Sum>(d + t, run.in[(rank + k) % kRanks].data() + t, d + t, nullptr, len, 0);
-    for (int p = 0; p < kRanks; ++p)
-      if (p != rank) std::memcpy(run.out[p].data() + t, d + t, len * sizeof(float));
+    for (int p = 0; p < kRanks; ++p) {
+      if (p == rank) continue;
+      if (stream) {
+        occl::streamCopy(run.out[p].data() + t, d + t, len * sizeof(float));
+      } else {
+        std::memcpy(run.out[p].data() + t, d + t, len * sizeof(float));
+      }
+    }
   }
 }
 
 void BM_PeerPushAllReduce(benchmark::State& state) {
-  const size_t elems = static_cast<size_t>(state.range(0)) / sizeof(float);
-  if (state.thread_index() == 0) gRun = std::make_unique<PeerReadRun>(elems);
-  const int rank = state.thread_index();
-  const size_t slice = (elems + kRanks - 1) / kRanks;
-  for (auto _ : state) {
-    pushOwnSlice(*gRun, rank, std::min(elems, rank * slice), std::min(elems, (rank + 1) * slice));
-    gRun->sync.arrive_and_wait();
-  }
-  reportAllReduce(state, rank);
+  PeerReadRun run(static_cast<size_t>(state.range(0)) / sizeof(float));
+  const bool stream = state.range(1) != 0;
+  RankTeam team([&run, stream](int rank) { pushOwnSlice(run, rank, stream); });
+  for (auto _ : state) team.allReduce();
+  reportAllReduce(state, run);
 }
-BENCHMARK(BM_PeerPushAllReduce)->Arg(16 << 20)->Arg(64 << 20)->Threads(kRanks)->UseRealTime();
+BENCHMARK(BM_PeerPushAllReduce)
+    ->ArgsProduct({{1 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20}, {0, 1}})
+    ->ArgNames({"bytes", "stream"})
+    ->UseRealTime();
 
 void BM_ProcessVmReadv(benchmark::State& state) {
   const auto bytes = static_cast<size_t>(state.range(0));

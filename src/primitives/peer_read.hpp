@@ -33,6 +33,7 @@
 
 #include "device/coll_desc.hpp"
 #include "primitives/primitives.hpp"
+#include "primitives/stream_copy.hpp"
 #include "memory/shared_buffers.hpp"
 #include "queues/fifo.hpp"
 #include "util/log.hpp"
@@ -161,6 +162,33 @@ OCCL_HD inline void releasePeerNoticesOnFailure(const CollDesc& d, const BlockPl
 #endif
 }
 
+// Where every rank's output together (nRanks x the buffer) is this large, a fold writes its
+// tiles into the peers' outputs out of place with streaming stores (primitives/stream_copy.hpp):
+// those lines are cold and stay so until the user reads them, and memcpy would read each one
+// before writing it. Smaller outputs stay in the caches, where memcpy is faster. occl-micro
+// BM_PeerPushAllReduce, 4 thread-ranks on the 2-core VM (bench/results/host-2026-11-27b.md):
+// streaming took 15% and 10% longer at 4 and 8 MiB a buffer, 9%, 5% and 16% less at 16, 32
+// and 64 MiB. In place, a peer's output slice is the input slice the fold has just read, in
+// cache: memcpy always.
+inline constexpr uint64_t kPeerStreamMinOutputBytes = uint64_t{64} << 20;
+
+OCCL_HD inline bool streamsPeerCopies(const CollDesc& d) {
+  return static_cast<uint64_t>(d.nRanks) * peerBufferBytes(d) >= kPeerStreamMinOutputBytes;
+}
+
+// One folded tile into a peer's output.
+OCCL_HD inline void copyToPeer(char* to, const char* from, size_t bytes, bool stream) {
+#if !OCCL_ON_DEVICE
+  if (stream) {
+    streamCopy(to, from, bytes);  // fenced: the notice that follows the fold is seen after it
+    return;
+  }
+#else
+  (void)stream;
+#endif
+  memcpy(to, from, bytes);
+}
+
 // Tiles of the fold of `step` (PeerReduce) on this rank: the executor runs them as the step's
 // sub-steps, one primitive each, so a long fold gives way between tiles like the ring does.
 OCCL_HD inline uint32_t peerFoldTiles(const CollDesc& d, const ProgramForm& f, const DeviceStep& step) {
@@ -170,7 +198,8 @@ OCCL_HD inline uint32_t peerFoldTiles(const CollDesc& d, const ProgramForm& f, c
 
 // Tile `tile` of slice `step.srcOff` of every rank's input, folded in the order own, recvs[0],
 // recvs[1], ..., into the same slice of this rank's output (`step.dstOff`, the same chunk), then
-// copied from there into every peer's output while in cache. Holds every peer's access guard
+// copied from there into every peer's output while in cache (large outputs out of place with
+// streaming stores: streamsPeerCopies). Holds every peer's access guard
 // (fifo.hpp); returns false, having touched nothing, when one is poisoned. In place is safe:
 // slice r of any buffer is read and written by r's owner alone, and a tile is read before it is
 // written.
@@ -195,7 +224,11 @@ OCCL_HD inline bool peerReduceTile(const CollDesc& d, const ProgramForm& f, cons
       const char* peer = peerNotice(plan.recvs[i]).input + at;
       dispatchTypeOp(d.dtype, d.redOp, ReduceCopyCall{a, peer, dst, nullptr, static_cast<size_t>(n), post});
     }
-    for (uint32_t i = 0; i < plan.nRecvs; ++i) memcpy(peerNotice(plan.recvs[i]).output + at, dst, static_cast<size_t>(n * eb));
+    const bool stream = streamsPeerCopies(d);
+    for (uint32_t i = 0; i < plan.nRecvs; ++i) {
+      const PeerNotice notice = peerNotice(plan.recvs[i]);
+      copyToPeer(notice.output + at, dst, static_cast<size_t>(n * eb), stream && notice.output != notice.input);
+    }
   }
   for (uint32_t i = 0; i < held; ++i) plan.recvs[i].endPeerAccess();
   return ok;

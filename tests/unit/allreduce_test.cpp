@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "primitives/peer_read.hpp"
 #include "support/collective_cases.hpp"
 #include "support/ranks.hpp"
 
@@ -113,6 +114,15 @@ TEST(AllReducePeer, BackToBackSubmissionsOfOneCollectiveKeepTheirNoticesApart) {
       }
     }
   }
+}
+
+// Outputs that together reach kPeerStreamMinOutputBytes: the fold writes its tiles into the
+// peers' outputs with streaming stores out of place (memcpy in place). The count's remainder puts
+// the slices' starts, and so the streamed tiles' destinations, off the 16-byte boundary.
+TEST(AllReducePeer, OutputsLargeEnoughToStreamComeOutBitExact) {
+  constexpr int kRanks = 4;
+  constexpr size_t kCount = kPeerStreamMinOutputBytes / kRanks / sizeof(float) + 3;
+  for (bool inPlace : {false, true}) EXPECT_EQ(runFloatSum(kRanks, kCount, inPlace, false), "peer");
 }
 
 // Direct over several tiles: 2000 floats in 4 KiB slots, on 2 ranks (where peer reads would take
