@@ -58,7 +58,8 @@ struct PeerReadRun {
 };
 
 // Ranks 1..kRanks-1 on threads of their own and rank 0 on the benchmark's thread, so that one
-// iteration is one AllReduce of every rank, timed from its start to the last rank's end.
+// iteration is one AllReduce of every rank, timed from its start to the last rank's end. `work`
+// must not throw: a rank that left mid-iteration would leave the others at the barrier.
 // (Google Benchmark's Threads(n) counts each thread's pass as an iteration and divides the wall
 // time by their sum: it reported a quarter of the AllReduce's time.)
 class RankTeam {

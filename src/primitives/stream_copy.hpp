@@ -5,15 +5,15 @@
 // read) is better written by memcpy: a streaming store evicts the line it writes.
 //
 // The stores are weakly ordered: streamCopy ends with a store fence, so a release store after it
-// (a FIFO publish, a notice) is seen after the copied bytes, as after memcpy. Host code only;
-// elsewhere it is memcpy.
+// (a FIFO publish, a notice) is seen after the copied bytes, as after memcpy. Host code with SSE2
+// (every x86-64) only; elsewhere it is memcpy (OCCL_STREAM_STORES 0).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
-#if (defined(__x86_64__) || defined(__i386__)) && !defined(__CUDA_ARCH__)
+#if defined(__SSE2__) && !defined(__CUDA_ARCH__)
 #include <emmintrin.h>
 #define OCCL_STREAM_STORES 1
 #else

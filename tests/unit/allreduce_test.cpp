@@ -118,10 +118,18 @@ TEST(AllReducePeer, BackToBackSubmissionsOfOneCollectiveKeepTheirNoticesApart) {
 
 // Outputs that together reach kPeerStreamMinOutputBytes: the fold writes its tiles into the
 // peers' outputs with streaming stores out of place (memcpy in place). The count's remainder puts
-// the slices' starts, and so the streamed tiles' destinations, off the 16-byte boundary.
+// the starts of slices 2 and 3, and so their streamed tiles' destinations, off the 16-byte
+// boundary, and leaves a tail shorter than a line.
 TEST(AllReducePeer, OutputsLargeEnoughToStreamComeOutBitExact) {
   constexpr int kRanks = 4;
   constexpr size_t kCount = kPeerStreamMinOutputBytes / kRanks / sizeof(float) + 3;
+  CollDesc d{};
+  d.nRanks = kRanks;
+  d.elemBytes = sizeof(float);
+  d.totalElems = kCount;
+  ASSERT_TRUE(streamsPeerCopies(d)) << "the count no longer reaches the streaming threshold";
+  d.totalElems = kPeerStreamMinOutputBytes / kRanks / sizeof(float) - 1;
+  ASSERT_FALSE(streamsPeerCopies(d)) << "one element below the threshold streams";
   for (bool inPlace : {false, true}) EXPECT_EQ(runFloatSum(kRanks, kCount, inPlace, false), "peer");
 }
 
