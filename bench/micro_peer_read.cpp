@@ -8,8 +8,8 @@
 //                                 other slices from their owners' outputs.
 //   BM_PeerPushAllReduce/bytes:B/stream:S : push, what the peer program does. Rank r folds slice
 //                                 r of the 4 inputs tile by tile and writes each tile into the
-//                                 3 other outputs: memcpy (S = 0) or streaming stores (S = 1,
-//                                 primitives/stream_copy.hpp), out of place.
+//                                 3 other outputs as the program does (copyToPeer): memcpy
+//                                 (S = 0) or streaming stores (S = 1), out of place.
 // Both end at a barrier where the program waits for notices (every output written before the
 // next run overwrites one), and pull also waits between its phases.
 // Bytes/s counts one rank's buffer (algorithm bandwidth, as occl-bench's algbw); the `busbw`
@@ -32,9 +32,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "primitives/peer_read.hpp"
 #include "primitives/reduce_copy.hpp"
 #include "primitives/reduce_ops.hpp"
-#include "primitives/stream_copy.hpp"
 
 namespace {
 
@@ -144,12 +144,9 @@ void pushOwnSlice(PeerReadRun& run, int rank, bool stream) {
     for (int k = 2; k < kRanks; ++k)
       occl::reduceCopy<float, occl::ops::Sum>(d + t, run.in[(rank + k) % kRanks].data() + t, d + t, nullptr, len, 0);
     for (int p = 0; p < kRanks; ++p) {
-      if (p == rank) continue;
-      if (stream) {
-        occl::streamCopy(run.out[p].data() + t, d + t, len * sizeof(float));
-      } else {
-        std::memcpy(run.out[p].data() + t, d + t, len * sizeof(float));
-      }
+      if (p != rank)
+        occl::copyToPeer(reinterpret_cast<char*>(run.out[p].data() + t), reinterpret_cast<const char*>(d + t),
+                         len * sizeof(float), stream);
     }
   }
 }
