@@ -21,20 +21,32 @@
 # (Debian: openmpi-bin libopenmpi-dev libgloo-dev).
 #
 # Sizes up to SMALL_MAX run SMALL_ITERS timed iterations (occl-bench --small-iters) in occl's and
-# Open MPI's runs: at ITERS = 20 a 6 us row spans 120 us, and one descheduled rank decides it.
+# Open MPI's runs: at ITERS = 20 a 6 us row spans 120 us, and one descheduled rank decides it; a
+# 1 MiB row (0.3-1 ms a run) spans a few milliseconds, and one stretch with three of the 4 ranks
+# on one core decides that (the 1 MiB processes row of host-2026-11-27b.md was bimodal: 271-278
+# us in two repetitions, 452-509 in three). 2000 runs up to 1 MiB add about 20 s a repetition.
 # Gloo's small rows take 0.3-6 ms each, so its 20 iterations already span milliseconds, and 2000
 # would add minutes per run: Gloo runs ITERS at every size.
 #
+# Then the sizes up to PAIRED_MAX once more, paired: PAIRED_ROUNDS rounds, each running occl's
+# threads, occl's processes and Open MPI back to back with PAIRED_ITERS timed iterations, to
+# OUTDIR/<runner>.p<k>.txt. A run takes a second or two, so the three of a round meet one stretch
+# of the machine, where the repetitions above are minutes apart: on the development VM the medians
+# of 5 repetitions at 8-256 B put occl's threads at 0.93-1.03 of Open MPI in one sweep and
+# 1.16-1.40 in the next. OUTDIR/paired.md (paired_table.py) gives, per size, the median over the
+# rounds of each occl runner's time divided by Open MPI's in the same round.
+#
 # Environment: BUILD_DIR (build-cpu), JOBS (2), NRANKS (4), MINBYTES (8), MAXBYTES (64M),
-# FACTOR (2), ITERS (20), WARMUP (5), SMALL_ITERS (2000; 0 = ITERS everywhere), SMALL_MAX (8K),
-# RUN_TIMEOUT seconds per run (1800), REPS (5).
+# FACTOR (2), ITERS (20), WARMUP (5), SMALL_ITERS (2000; 0 = ITERS everywhere), SMALL_MAX (1M),
+# RUN_TIMEOUT seconds per run (1800), REPS (5), PAIRED_ROUNDS (12; 0 = none), PAIRED_MAX (256),
+# PAIRED_ITERS (20000).
 set -euo pipefail
 
 source "$(dirname "$0")/common.sh"
 comparison_usage "$0" "$@"
 comparison_setup "$1"
 NRANKS="${NRANKS:-4}"
-SMALL=(--small-iters "${SMALL_ITERS:-2000}" --small-max "${SMALL_MAX:-8K}")
+SMALL=(--small-iters "${SMALL_ITERS:-2000}" --small-max "${SMALL_MAX:-1M}")
 build_baselines run_host_comparison
 # The machine's copy bandwidth (occl-micro BM_Memcpy at 64 MiB), once per repetition beside the
 # sweep: the bound a host AllReduce's busbw is compared with. Needs Google Benchmark.
@@ -119,6 +131,23 @@ for ((rep = 1; rep <= ${REPS:-5}; rep++)); do
   fi
 done
 
+# The small sizes once more, paired (see the top of the file).
+PAIRED_ROUNDS="${PAIRED_ROUNDS:-12}"
+if [ "$PAIRED_ROUNDS" -gt 0 ] && has mpi-allreduce-bench && [ ${#MPIRUN[@]} -gt 0 ]; then
+  PAIRED=(-b "${MINBYTES:-8}" -e "${PAIRED_MAX:-256}" -f "${FACTOR:-2}" -n "${ITERS:-20}" -w "${WARMUP:-5}" -c 1
+    --small-iters "${PAIRED_ITERS:-20000}" --small-max "${PAIRED_MAX:-256}")
+  for ((round = 1; round <= PAIRED_ROUNDS; round++)); do
+    run "occl-threads.p$round" timeout "$RUN_TIMEOUT" "$BIN/occl-bench" allreduce --backend host -g "$NRANKS" \
+      "${PAIRED[@]}"
+    run "occl-processes.p$round" timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" "$BIN/occl-bench" allreduce --backend host \
+      "${PAIRED[@]}"
+    run "mpi.p$round" timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" "$BIN/baselines/mpi-allreduce-bench" "${PAIRED[@]}"
+  done
+  bench/baselines/paired_table.py "$OUT" mpi occl-threads occl-processes > "$OUT/paired.md" || failed=1
+else
+  echo "run_host_comparison: no paired small sizes (PAIRED_ROUNDS=0, or no Open MPI)" >&2
+fi
+
 RUNNERS=(occl-threads occl-processes mpi gloo-threads gloo-processes)
 bench/baselines/median_table.py "$OUT" "${RUNNERS[@]}" > "$OUT/medians.md" || failed=1
 if [ -s "$OUT/memcpy.txt" ]; then
@@ -138,4 +167,5 @@ else
 fi
 
 cat "$OUT/summary.txt" "$OUT/medians.md"
+[ ! -s "$OUT/paired.md" ] || cat "$OUT/paired.md"
 exit $failed
