@@ -15,9 +15,11 @@ struct TransportEntry {
 
 // In order of preference; the last one reaches everything.
 constexpr TransportEntry kTransports[] = {
+    // A pid names a process only within its pid namespace: two ranks in containers that share
+    // the host's network and /dev/shm may both be pid 1.
     {Transport::InProcess,
      [](const PeerInfo& self, const PeerInfo& peer, const SelectionPolicy&) {
-       return sameHost(self, peer) && self.process == peer.process;
+       return sameHost(self, peer) && self.pidNamespace == peer.pidNamespace && self.process == peer.process;
      }},
     {Transport::Shm,
      [](const PeerInfo& self, const PeerInfo& peer, const SelectionPolicy& policy) {

@@ -27,7 +27,7 @@ struct PeerInfo {
   char host[kHostBytes];  // host identity, NUL-padded (bootstrap::hostIdentity(): OCCL_HOSTID, or name +
                           // boot id + network namespace, so namespaces on one machine differ)
   uint64_t pidNamespace;  // bootstrap::pidNamespace(): shm peers reach occlMemAlloc memory through /proc/<pid>
-  uint64_t process;       // unique per live process of a host: pid and the process's start time
+  uint64_t process;       // getpid(): unique among the live processes of one pid namespace
 };
 static_assert(sizeof(PeerInfo) == 128, "PeerInfo travels as fixed-size bytes");
 

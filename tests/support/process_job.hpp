@@ -37,10 +37,11 @@ inline std::string toHex(const void* data, size_t n) {
 }
 
 // Starts `nRanks` children running the gtest test `entry` with OCCL_MP_SCENARIO, OCCL_MP_NRANKS,
-// OCCL_MP_RANK and the id (also stored in *idOut when given). Returns their pids in rank order
-// (fewer on failure, with a test failure).
+// OCCL_MP_RANK and the id (also stored in *idOut when given), each behind `prefix` (spawn()).
+// Returns their pids in rank order (fewer on failure, with a test failure).
 inline std::vector<pid_t> spawnWithUniqueId(const std::string& entry, const std::string& scenario, int nRanks,
-                                            Env extra = {}, occlUniqueId* idOut = nullptr) {
+                                            Env extra = {}, occlUniqueId* idOut = nullptr,
+                                            const std::vector<std::string>& prefix = {}) {
   int fds[2];
   if (pipe(fds) != 0) {
     ADD_FAILURE() << "pipe: " << std::strerror(errno);
@@ -51,7 +52,7 @@ inline std::vector<pid_t> spawnWithUniqueId(const std::string& entry, const std:
   Env rank0 = extra;
   rank0["OCCL_MP_RANK"] = "0";
   rank0["OCCL_MP_ID_FD"] = std::to_string(fds[1]);
-  std::vector<pid_t> pids{spawn(entry, rank0)};
+  std::vector<pid_t> pids{spawn(entry, rank0, prefix)};
   close(fds[1]);  // later children must not inherit the write end
   occlUniqueId id{};
   size_t got = 0;
@@ -71,7 +72,7 @@ inline std::vector<pid_t> spawnWithUniqueId(const std::string& entry, const std:
   for (int r = 1; r < nRanks; ++r) {
     Env e = extra;
     e["OCCL_MP_RANK"] = std::to_string(r);
-    pids.push_back(spawn(entry, e));
+    pids.push_back(spawn(entry, e, prefix));
   }
   return pids;
 }

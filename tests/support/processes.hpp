@@ -15,8 +15,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -35,6 +37,19 @@ inline std::string selfExe() {
   char path[4096] = {};
   const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
   return n > 0 ? std::string(path, static_cast<size_t>(n)) : std::string("/proc/self/exe");
+}
+
+// The path of program `name` on this process's PATH, or "" when none is executable.
+inline std::string findProgram(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
+  for (size_t at = 0; at <= dirs.size();) {
+    const size_t end = std::min(dirs.find(':', at), dirs.size());
+    const std::string candidate = (end > at ? dirs.substr(at, end - at) : std::string(".")) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    at = end + 1;
+  }
+  return "";
 }
 
 // This process's environment minus what would steer a child's launcher detection or scenario

@@ -118,6 +118,26 @@ TEST(MultiProcessTest, AllReduceFourProcessesOnSharedBuffersRunsPeer) {
   expectAllSucceeded(reapChildren(pids, std::chrono::seconds(90)));
 }
 
+// Two ranks, each pid 1 of a pid namespace of its own (`unshare --pid`), as ranks in containers
+// that share the host's network and /dev/shm: one host, two processes with equal pids. They must
+// be told apart (shm, not in-process: each would take the other's addresses for its own), and
+// neither can reach the other's occlMemAlloc buffers through /proc, so a sharedBuffers AllReduce
+// past the direct bound runs the ring, bit-exact.
+TEST(MultiProcessTest, RanksThatArePidOneOfTheirOwnPidNamespacesAreTwoProcessesAndRunTheRing) {
+  const std::string unshare = proc::findProgram("unshare"), trueProgram = proc::findProgram("true");
+  if (unshare.empty() || trueProgram.empty()) GTEST_SKIP() << "no unshare (util-linux) or true on PATH";
+  const std::vector<std::string> prefix{unshare, "--pid", "--kill-child"};
+  // A pid namespace needs CAP_SYS_ADMIN (root, or a user namespace of one's own).
+  std::vector<std::string> probe = prefix;
+  probe.push_back(trueProgram);
+  if (proc::reap({proc::spawnProgram(probe, {}, "/dev/null")}, std::chrono::seconds(30))[0] != 0)
+    GTEST_SKIP() << "unshare --pid is not permitted here";
+  std::vector<pid_t> pids =
+      proc::spawnWithUniqueId("MultiProcessChild.DISABLED_Entry", "pidns", 2, {}, nullptr, prefix);
+  ASSERT_EQ(pids.size(), 2u);
+  expectAllSucceeded(reapChildren(pids, std::chrono::seconds(90)));
+}
+
 // The peer program between processes fails fast too when a peer dies.
 TEST(MultiProcessTest, PeerDeathFailsTheSharedBuffersPeerAllReduce) {
   std::vector<pid_t> pids = spawnWithUniqueId("fault", 3, {{"OCCL_MP_VICTIM", "1"}, {"OCCL_MP_SHARED", "1"}});
@@ -245,8 +265,10 @@ SharedFloats sharedFloats(size_t n, float fill) {
 }
 
 // Counts on both sides of the direct bound; the largest also at an offset into its allocation,
-// out of place and in place, all in flight at once.
-void runSharedAllReduces(occlComm_t comm, int rank, int nRanks) {
+// out of place and in place, all in flight at once. `peersReachable`: every peer can map this
+// rank's buffers (one pid namespace), so counts past the direct bound run the peer program; else
+// they run the ring.
+void runSharedAllReduces(occlComm_t comm, int rank, int nRanks, bool peersReachable = true) {
   const size_t counts[] = {1, 1023, (size_t{1} << 20) + 3};
   constexpr size_t kInterior = 16;  // elements into the allocation
   std::vector<SharedFloats> send, recv;
@@ -259,12 +281,14 @@ void runSharedAllReduces(occlComm_t comm, int rank, int nRanks) {
     d.count = n;
     d.sharedBuffers = 1;
     expectOk(occlCollRegister(comm, 0x200 + c, &d), comm, "register");
-    // Direct while (n-1) x bytes is at most 32 KiB, as between threads (algorithms.cpp).
-    const bool peer = n * sizeof(float) * static_cast<size_t>(nRanks - 1) > (size_t{32} << 10);
+    // Direct while (n-1) x bytes is at most 32 KiB where the peer program can follow, as between
+    // threads, and 192 KiB where it cannot (algorithms.cpp).
+    const size_t directBound = peersReachable ? size_t{32} << 10 : size_t{192} << 10;
+    const bool direct = n * sizeof(float) * static_cast<size_t>(nRanks - 1) <= directBound;
     for (int inPlace = 0; inPlace < 2; ++inPlace) {
       const char* algo = nullptr;
       expectOk(occlCollGetAlgorithm(comm, 0x200 + c, inPlace, &algo), comm, "algorithm");
-      EXPECT_STREQ(algo, peer ? "peer" : "direct") << n;
+      EXPECT_STREQ(algo, direct ? "direct" : peersReachable ? "peer" : "ring") << n;
     }
     for (int variant = 0; variant < 3; ++variant) {  // out of place, in place, in place at an offset
       const size_t at = variant == 2 ? kInterior : 0;
@@ -457,6 +481,17 @@ TEST(MultiProcessChild, DISABLED_Entry) {
     finish(comm);
   } else if (s == "shared") {
     runSharedAllReduces(comm, rank, nRanks);
+    finish(comm);
+  } else if (s == "pidns") {
+    EXPECT_EQ(getpid(), 1) << "not pid 1 of a pid namespace of its own: no equal pids to tell apart";
+    for (int peer = 0; peer < nRanks; ++peer) {
+      const char* t = nullptr;
+      expectOk(occlCommPeerTransport(comm, peer, &t), comm, "occlCommPeerTransport");
+      if (peer != rank) {
+        EXPECT_STREQ(t, "shm") << peer;
+      }
+    }
+    runSharedAllReduces(comm, rank, nRanks, /*peersReachable=*/false);
     finish(comm);
   } else if (s == "fault") {
     if (rank == envInt("OCCL_MP_VICTIM", -1)) {
