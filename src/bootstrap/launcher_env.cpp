@@ -180,6 +180,11 @@ uint64_t pidNamespace() {
   return stat("/proc/self/ns/pid", &ns) == 0 ? static_cast<uint64_t>(ns.st_ino) : 0;
 }
 
+uint64_t shmDevice() {
+  struct stat shm {};
+  return stat("/dev/shm", &shm) == 0 ? static_cast<uint64_t>(shm.st_dev) : 0;
+}
+
 std::string hostIdentity() {
   if (std::optional<std::string> id = env("OCCL_HOSTID")) return *id;
   char name[256] = {};

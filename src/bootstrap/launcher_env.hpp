@@ -43,6 +43,10 @@ std::string hostIdentity();
 // The inode of this process's pid namespace (0 if /proc says nothing): processes of one host reach
 // each other's occlMemAlloc memory only within one (memory/shared_buffers.hpp).
 uint64_t pidNamespace();
+// The device of the file system where shm_open makes this process's segments (/dev/shm; 0 if
+// there is none): processes of one host whose /dev/shm differ (containers with one of their own,
+// on the host's network) cannot meet there, and take the network instead.
+uint64_t shmDevice();
 
 // "host:port" or "[v6addr]:port"; `variable` names the value's origin in error messages.
 Result<std::pair<std::string, int>> parseHostPort(const std::string& variable, const std::string& value);

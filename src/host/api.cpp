@@ -144,8 +144,10 @@ Result<Topology> discoverTopology(occl::bootstrap::Bootstrap& boot, int rank, in
   using namespace occl::transport;
   Topology t;
   t.ranks.resize(static_cast<size_t>(nranks));
-  t.ranks[static_cast<size_t>(rank)] = makePeerInfo(occl::bootstrap::hostIdentity(), occl::bootstrap::pidNamespace(),
-                                                    static_cast<uint64_t>(getpid()));
+  t.ranks[static_cast<size_t>(rank)] =
+      makePeerInfo(occl::bootstrap::hostIdentity(), {.pidNamespace = occl::bootstrap::pidNamespace(),
+                                                     .shmDevice = occl::bootstrap::shmDevice(),
+                                                     .process = static_cast<uint64_t>(getpid())});
   if (Status s = boot.allGather(t.ranks.data(), sizeof(PeerInfo)); !s.ok()) return s;
   const SelectionPolicy policy{c.transport == occlTransportNet};
   const PeerInfo& self = t.ranks[static_cast<size_t>(rank)];

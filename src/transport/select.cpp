@@ -21,9 +21,11 @@ constexpr TransportEntry kTransports[] = {
      [](const PeerInfo& self, const PeerInfo& peer, const SelectionPolicy&) {
        return sameHost(self, peer) && self.pidNamespace == peer.pidNamespace && self.process == peer.process;
      }},
+    // Segments are named in /dev/shm: two containers with one each would each make their own
+    // and wait for a peer that never writes there.
     {Transport::Shm,
      [](const PeerInfo& self, const PeerInfo& peer, const SelectionPolicy& policy) {
-       return !policy.forceNet && sameHost(self, peer);
+       return !policy.forceNet && sameHost(self, peer) && self.shmDevice == peer.shmDevice;
      }},
     {Transport::Net, [](const PeerInfo&, const PeerInfo&, const SelectionPolicy&) { return true; }},
 };
@@ -39,11 +41,12 @@ const char* transportName(Transport t) {
   return "unknown";
 }
 
-PeerInfo makePeerInfo(const std::string& host, uint64_t pidNamespace, uint64_t process) {
+PeerInfo makePeerInfo(const std::string& host, const ProcessPlace& place) {
   PeerInfo info{};
   std::memcpy(info.host, host.data(), std::min(host.size(), PeerInfo::kHostBytes - 1));
-  info.pidNamespace = pidNamespace;
-  info.process = process;
+  info.pidNamespace = place.pidNamespace;
+  info.shmDevice = place.shmDevice;
+  info.process = place.process;
   return info;
 }
 

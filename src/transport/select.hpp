@@ -21,17 +21,25 @@ namespace occl::transport {
 enum class Transport : uint8_t { InProcess, Shm, Net };
 const char* transportName(Transport t);
 
+// Where a process runs within its host.
+struct ProcessPlace {
+  uint64_t pidNamespace = 0;  // bootstrap::pidNamespace(): shm peers reach occlMemAlloc memory through /proc/<pid>
+  uint64_t shmDevice = 0;     // bootstrap::shmDevice(): shm peers meet in one /dev/shm
+  uint64_t process = 0;       // getpid(): unique among the live processes of one pid namespace
+};
+
 // What a rank tells its peers about where it runs. Plain bytes: it crosses the bootstrap.
 struct PeerInfo {
   static constexpr size_t kHostBytes = 112;
   char host[kHostBytes];  // host identity, NUL-padded (bootstrap::hostIdentity(): OCCL_HOSTID, or name +
                           // boot id + network namespace, so namespaces on one machine differ)
-  uint64_t pidNamespace;  // bootstrap::pidNamespace(): shm peers reach occlMemAlloc memory through /proc/<pid>
-  uint64_t process;       // getpid(): unique among the live processes of one pid namespace
+  uint64_t pidNamespace;  // ProcessPlace's fields
+  uint64_t shmDevice;
+  uint64_t process;
 };
-static_assert(sizeof(PeerInfo) == 128, "PeerInfo travels as fixed-size bytes");
+static_assert(sizeof(PeerInfo) == 136, "PeerInfo travels as fixed-size bytes");
 
-PeerInfo makePeerInfo(const std::string& host, uint64_t pidNamespace, uint64_t process);
+PeerInfo makePeerInfo(const std::string& host, const ProcessPlace& place);
 bool sameHost(const PeerInfo& a, const PeerInfo& b);
 
 struct SelectionPolicy {

@@ -138,6 +138,31 @@ TEST(MultiProcessTest, RanksThatArePidOneOfTheirOwnPidNamespacesAreTwoProcessesA
   expectAllSucceeded(reapChildren(pids, std::chrono::seconds(90)));
 }
 
+// Two ranks on the host's network, each with a /dev/shm of its own (a mount namespace with a
+// fresh tmpfs there, as containers get), where shm connectors are made by name: each rank would
+// make its own segment and wait for a peer that never writes there (both hung silently until
+// killed). They take the network instead, and their AllReduces are exact.
+TEST(MultiProcessTest, RanksWithADevShmEachTakeTheNetwork) {
+#if !OCCL_HAVE_UCX
+  GTEST_SKIP() << "this build has no NET connector (UCX)";
+#endif
+  const std::string unshare = proc::findProgram("unshare"), sh = proc::findProgram("sh");
+  if (unshare.empty() || sh.empty()) GTEST_SKIP() << "no unshare (util-linux) or sh on PATH";
+  const std::vector<std::string> ownShm{unshare, "--mount", "--propagation", "private", sh, "-c",
+                                        "mount -t tmpfs occl-test-shm /dev/shm && exec \"$0\" \"$@\""};
+  // A mount namespace needs CAP_SYS_ADMIN (root, or a user namespace of one's own).
+  std::vector<std::string> probe = ownShm;
+  probe.push_back(sh);
+  probe.push_back("-c");
+  probe.push_back("true");
+  if (proc::reap({proc::spawnProgram(probe, {}, "/dev/null")}, std::chrono::seconds(30))[0] != 0)
+    GTEST_SKIP() << "unshare --mount with a tmpfs on /dev/shm is not permitted here";
+  std::vector<pid_t> pids =
+      proc::spawnWithUniqueId("MultiProcessChild.DISABLED_Entry", "ownshm", 2, {}, nullptr, ownShm);
+  ASSERT_EQ(pids.size(), 2u);
+  expectAllSucceeded(reapChildren(pids, std::chrono::seconds(90)));
+}
+
 // The peer program between processes fails fast too when a peer dies.
 TEST(MultiProcessTest, PeerDeathFailsTheSharedBuffersPeerAllReduce) {
   std::vector<pid_t> pids = spawnWithUniqueId("fault", 3, {{"OCCL_MP_VICTIM", "1"}, {"OCCL_MP_SHARED", "1"}});
@@ -481,6 +506,16 @@ TEST(MultiProcessChild, DISABLED_Entry) {
     finish(comm);
   } else if (s == "shared") {
     runSharedAllReduces(comm, rank, nRanks);
+    finish(comm);
+  } else if (s == "ownshm") {
+    for (int peer = 0; peer < nRanks; ++peer) {
+      const char* t = nullptr;
+      expectOk(occlCommPeerTransport(comm, peer, &t), comm, "occlCommPeerTransport");
+      if (peer != rank) {
+        EXPECT_STREQ(t, "net") << peer;
+      }
+    }
+    runAllReduces(comm, rank, nRanks);
     finish(comm);
   } else if (s == "pidns") {
     EXPECT_EQ(getpid(), 1) << "not pid 1 of a pid namespace of its own: no equal pids to tell apart";
