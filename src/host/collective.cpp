@@ -237,7 +237,11 @@ Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, con
   const ProgramForm& form = desc_.forms[formIndex];
   const uint64_t written =
       form.peerReads != 0 ? sizeof(PeerNotice) : std::min(form.chunkElems, desc_.tileElems) * desc_.elemBytes;
-  mem.value()->populate(end, slots, slotBytes, written);
+  if (Status s = mem.value()->populate(end, slots, slotBytes, written); !s.ok()) {
+    // As for a mismatch: the peer's end must fail too, not wait for this one.
+    for (const auto& c : connectors_) (void)c->poison(occlSystemError);
+    return s;
+  }
   return handleOf(*mem.value(), slots, slotBytes);
 }
 

@@ -64,8 +64,11 @@ class ConnectorMemory {
   // touch (the header, the first `bytesPerSlot` of each of the `nSlots` slots of `slotBytes`, the
   // slot lengths). Otherwise the collective's first round through the slots takes a fault per page
   // in each process that maps them: a small AllReduce's first 4 runs on 4 thread-ranks cost ~4x a
-  // warm one. Memory that needs nothing (device, pinned) keeps this default.
-  virtual void populate(ConnectorEnd end, uint32_t nSlots, uint64_t slotBytes, uint64_t bytesPerSlot) {}
+  // warm one. Memory that needs nothing (device, pinned) keeps this default. Fails (occlSystemError)
+  // where the memory behind those pages cannot be had: /dev/shm full, for the shm connector.
+  virtual Status populate(ConnectorEnd end, uint32_t nSlots, uint64_t slotBytes, uint64_t bytesPerSlot) {
+    return Status::success();
+  }
 
  protected:
   void* base_ = nullptr;
@@ -98,6 +101,18 @@ std::unique_ptr<ConnectorFactory> makeShmFactory(uint64_t jobNonce, int64_t atta
 // end that fills the slots; it runs before its own daemon can), a reader only loads one. Either
 // adds 0 to the header's `attached` word, which every end writes.
 void populateHostSlots(void* base, uint32_t nSlots, uint64_t slotBytes, uint64_t bytesPerSlot, bool writer);
+
+// Calls fn(from, bytes) for each range of a connector at `base` that a collective writing
+// `bytesPerSlot` of each slot uses besides the header: each slot's first bytesPerSlot, the slot
+// lengths, the slots' lines (queues/fifo.hpp).
+template <typename Fn>
+void forEachUsedRange(void* base, uint32_t nSlots, uint64_t slotBytes, uint64_t bytesPerSlot, Fn&& fn) {
+  char* data = static_cast<char*>(base) + kFifoDataOffset;
+  const uint64_t used = bytesPerSlot < slotBytes ? bytesPerSlot : slotBytes;
+  for (uint32_t s = 0; s < nSlots; ++s) fn(data + s * slotBytes, used);
+  fn(data + fifoLengthsOffset(nSlots, slotBytes), nSlots * sizeof(uint64_t));
+  fn(data + fifoLinesOffset(nSlots, slotBytes), nSlots * sizeof(FifoLine));
+}
 
 // Sets the geometry word on first mapping, or checks it matches what the other end set.
 Status claimGeometry(FifoHeader* header, uint32_t nSlots, uint64_t slotBytes, const ConnectorKey& key);

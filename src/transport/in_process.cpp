@@ -22,8 +22,9 @@ class AnonymousMemory : public ConnectorMemory {
   ~AnonymousMemory() override { munmap(base_, bytes_); }
   // Threads share the page tables: the sender maps in what it will fill, before its daemon runs;
   // a touch by the receiver could meet the sender's daemon already writing.
-  void populate(ConnectorEnd end, uint32_t nSlots, uint64_t slotBytes, uint64_t bytesPerSlot) override {
+  Status populate(ConnectorEnd end, uint32_t nSlots, uint64_t slotBytes, uint64_t bytesPerSlot) override {
     if (end == ConnectorEnd::Sender) populateHostSlots(base_, nSlots, slotBytes, bytesPerSlot, true);
+    return Status::success();
   }
 
  private:
@@ -101,11 +102,7 @@ void populateHostSlots(void* base, uint32_t nSlots, uint64_t slotBytes, uint64_t
   };
   auto* header = static_cast<FifoHeader*>(base);
   atomics::fetchAdd(&header->attached, 0u);  // the header's page, which every end writes
-  char* data = static_cast<char*>(base) + kFifoDataOffset;
-  const uint64_t used = std::min(bytesPerSlot, slotBytes);
-  for (uint32_t s = 0; s < nSlots; ++s) touch(data + s * slotBytes, used);
-  touch(data + fifoLengthsOffset(nSlots, slotBytes), nSlots * sizeof(uint64_t));
-  touch(data + fifoLinesOffset(nSlots, slotBytes), nSlots * sizeof(FifoLine));
+  forEachUsedRange(base, nSlots, slotBytes, bytesPerSlot, touch);
 }
 
 Status claimGeometry(FifoHeader* header, uint32_t nSlots, uint64_t slotBytes, const ConnectorKey& key) {

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -50,6 +51,30 @@ class JobSegments {
   std::string prefix_;
 };
 
+// Has the tmpfs pages of [from, from + bytes) allocated now (MADV_POPULATE_WRITE, Linux 5.14), so
+// that a /dev/shm with no room for them fails here, naming the cause, where the first touch would
+// raise SIGBUS and kill the process (Docker's /dev/shm is 64 MiB unless --shm-size says more). The
+// pages change nothing: whatever a peer already wrote there stays. A kernel without the advice
+// (EINVAL) leaves it to the touches, as before.
+Status reservePages(void* from, size_t bytes, const std::string& name) {
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t start = reinterpret_cast<uintptr_t>(from) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(from) + bytes + page - 1) / page * page;
+  if (bytes == 0 || madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE) == 0 || errno == EINVAL)
+    return Status::success();
+  // EFAULT: a touch would have raised SIGBUS, i.e. the tmpfs is full (or its memory limit reached).
+  const std::string why = errno == EFAULT ? "it is full" : std::strerror(errno);
+  struct statvfs fs {};
+  const std::string room = statvfs("/dev/shm", &fs) == 0
+                               ? absl::StrFormat("%d of its %d bytes free", static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize,
+                                                 static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize)
+                               : std::string("its size unknown");
+  return Status::error(occlSystemError,
+                       absl::StrFormat("shared memory %s: no room for %d more bytes in /dev/shm (%s; %s): give it "
+                                       "more (docker run --shm-size, a larger tmpfs) or register fewer collectives",
+                                       name, end - start, why, room));
+}
+
 class ShmMemory : public ConnectorMemory {
  public:
   ShmMemory(void* base, size_t bytes, std::string name, std::shared_ptr<JobSegments> segments)
@@ -59,9 +84,15 @@ class ShmMemory : public ConnectorMemory {
   // A segment the peer has not mapped yet keeps its name, for the peer to find what was sent;
   // JobSegments unlinks it at the end.
   ~ShmMemory() override { munmap(base_, bytes_); }
-  // Each process has its own page tables: both ends map in what they use.
-  void populate(ConnectorEnd end, uint32_t nSlots, uint64_t slotBytes, uint64_t bytesPerSlot) override {
+  // Each process has its own page tables: both ends map in what they use, once the pages exist.
+  Status populate(ConnectorEnd end, uint32_t nSlots, uint64_t slotBytes, uint64_t bytesPerSlot) override {
+    Status room = Status::success();
+    forEachUsedRange(base_, nSlots, slotBytes, bytesPerSlot, [&](char* from, size_t bytes) {
+      if (room.ok()) room = reservePages(from, bytes, name_);
+    });
+    if (!room.ok()) return room;
     populateHostSlots(base_, nSlots, slotBytes, bytesPerSlot, end == ConnectorEnd::Sender);
+    return Status::success();
   }
   void unlinkIfShared() {
     if (atomics::loadAcquire(&header()->attached) >= 2) shm_unlink(name_.c_str());
@@ -136,6 +167,7 @@ class ShmFactory : public ConnectorFactory {
       return sysError("mmap", name);
     }
     auto memory = std::make_shared<ShmMemory>(base, bytes, name, segments_);
+    if (Status room = reservePages(base, sizeof(FifoHeader), name); !room.ok()) return room;
     Status geometry = claimGeometry(memory->header(), nSlots, slotBytes, key);
     if (!geometry.ok()) return geometry;
     memory->unlinkIfShared();

@@ -186,9 +186,9 @@ TEST(ConnectorPopulate, InProcessTheSenderMapsTheTilesInOnce) {
   auto receiver = attachBig(*b, key, ConnectorEnd::Receiver);
   ASSERT_EQ(sender->data(), receiver->data());
   expectTilesMapped(*sender, false);
-  receiver->populate(ConnectorEnd::Receiver, kPopSlots, kPopSlotBytes, kTileBytes);
+  ASSERT_TRUE(receiver->populate(ConnectorEnd::Receiver, kPopSlots, kPopSlotBytes, kTileBytes).ok());
   expectTilesMapped(*sender, false);
-  sender->populate(ConnectorEnd::Sender, kPopSlots, kPopSlotBytes, kTileBytes);
+  ASSERT_TRUE(sender->populate(ConnectorEnd::Sender, kPopSlots, kPopSlotBytes, kTileBytes).ok());
   expectTilesMapped(*sender, true);
   for (uint64_t i = 0; i < kTileBytes; ++i) ASSERT_EQ(sender->data()[kPopSlotBytes + i], 0) << i;
 }
@@ -201,19 +201,19 @@ TEST(ConnectorPopulate, SharedMemoryEachEndMapsItsOwnAndTheDataStays) {
   auto a = transport::makeShmFactory(nonce, 5000), b = transport::makeShmFactory(nonce, 5000);
   const ConnectorKey key{0x62, 0, 1, 0};
   auto sender = attachBig(*a, key, ConnectorEnd::Sender);
-  sender->populate(ConnectorEnd::Sender, kPopSlots, kPopSlotBytes, kTileBytes);
+  ASSERT_TRUE(sender->populate(ConnectorEnd::Sender, kPopSlots, kPopSlotBytes, kTileBytes).ok());
   expectTilesMapped(*sender, true);
   for (uint32_t s = 0; s < kPopSlots; ++s) std::memset(sender->data() + s * kPopSlotBytes, 0x50 + s, kTileBytes);
   auto receiver = attachBig(*b, key, ConnectorEnd::Receiver);
   ASSERT_NE(sender->data(), receiver->data());
   expectTilesMapped(*receiver, false);
-  receiver->populate(ConnectorEnd::Receiver, kPopSlots, kPopSlotBytes, kTileBytes);
+  ASSERT_TRUE(receiver->populate(ConnectorEnd::Receiver, kPopSlots, kPopSlotBytes, kTileBytes).ok());
   expectTilesMapped(*receiver, true);
   for (uint32_t s = 0; s < kPopSlots; ++s)
     for (uint64_t i = 0; i < kTileBytes; ++i)
       ASSERT_EQ(receiver->data()[s * kPopSlotBytes + i], static_cast<char>(0x50 + s)) << "slot " << s << ", byte " << i;
   // The sender registering again over what it wrote (a second form, say) keeps it too.
-  sender->populate(ConnectorEnd::Sender, kPopSlots, kPopSlotBytes, kTileBytes);
+  ASSERT_TRUE(sender->populate(ConnectorEnd::Sender, kPopSlots, kPopSlotBytes, kTileBytes).ok());
   EXPECT_EQ(sender->data()[kPopSlotBytes + kTileBytes - 1], 0x51);
 }
 

@@ -163,6 +163,28 @@ TEST(MultiProcessTest, RanksWithADevShmEachTakeTheNetwork) {
   expectAllSucceeded(reapChildren(pids, std::chrono::seconds(90)));
 }
 
+// The ranks' /dev/shm holds 512 KiB (Docker's holds 64 MiB unless --shm-size says more), less than
+// one connector of an AllReduce of 4 MiB: its registration fails on every rank with
+// occlSystemError naming /dev/shm, where a first touch of the missing pages used to kill the
+// process with SIGBUS; a small AllReduce registered before it still runs, exact. A launcher child
+// mounts the small tmpfs in a mount namespace of its own and starts the ranks there.
+TEST(MultiProcessTest, ADevShmTooSmallFailsTheRegistrationNotTheProcess) {
+  const std::string unshare = proc::findProgram("unshare"), sh = proc::findProgram("sh");
+  if (unshare.empty() || sh.empty()) GTEST_SKIP() << "no unshare (util-linux) or sh on PATH";
+  const std::vector<std::string> smallShm{
+      unshare, "--mount", "--propagation", "private", sh, "-c",
+      "mount -t tmpfs -o size=512k occl-test-shm /dev/shm && exec \"$0\" \"$@\""};
+  std::vector<std::string> probe = smallShm;
+  probe.push_back(sh);
+  probe.push_back("-c");
+  probe.push_back("true");
+  if (proc::reap({proc::spawnProgram(probe, {}, "/dev/null")}, std::chrono::seconds(30))[0] != 0)
+    GTEST_SKIP() << "unshare --mount with a tmpfs on /dev/shm is not permitted here";
+  const pid_t launcher = proc::spawn("MultiProcessChild.DISABLED_Entry", {{"OCCL_MP_SCENARIO", "smallshm-launcher"}},
+                                     smallShm);
+  EXPECT_EQ(reapChildren({launcher}, std::chrono::seconds(120))[0], 0) << "the launcher or a rank failed";
+}
+
 // The peer program between processes fails fast too when a peer dies.
 TEST(MultiProcessTest, PeerDeathFailsTheSharedBuffersPeerAllReduce) {
   std::vector<pid_t> pids = spawnWithUniqueId("fault", 3, {{"OCCL_MP_VICTIM", "1"}, {"OCCL_MP_SHARED", "1"}});
@@ -347,6 +369,29 @@ void runSharedAllReduces(occlComm_t comm, int rank, int nRanks, bool peersReacha
   ASSERT_EQ(send[8][kInterior - 1], -2.0f) << "the peers wrote before the offset buffer";
 }
 
+// See ADevShmTooSmallFailsTheRegistrationNotTheProcess.
+void registerAllReduceTooLargeForDevShm(occlComm_t comm, int rank, int nRanks) {
+  occlCollDesc_t small, large;
+  occlCollDescInit(&small);
+  small.count = 7;
+  expectOk(occlCollRegister(comm, 0x300, &small), comm, "register the small AllReduce");
+  occlCollDescInit(&large);
+  large.count = size_t{1} << 20;  // the ring: 4 slots of 128 KiB filled in each connector
+  EXPECT_EQ(occlCollRegister(comm, 0x301, &large), occlSystemError);
+  const std::string why = occlGetLastError(comm);
+  EXPECT_NE(why.find("no room"), std::string::npos) << why;
+  EXPECT_NE(why.find("/dev/shm"), std::string::npos) << why;
+  std::vector<float> send(small.count), recv(small.count, -1.0f);
+  for (size_t i = 0; i < small.count; ++i) send[i] = inputValue(rank, i);
+  CallbackCounter done;
+  expectOk(occlSubmit(comm, 0x300, send.data(), recv.data(), &CallbackCounter::callback, &done), comm, "submit");
+  expectOk(occlCommWaitAll(comm, 60000), comm, "waitAll");
+  ASSERT_EQ(done.fired().size(), 1u);
+  EXPECT_EQ(done.fired()[0].second, occlSuccess);
+  const float ranksSum = static_cast<float>(nRanks * (nRanks + 1) / 2);
+  for (size_t i = 0; i < small.count; ++i) EXPECT_EQ(recv[i], ranksSum * static_cast<float>(i % 7 + 1)) << i;
+}
+
 void finish(occlComm_t comm) {
   expectOk(occlCommFinalize(comm), comm, "finalize");
   expectOk(occlCommDestroy(comm), nullptr, "destroy");
@@ -482,6 +527,12 @@ TEST(MultiProcessChild, DISABLED_Entry) {
     finish(comm);
     return;
   }
+  if (s == "smallshm-launcher") {  // in the mount namespace with the small /dev/shm: start the ranks there
+    std::vector<pid_t> pids = spawnWithUniqueId("smallshm", 2);
+    ASSERT_EQ(pids.size(), 2u);
+    expectAllSucceeded(reapChildren(pids, std::chrono::seconds(90)));
+    return;
+  }
   const int rank = envInt("OCCL_MP_RANK", -1), nRanks = envInt("OCCL_MP_NRANKS", 0);
   if (s == "hung") {
     cfg.collTimeoutMs = kHangTimeoutMs;
@@ -506,6 +557,9 @@ TEST(MultiProcessChild, DISABLED_Entry) {
     finish(comm);
   } else if (s == "shared") {
     runSharedAllReduces(comm, rank, nRanks);
+    finish(comm);
+  } else if (s == "smallshm") {
+    registerAllReduceTooLargeForDevShm(comm, rank, nRanks);
     finish(comm);
   } else if (s == "ownshm") {
     for (int peer = 0; peer < nRanks; ++peer) {

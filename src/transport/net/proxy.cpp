@@ -64,8 +64,9 @@ class NetMemory : public ConnectorMemory {
   }
   // The sender's daemon fills its slots; the receiver's are filled by the proxy thread, which
   // may already be receiving into them.
-  void populate(ConnectorEnd end, uint32_t nSlots, uint64_t slotBytes, uint64_t bytesPerSlot) override {
+  Status populate(ConnectorEnd end, uint32_t nSlots, uint64_t slotBytes, uint64_t bytesPerSlot) override {
     if (end == ConnectorEnd::Sender) populateHostSlots(base_, nSlots, slotBytes, bytesPerSlot, true);
+    return Status::success();
   }
 
  private:
