@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "bootstrap/bootstrap.hpp"
 #include "memory/shared_buffers.hpp"
 #include "support/process_job.hpp"
@@ -118,20 +119,44 @@ TEST(MultiProcessTest, AllReduceFourProcessesOnSharedBuffersRunsPeer) {
   expectAllSucceeded(reapChildren(pids, std::chrono::seconds(90)));
 }
 
+// The prefix that starts a child in namespaces of its own: `unshare unshareArgs...`, then, where
+// `setup` is not empty, `sh -c '<setup> && exec "$0" "$@"'`. Empty, with `whyNot`, where this
+// machine lacks unshare or sh, or does not let this user make the namespaces (CAP_SYS_ADMIN: root,
+// or a user namespace of one's own): `true` runs behind the prefix first.
+std::vector<std::string> namespacePrefix(const std::vector<std::string>& unshareArgs, const std::string& setup,
+                                         std::string& whyNot) {
+  const std::string unshare = proc::findProgram("unshare"), sh = proc::findProgram("sh");
+  const std::string trueProgram = proc::findProgram("true");
+  if (unshare.empty() || sh.empty() || trueProgram.empty()) {
+    whyNot = "no unshare (util-linux), sh or true on PATH";
+    return {};
+  }
+  std::vector<std::string> prefix{unshare};
+  prefix.insert(prefix.end(), unshareArgs.begin(), unshareArgs.end());
+  if (!setup.empty()) {
+    prefix.push_back(sh);
+    prefix.push_back("-c");
+    prefix.push_back(setup + " && exec \"$0\" \"$@\"");
+  }
+  std::vector<std::string> probe = prefix;
+  probe.push_back(trueProgram);
+  if (proc::reap({proc::spawnProgram(probe, {}, "/dev/null")}, std::chrono::seconds(30))[0] != 0) {
+    whyNot = "unshare " + absl::StrJoin(unshareArgs, " ") + (setup.empty() ? "" : " with `" + setup + "`") +
+             " is not permitted here";
+    return {};
+  }
+  return prefix;
+}
+
 // Two ranks, each pid 1 of a pid namespace of its own (`unshare --pid`), as ranks in containers
 // that share the host's network and /dev/shm: one host, two processes with equal pids. They must
 // be told apart (shm, not in-process: each would take the other's addresses for its own), and
 // neither can reach the other's occlMemAlloc buffers through /proc, so a sharedBuffers AllReduce
 // past the direct bound runs the ring, bit-exact.
 TEST(MultiProcessTest, RanksThatArePidOneOfTheirOwnPidNamespacesAreTwoProcessesAndRunTheRing) {
-  const std::string unshare = proc::findProgram("unshare"), trueProgram = proc::findProgram("true");
-  if (unshare.empty() || trueProgram.empty()) GTEST_SKIP() << "no unshare (util-linux) or true on PATH";
-  const std::vector<std::string> prefix{unshare, "--pid", "--kill-child"};
-  // A pid namespace needs CAP_SYS_ADMIN (root, or a user namespace of one's own).
-  std::vector<std::string> probe = prefix;
-  probe.push_back(trueProgram);
-  if (proc::reap({proc::spawnProgram(probe, {}, "/dev/null")}, std::chrono::seconds(30))[0] != 0)
-    GTEST_SKIP() << "unshare --pid is not permitted here";
+  std::string whyNot;
+  const std::vector<std::string> prefix = namespacePrefix({"--pid", "--kill-child"}, "", whyNot);
+  if (prefix.empty()) GTEST_SKIP() << whyNot;
   std::vector<pid_t> pids =
       proc::spawnWithUniqueId("MultiProcessChild.DISABLED_Entry", "pidns", 2, {}, nullptr, prefix);
   ASSERT_EQ(pids.size(), 2u);
@@ -146,19 +171,12 @@ TEST(MultiProcessTest, RanksWithADevShmEachTakeTheNetwork) {
 #if !OCCL_HAVE_UCX
   GTEST_SKIP() << "this build has no NET connector (UCX)";
 #endif
-  const std::string unshare = proc::findProgram("unshare"), sh = proc::findProgram("sh");
-  if (unshare.empty() || sh.empty()) GTEST_SKIP() << "no unshare (util-linux) or sh on PATH";
-  const std::vector<std::string> ownShm{unshare, "--mount", "--propagation", "private", sh, "-c",
-                                        "mount -t tmpfs occl-test-shm /dev/shm && exec \"$0\" \"$@\""};
-  // A mount namespace needs CAP_SYS_ADMIN (root, or a user namespace of one's own).
-  std::vector<std::string> probe = ownShm;
-  probe.push_back(sh);
-  probe.push_back("-c");
-  probe.push_back("true");
-  if (proc::reap({proc::spawnProgram(probe, {}, "/dev/null")}, std::chrono::seconds(30))[0] != 0)
-    GTEST_SKIP() << "unshare --mount with a tmpfs on /dev/shm is not permitted here";
+  std::string whyNot;
+  const std::vector<std::string> prefix =
+      namespacePrefix({"--mount", "--propagation", "private"}, "mount -t tmpfs occl-test-shm /dev/shm", whyNot);
+  if (prefix.empty()) GTEST_SKIP() << whyNot;
   std::vector<pid_t> pids =
-      proc::spawnWithUniqueId("MultiProcessChild.DISABLED_Entry", "ownshm", 2, {}, nullptr, ownShm);
+      proc::spawnWithUniqueId("MultiProcessChild.DISABLED_Entry", "ownshm", 2, {}, nullptr, prefix);
   ASSERT_EQ(pids.size(), 2u);
   expectAllSucceeded(reapChildren(pids, std::chrono::seconds(90)));
 }
@@ -169,19 +187,12 @@ TEST(MultiProcessTest, RanksWithADevShmEachTakeTheNetwork) {
 // process with SIGBUS; a small AllReduce registered before it still runs, exact. A launcher child
 // mounts the small tmpfs in a mount namespace of its own and starts the ranks there.
 TEST(MultiProcessTest, ADevShmTooSmallFailsTheRegistrationNotTheProcess) {
-  const std::string unshare = proc::findProgram("unshare"), sh = proc::findProgram("sh");
-  if (unshare.empty() || sh.empty()) GTEST_SKIP() << "no unshare (util-linux) or sh on PATH";
-  const std::vector<std::string> smallShm{
-      unshare, "--mount", "--propagation", "private", sh, "-c",
-      "mount -t tmpfs -o size=512k occl-test-shm /dev/shm && exec \"$0\" \"$@\""};
-  std::vector<std::string> probe = smallShm;
-  probe.push_back(sh);
-  probe.push_back("-c");
-  probe.push_back("true");
-  if (proc::reap({proc::spawnProgram(probe, {}, "/dev/null")}, std::chrono::seconds(30))[0] != 0)
-    GTEST_SKIP() << "unshare --mount with a tmpfs on /dev/shm is not permitted here";
+  std::string whyNot;
+  const std::vector<std::string> prefix = namespacePrefix(
+      {"--mount", "--propagation", "private"}, "mount -t tmpfs -o size=512k occl-test-shm /dev/shm", whyNot);
+  if (prefix.empty()) GTEST_SKIP() << whyNot;
   const pid_t launcher = proc::spawn("MultiProcessChild.DISABLED_Entry", {{"OCCL_MP_SCENARIO", "smallshm-launcher"}},
-                                     smallShm);
+                                     prefix);
   EXPECT_EQ(reapChildren({launcher}, std::chrono::seconds(120))[0], 0) << "the launcher or a rank failed";
 }
 
