@@ -221,17 +221,20 @@ Result<std::unique_ptr<occl::transport::ConnectorFactory>> connectorsFor(occl::b
   if (t.anyNet) {
     const auto peer = std::find(t.byPeer.begin(), t.byPeer.end(), Transport::Net);
     const int other = peer == t.byPeer.end() ? rank : static_cast<int>(peer - t.byPeer.begin());
-    const std::string where = absl::StrFormat("rank %d runs on host \"%s\" and rank %d on \"%s\"", rank,
-                                              t.ranks[static_cast<size_t>(rank)].host, other,
-                                              t.ranks[static_cast<size_t>(other)].host);
+    const occl::transport::PeerInfo &mine = t.ranks[static_cast<size_t>(rank)], &theirs = t.ranks[static_cast<size_t>(other)];
+    const std::string where =
+        sameHost(mine, theirs) && mine.shmDevice != theirs.shmDevice
+            ? absl::StrFormat("ranks %d and %d run on host \"%s\" with a /dev/shm each (devices 0x%x and 0x%x)", rank,
+                              other, mine.host, mine.shmDevice, theirs.shmDevice)
+            : absl::StrFormat("rank %d runs on host \"%s\" and rank %d on \"%s\"", rank, mine.host, other, theirs.host);
 #if OCCL_HAVE_UCX
     Result<std::unique_ptr<occl::transport::ConnectorFactory>> net = netConnectors(boot, t, rank, nranks, device);
     if (!net.ok()) return net.status().withContext(where + ": starting the NET connector");
     factories[Transport::Net] = std::move(net.value());
 #else
-    return Status::error(occlInvalidUsage, where + ": ranks on several hosts (or OCCL_TRANSPORT=net) need the NET "
-                                                   "connector, and this build has no UCX (install libucx-dev and "
-                                                   "rebuild)");
+    return Status::error(occlInvalidUsage, where + ": ranks on several hosts, or without a /dev/shm in common (or "
+                                                   "OCCL_TRANSPORT=net), need the NET connector, and this build has no "
+                                                   "UCX (install libucx-dev and rebuild)");
 #endif
   }
   return std::unique_ptr<occl::transport::ConnectorFactory>(

@@ -211,6 +211,16 @@ Result<void*> Collective::allocDaemon(size_t bytes) {
   return p;
 }
 
+// A registration that fails poisons every connector it attached, and gives back the memory
+// behind their slots (ConnectorMemory::discard): the headers keep the poison for a peer that
+// attaches later.
+void Collective::failConnectors(uint32_t status) {
+  for (const auto& c : connectors_) {
+    (void)c->poison(status);
+    c->discard();
+  }
+}
+
 Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, const occlCollDesc_t& desc, int peer,
                                                int channel, uint32_t formIndex, transport::ConnectorEnd end,
                                                uint32_t slots) {
@@ -220,7 +230,10 @@ Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, con
                                     static_cast<int32_t>(formIndex)};
   const uint64_t slotBytes = desc_.forms[formIndex].peerReads != 0 ? kPeerSlotBytes : cfg.connectorSlotBytes;
   auto mem = setup.connectors->attach(key, end, slots, slotBytes);
-  if (!mem.ok()) return mem.status();
+  if (!mem.ok()) {
+    failConnectors(occlSystemError);  // the peer's ends of those attached so far must fail, not wait
+    return mem.status();
+  }
   connectors_.push_back(mem.value());
   connectorBytes_ += fifoBytes(slots, slotBytes);
   connectorSlots_ = std::max(connectorSlots_, slots);
@@ -229,7 +242,7 @@ Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, con
   if (peerSig.value() != 0 && peerSig.value() != desc_.signature) {
     // This registration fails, and with it every connector it attached: poisoned, so that a peer
     // whose only link to the mismatch runs through this rank fails too instead of waiting.
-    for (const auto& c : connectors_) (void)c->poison(occlInvalidUsage);
+    failConnectors(occlInvalidUsage);
     return Status::error(occlInvalidUsage, mismatchMessage(desc_.collId, desc, peer));
   }
   // A tile is at most one chunk: that much of each slot is ever written (buildForm set the chunk);
@@ -238,8 +251,7 @@ Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, con
   const uint64_t written =
       form.peerReads != 0 ? sizeof(PeerNotice) : std::min(form.chunkElems, desc_.tileElems) * desc_.elemBytes;
   if (Status s = mem.value()->populate(end, slots, slotBytes, written); !s.ok()) {
-    // As for a mismatch: the peer's end must fail too, not wait for this one.
-    for (const auto& c : connectors_) (void)c->poison(occlSystemError);
+    failConnectors(occlSystemError);  // as for a mismatch: the peer's end must fail too, not wait
     return s;
   }
   return handleOf(*mem.value(), slots, slotBytes);

@@ -70,6 +70,11 @@ class ConnectorMemory {
     return Status::success();
   }
 
+  // Called on a connector whose registration failed, after poisoning it: gives back the memory
+  // behind its slots where that memory outlives this mapping (a shm segment stays in /dev/shm
+  // until its peer attaches or the job ends). The header stays, and with it the poison.
+  virtual void discard() {}
+
  protected:
   void* base_ = nullptr;
 };

@@ -51,6 +51,20 @@ class JobSegments {
   std::string prefix_;
 };
 
+// The error of a segment whose `bytes` of pages /dev/shm could not give.
+Status noRoom(const std::string& name, uint64_t bytes, const std::string& why) {
+  struct statvfs fs {};
+  const std::string room = statvfs("/dev/shm", &fs) == 0
+                               ? absl::StrFormat("%d of its %d bytes free", static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize,
+                                                 static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize)
+                               : std::string("its size unknown");
+  return Status::error(occlSystemError,
+                       absl::StrFormat("shared memory %s: /dev/shm could not give the %d bytes of pages it needs (%s; %s): "
+                                       "give /dev/shm more (docker run --shm-size, a larger tmpfs) or register fewer "
+                                       "collectives",
+                                       name, bytes, why, room));
+}
+
 // Has the tmpfs pages of [from, from + bytes) allocated now (MADV_POPULATE_WRITE, Linux 5.14), so
 // that a /dev/shm with no room for them fails here, naming the cause, where the first touch would
 // raise SIGBUS and kill the process (Docker's /dev/shm is 64 MiB unless --shm-size says more). The
@@ -63,16 +77,7 @@ Status reservePages(void* from, size_t bytes, const std::string& name) {
   if (bytes == 0 || madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE) == 0 || errno == EINVAL)
     return Status::success();
   // EFAULT: a touch would have raised SIGBUS, i.e. the tmpfs is full (or its memory limit reached).
-  const std::string why = errno == EFAULT ? "it is full" : std::strerror(errno);
-  struct statvfs fs {};
-  const std::string room = statvfs("/dev/shm", &fs) == 0
-                               ? absl::StrFormat("%d of its %d bytes free", static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize,
-                                                 static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize)
-                               : std::string("its size unknown");
-  return Status::error(occlSystemError,
-                       absl::StrFormat("shared memory %s: no room for %d more bytes in /dev/shm (%s; %s): give it "
-                                       "more (docker run --shm-size, a larger tmpfs) or register fewer collectives",
-                                       name, end - start, why, room));
+  return noRoom(name, end - start, errno == EFAULT ? "it is full" : std::strerror(errno));
 }
 
 class ShmMemory : public ConnectorMemory {
@@ -94,6 +99,12 @@ class ShmMemory : public ConnectorMemory {
     populateHostSlots(base_, nSlots, slotBytes, bytesPerSlot, end == ConnectorEnd::Sender);
     return Status::success();
   }
+  // Punches out every page after the first (which holds the header) from the segment: the peer
+  // that attaches later finds the poison and fails; tmpfs pages were all that was left of it.
+  void discard() override {
+    static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    if (bytes_ > page) (void)madvise(static_cast<char*>(base_) + page, bytes_ - page, MADV_REMOVE);
+  }
   void unlinkIfShared() {
     if (atomics::loadAcquire(&header()->attached) >= 2) shm_unlink(name_.c_str());
   }
@@ -113,6 +124,16 @@ Status sysError(const std::string& what, const std::string& name) {
 Result<int> openSized(const std::string& name, size_t bytes, int64_t timeoutMs) {
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd >= 0) {
+    // The header's page first, size unchanged (a joining peer waits for the final size): with no
+    // room for it the segment goes, and a peer that opened it meanwhile times out waiting for its
+    // size, where a poison could not have been written anywhere.
+    static const off_t page = static_cast<off_t>(sysconf(_SC_PAGESIZE));
+    if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, page) != 0 && errno == ENOSPC) {
+      Status s = noRoom(name, static_cast<uint64_t>(page), "it is full");
+      close(fd);
+      shm_unlink(name.c_str());
+      return s;
+    }
     if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
       Status s = sysError("ftruncate", name);
       close(fd);
