@@ -120,9 +120,10 @@ class Collective {
   Result<const BlockPlan*> buildBlocks(const CollectiveSetup& setup, const occlCollDesc_t& desc,
                                        const ir::RankProgram& mine, const std::string& algorithm, uint32_t formIndex,
                                        uint32_t slots);
+  // Poisons and discards every connector attached so far (a registration that fails).
+  void failConnectors(uint32_t status);
   // This rank's end of the connector to (Sender) or from `peer` on `channel` for one form; checks
   // the peer's registration signature when the peer has registered already.
-  void failConnectors(uint32_t status);
   Result<FifoHandle> attachConnector(const CollectiveSetup& setup, const occlCollDesc_t& desc, int peer, int channel,
                                      uint32_t formIndex, transport::ConnectorEnd end, uint32_t slots);
   Result<void*> allocDaemon(size_t bytes);

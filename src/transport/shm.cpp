@@ -51,6 +51,11 @@ class JobSegments {
   std::string prefix_;
 };
 
+size_t pageBytes() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
 // The error of a segment whose `bytes` of pages /dev/shm could not give.
 Status noRoom(const std::string& name, uint64_t bytes, const std::string& why) {
   struct statvfs fs {};
@@ -71,7 +76,7 @@ Status noRoom(const std::string& name, uint64_t bytes, const std::string& why) {
 // pages change nothing: whatever a peer already wrote there stays. A kernel without the advice
 // (EINVAL) leaves it to the touches, as before.
 Status reservePages(void* from, size_t bytes, const std::string& name) {
-  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t page = pageBytes();
   const uintptr_t start = reinterpret_cast<uintptr_t>(from) / page * page;
   const uintptr_t end = (reinterpret_cast<uintptr_t>(from) + bytes + page - 1) / page * page;
   if (bytes == 0 || madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE) == 0 || errno == EINVAL)
@@ -102,8 +107,7 @@ class ShmMemory : public ConnectorMemory {
   // Punches out every page after the first (which holds the header) from the segment: the peer
   // that attaches later finds the poison and fails; tmpfs pages were all that was left of it.
   void discard() override {
-    static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    if (bytes_ > page) (void)madvise(static_cast<char*>(base_) + page, bytes_ - page, MADV_REMOVE);
+    if (bytes_ > pageBytes()) (void)madvise(static_cast<char*>(base_) + pageBytes(), bytes_ - pageBytes(), MADV_REMOVE);
   }
   void unlinkIfShared() {
     if (atomics::loadAcquire(&header()->attached) >= 2) shm_unlink(name_.c_str());
@@ -127,9 +131,8 @@ Result<int> openSized(const std::string& name, size_t bytes, int64_t timeoutMs) 
     // The header's page first, size unchanged (a joining peer waits for the final size): with no
     // room for it the segment goes, and a peer that opened it meanwhile times out waiting for its
     // size, where a poison could not have been written anywhere.
-    static const off_t page = static_cast<off_t>(sysconf(_SC_PAGESIZE));
-    if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, page) != 0 && errno == ENOSPC) {
-      Status s = noRoom(name, static_cast<uint64_t>(page), "it is full");
+    if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(pageBytes())) != 0 && errno == ENOSPC) {
+      Status s = noRoom(name, pageBytes(), "it is full");
       close(fd);
       shm_unlink(name.c_str());
       return s;

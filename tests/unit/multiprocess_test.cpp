@@ -46,15 +46,20 @@ using proc::envInt;
 using proc::initRank;
 using proc::waitForFile;
 
-pid_t spawnChild(const Env& extra) { return proc::spawn("MultiProcessChild.DISABLED_Entry", extra); }
+// `prefix`: what the child starts behind (namespacePrefix), nothing by default.
+pid_t spawnChild(const Env& extra, const std::vector<std::string>& prefix = {}) {
+  return proc::spawn("MultiProcessChild.DISABLED_Entry", extra, prefix);
+}
 
 std::vector<int> reapChildren(const std::vector<pid_t>& pids, std::chrono::seconds timeout) {
   return proc::reap(pids, timeout);
 }
 
 // Rank 0's child creates the id; the parent hands it to the others (process_job.hpp).
-std::vector<pid_t> spawnWithUniqueId(const std::string& scenario, int nRanks, Env extra = {}) {
-  return proc::spawnWithUniqueId("MultiProcessChild.DISABLED_Entry", scenario, nRanks, std::move(extra));
+std::vector<pid_t> spawnWithUniqueId(const std::string& scenario, int nRanks, Env extra = {},
+                                     const std::vector<std::string>& prefix = {}) {
+  return proc::spawnWithUniqueId("MultiProcessChild.DISABLED_Entry", scenario, nRanks, std::move(extra), nullptr,
+                                 prefix);
 }
 
 int freeLoopbackPort() {
@@ -158,8 +163,7 @@ TEST(MultiProcessTest, RanksThatArePidOneOfTheirOwnPidNamespacesAreTwoProcessesA
   std::string whyNot;
   const std::vector<std::string> prefix = namespacePrefix({"--pid", "--kill-child"}, "", whyNot);
   if (prefix.empty()) GTEST_SKIP() << whyNot;
-  std::vector<pid_t> pids =
-      proc::spawnWithUniqueId("MultiProcessChild.DISABLED_Entry", "pidns", 2, {}, nullptr, prefix);
+  std::vector<pid_t> pids = spawnWithUniqueId("pidns", 2, {}, prefix);
   ASSERT_EQ(pids.size(), 2u);
   expectAllSucceeded(reapChildren(pids, std::chrono::seconds(90)));
 }
@@ -174,8 +178,7 @@ TEST(MultiProcessTest, RanksWithADevShmEachTakeTheNetwork) {
   const std::vector<std::string> prefix =
       namespacePrefix({"--mount", "--propagation", "private"}, "mount -t tmpfs occl-test-shm /dev/shm", whyNot);
   if (prefix.empty()) GTEST_SKIP() << whyNot;
-  std::vector<pid_t> pids =
-      proc::spawnWithUniqueId("MultiProcessChild.DISABLED_Entry", "ownshm", 2, {}, nullptr, prefix);
+  std::vector<pid_t> pids = spawnWithUniqueId("ownshm", 2, {}, prefix);
   ASSERT_EQ(pids.size(), 2u);
   expectAllSucceeded(reapChildren(pids, std::chrono::seconds(90)));
 }
@@ -190,8 +193,7 @@ TEST(MultiProcessTest, ADevShmTooSmallFailsTheRegistrationNotTheProcess) {
   const std::vector<std::string> prefix = namespacePrefix(
       {"--mount", "--propagation", "private"}, "mount -t tmpfs -o size=512k occl-test-shm /dev/shm", whyNot);
   if (prefix.empty()) GTEST_SKIP() << whyNot;
-  const pid_t launcher = proc::spawn("MultiProcessChild.DISABLED_Entry", {{"OCCL_MP_SCENARIO", "smallshm-launcher"}},
-                                     prefix);
+  const pid_t launcher = spawnChild({{"OCCL_MP_SCENARIO", "smallshm-launcher"}}, prefix);
   EXPECT_EQ(reapChildren({launcher}, std::chrono::seconds(120))[0], 0) << "the launcher or a rank failed";
 }
 
