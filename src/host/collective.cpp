@@ -57,6 +57,12 @@ std::string mismatchMessage(uint64_t collId, const occlCollDesc_t& d, int peer) 
 // A program's threadblocks index CollShared::progress and the per-part arrays.
 static_assert(ir::kMaxBlocksPerRank <= kMaxDaemonBlocks, "every part of a program needs a progress word");
 
+// Slots of `written` bytes, in the unit of config.connectorSlotBytes (occl.h: a multiple of 64).
+uint64_t slotBytesFor(uint64_t written) {
+  constexpr uint64_t kUnit = 64;
+  return (std::max<uint64_t>(written, 1) + kUnit - 1) / kUnit * kUnit;
+}
+
 FifoHandle handleOf(const transport::ConnectorMemory& m, uint32_t nSlots, uint64_t slotBytes) {
   return FifoHandle{m.header(), m.data(), nSlots, 0, slotBytes};
 }
@@ -228,8 +234,22 @@ Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, con
   const bool sending = end == transport::ConnectorEnd::Sender;
   const transport::ConnectorKey key{desc_.collId, sending ? setup.rank : peer, sending ? peer : setup.rank, channel,
                                     static_cast<int32_t>(formIndex)};
-  const uint64_t slotBytes = desc_.forms[formIndex].peerReads != 0 ? kPeerSlotBytes : cfg.connectorSlotBytes;
+  // A tile is at most one chunk: that much of each slot is ever written (buildForm set the chunk);
+  // a peer-read program's slots hold a notice. The slots are that big, in lines, up to
+  // config.connectorSlotBytes: a small collective's connector then fits a page or two, where every
+  // slot took a page of /dev/shm (or of a pinned buffer) and a registration per slot to map it in.
+  const ProgramForm& form = desc_.forms[formIndex];
+  const uint64_t written =
+      form.peerReads != 0 ? sizeof(PeerNotice) : std::min(form.chunkElems, desc_.tileElems) * desc_.elemBytes;
+  const uint64_t slotBytes =
+      form.peerReads != 0 ? kPeerSlotBytes : std::min<uint64_t>(cfg.connectorSlotBytes, slotBytesFor(written));
   auto mem = setup.connectors->attach(key, end, slots, slotBytes);
+  if (!mem.ok() && mem.status().code == occlInvalidUsage) {
+    // The ends disagree on the connector's geometry, which the collective decides as much as the
+    // configuration: as for a signature mismatch, with the transport's detail.
+    failConnectors(occlInvalidUsage);
+    return Status::error(occlInvalidUsage, mismatchMessage(desc_.collId, desc, peer) + "; " + mem.status().message);
+  }
   if (!mem.ok()) {
     failConnectors(occlSystemError);  // the peer's ends of those attached so far must fail, not wait
     return mem.status();
@@ -245,11 +265,6 @@ Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, con
     failConnectors(occlInvalidUsage);
     return Status::error(occlInvalidUsage, mismatchMessage(desc_.collId, desc, peer));
   }
-  // A tile is at most one chunk: that much of each slot is ever written (buildForm set the chunk);
-  // a peer-read program's slots hold a notice.
-  const ProgramForm& form = desc_.forms[formIndex];
-  const uint64_t written =
-      form.peerReads != 0 ? sizeof(PeerNotice) : std::min(form.chunkElems, desc_.tileElems) * desc_.elemBytes;
   if (Status s = mem.value()->populate(end, slots, slotBytes, written); !s.ok()) {
     failConnectors(occlSystemError);  // as for a mismatch: the peer's end must fail too, not wait
     return s;

@@ -119,7 +119,9 @@ void forEachUsedRange(void* base, uint32_t nSlots, uint64_t slotBytes, uint64_t 
   fn(data + fifoLinesOffset(nSlots, slotBytes), nSlots * sizeof(FifoLine));
 }
 
-// Sets the geometry word on first mapping, or checks it matches what the other end set.
+// Sets the geometry word on first mapping, or checks it matches what the other end set. On a
+// mismatch (occlInvalidUsage) it poisons the header with occlInvalidUsage: the other end, which
+// may already be waiting on the connector, fails as for a signature mismatch.
 Status claimGeometry(FifoHeader* header, uint32_t nSlots, uint64_t slotBytes, const ConnectorKey& key);
 
 }  // namespace occl::transport

@@ -37,8 +37,12 @@ class DeviceFifo : public ConnectorMemory {
     cudaFreeAsync(base_, stream_);
   }
 
+  // claimGeometry poisons only the shadow on a mismatch: the FIFO itself is poisoned here, so
+  // that the other end fails instead of waiting.
   Status claim(uint32_t nSlots, uint64_t slotBytes, const ConnectorKey& key) {
-    return claimGeometry(&shadow_, nSlots, slotBytes, key);
+    Status claimed = claimGeometry(&shadow_, nSlots, slotBytes, key);
+    if (!claimed.ok()) (void)poison(occlInvalidUsage);
+    return claimed;
   }
 
   Result<uint64_t> exchangeSignature(bool isSender, uint64_t signature) override {

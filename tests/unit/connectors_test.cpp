@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -95,9 +96,64 @@ TEST(ConnectorPairing, SharedMemoryLeavesNothingBehind) {
     auto a = transport::makeShmFactory(nonce, 5000), b = transport::makeShmFactory(nonce, 5000);
     expectPairingRule(*a, *b);
     auto unjoined = attach(*a, ConnectorKey{0x52, 0, 1, 0}, ConnectorEnd::Sender);
-    EXPECT_EQ(shmNamesOf(nonce).size(), 2u) << "the unjoined sender and channel-1 receiver segments";
+    EXPECT_EQ(shmNamesOf(nonce).size(), 2u) << "the job's pool and its arena (the unjoined ranges are in it)";
   }
   EXPECT_TRUE(shmNamesOf(nonce).empty()) << "segments left in /dev/shm: " << shmNamesOf(nonce).front();
+}
+
+// Ends that disagree on the geometry (which the collective decides as much as the configuration):
+// the second's attach fails naming the settings, and the first's connector is poisoned, so that a
+// collective waiting on it fails instead of waiting. `slots` x `slotBytes` is the second's geometry.
+void expectMismatchPoisonsTheFirstEnd(ConnectorFactory& first, ConnectorFactory& second, uint32_t slots,
+                                      uint64_t slotBytes) {
+  const ConnectorKey key{0x53, 0, 1, 0};
+  auto sender = attach(first, key, ConnectorEnd::Sender);
+  auto other = second.attach(key, ConnectorEnd::Receiver, slots, slotBytes);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code, occlInvalidUsage);
+  EXPECT_NE(other.status().message.find("connectorSlotBytes"), std::string::npos) << other.status().message;
+  EXPECT_EQ(atomics::loadAcquire(&sender->header()->poison), static_cast<uint32_t>(occlInvalidUsage));
+}
+
+TEST(ConnectorPairing, InProcessAGeometryMismatchPoisonsTheFirstEnd) {
+  auto world = transport::makeInProcessWorld();
+  auto a = transport::makeInProcessFactory(world), b = transport::makeInProcessFactory(world);
+  expectMismatchPoisonsTheFirstEnd(*a, *b, kSlots, 2 * kSlotBytes);
+}
+
+// Another size (the pool's check), and the same pages split otherwise (claimGeometry's).
+TEST(ConnectorPairing, SharedMemoryAGeometryMismatchPoisonsTheFirstEnd) {
+  if (!std::filesystem::exists("/dev/shm")) GTEST_SKIP() << "no /dev/shm on this machine";
+  for (const auto& [slots, slotBytes] : {std::pair<uint32_t, uint64_t>{kSlots, 2 * kSlotBytes}, {2 * kSlots, kSlotBytes / 2}}) {
+    const uint64_t nonce = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+    auto a = transport::makeShmFactory(nonce, 5000), b = transport::makeShmFactory(nonce, 5000);
+    expectMismatchPoisonsTheFirstEnd(*a, *b, slots, slotBytes);
+  }
+}
+
+size_t mappingsOfThisProcess() {
+  std::ifstream maps("/proc/self/maps");
+  size_t n = 0;
+  for (std::string line; std::getline(maps, line);) ++n;
+  return n;
+}
+
+// A process maps the job's pool and its arena once, however many connectors it holds: with a
+// segment per connector, two processes ran out of mappings (vm.max_map_count, 65,530) at their
+// 32,682nd AllReduce.
+TEST(ConnectorPairing, SharedMemoryConnectorsTakeAFewMappings) {
+  if (!std::filesystem::exists("/dev/shm")) GTEST_SKIP() << "no /dev/shm on this machine";
+  const uint64_t nonce = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  auto a = transport::makeShmFactory(nonce, 5000), b = transport::makeShmFactory(nonce, 5000);
+  constexpr uint64_t kConnectors = 2000;
+  std::vector<std::shared_ptr<ConnectorMemory>> held;
+  const size_t before = mappingsOfThisProcess();
+  for (uint64_t id = 0; id < kConnectors; ++id) {
+    held.push_back(attach(*a, ConnectorKey{0x1000 + id, 0, 1, 0}, ConnectorEnd::Sender));
+    held.push_back(attach(*b, ConnectorKey{0x1000 + id, 0, 1, 0}, ConnectorEnd::Receiver));
+  }
+  // The pool and an arena for each factory; the rest is the heap's (and a sanitizer's shadow).
+  EXPECT_LT(mappingsOfThisProcess(), before + kConnectors / 10) << held.size() << " connectors";
 }
 
 // Through the API: rank 0 sends, completes and deregisters before rank 1 registers the receive,

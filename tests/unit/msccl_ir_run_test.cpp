@@ -245,9 +245,11 @@ TEST(IrRun, ConnectorsGetTheSlotsTheProgramNeeds) {
   for (size_t r = 0; r < stats.size(); ++r) {
     const occlCollStats_t& st = stats[r];
     // Out of place the built-in direct AllReduce (6.25 KiB) runs on config's 2 slots; in place the
-    // program's. Each has 6 connector ends (3 peers, both ways); the program's get 4 slots.
+    // program's. Each has 6 connector ends (3 peers, both ways); the program's get 4 slots. A slot
+    // holds what one step sends: a tile of the direct program, one of the program's 100-float
+    // chunks (400 bytes, 448 in whole lines).
     EXPECT_EQ(st.connectorSlots, 4u);
-    EXPECT_EQ(st.connectorBytes, 6 * fifoBytes(4, kSlotBytes) + 6 * fifoBytes(2, kSlotBytes));
+    EXPECT_EQ(st.connectorBytes, 6 * fifoBytes(4, 448) + 6 * fifoBytes(2, kSlotBytes));
     // The program's 12 chunks of 100 floats; direct folds the inputs in rank order, in a scratch
     // chunk of the whole count on every rank after the first.
     EXPECT_EQ(st.scratchBytes, (12 * 100 + (r > 0 ? 16 * 100 : 0)) * sizeof(float)) << "rank " << r;

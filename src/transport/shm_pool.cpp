@@ -1,0 +1,446 @@
+#include "transport/shm_pool.hpp"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "device/compat.hpp"
+
+namespace occl::transport {
+
+size_t pageBytes() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+Status noRoomInDevShm(const std::string& name, uint64_t bytes, const std::string& why) {
+  struct statvfs fs {};
+  const std::string room = statvfs("/dev/shm", &fs) == 0
+                               ? absl::StrFormat("%d of its %d bytes free", static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize,
+                                                 static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize)
+                               : std::string("its size unknown");
+  return Status::error(occlSystemError,
+                       absl::StrFormat("shared memory %s: /dev/shm could not give the %d bytes of pages it needs (%s; %s): "
+                                       "give /dev/shm more (docker run --shm-size, a larger tmpfs) or register fewer "
+                                       "collectives",
+                                       name, bytes, why, room));
+}
+
+Status reservePages(void* from, size_t bytes, const std::string& name) {
+  const uintptr_t page = pageBytes();
+  const uintptr_t start = reinterpret_cast<uintptr_t>(from) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(from) + bytes + page - 1) / page * page;
+  if (bytes == 0 || madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE) == 0 || errno == EINVAL)
+    return Status::success();
+  // EFAULT: a touch would have raised SIGBUS, i.e. the tmpfs is full (or its memory limit reached).
+  return noRoomInDevShm(name, end - start, errno == EFAULT ? "it is full" : std::strerror(errno));
+}
+
+namespace {
+
+constexpr uint64_t kReady = 0x6f63636c706f6f31;  // "occlpoo1": the layout below, set up
+constexpr uint32_t kMinTableLog2 = 8;
+constexpr uint32_t kMaxTableLog2 = 22;  // 4M entries: ends waiting for their peer, at most
+constexpr uint32_t kMaxArenas = 64;
+constexpr uint32_t kSizeClasses = 32;
+constexpr uint64_t kArenaBytes = uint64_t{16} << 30;  // sparse: only what is touched is memory
+constexpr uint64_t kNone = ~uint64_t{0};
+constexpr int kOffsetBits = 48;
+
+// One connector's range; bytes == 0 marks an empty slot of the table.
+struct Entry {
+  uint64_t collId;
+  int32_t sender, receiver, channel, form;
+  uint64_t generation;
+  uint64_t bytes;
+  uint64_t location;  // arena << kOffsetBits | offset in it
+  uint32_t released;  // ends that let go of it
+  uint32_t unused;
+  uint64_t reserved;
+};
+static_assert(sizeof(Entry) == 64, "a table of capacity C lies at byte C * 64 of the pool");
+
+// The table of capacity 2^log2 lies at [2^log2 * 64, 2^(log2+1) * 64): regions of different
+// capacities never overlap, and the smallest starts after the header's page.
+constexpr uint64_t tableOffset(uint32_t log2) { return (uint64_t{1} << log2) * sizeof(Entry); }
+// Released ranges, listed by size: nodes of the lists, after the tables.
+struct FreeNode {
+  uint64_t location;
+  uint64_t next;  // node index, or kNone
+};
+constexpr uint64_t kNodesOffset = tableOffset(kMaxTableLog2 + 1);
+constexpr uint64_t kMaxNodes = uint64_t{1} << kMaxTableLog2;
+constexpr uint64_t kPoolBytes = kNodesOffset + kMaxNodes * sizeof(FreeNode);
+
+bool sameKey(const Entry& e, const PoolKey& k) {
+  const ConnectorKey& c = k.connector;
+  return e.collId == c.collId && e.sender == c.sender && e.receiver == c.receiver && e.channel == c.channel &&
+         e.form == c.form && e.generation == k.generation;
+}
+
+// The same in every process (absl::Hash is seeded per process).
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ull;
+  return h ^ (h >> 29);
+}
+uint64_t hashOf(uint64_t collId, int32_t sender, int32_t receiver, int32_t channel, int32_t form, uint64_t gen) {
+  uint64_t h = mix(0, collId);
+  h = mix(h, (static_cast<uint64_t>(static_cast<uint32_t>(sender)) << 32) | static_cast<uint32_t>(receiver));
+  h = mix(h, (static_cast<uint64_t>(static_cast<uint32_t>(channel)) << 32) | static_cast<uint32_t>(form));
+  return mix(h, gen);
+}
+uint64_t hashOf(const PoolKey& k) {
+  const ConnectorKey& c = k.connector;
+  return hashOf(c.collId, c.sender, c.receiver, c.channel, c.form, k.generation);
+}
+uint64_t hashOf(const Entry& e) { return hashOf(e.collId, e.sender, e.receiver, e.channel, e.form, e.generation); }
+
+Status sysError(const std::string& what, const std::string& name) {
+  return Status::error(occlSystemError, absl::StrFormat("%s of shared memory %s failed: %s", what, name,
+                                                        std::strerror(errno)));
+}
+
+}  // namespace
+
+struct ShmPool::Header {
+  uint64_t ready;  // kReady, stored last by the creator
+  pthread_mutex_t mu;
+  // Under mu:
+  uint32_t tableLog2;
+  uint32_t nArenas;
+  uint64_t entries;
+  uint64_t arenaBytes[kMaxArenas];
+  uint64_t bump;  // bytes handed out of the newest arena
+  uint64_t handedOut;
+  uint64_t nodes;      // FreeNodes ever used
+  uint64_t freeNodes;  // the first unused one, or kNone
+  struct SizeClass {
+    uint64_t bytes;  // 0: unused
+    uint64_t head;   // the node of the last released range of that size, or kNone
+  } classes[kSizeClasses];
+
+  FreeNode* node(uint64_t i) {
+    return reinterpret_cast<FreeNode*>(reinterpret_cast<char*>(this) + kNodesOffset) + i;
+  }
+
+  Entry* table() { return reinterpret_cast<Entry*>(reinterpret_cast<char*>(this) + tableOffset(tableLog2)); }
+  uint64_t mask() const { return (uint64_t{1} << tableLog2) - 1; }
+  // The slot of `key`, or of the empty slot where it would go.
+  uint64_t probe(const PoolKey& key) {
+    Entry* t = table();
+    uint64_t i = hashOf(key) & mask();
+    while (t[i].bytes != 0 && !sameKey(t[i], key)) i = (i + 1) & mask();
+    return i;
+  }
+  // Linear probing's deletion: later entries of the cluster that could sit at `i` move back, so
+  // a probe never meets a hole before its key.
+  void erase(uint64_t i) {
+    Entry* t = table();
+    for (uint64_t j = (i + 1) & mask(); t[j].bytes != 0; j = (j + 1) & mask()) {
+      const uint64_t home = hashOf(t[j]) & mask();
+      const bool staysAtJ = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+      if (staysAtJ) continue;
+      t[i] = t[j];
+      i = j;
+    }
+    t[i] = Entry{};
+    entries -= 1;
+  }
+};
+static_assert(sizeof(ShmPool::Header) <= tableOffset(kMinTableLog2), "the header lies below the first table");
+
+Result<std::shared_ptr<ShmPool>> ShmPool::open(uint64_t nonce, int64_t timeoutMs) {
+  const std::string name = absl::StrFormat("/occl-%016x-pool", nonce);
+  bool creator = true;
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == EEXIST) {
+    creator = false;
+    fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+  }
+  if (fd < 0) return sysError("shm_open", name);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  auto timedOut = [&] { return std::chrono::steady_clock::now() > deadline; };
+  if (creator && ftruncate(fd, static_cast<off_t>(kPoolBytes)) != 0) {
+    Status s = sysError("ftruncate", name);
+    close(fd);
+    shm_unlink(name.c_str());
+    return s;
+  }
+  for (struct stat st {}; !creator;) {  // the creator sizes it before anything else
+    if (fstat(fd, &st) != 0) {
+      Status s = sysError("fstat", name);
+      close(fd);
+      return s;
+    }
+    if (static_cast<uint64_t>(st.st_size) == kPoolBytes) break;
+    if (st.st_size != 0) {
+      close(fd);
+      return Status::error(occlInvalidUsage, absl::StrFormat("shared memory %s has %d bytes, this process expects %d: "
+                                                             "every rank of a job must run the same occl",
+                                                             name, st.st_size, kPoolBytes));
+    }
+    if (timedOut()) {
+      close(fd);
+      return Status::error(occlTimeout, absl::StrFormat("shared memory %s was never sized by its creator", name));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  void* base = mmap(nullptr, kPoolBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int mmapErrno = errno;
+  close(fd);
+  if (base == MAP_FAILED) {
+    errno = mmapErrno;
+    if (creator) shm_unlink(name.c_str());
+    return sysError("mmap", name);
+  }
+  std::shared_ptr<ShmPool> pool(new ShmPool(nonce));
+  pool->header_ = static_cast<Header*>(base);
+  Header* h = pool->header_;
+  if (creator) {
+    // With no room for the header and the first table the pool goes: a process that opened it
+    // meanwhile times out waiting for kReady.
+    Status room = reservePages(h, sizeof(Header), name);
+    if (room.ok()) room = reservePages(reinterpret_cast<char*>(h) + tableOffset(kMinTableLog2),
+                                       tableOffset(kMinTableLog2), name);
+    if (!room.ok()) {
+      shm_unlink(name.c_str());
+      return room;
+    }
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&h->mu, &attr);
+    pthread_mutexattr_destroy(&attr);
+    h->tableLog2 = kMinTableLog2;
+    h->freeNodes = kNone;
+    for (auto& c : h->classes) c = {0, kNone};
+    atomics::storeRelease(&h->ready, kReady);
+  }
+  while (atomics::loadAcquire(&h->ready) != kReady) {
+    if (timedOut())
+      return Status::error(occlTimeout, absl::StrFormat("shared memory %s was never set up by its creator", name));
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return pool;
+}
+
+ShmPool::~ShmPool() {
+  for (size_t a = 0; a < arenas_.size(); ++a)
+    if (arenas_[a] != nullptr) munmap(arenas_[a], arenaBytes_[a]);
+  if (header_ != nullptr) munmap(header_, kPoolBytes);
+}
+
+// A process that died holding the lock left at most one operation half done: a table entry or a
+// range lost to the pool, never memory two connectors share.
+Status ShmPool::lock() {
+  const int r = pthread_mutex_lock(&header_->mu);
+  if (r == 0) return Status::success();
+  if (r == EOWNERDEAD) {
+    pthread_mutex_consistent(&header_->mu);
+    return Status::success();
+  }
+  return Status::error(occlSystemError, absl::StrFormat("locking the shm connector pool of job %016x failed: %s",
+                                                        nonce_, std::strerror(r)));
+}
+void ShmPool::unlock() { pthread_mutex_unlock(&header_->mu); }
+
+std::string ShmPool::arenaName(uint32_t arena) const { return absl::StrFormat("/occl-%016x-arena%d", nonce_, arena); }
+
+// Under the lock. Maps an arena another process made, the first time a range of it is met here.
+Result<char*> ShmPool::arenaBase(uint32_t arena) {
+  if (arena < arenas_.size() && arenas_[arena] != nullptr) return arenas_[arena];
+  const std::string name = arenaName(arena);
+  const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return sysError("shm_open", name);
+  const size_t bytes = header_->arenaBytes[arena];
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int mmapErrno = errno;
+  close(fd);
+  if (base == MAP_FAILED) {
+    errno = mmapErrno;
+    return sysError("mmap", name);
+  }
+  if (arenas_.size() <= arena) {
+    arenas_.resize(arena + 1, nullptr);
+    arenaBytes_.resize(arena + 1, 0);
+  }
+  arenas_[arena] = static_cast<char*>(base);
+  arenaBytes_[arena] = bytes;
+  return arenas_[arena];
+}
+
+Result<char*> ShmPool::at(uint64_t location) {
+  Result<char*> base = arenaBase(static_cast<uint32_t>(location >> kOffsetBits));
+  if (!base.ok()) return base;
+  return base.value() + (location & ((uint64_t{1} << kOffsetBits) - 1));
+}
+
+// Under the lock: a zeroed range of `bytes` (whole pages), a released one of that size if any.
+Result<uint64_t> ShmPool::allocate(size_t bytes) {
+  Header* h = header_;
+  for (auto& c : h->classes) {
+    if (c.bytes != bytes || c.head == kNone) continue;
+    FreeNode* n = h->node(c.head);
+    const uint64_t location = n->location, used = c.head;
+    c.head = n->next;
+    n->next = h->freeNodes;
+    h->freeNodes = used;
+    return location;  // its pages were given back: it reads as zeroes
+  }
+  if (h->nArenas == 0 || h->bump + bytes > h->arenaBytes[h->nArenas - 1]) {
+    if (h->nArenas == kMaxArenas)
+      return Status::error(occlSystemError,
+                           absl::StrFormat("the shm connector pool of job %016x has handed out %d bytes in %d arenas: "
+                                           "no more connectors can be registered",
+                                           nonce_, h->handedOut, kMaxArenas));
+    const uint32_t arena = h->nArenas;
+    const std::string name = arenaName(arena);
+    const uint64_t size = std::max<uint64_t>(kArenaBytes, bytes);
+    // Not O_EXCL: a process that died under the lock may have made it without counting it.
+    const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) return sysError("shm_open", name);
+    const bool sized = ftruncate(fd, static_cast<off_t>(size)) == 0;
+    const int truncErrno = errno;
+    close(fd);
+    if (!sized) {
+      errno = truncErrno;
+      return sysError("ftruncate", name);
+    }
+    h->arenaBytes[arena] = size;
+    h->nArenas = arena + 1;
+    h->bump = 0;
+  }
+  const uint64_t location = (uint64_t{h->nArenas - 1} << kOffsetBits) | h->bump;
+  h->bump += bytes;
+  h->handedOut += bytes;
+  return location;
+}
+
+// Under the lock: the range's pages go back to /dev/shm, and the range into the list of its
+// size. With every list taken by other sizes, or no room for a node's page, only the pages go
+// back: the range's addresses are not used again.
+void ShmPool::giveBack(uint64_t location, uint64_t bytes) {
+  Result<char*> range = at(location);
+  if (!range.ok()) return;
+  (void)madvise(range.value(), bytes, MADV_REMOVE);
+  Header* h = header_;
+  Header::SizeClass* size = nullptr;
+  for (auto& c : h->classes) {
+    if (c.bytes == bytes || (c.bytes == 0 && size == nullptr)) size = &c;
+    if (c.bytes == bytes) break;
+  }
+  if (size == nullptr) return;
+  uint64_t i = h->freeNodes;
+  if (i != kNone) {
+    h->freeNodes = h->node(i)->next;
+  } else {
+    if (h->nodes == kMaxNodes) return;
+    if (!reservePages(h->node(h->nodes), sizeof(FreeNode), "").ok()) return;
+    i = h->nodes++;
+  }
+  size->bytes = bytes;
+  *h->node(i) = FreeNode{location, size->head};
+  size->head = i;
+}
+
+// Under the lock: moves the table to the region of twice its capacity.
+Status ShmPool::grow() {
+  Header* h = header_;
+  if (h->tableLog2 == kMaxTableLog2)
+    return Status::error(occlSystemError,
+                         absl::StrFormat("the shm connector pool of job %016x holds %d connectors whose peer has not "
+                                         "released them: no room for more",
+                                         nonce_, h->entries));
+  char* pool = reinterpret_cast<char*>(h);
+  const uint32_t from = h->tableLog2;
+  if (Status room = reservePages(pool + tableOffset(from + 1), tableOffset(from + 1),
+                                 absl::StrFormat("/occl-%016x-pool", nonce_));
+      !room.ok())
+    return room;
+  Entry* old = h->table();
+  const uint64_t capacity = uint64_t{1} << from;
+  h->tableLog2 = from + 1;
+  Entry* fresh = h->table();
+  for (uint64_t i = 0; i < capacity; ++i) {
+    if (old[i].bytes == 0) continue;
+    uint64_t j = hashOf(old[i]) & h->mask();
+    while (fresh[j].bytes != 0) j = (j + 1) & h->mask();
+    fresh[j] = old[i];
+  }
+  (void)madvise(old, tableOffset(from), MADV_REMOVE);
+  return Status::success();
+}
+
+Result<ShmPool::Range> ShmPool::attach(const PoolKey& key, size_t bytes) {
+  const size_t page = pageBytes();
+  bytes = (bytes + page - 1) / page * page;
+  if (Status s = lock(); !s.ok()) return s;
+  Result<Range> result = [&]() -> Result<Range> {
+    Header* h = header_;
+    uint64_t i = h->probe(key);
+    Entry* t = h->table();
+    if (t[i].bytes != 0) {
+      Result<char*> base = at(t[i].location);
+      if (!base.ok()) return base.status();
+      return Range{base.value(), t[i].bytes, false};
+    }
+    if ((h->entries + 1) * 2 > (uint64_t{1} << h->tableLog2)) {
+      if (Status s = grow(); !s.ok()) return s;
+      i = h->probe(key);
+      t = h->table();
+    }
+    Result<uint64_t> location = allocate(bytes);
+    if (!location.ok()) return location.status();
+    Result<char*> base = at(location.value());
+    if (!base.ok()) return base.status();
+    // Its first page now, where the connector's header goes: without room for it the range goes
+    // back before any peer could see it.
+    if (Status room = reservePages(base.value(), page, arenaName(static_cast<uint32_t>(location.value() >> kOffsetBits)));
+        !room.ok()) {
+      giveBack(location.value(), bytes);
+      return room;
+    }
+    const ConnectorKey& c = key.connector;
+    t[i] = Entry{c.collId, c.sender, c.receiver, c.channel, c.form, key.generation, bytes, location.value(), 0, 0, 0};
+    h->entries += 1;
+    return Range{base.value(), bytes, true};
+  }();
+  unlock();
+  return result;
+}
+
+void ShmPool::release(const PoolKey& key) {
+  if (!lock().ok()) return;  // only an unrecoverable lock: the range stays with the job
+  Header* h = header_;
+  const uint64_t i = h->probe(key);
+  Entry& e = h->table()[i];
+  if (e.bytes != 0 && ++e.released == 2) {
+    const uint64_t location = e.location, bytes = e.bytes;
+    h->erase(i);
+    giveBack(location, bytes);
+  }
+  unlock();
+}
+
+ShmPool::Usage ShmPool::usage() {
+  Usage u{};
+  if (!lock().ok()) return u;
+  u = Usage{header_->entries, header_->handedOut, header_->nArenas, 1u << header_->tableLog2};
+  unlock();
+  return u;
+}
+
+}  // namespace occl::transport

@@ -1,0 +1,100 @@
+// Where the shm connectors of a job's processes on one host live (transport/shm.cpp): one POSIX
+// shm segment, the pool, pairs the ends, and a few large sparse segments, the arenas, hold the
+// connectors. A connector per segment cost a mapping each, and Linux allows a process 65,530
+// (vm.max_map_count): two processes failed to register their 32,682nd AllReduce. Now a process
+// maps the pool and each arena once, however many connectors it registers.
+//
+// The pool holds, under a process-shared robust mutex:
+//   - a table from (connector key, generation) to the connector's range, an entry from the first
+//     end's attach until both ends have released it (the pairing rule of connector.hpp: whichever
+//     end comes first takes a range, the other finds it);
+//   - the arenas' sizes, the bump offset in the newest one, and lists of released ranges by size.
+// The table is open addressing with linear probing; a table of capacity C lies at byte C * 64 of
+// the pool, so growing moves it to a region never used before, and the old region's pages go
+// back. Nothing of this is on a collective's path: only registration and deregistration lock.
+//
+// Memory: a range is whole pages; only what is touched takes /dev/shm pages (the pool and the
+// arenas are sparse files). A range both ends released gives back its pages, goes into the list
+// of its size (nodes in the pool, 16 bytes each) and serves the next connector of that size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/connector.hpp"
+#include "util/status.hpp"
+
+namespace occl::transport {
+
+struct PoolKey {
+  ConnectorKey connector;
+  uint64_t generation;  // the k-th attach of the key by each end
+};
+
+class ShmPool {
+ public:
+  // Maps the job's pool, creating it where this process is the first; a creator still setting it
+  // up is waited for up to `timeoutMs`.
+  static Result<std::shared_ptr<ShmPool>> open(uint64_t nonce, int64_t timeoutMs);
+  ~ShmPool();
+  ShmPool(const ShmPool&) = delete;
+  ShmPool& operator=(const ShmPool&) = delete;
+
+  struct Range {
+    char* base;    // page-aligned, in this process's mapping of an arena
+    size_t bytes;  // whole pages
+    bool created;  // this end came first: the range is new and zeroed
+  };
+  // This end's range for `key`: the one the other end took, if it came first (its `bytes` may
+  // differ from this end's: the ends disagree, which the caller reports), otherwise a zeroed
+  // range of `bytes` whose first page is reserved in /dev/shm (occlSystemError where there is no
+  // room for it). Either way this end releases it once.
+  Result<Range> attach(const PoolKey& key, size_t bytes);
+  // This end is done with `key`'s range; after both ends, it goes back to the pool.
+  void release(const PoolKey& key);
+
+  // What the pool holds now, for tests and the scale benchmark.
+  struct Usage {
+    uint64_t connectors;    // table entries: ranges attached by one end or both, not yet released by both
+    uint64_t arenaBytes;    // bytes the arenas have handed out, released ranges included
+    uint32_t arenas;
+    uint32_t tableCapacity;
+  };
+  Usage usage();
+
+  struct Header;  // in the pool segment (shm_pool.cpp)
+
+ private:
+  explicit ShmPool(uint64_t nonce) : nonce_(nonce) {}
+  Status lock();
+  void unlock();
+  std::string arenaName(uint32_t arena) const;
+  Result<char*> arenaBase(uint32_t arena);
+  Result<char*> at(uint64_t location);
+  Result<uint64_t> allocate(size_t bytes);
+  void giveBack(uint64_t location, uint64_t bytes);
+  Status grow();
+
+  uint64_t nonce_;
+  Header* header_ = nullptr;  // the pool's mapping
+  // This process's mappings of the arenas, by index; changed only under the pool's lock.
+  std::vector<char*> arenas_;
+  std::vector<size_t> arenaBytes_;
+};
+
+// The error of a segment whose `bytes` of pages /dev/shm could not give.
+Status noRoomInDevShm(const std::string& name, uint64_t bytes, const std::string& why);
+
+// Has the tmpfs pages of [from, from + bytes) allocated now (MADV_POPULATE_WRITE, Linux 5.14), so
+// that a /dev/shm with no room for them fails here, naming the cause, where the first touch would
+// raise SIGBUS and kill the process (Docker's /dev/shm is 64 MiB unless --shm-size says more). The
+// pages change nothing: whatever a peer already wrote there stays. A kernel without the advice
+// (EINVAL) leaves it to the touches.
+Status reservePages(void* from, size_t bytes, const std::string& name);
+
+size_t pageBytes();
+
+}  // namespace occl::transport

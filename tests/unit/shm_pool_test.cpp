@@ -1,0 +1,157 @@
+// The pool of a job's shm connectors (transport/shm_pool.hpp): two ShmPool objects of one nonce
+// stand for two processes (each maps the pool and the arenas itself). The second end of a key
+// finds the first end's range; a range both ends released serves the next connector of its size,
+// zeroed; and 40,000 connectors fit one arena. (connectors_test checks the mappings a factory makes.)
+#include "transport/shm_pool.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+
+namespace occl::test {
+namespace {
+
+using transport::ConnectorKey;
+using transport::PoolKey;
+using transport::ShmPool;
+
+class ShmPoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists("/dev/shm")) GTEST_SKIP() << "no /dev/shm on this machine";
+    nonce_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+    a_ = open();
+    b_ = open();
+  }
+  // What JobSegments does at the end of a communicator: the names go, the mappings stay.
+  void TearDown() override {
+    for (const std::string& name : names()) shm_unlink(("/" + name).c_str());
+  }
+  std::shared_ptr<ShmPool> open() {
+    auto pool = ShmPool::open(nonce_, 5000);
+    if (!pool.ok()) throw std::runtime_error(pool.status().message);
+    return pool.value();
+  }
+  std::vector<std::string> names() const {
+    std::vector<std::string> found;
+    const std::string prefix = absl::StrFormat("occl-%016x-", nonce_);
+    for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+      if (e.path().filename().string().rfind(prefix, 0) == 0) found.push_back(e.path().filename().string());
+    return found;
+  }
+  // The /dev/shm bytes the job's names hold.
+  uint64_t devShmBytes() const {
+    uint64_t bytes = 0;
+    for (const std::string& name : names()) {
+      struct stat st {};
+      if (stat(("/dev/shm/" + name).c_str(), &st) == 0) bytes += static_cast<uint64_t>(st.st_blocks) * 512;
+    }
+    return bytes;
+  }
+  static ShmPool::Range attach(ShmPool& pool, const PoolKey& key, size_t bytes) {
+    auto range = pool.attach(key, bytes);
+    if (!range.ok()) throw std::runtime_error(range.status().message);
+    return range.value();
+  }
+
+  uint64_t nonce_ = 0;
+  std::shared_ptr<ShmPool> a_, b_;
+};
+
+constexpr size_t kBytes = 3 * 4096 + 100;  // rounded up to whole pages
+
+PoolKey keyOf(uint64_t collId, uint64_t generation = 0) { return PoolKey{ConnectorKey{collId, 0, 1, 0}, generation}; }
+
+TEST_F(ShmPoolTest, TheSecondEndFindsTheFirstEndsRange) {
+  const ShmPool::Range first = attach(*a_, keyOf(7), kBytes);
+  EXPECT_TRUE(first.created);
+  std::memset(first.base, 0x5A, kBytes);
+  const ShmPool::Range second = attach(*b_, keyOf(7), kBytes);
+  EXPECT_FALSE(second.created);
+  EXPECT_NE(first.base, second.base) << "each process maps the arena itself";
+  for (size_t i = 0; i < kBytes; ++i) ASSERT_EQ(second.base[i], 0x5A) << i;
+  // Another generation of the key is another connector.
+  EXPECT_TRUE(attach(*b_, keyOf(7, 1), kBytes).created);
+  EXPECT_EQ(a_->usage().connectors, 2u);
+}
+
+TEST_F(ShmPoolTest, OneEndsReleaseKeepsTheRangeForItsPeer) {
+  const ShmPool::Range sent = attach(*a_, keyOf(8), kBytes);
+  std::memset(sent.base + 4096, 0x21, 64);
+  a_->release(keyOf(8));
+  EXPECT_EQ(b_->usage().connectors, 1u);
+  const ShmPool::Range received = attach(*b_, keyOf(8), kBytes);
+  EXPECT_FALSE(received.created);
+  EXPECT_EQ(received.base[4096 + 63], 0x21);
+  b_->release(keyOf(8));
+  EXPECT_EQ(a_->usage().connectors, 0u);
+}
+
+TEST_F(ShmPoolTest, AReleasedRangeServesTheNextConnectorOfItsSizeZeroed) {
+  const ShmPool::Range used = attach(*a_, keyOf(9), kBytes);
+  (void)attach(*b_, keyOf(9), kBytes);
+  std::memset(used.base, 0x77, kBytes);
+  const uint64_t handedOut = a_->usage().arenaBytes;
+  a_->release(keyOf(9));
+  b_->release(keyOf(9));
+  const ShmPool::Range again = attach(*b_, keyOf(10), kBytes);
+  EXPECT_TRUE(again.created);
+  EXPECT_EQ(a_->usage().arenaBytes, handedOut) << "the released range was not used again";
+  for (size_t i = 0; i < kBytes; ++i) ASSERT_EQ(again.base[i], 0) << i;
+  // Another size takes new bytes.
+  (void)attach(*a_, keyOf(11), 2 * kBytes);
+  EXPECT_GT(a_->usage().arenaBytes, handedOut);
+}
+
+// Ends that disagree on the size: the second gets the first's range, whose header it poisons
+// (shm.cpp), and both release it once.
+TEST_F(ShmPoolTest, AnotherSizeForTheSameKeyGetsTheFirstEndsRange) {
+  const ShmPool::Range first = attach(*a_, keyOf(12), kBytes);
+  const ShmPool::Range other = attach(*b_, keyOf(12), 2 * kBytes);
+  EXPECT_FALSE(other.created);
+  EXPECT_EQ(other.bytes, first.bytes);
+  EXPECT_EQ(first.bytes, 4u * 4096);
+  a_->release(keyOf(12));
+  b_->release(keyOf(12));
+  EXPECT_EQ(a_->usage().connectors, 0u);
+}
+
+// 40,000 connectors, both ends in this process: one arena holds them (each pool object maps it
+// once), and the table grows to hold them. Released, they give their pages back.
+TEST_F(ShmPoolTest, ManyConnectorsTakeAFewMappingsAndGiveTheirPagesBack) {
+  constexpr uint64_t kConnectors = 40000;
+  constexpr size_t kSmall = 4096;
+  for (uint64_t id = 0; id < kConnectors; ++id) {
+    const ShmPool::Range sent = attach(*a_, keyOf(id), kSmall);
+    sent.base[0] = static_cast<char>(id);
+    ASSERT_EQ(attach(*b_, keyOf(id), kSmall).base[0], static_cast<char>(id)) << id;
+  }
+  const ShmPool::Usage full = a_->usage();
+  EXPECT_EQ(full.connectors, kConnectors);
+  EXPECT_GE(full.tableCapacity, 2 * kConnectors);
+  EXPECT_EQ(full.arenas, 1u);
+  const uint64_t fullBytes = devShmBytes();
+  EXPECT_GE(fullBytes, kConnectors * kSmall) << "each connector's page is memory";
+  for (uint64_t id = 0; id < kConnectors; ++id) {
+    a_->release(keyOf(id));
+    b_->release(keyOf(id));
+  }
+  EXPECT_EQ(b_->usage().connectors, 0u);
+  // Left: the table (64 bytes a slot) and the lists' nodes (16 bytes a range).
+  EXPECT_LE(devShmBytes(), full.tableCapacity * 64 + kConnectors * 16 + 64 * 4096)
+      << "released connectors kept their pages";
+  // The next 40,000 reuse the ranges.
+  for (uint64_t id = 0; id < kConnectors; ++id) (void)attach(*b_, keyOf(id, 1), kSmall);
+  EXPECT_EQ(a_->usage().arenaBytes, full.arenaBytes);
+}
+
+}  // namespace
+}  // namespace occl::test
