@@ -245,8 +245,9 @@ Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, con
       form.peerReads != 0 ? kPeerSlotBytes : std::min<uint64_t>(cfg.connectorSlotBytes, slotBytesFor(written));
   auto mem = setup.connectors->attach(key, end, slots, slotBytes);
   if (!mem.ok() && mem.status().code == occlInvalidUsage) {
-    // The ends disagree on the connector's geometry, which the collective decides as much as the
-    // configuration: as for a signature mismatch, with the transport's detail.
+    // The ends disagree on the connector (its geometry, which the collective decides as much as
+    // the configuration): as for a signature mismatch, with the transport's detail. (A factory's
+    // other occlInvalidUsage, NET's attach before connect, cannot come through the API.)
     failConnectors(occlInvalidUsage);
     return Status::error(occlInvalidUsage, mismatchMessage(desc_.collId, desc, peer) + "; " + mem.status().message);
   }
@@ -258,7 +259,10 @@ Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, con
   connectorBytes_ += fifoBytes(slots, slotBytes);
   connectorSlots_ = std::max(connectorSlots_, slots);
   Result<uint64_t> peerSig = mem.value()->exchangeSignature(sending, desc_.signature);
-  if (!peerSig.ok()) return peerSig.status();
+  if (!peerSig.ok()) {
+    failConnectors(occlSystemError);  // as below: the peer's end must fail, not wait
+    return peerSig.status();
+  }
   if (peerSig.value() != 0 && peerSig.value() != desc_.signature) {
     // This registration fails, and with it every connector it attached: poisoned, so that a peer
     // whose only link to the mismatch runs through this rank fails too instead of waiting.

@@ -116,7 +116,8 @@ Status claimGeometry(FifoHeader* header, uint32_t nSlots, uint64_t slotBytes, co
   return Status::error(
       occlInvalidUsage,
       absl::StrFormat("connector %s: the other end uses %d slots of %d bytes, this rank %d slots of %d bytes; "
-                      "connectorSlots and connectorSlotBytes must be identical on all ranks",
+                      "the collective (its count, datatype and algorithm) and connectorSlots and connectorSlotBytes decide "
+                      "it, and must be the same on all ranks",
                       key.describe(), seen >> 40, seen & ((1ull << 40) - 1), nSlots, slotBytes));
 }
 

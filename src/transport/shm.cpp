@@ -114,7 +114,8 @@ class ShmFactory : public ConnectorFactory {
       (void)memory->poison(occlInvalidUsage);
       return Status::error(occlInvalidUsage,
                            absl::StrFormat("connector %s: the other end's FIFO has %d bytes, this rank's %d: "
-                                           "connectorSlots and connectorSlotBytes must be identical on all ranks",
+                                           "the collective (its count, datatype and algorithm) and connectorSlots and "
+                                           "connectorSlotBytes decide it, and must be the same on all ranks",
                                            key.describe(), range.value().bytes, bytes));
     }
     Status geometry = claimGeometry(memory->header(), nSlots, slotBytes, key);
@@ -124,7 +125,8 @@ class ShmFactory : public ConnectorFactory {
   const char* name() const override { return "shm"; }
 
  private:
-  // The pool is opened at the first attach: a communicator whose ranks share no host never makes one.
+  // The pool is opened at the first attach: a factory that never attaches (no peer of this host
+  // takes it) maps nothing.
   Result<std::shared_ptr<ShmPool>> openPool() {
     std::lock_guard<std::mutex> lock(mu_);
     if (pool_ == nullptr) {

@@ -107,6 +107,14 @@ uint64_t hashOf(const PoolKey& k) {
 }
 uint64_t hashOf(const Entry& e) { return hashOf(e.collId, e.sender, e.receiver, e.channel, e.form, e.generation); }
 
+// Gives the pages of [offset, offset + bytes) of a segment back to /dev/shm: they read as zeroes
+// after, in every process. A hole punched in the file, where MADV_REMOVE would fail on a locked
+// mapping (mlockall) and leave the old contents.
+bool punch(int fd, uint64_t offset, uint64_t bytes) {
+  return fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                   static_cast<off_t>(bytes)) == 0;
+}
+
 Status sysError(const std::string& what, const std::string& name) {
   return Status::error(occlSystemError, absl::StrFormat("%s of shared memory %s failed: %s", what, name,
                                                         std::strerror(errno)));
@@ -198,15 +206,15 @@ Result<std::shared_ptr<ShmPool>> ShmPool::open(uint64_t nonce, int64_t timeoutMs
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   void* base = mmap(nullptr, kPoolBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int mmapErrno = errno;
-  close(fd);
   if (base == MAP_FAILED) {
-    errno = mmapErrno;
+    Status s = sysError("mmap", name);
+    close(fd);
     if (creator) shm_unlink(name.c_str());
-    return sysError("mmap", name);
+    return s;
   }
   std::shared_ptr<ShmPool> pool(new ShmPool(nonce));
   pool->header_ = static_cast<Header*>(base);
+  pool->fd_ = fd;
   Header* h = pool->header_;
   if (creator) {
     // With no room for the header and the first table the pool goes: a process that opened it
@@ -238,13 +246,19 @@ Result<std::shared_ptr<ShmPool>> ShmPool::open(uint64_t nonce, int64_t timeoutMs
 }
 
 ShmPool::~ShmPool() {
-  for (size_t a = 0; a < arenas_.size(); ++a)
-    if (arenas_[a] != nullptr) munmap(arenas_[a], arenaBytes_[a]);
+  for (size_t a = 0; a < arenas_.size(); ++a) {
+    if (arenas_[a] == nullptr) continue;
+    munmap(arenas_[a], arenaBytes_[a]);
+    close(arenaFds_[a]);
+  }
   if (header_ != nullptr) munmap(header_, kPoolBytes);
+  if (fd_ >= 0) close(fd_);
 }
 
-// A process that died holding the lock left at most one operation half done: a table entry or a
-// range lost to the pool, never memory two connectors share.
+
+// A process that died holding the lock left at most one operation half done: an entry or a range
+// lost to the pool, or an entry twice in the table (an erase's shift), never memory two
+// connectors share.
 Status ShmPool::lock() {
   const int r = pthread_mutex_lock(&header_->mu);
   if (r == 0) return Status::success();
@@ -267,18 +281,19 @@ Result<char*> ShmPool::arenaBase(uint32_t arena) {
   if (fd < 0) return sysError("shm_open", name);
   const size_t bytes = header_->arenaBytes[arena];
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int mmapErrno = errno;
-  close(fd);
   if (base == MAP_FAILED) {
-    errno = mmapErrno;
-    return sysError("mmap", name);
+    Status s = sysError("mmap", name);
+    close(fd);
+    return s;
   }
   if (arenas_.size() <= arena) {
     arenas_.resize(arena + 1, nullptr);
     arenaBytes_.resize(arena + 1, 0);
+    arenaFds_.resize(arena + 1, -1);
   }
   arenas_[arena] = static_cast<char*>(base);
   arenaBytes_[arena] = bytes;
+  arenaFds_[arena] = fd;
   return arenas_[arena];
 }
 
@@ -309,8 +324,11 @@ Result<uint64_t> ShmPool::allocate(size_t bytes) {
     const uint32_t arena = h->nArenas;
     const std::string name = arenaName(arena);
     const uint64_t size = std::max<uint64_t>(kArenaBytes, bytes);
-    // Not O_EXCL: a process that died under the lock may have made it without counting it.
-    const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    // One of that name can only be an uncounted one, of a process that died under the lock, or
+    // the arena of a pool whose name JobSegments already unlinked (a late attach made this pool
+    // anew): never to be used here.
+    shm_unlink(name.c_str());
+    const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) return sysError("shm_open", name);
     const bool sized = ftruncate(fd, static_cast<off_t>(size)) == 0;
     const int truncErrno = errno;
@@ -329,17 +347,19 @@ Result<uint64_t> ShmPool::allocate(size_t bytes) {
   return location;
 }
 
-// Under the lock: the range's pages go back to /dev/shm, and the range into the list of its
-// size. With every list taken by other sizes, or no room for a node's page, only the pages go
-// back: the range's addresses are not used again.
+// Under the lock: the range's pages go back to /dev/shm (a hole in the arena: it reads as zeroes),
+// and the range into the list of its size. With all kSizeClasses lists holding ranges of other
+// sizes, or no room for a node's page, only the pages go back: the range's addresses are not used
+// again.
 void ShmPool::giveBack(uint64_t location, uint64_t bytes) {
-  Result<char*> range = at(location);
-  if (!range.ok()) return;
-  (void)madvise(range.value(), bytes, MADV_REMOVE);
+  const auto arena = static_cast<uint32_t>(location >> kOffsetBits);
+  if (!arenaBase(arena).ok() || !punch(arenaFds_[arena], location & ((uint64_t{1} << kOffsetBits) - 1), bytes))
+    return;  // what may still hold data is never handed out again
+  // Its size's list, or else the first empty one (its size had no range left to hand out).
   Header* h = header_;
   Header::SizeClass* size = nullptr;
   for (auto& c : h->classes) {
-    if (c.bytes == bytes || (c.bytes == 0 && size == nullptr)) size = &c;
+    if (c.bytes == bytes || (c.head == kNone && size == nullptr)) size = &c;
     if (c.bytes == bytes) break;
   }
   if (size == nullptr) return;
@@ -356,7 +376,9 @@ void ShmPool::giveBack(uint64_t location, uint64_t bytes) {
   size->head = i;
 }
 
-// Under the lock: moves the table to the region of twice its capacity.
+// Under the lock: moves the table to the region of twice its capacity. The switch is the one
+// store of tableLog2 after the copy: a process that dies before it leaves the old table whole
+// (and the next grow clears what it had copied).
 Status ShmPool::grow() {
   Header* h = header_;
   if (h->tableLog2 == kMaxTableLog2)
@@ -366,21 +388,23 @@ Status ShmPool::grow() {
                                          nonce_, h->entries));
   char* pool = reinterpret_cast<char*>(h);
   const uint32_t from = h->tableLog2;
-  if (Status room = reservePages(pool + tableOffset(from + 1), tableOffset(from + 1),
-                                 absl::StrFormat("/occl-%016x-pool", nonce_));
+  auto* fresh = reinterpret_cast<Entry*>(pool + tableOffset(from + 1));
+  if (!punch(fd_, tableOffset(from + 1), tableOffset(from + 1)))
+    return Status::systemError(absl::StrFormat("clearing the table of the shm connector pool of job %016x", nonce_),
+                               errno);
+  if (Status room = reservePages(fresh, tableOffset(from + 1), absl::StrFormat("/occl-%016x-pool", nonce_));
       !room.ok())
     return room;
-  Entry* old = h->table();
-  const uint64_t capacity = uint64_t{1} << from;
-  h->tableLog2 = from + 1;
-  Entry* fresh = h->table();
+  const Entry* old = h->table();
+  const uint64_t capacity = uint64_t{1} << from, mask = 2 * capacity - 1;
   for (uint64_t i = 0; i < capacity; ++i) {
     if (old[i].bytes == 0) continue;
-    uint64_t j = hashOf(old[i]) & h->mask();
-    while (fresh[j].bytes != 0) j = (j + 1) & h->mask();
+    uint64_t j = hashOf(old[i]) & mask;
+    while (fresh[j].bytes != 0) j = (j + 1) & mask;
     fresh[j] = old[i];
   }
-  (void)madvise(old, tableOffset(from), MADV_REMOVE);
+  h->tableLog2 = from + 1;
+  (void)punch(fd_, tableOffset(from), tableOffset(from));
   return Status::success();
 }
 
@@ -413,8 +437,10 @@ Result<ShmPool::Range> ShmPool::attach(const PoolKey& key, size_t bytes) {
       giveBack(location.value(), bytes);
       return room;
     }
+    // `bytes` last: a process that dies half way leaves an empty slot, not a range at offset 0.
     const ConnectorKey& c = key.connector;
-    t[i] = Entry{c.collId, c.sender, c.receiver, c.channel, c.form, key.generation, bytes, location.value(), 0, 0, 0};
+    t[i] = Entry{c.collId, c.sender, c.receiver, c.channel, c.form, key.generation, 0, location.value(), 0, 0, 0};
+    t[i].bytes = bytes;
     h->entries += 1;
     return Range{base.value(), bytes, true};
   }();

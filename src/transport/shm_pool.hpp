@@ -80,9 +80,11 @@ class ShmPool {
 
   uint64_t nonce_;
   Header* header_ = nullptr;  // the pool's mapping
+  int fd_ = -1;
   // This process's mappings of the arenas, by index; changed only under the pool's lock.
   std::vector<char*> arenas_;
   std::vector<size_t> arenaBytes_;
+  std::vector<int> arenaFds_;
 };
 
 // The error of a segment whose `bytes` of pages /dev/shm could not give.

@@ -124,6 +124,27 @@ TEST_F(ShmPoolTest, AnotherSizeForTheSameKeyGetsTheFirstEndsRange) {
   EXPECT_EQ(a_->usage().connectors, 0u);
 }
 
+// The pool lists released ranges of 32 sizes at a time. Of 40 sizes used twice over, the second
+// round takes new bytes only for the 8 sizes whose ranges found no list.
+TEST_F(ShmPoolTest, ReleasedRangesOfMoreSizesThanListsAreStillUsedAgain) {
+  constexpr uint64_t kSizes = 40, kLists = 32, kPage = 4096;
+  auto roundOf = [&](uint64_t generation) {
+    for (uint64_t pages = 1; pages <= kSizes; ++pages) {
+      (void)attach(*a_, keyOf(pages, generation), pages * kPage);
+      (void)attach(*b_, keyOf(pages, generation), pages * kPage);
+      a_->release(keyOf(pages, generation));
+      b_->release(keyOf(pages, generation));
+    }
+  };
+  roundOf(0);
+  const uint64_t first = a_->usage().arenaBytes;
+  EXPECT_EQ(first, kSizes * (kSizes + 1) / 2 * kPage);
+  roundOf(1);
+  uint64_t unlisted = 0;
+  for (uint64_t pages = kLists + 1; pages <= kSizes; ++pages) unlisted += pages * kPage;
+  EXPECT_EQ(a_->usage().arenaBytes - first, unlisted);
+}
+
 // 40,000 connectors, both ends in this process: one arena holds them (each pool object maps it
 // once), and the table grows to hold them. Released, they give their pages back.
 TEST_F(ShmPoolTest, ManyConnectorsTakeAFewMappingsAndGiveTheirPagesBack) {

@@ -236,7 +236,8 @@ Result<std::shared_ptr<ConnectorMemory>> Proxy::attach(const ConnectorKey& key, 
       failure = Status::error(
           occlInvalidUsage,
           absl::StrFormat("rank %d: NET connector %s: rank %d uses %d slots of %d bytes, this rank %d slots of %d "
-                          "bytes; connectorSlots and connectorSlotBytes must be identical on all ranks",
+                          "bytes; the collective (its count, datatype and algorithm) and connectorSlots and "
+                          "connectorSlotBytes decide them, and must be the same on all ranks",
                           rank, key.describe(), peer, conn->nSlots, conn->slotBytes, nSlots, slotBytes));
       poisonLocal(*conn, occlInvalidUsage);  // forwarded to the peer, with this rank's geometry
     }
