@@ -56,16 +56,15 @@ class ShmMemory : public ConnectorMemory {
   ~ShmMemory() override { pool_->release(key_); }
   // Each process has its own page tables: both ends map in what they use, once the pages exist.
   // The used ranges come in address order; those that share or touch pages are reserved in one
-  // call (a small collective's connector is a page or two: one call, where a call per range took
-  // a fifth of its registration).
+  // call (a small collective's connector is one page: one call, not one per slot).
   Status populate(ConnectorEnd end, uint32_t nSlots, uint64_t slotBytes, uint64_t bytesPerSlot) override {
     const uintptr_t page = pageBytes();
     uintptr_t from = 0, to = 0;  // pages not reserved yet
     Status room = Status::success();
     forEachUsedRange(base_, nSlots, slotBytes, bytesPerSlot, [&](char* start, size_t bytes) {
+      if (bytes == 0) return;
       const uintptr_t first = reinterpret_cast<uintptr_t>(start) / page * page;
       const uintptr_t end = (reinterpret_cast<uintptr_t>(start) + bytes + page - 1) / page * page;
-      if (bytes == 0) return;
       if (to != 0 && first <= to) {
         to = std::max(to, end);
         return;

@@ -56,7 +56,7 @@ class ShmPool {
   // This end is done with `key`'s range; after both ends, it goes back to the pool.
   void release(const PoolKey& key);
 
-  // What the pool holds now, for tests and the scale benchmark.
+  // What the pool holds now (for tests).
   struct Usage {
     uint64_t connectors;    // table entries: ranges attached by one end or both, not yet released by both
     uint64_t arenaBytes;    // bytes the arenas have handed out, released ranges included
