@@ -107,8 +107,7 @@ class ShmFactory : public ConnectorFactory {
     auto memory = std::make_shared<ShmMemory>(range.value().base, range.value().bytes,
                                               absl::StrFormat("of connector %s", key.describe()), pool.value(),
                                               poolKey, segments_);
-    const size_t page = pageBytes();
-    if (range.value().bytes != (bytes + page - 1) / page * page) {
+    if (range.value().bytes != wholePages(bytes)) {
       // The other end's FIFO is another size: its header is all this end may touch.
       (void)memory->poison(occlInvalidUsage);
       return Status::error(occlInvalidUsage,

@@ -23,6 +23,8 @@ size_t pageBytes() {
   return page;
 }
 
+size_t wholePages(size_t bytes) { return (bytes + pageBytes() - 1) / pageBytes() * pageBytes(); }
+
 Status noRoomInDevShm(const std::string& name, uint64_t bytes, const std::string& why) {
   struct statvfs fs {};
   const std::string room = statvfs("/dev/shm", &fs) == 0
@@ -59,9 +61,7 @@ constexpr int kOffsetBits = 48;
 
 // One connector's range; bytes == 0 marks an empty slot of the table.
 struct Entry {
-  uint64_t collId;
-  int32_t sender, receiver, channel, form;
-  uint64_t generation;
+  PoolKey key;
   uint64_t bytes;
   uint64_t location;  // arena << kOffsetBits | offset in it
   uint32_t released;  // ends that let go of it
@@ -82,12 +82,6 @@ constexpr uint64_t kNodesOffset = tableOffset(kMaxTableLog2 + 1);
 constexpr uint64_t kMaxNodes = uint64_t{1} << kMaxTableLog2;
 constexpr uint64_t kPoolBytes = kNodesOffset + kMaxNodes * sizeof(FreeNode);
 
-bool sameKey(const Entry& e, const PoolKey& k) {
-  const ConnectorKey& c = k.connector;
-  return e.collId == c.collId && e.sender == c.sender && e.receiver == c.receiver && e.channel == c.channel &&
-         e.form == c.form && e.generation == k.generation;
-}
-
 // The same in every process (absl::Hash is seeded per process).
 uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
@@ -95,17 +89,18 @@ uint64_t mix(uint64_t h, uint64_t v) {
   h *= 0xbf58476d1ce4e5b9ull;
   return h ^ (h >> 29);
 }
-uint64_t hashOf(uint64_t collId, int32_t sender, int32_t receiver, int32_t channel, int32_t form, uint64_t gen) {
-  uint64_t h = mix(0, collId);
-  h = mix(h, (static_cast<uint64_t>(static_cast<uint32_t>(sender)) << 32) | static_cast<uint32_t>(receiver));
-  h = mix(h, (static_cast<uint64_t>(static_cast<uint32_t>(channel)) << 32) | static_cast<uint32_t>(form));
-  return mix(h, gen);
-}
 uint64_t hashOf(const PoolKey& k) {
   const ConnectorKey& c = k.connector;
-  return hashOf(c.collId, c.sender, c.receiver, c.channel, c.form, k.generation);
+  auto pair = [](int32_t high, int32_t low) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(high)) << 32) | static_cast<uint32_t>(low);
+  };
+  return mix(mix(mix(mix(0, c.collId), pair(c.sender, c.receiver)), pair(c.channel, c.form)), k.generation);
 }
-uint64_t hashOf(const Entry& e) { return hashOf(e.collId, e.sender, e.receiver, e.channel, e.form, e.generation); }
+
+// A range's place: which arena, and where in it.
+constexpr uint64_t locationOf(uint32_t arena, uint64_t offset) { return (uint64_t{arena} << kOffsetBits) | offset; }
+constexpr uint32_t arenaOf(uint64_t location) { return static_cast<uint32_t>(location >> kOffsetBits); }
+constexpr uint64_t offsetOf(uint64_t location) { return location & ((uint64_t{1} << kOffsetBits) - 1); }
 
 // Gives the pages of [offset, offset + bytes) of a segment back to /dev/shm: they read as zeroes
 // after, in every process. A hole punched in the file, where MADV_REMOVE would fail on a locked
@@ -149,7 +144,7 @@ struct ShmPool::Header {
   uint64_t probe(const PoolKey& key) {
     Entry* t = table();
     uint64_t i = hashOf(key) & mask();
-    while (t[i].bytes != 0 && !sameKey(t[i], key)) i = (i + 1) & mask();
+    while (t[i].bytes != 0 && !(t[i].key == key)) i = (i + 1) & mask();
     return i;
   }
   // Linear probing's deletion: later entries of the cluster that could sit at `i` move back, so
@@ -157,7 +152,7 @@ struct ShmPool::Header {
   void erase(uint64_t i) {
     Entry* t = table();
     for (uint64_t j = (i + 1) & mask(); t[j].bytes != 0; j = (j + 1) & mask()) {
-      const uint64_t home = hashOf(t[j]) & mask();
+      const uint64_t home = hashOf(t[j].key) & mask();
       const bool staysAtJ = i <= j ? (i < home && home <= j) : (i < home || home <= j);
       if (staysAtJ) continue;
       t[i] = t[j];
@@ -298,9 +293,9 @@ Result<char*> ShmPool::arenaBase(uint32_t arena) {
 }
 
 Result<char*> ShmPool::at(uint64_t location) {
-  Result<char*> base = arenaBase(static_cast<uint32_t>(location >> kOffsetBits));
+  Result<char*> base = arenaBase(arenaOf(location));
   if (!base.ok()) return base;
-  return base.value() + (location & ((uint64_t{1} << kOffsetBits) - 1));
+  return base.value() + offsetOf(location);
 }
 
 // Under the lock: a zeroed range of `bytes` (whole pages), a released one of that size if any.
@@ -341,7 +336,7 @@ Result<uint64_t> ShmPool::allocate(size_t bytes) {
     h->nArenas = arena + 1;
     h->bump = 0;
   }
-  const uint64_t location = (uint64_t{h->nArenas - 1} << kOffsetBits) | h->bump;
+  const uint64_t location = locationOf(h->nArenas - 1, h->bump);
   h->bump += bytes;
   h->handedOut += bytes;
   return location;
@@ -352,8 +347,8 @@ Result<uint64_t> ShmPool::allocate(size_t bytes) {
 // sizes, or no room for a node's page, only the pages go back: the range's addresses are not used
 // again.
 void ShmPool::giveBack(uint64_t location, uint64_t bytes) {
-  const auto arena = static_cast<uint32_t>(location >> kOffsetBits);
-  if (!arenaBase(arena).ok() || !punch(arenaFds_[arena], location & ((uint64_t{1} << kOffsetBits) - 1), bytes))
+  const uint32_t arena = arenaOf(location);
+  if (!arenaBase(arena).ok() || !punch(arenaFds_[arena], offsetOf(location), bytes))
     return;  // what may still hold data is never handed out again
   // Its size's list, or else the first empty one (its size had no range left to hand out).
   Header* h = header_;
@@ -399,7 +394,7 @@ Status ShmPool::grow() {
   const uint64_t capacity = uint64_t{1} << from, mask = 2 * capacity - 1;
   for (uint64_t i = 0; i < capacity; ++i) {
     if (old[i].bytes == 0) continue;
-    uint64_t j = hashOf(old[i]) & mask;
+    uint64_t j = hashOf(old[i].key) & mask;
     while (fresh[j].bytes != 0) j = (j + 1) & mask;
     fresh[j] = old[i];
   }
@@ -409,8 +404,7 @@ Status ShmPool::grow() {
 }
 
 Result<ShmPool::Range> ShmPool::attach(const PoolKey& key, size_t bytes) {
-  const size_t page = pageBytes();
-  bytes = (bytes + page - 1) / page * page;
+  bytes = wholePages(bytes);
   if (Status s = lock(); !s.ok()) return s;
   Result<Range> result = [&]() -> Result<Range> {
     Header* h = header_;
@@ -432,14 +426,12 @@ Result<ShmPool::Range> ShmPool::attach(const PoolKey& key, size_t bytes) {
     if (!base.ok()) return base.status();
     // Its first page now, where the connector's header goes: without room for it the range goes
     // back before any peer could see it.
-    if (Status room = reservePages(base.value(), page, arenaName(static_cast<uint32_t>(location.value() >> kOffsetBits)));
-        !room.ok()) {
+    if (Status room = reservePages(base.value(), pageBytes(), arenaName(arenaOf(location.value()))); !room.ok()) {
       giveBack(location.value(), bytes);
       return room;
     }
     // `bytes` last: a process that dies half way leaves an empty slot, not a range at offset 0.
-    const ConnectorKey& c = key.connector;
-    t[i] = Entry{c.collId, c.sender, c.receiver, c.channel, c.form, key.generation, 0, location.value(), 0, 0, 0};
+    t[i] = Entry{key, 0, location.value(), 0, 0, 0};
     t[i].bytes = bytes;
     h->entries += 1;
     return Range{base.value(), bytes, true};

@@ -32,6 +32,8 @@ namespace occl::transport {
 struct PoolKey {
   ConnectorKey connector;
   uint64_t generation;  // the k-th attach of the key by each end
+
+  bool operator==(const PoolKey&) const = default;
 };
 
 class ShmPool {
@@ -98,5 +100,7 @@ Status noRoomInDevShm(const std::string& name, uint64_t bytes, const std::string
 Status reservePages(void* from, size_t bytes, const std::string& name);
 
 size_t pageBytes();
+// `bytes` rounded up to whole pages: what a range of the pool takes.
+size_t wholePages(size_t bytes);
 
 }  // namespace occl::transport

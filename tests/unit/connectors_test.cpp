@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_format.h"
+#include "support/dev_shm.hpp"
 #include "support/ranks.hpp"
 #include "transport/connector.hpp"
 
@@ -80,14 +80,6 @@ TEST(ConnectorPairing, InProcess) {
   expectPairingRule(*a, *b);
 }
 
-std::vector<std::string> shmNamesOf(uint64_t nonce) {
-  std::vector<std::string> names;
-  const std::string prefix = absl::StrFormat("occl-%016x-", nonce);
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
-    if (e.path().filename().string().rfind(prefix, 0) == 0) names.push_back(e.path().filename().string());
-  return names;
-}
-
 TEST(ConnectorPairing, SharedMemoryLeavesNothingBehind) {
   if (!std::filesystem::exists("/dev/shm")) GTEST_SKIP() << "no /dev/shm on this machine";
   const uint64_t nonce = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
@@ -96,9 +88,9 @@ TEST(ConnectorPairing, SharedMemoryLeavesNothingBehind) {
     auto a = transport::makeShmFactory(nonce, 5000), b = transport::makeShmFactory(nonce, 5000);
     expectPairingRule(*a, *b);
     auto unjoined = attach(*a, ConnectorKey{0x52, 0, 1, 0}, ConnectorEnd::Sender);
-    EXPECT_EQ(shmNamesOf(nonce).size(), 2u) << "the job's pool and its arena (the unjoined ranges are in it)";
+    EXPECT_EQ(jobShmNames(nonce).size(), 2u) << "the job's pool and its arena (the unjoined ranges are in it)";
   }
-  EXPECT_TRUE(shmNamesOf(nonce).empty()) << "segments left in /dev/shm: " << shmNamesOf(nonce).front();
+  EXPECT_TRUE(jobShmNames(nonce).empty()) << "segments left in /dev/shm: " << jobShmNames(nonce).front();
 }
 
 // Ends that disagree on the geometry (which the collective decides as much as the configuration):

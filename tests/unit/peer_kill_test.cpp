@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/dev_shm.hpp"
 #include "support/process_job.hpp"
 #include "support/ranks.hpp"
 
@@ -61,13 +62,6 @@ std::string jobNonce(const std::string& dir) {
   return "";
 }
 
-std::vector<std::string> segmentsOf(const std::string& nonce) {
-  std::vector<std::string> found;
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
-    if (e.path().filename().string().rfind("occl-" + nonce + "-", 0) == 0) found.push_back(e.path().string());
-  return found;
-}
-
 class PeerKillTest : public ::testing::TestWithParam<Param> {};
 
 TEST_P(PeerKillTest, SurvivorsFailWithinTheirTimeoutAndLeaveNoSegments) {
@@ -86,7 +80,7 @@ TEST_P(PeerKillTest, SurvivorsFailWithinTheirTimeoutAndLeaveNoSegments) {
   if (phase == "init") return;  // no connector exists yet: nothing was put in /dev/shm
   const std::string nonce = jobNonce(dir.path());
   ASSERT_FALSE(nonce.empty()) << "no rank reported the job's segments";
-  const std::vector<std::string> left = segmentsOf(nonce);
+  const std::vector<std::string> left = jobShmNames(nonce);
   EXPECT_TRUE(left.empty()) << left.size() << " segment(s) of the job outlived it, e.g. " << left.front();
 }
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_format.h"
+#include "support/dev_shm.hpp"
 
 namespace occl::test {
 namespace {
@@ -33,24 +33,17 @@ class ShmPoolTest : public ::testing::Test {
   }
   // What JobSegments does at the end of a communicator: the names go, the mappings stay.
   void TearDown() override {
-    for (const std::string& name : names()) shm_unlink(("/" + name).c_str());
+    for (const std::string& name : jobShmNames(nonce_)) shm_unlink(("/" + name).c_str());
   }
   std::shared_ptr<ShmPool> open() {
     auto pool = ShmPool::open(nonce_, 5000);
     if (!pool.ok()) throw std::runtime_error(pool.status().message);
     return pool.value();
   }
-  std::vector<std::string> names() const {
-    std::vector<std::string> found;
-    const std::string prefix = absl::StrFormat("occl-%016x-", nonce_);
-    for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
-      if (e.path().filename().string().rfind(prefix, 0) == 0) found.push_back(e.path().filename().string());
-    return found;
-  }
   // The /dev/shm bytes the job's names hold.
   uint64_t devShmBytes() const {
     uint64_t bytes = 0;
-    for (const std::string& name : names()) {
+    for (const std::string& name : jobShmNames(nonce_)) {
       struct stat st {};
       if (stat(("/dev/shm/" + name).c_str(), &st) == 0) bytes += static_cast<uint64_t>(st.st_blocks) * 512;
     }

@@ -1,0 +1,29 @@
+// Test support: the names a job leaves in /dev/shm. Every shared-memory name of a job is
+// occl-<nonce>-... (src/transport/shm.cpp: the connector pool and its arenas), which the job's
+// last communicator unlinks.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace occl::test {
+
+// The file names (not paths) in /dev/shm of the job whose nonce is `nonceHex` (16 hex digits).
+inline std::vector<std::string> jobShmNames(const std::string& nonceHex) {
+  std::vector<std::string> found;
+  const std::string prefix = "occl-" + nonceHex + "-";
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) found.push_back(e.path().filename().string());
+  return found;
+}
+
+inline std::vector<std::string> jobShmNames(uint64_t nonce) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(nonce));
+  return jobShmNames(std::string(hex));
+}
+
+}  // namespace occl::test
