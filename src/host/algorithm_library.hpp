@@ -1,8 +1,12 @@
-// The MSCCL-IR programs a communicator knows: loaded by name (occlAlgorithmLoad) or, the first
-// time a registration names a file, by path. Programs are immutable once loaded and shared with
-// the registrations that run them.
+// The programs a communicator knows: MSCCL-IR programs loaded by name (occlAlgorithmLoad) or,
+// the first time a registration names a file, by path; and the built-in programs registrations
+// have run, made once each. Programs are immutable once made and shared with the registrations
+// that run them, each with its fingerprint (part of every registration's signature).
 #pragma once
 
+#include <array>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -13,6 +17,15 @@
 
 namespace occl::host {
 
+struct KnownProgram {
+  std::shared_ptr<const ir::Program> program;
+  uint64_t fingerprint;  // ir::fingerprint(*program)
+};
+
+// What a built-in program is made from: its generator and the generator's arguments
+// (algorithms.cpp). Equal keys make equal programs.
+using BuiltInKey = std::array<int32_t, 5>;
+
 class AlgorithmLibrary {
  public:
   // Loads and validates the file at `path` under `name`, replacing what that name held before
@@ -20,14 +33,20 @@ class AlgorithmLibrary {
   Status load(const std::string& name, const std::string& path);
 
   // The program loaded under `nameOrPath`, else the file at that path, loaded once and kept.
-  Result<std::shared_ptr<const ir::Program>> find(const std::string& nameOrPath);
+  Result<KnownProgram> find(const std::string& nameOrPath);
+
+  // The built-in program of `key`, made by `make` the first time. A registration of a one-element
+  // AllReduce spent an eighth of its time making and hashing its program anew (2 processes,
+  // bench/results/registration-2026-11-27.md).
+  KnownProgram builtIn(const BuiltInKey& key, const std::function<ir::Program()>& make);
 
  private:
-  static Result<std::shared_ptr<const ir::Program>> loadFile(const std::string& path);
+  static Result<KnownProgram> loadFile(const std::string& path);
 
   std::mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<const ir::Program>> byName_;
-  absl::flat_hash_map<std::string, std::shared_ptr<const ir::Program>> byPath_;
+  absl::flat_hash_map<std::string, KnownProgram> byName_;
+  absl::flat_hash_map<std::string, KnownProgram> byPath_;
+  absl::flat_hash_map<BuiltInKey, KnownProgram> builtIn_;
 };
 
 }  // namespace occl::host

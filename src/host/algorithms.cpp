@@ -101,20 +101,42 @@ bool peerAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ringNa
          nRanks <= kPeerAllReduceMaxRanks && nBlocks == 1 && !directAllReduce(d, nRanks, nBlocks, ringNamed, peer);
 }
 
-ir::Program generate(const occlCollDesc_t& d, int rank, int nRanks, int nBlocks, bool ringNamed, PeerAccess peer) {
-  if (directAllReduce(d, nRanks, nBlocks, ringNamed, peer)) return ir::makeDirectAllReduce(nRanks);
-  if (peerAllReduce(d, nRanks, nBlocks, ringNamed, peer)) return ir::makePeerAllReduce(nRanks);
+// The built-in generators. A program is made from its BuiltInKey alone,
+// {generator, nRanks, nBlocks, root or sender, receiver}, so the library's copy of a key's
+// program is the one generate() would make.
+enum Generator : int32_t { kDirect, kPeer, kRingAllReduce, kRingAllGather, kRingReduceScatter, kChainReduce,
+                           kChainBroadcast, kAllToAll, kSendRecv };
+
+BuiltInKey builtInKey(const occlCollDesc_t& d, int rank, int nRanks, int nBlocks, bool ringNamed, PeerAccess peer) {
+  auto key = [&](Generator g, int32_t a = 0, int32_t b = 0) { return BuiltInKey{g, nRanks, nBlocks, a, b}; };
+  if (directAllReduce(d, nRanks, nBlocks, ringNamed, peer)) return key(kDirect);
+  if (peerAllReduce(d, nRanks, nBlocks, ringNamed, peer)) return key(kPeer);
   switch (d.type) {
-    case occlCollAllReduce: return ir::makeRingAllReduce(nRanks, nBlocks);
-    case occlCollAllGather: return ir::makeRingAllGather(nRanks, nBlocks);
-    case occlCollReduceScatter: return ir::makeRingReduceScatter(nRanks, nBlocks);
-    case occlCollReduce: return ir::makeChainReduce(nRanks, nBlocks, d.root);
-    case occlCollBroadcast: return ir::makeChainBroadcast(nRanks, nBlocks, d.root);
-    case occlCollAllToAll: return ir::makeAllToAll(nRanks, nBlocks);
+    case occlCollAllReduce: return key(kRingAllReduce);
+    case occlCollAllGather: return key(kRingAllGather);
+    case occlCollReduceScatter: return key(kRingReduceScatter);
+    case occlCollReduce: return key(kChainReduce, d.root);
+    case occlCollBroadcast: return key(kChainBroadcast, d.root);
+    case occlCollAllToAll: return key(kAllToAll);
     default: {
       const Endpoints e = endpoints(d, rank);
-      return ir::makeSendRecv(nRanks, nBlocks, e.sender, e.receiver);
+      return key(kSendRecv, e.sender, e.receiver);
     }
+  }
+}
+
+ir::Program generate(const BuiltInKey& key) {
+  const auto [generator, nRanks, nBlocks, a, b] = key;
+  switch (generator) {
+    case kDirect: return ir::makeDirectAllReduce(nRanks);
+    case kPeer: return ir::makePeerAllReduce(nRanks);
+    case kRingAllReduce: return ir::makeRingAllReduce(nRanks, nBlocks);
+    case kRingAllGather: return ir::makeRingAllGather(nRanks, nBlocks);
+    case kRingReduceScatter: return ir::makeRingReduceScatter(nRanks, nBlocks);
+    case kChainReduce: return ir::makeChainReduce(nRanks, nBlocks, a);
+    case kChainBroadcast: return ir::makeChainBroadcast(nRanks, nBlocks, a);
+    case kAllToAll: return ir::makeAllToAll(nRanks, nBlocks);
+    default: return ir::makeSendRecv(nRanks, nBlocks, a, b);
   }
 }
 
@@ -166,17 +188,22 @@ Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int n
   if (nBlocks > daemonBlocks)
     return invalid(absl::StrFormat("desc.nBlocks = %d exceeds config.daemonBlocks = %d", nBlocks, daemonBlocks));
   const bool ringNamed = d.algorithm != nullptr && std::string_view(d.algorithm) == "ring";
-  auto builtIn = std::make_shared<const ir::Program>(generate(d, rank, nRanks, nBlocks, ringNamed, peer));
-  if (d.algorithm == nullptr || ringNamed) return AlgorithmChoice{{builtIn, builtIn}};
+  const BuiltInKey key = builtInKey(d, rank, nRanks, nBlocks, ringNamed, peer);
+  const KnownProgram builtIn = library.builtIn(key, [&] { return generate(key); });
+  if (d.algorithm == nullptr || ringNamed)
+    return AlgorithmChoice{{builtIn.program, builtIn.program}, {builtIn.fingerprint, builtIn.fingerprint}};
 
-  Result<std::shared_ptr<const ir::Program>> named = library.find(d.algorithm);
+  Result<KnownProgram> named = library.find(d.algorithm);
   if (!named.ok()) return named.status();
-  const ir::Program& p = *named.value();
+  const ir::Program& p = *named.value().program;
   if (Status s = checkNamedProgram(p, d, nRanks); !s.ok()) return s;
   const bool fits = sizeFits(p, d, nRanks);
   AlgorithmChoice choice;
-  choice.forms[kFormOutOfPlace] = fits && p.outOfPlace ? named.value() : builtIn;
-  choice.forms[kFormInPlace] = fits && p.inPlace ? named.value() : builtIn;
+  for (uint32_t f : {kFormOutOfPlace, kFormInPlace}) {
+    const KnownProgram& form = fits && (f == kFormInPlace ? p.inPlace : p.outOfPlace) ? named.value() : builtIn;
+    choice.forms[f] = form.program;
+    choice.fingerprints[f] = form.fingerprint;
+  }
   return choice;
 }
 
@@ -203,7 +230,7 @@ uint64_t registrationSignature(const occlCollDesc_t& d, int rank, int nRanks, co
   if (collectiveReduces(d.type)) h.add(int64_t{d.op});
   h.add(int64_t{d.sharedBuffers});
   h.add(uint64_t{d.count}).add(int64_t{d.datatype}).add(int64_t{nRanks}).add(uint64_t{slots}).add(slotBytes);
-  for (const auto& form : choice.forms) h.add(ir::fingerprint(*form));
+  for (uint64_t fingerprint : choice.fingerprints) h.add(fingerprint);
   return h.value() | 1;  // 0 means "not registered yet" in a connector header
 }
 

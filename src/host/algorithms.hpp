@@ -15,9 +15,11 @@ namespace occl::host {
 
 // Which program a submission runs, by placement: forms[kFormOutOfPlace] and forms[kFormInPlace]
 // (device/coll_desc.hpp). The requested MSCCL-IR program where MSCCL would run it, else the
-// built-in algorithm; the same pointer twice when one program serves both placements.
+// built-in algorithm; the same pointer twice when one program serves both placements. With
+// each, its fingerprint.
 struct AlgorithmChoice {
   std::array<std::shared_ptr<const ir::Program>, 2> forms;
+  std::array<uint64_t, 2> fingerprints;
 };
 
 // Whether a large AllReduce may use the peers' buffers where they are (the "peer" program,

@@ -102,7 +102,11 @@ std::shared_ptr<InProcessWorld> makeInProcessWorld();
 std::unique_ptr<ConnectorFactory> makeInProcessFactory(std::shared_ptr<InProcessWorld> world);
 
 // Ranks that are processes of one host share POSIX shared memory named after the job's nonce.
-std::unique_ptr<ConnectorFactory> makeShmFactory(uint64_t jobNonce, int64_t attachTimeoutMs);
+// Small connectors share pages (Packed) unless each must have pages of its own (WholePages: a
+// CUDA rank registers each connector's pages with the driver). The ranks of one host choose alike.
+enum class ShmRanges { Packed, WholePages };
+std::unique_ptr<ConnectorFactory> makeShmFactory(uint64_t jobNonce, int64_t attachTimeoutMs,
+                                                 ShmRanges ranges = ShmRanges::Packed);
 
 // ConnectorMemory::populate for pageable host memory at `base`, by touching each page from this
 // thread: the kernel maps it, and so does a hypervisor that shadows the guest's page tables (on

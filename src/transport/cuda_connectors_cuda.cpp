@@ -313,7 +313,7 @@ class RegisteredShm : public ConnectorMemory {
 class CudaShmFactory : public ConnectorFactory {
  public:
   CudaShmFactory(uint64_t nonce, int64_t timeoutMs, int device)
-      : shm_(makeShmFactory(nonce, timeoutMs)), device_(device) {}
+      : shm_(makeShmFactory(nonce, timeoutMs, ShmRanges::WholePages)), device_(device) {}
 
   Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
                                                   uint64_t slotBytes) override {

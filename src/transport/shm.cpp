@@ -46,9 +46,9 @@ class JobSegments {
 
 class ShmMemory : public ConnectorMemory {
  public:
-  ShmMemory(char* base, size_t bytes, std::string name, std::shared_ptr<ShmPool> pool, const PoolKey& key,
+  ShmMemory(char* base, size_t bytes, std::shared_ptr<ShmPool> pool, const PoolKey& key,
             std::shared_ptr<JobSegments> segments)
-      : bytes_(bytes), name_(std::move(name)), pool_(std::move(pool)), key_(key), segments_(std::move(segments)) {
+      : bytes_(bytes), pool_(std::move(pool)), key_(key), segments_(std::move(segments)) {
     base_ = base;
   }
   // The range goes back to the pool once the peer has let go too; until the peer attaches it
@@ -56,7 +56,7 @@ class ShmMemory : public ConnectorMemory {
   ~ShmMemory() override { pool_->release(key_); }
   // Each process has its own page tables: both ends map in what they use, once the pages exist.
   // The used ranges come in address order; those that share or touch pages are reserved in one
-  // call (a small collective's connector is one page: one call, not one per slot).
+  // call (a small collective's connector is a page or part of one: one call, not one per slot).
   Status populate(ConnectorEnd end, uint32_t nSlots, uint64_t slotBytes, uint64_t bytesPerSlot) override {
     const uintptr_t page = pageBytes();
     uintptr_t from = 0, to = 0;  // pages not reserved yet
@@ -69,12 +69,12 @@ class ShmMemory : public ConnectorMemory {
         to = std::max(to, end);
         return;
       }
-      if (to != 0 && room.ok()) room = reservePages(reinterpret_cast<void*>(from), to - from, name_);
+      if (to != 0 && room.ok()) room = reservePages(reinterpret_cast<void*>(from), to - from);
       from = first;
       to = end;
     });
-    if (to != 0 && room.ok()) room = reservePages(reinterpret_cast<void*>(from), to - from, name_);
-    if (!room.ok()) return room;
+    if (to != 0 && room.ok()) room = reservePages(reinterpret_cast<void*>(from), to - from);
+    if (!room.ok()) return room.withContext(absl::StrFormat("shared memory of connector %s", key_.connector.describe()));
     populateHostSlots(base_, nSlots, slotBytes, bytesPerSlot, end == ConnectorEnd::Sender);
     return Status::success();
   }
@@ -85,8 +85,7 @@ class ShmMemory : public ConnectorMemory {
   }
 
  private:
-  size_t bytes_;  // whole pages
-  std::string name_;
+  size_t bytes_;  // rangeBytes
   std::shared_ptr<ShmPool> pool_;
   PoolKey key_;
   std::shared_ptr<JobSegments> segments_;  // unlinks the pool's names after the last user
@@ -94,7 +93,8 @@ class ShmMemory : public ConnectorMemory {
 
 class ShmFactory : public ConnectorFactory {
  public:
-  ShmFactory(uint64_t nonce, int64_t timeoutMs) : nonce_(nonce), timeoutMs_(timeoutMs) {}
+  ShmFactory(uint64_t nonce, int64_t timeoutMs, ShmRanges ranges)
+      : nonce_(nonce), timeoutMs_(timeoutMs), packed_(ranges == ShmRanges::Packed) {}
 
   Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
                                                   uint64_t slotBytes) override {
@@ -102,19 +102,19 @@ class ShmFactory : public ConnectorFactory {
     if (!pool.ok()) return pool.status();
     const PoolKey poolKey{key, nextGeneration(key, end)};
     const size_t bytes = fifoBytes(nSlots, slotBytes);
-    Result<ShmPool::Range> range = pool.value()->attach(poolKey, bytes);
+    Result<ShmPool::Range> range = pool.value()->attach(poolKey, bytes, packed_);
     if (!range.ok()) return range.status();
-    auto memory = std::make_shared<ShmMemory>(range.value().base, range.value().bytes,
-                                              absl::StrFormat("of connector %s", key.describe()), pool.value(),
-                                              poolKey, segments_);
-    if (range.value().bytes != wholePages(bytes)) {
+    auto memory =
+        std::make_shared<ShmMemory>(range.value().base, range.value().bytes, pool.value(), poolKey, segments_);
+    if (range.value().bytes != rangeBytes(bytes, packed_)) {
       // The other end's FIFO is another size: its header is all this end may touch.
       (void)memory->poison(occlInvalidUsage);
       return Status::error(occlInvalidUsage,
-                           absl::StrFormat("connector %s: the other end's FIFO has %d bytes, this rank's %d: "
+                           absl::StrFormat("connector %s: the other end's FIFO takes %d bytes, this rank's %d: "
                                            "the collective (its count, datatype and algorithm) and connectorSlots and "
-                                           "connectorSlotBytes decide it, and must be the same on all ranks",
-                                           key.describe(), range.value().bytes, bytes));
+                                           "connectorSlotBytes decide it, and must be the same on all ranks; so must "
+                                           "the backend of the ranks of one host (a CUDA rank takes whole pages)",
+                                           key.describe(), range.value().bytes, rangeBytes(bytes, packed_)));
     }
     Status geometry = claimGeometry(memory->header(), nSlots, slotBytes, key);
     if (!geometry.ok()) return geometry;
@@ -143,6 +143,7 @@ class ShmFactory : public ConnectorFactory {
 
   uint64_t nonce_;
   int64_t timeoutMs_;
+  bool packed_;
   std::shared_ptr<JobSegments> segments_ = std::make_shared<JobSegments>(nonce_);
   std::mutex mu_;
   std::shared_ptr<ShmPool> pool_;
@@ -151,8 +152,8 @@ class ShmFactory : public ConnectorFactory {
 
 }  // namespace
 
-std::unique_ptr<ConnectorFactory> makeShmFactory(uint64_t jobNonce, int64_t attachTimeoutMs) {
-  return std::make_unique<ShmFactory>(jobNonce, attachTimeoutMs);
+std::unique_ptr<ConnectorFactory> makeShmFactory(uint64_t jobNonce, int64_t attachTimeoutMs, ShmRanges ranges) {
+  return std::make_unique<ShmFactory>(jobNonce, attachTimeoutMs, ranges);
 }
 
 }  // namespace occl::transport

@@ -25,27 +25,38 @@ size_t pageBytes() {
 
 size_t wholePages(size_t bytes) { return (bytes + pageBytes() - 1) / pageBytes() * pageBytes(); }
 
-Status noRoomInDevShm(const std::string& name, uint64_t bytes, const std::string& why) {
+namespace {
+constexpr size_t kMinPackedBytes = 256;  // kFifoDataOffset's alignment
+}  // namespace
+
+size_t rangeBytes(size_t bytes, bool packed) {
+  if (!packed || bytes > pageBytes() / 2) return wholePages(bytes);
+  size_t range = kMinPackedBytes;
+  while (range < bytes) range *= 2;
+  return range;
+}
+
+Status noRoomInDevShm(uint64_t bytes, const std::string& why) {
   struct statvfs fs {};
   const std::string room = statvfs("/dev/shm", &fs) == 0
                                ? absl::StrFormat("%d of its %d bytes free", static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize,
                                                  static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize)
                                : std::string("its size unknown");
   return Status::error(occlSystemError,
-                       absl::StrFormat("shared memory %s: /dev/shm could not give the %d bytes of pages it needs (%s; %s): "
+                       absl::StrFormat("/dev/shm could not give the %d bytes of pages it needs (%s; %s): "
                                        "give /dev/shm more (docker run --shm-size, a larger tmpfs) or register fewer "
                                        "collectives",
-                                       name, bytes, why, room));
+                                       bytes, why, room));
 }
 
-Status reservePages(void* from, size_t bytes, const std::string& name) {
+Status reservePages(void* from, size_t bytes) {
   const uintptr_t page = pageBytes();
   const uintptr_t start = reinterpret_cast<uintptr_t>(from) / page * page;
   const uintptr_t end = (reinterpret_cast<uintptr_t>(from) + bytes + page - 1) / page * page;
   if (bytes == 0 || madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE) == 0 || errno == EINVAL)
     return Status::success();
   // EFAULT: a touch would have raised SIGBUS, i.e. the tmpfs is full (or its memory limit reached).
-  return noRoomInDevShm(name, end - start, errno == EFAULT ? "it is full" : std::strerror(errno));
+  return noRoomInDevShm(end - start, errno == EFAULT ? "it is full" : std::strerror(errno));
 }
 
 namespace {
@@ -80,7 +91,11 @@ struct FreeNode {
 };
 constexpr uint64_t kNodesOffset = tableOffset(kMaxTableLog2 + 1);
 constexpr uint64_t kMaxNodes = uint64_t{1} << kMaxTableLog2;
-constexpr uint64_t kPoolBytes = kNodesOffset + kMaxNodes * sizeof(FreeNode);
+// Then, for each arena page that holds packed ranges, how many of them are in use: a uint16_t per
+// page of kArenaBytes per arena (an arena larger than that holds one range of whole pages only).
+constexpr uint64_t kUsesOffset = kNodesOffset + kMaxNodes * sizeof(FreeNode);
+uint64_t pagesPerArena() { return kArenaBytes / pageBytes(); }
+uint64_t poolBytes() { return kUsesOffset + kMaxArenas * pagesPerArena() * sizeof(uint16_t); }
 
 // The same in every process (absl::Hash is seeded per process).
 uint64_t mix(uint64_t h, uint64_t v) {
@@ -175,7 +190,7 @@ Result<std::shared_ptr<ShmPool>> ShmPool::open(uint64_t nonce, int64_t timeoutMs
   if (fd < 0) return sysError("shm_open", name);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
   auto timedOut = [&] { return std::chrono::steady_clock::now() > deadline; };
-  if (creator && ftruncate(fd, static_cast<off_t>(kPoolBytes)) != 0) {
+  if (creator && ftruncate(fd, static_cast<off_t>(poolBytes())) != 0) {
     Status s = sysError("ftruncate", name);
     close(fd);
     shm_unlink(name.c_str());
@@ -187,12 +202,12 @@ Result<std::shared_ptr<ShmPool>> ShmPool::open(uint64_t nonce, int64_t timeoutMs
       close(fd);
       return s;
     }
-    if (static_cast<uint64_t>(st.st_size) == kPoolBytes) break;
+    if (static_cast<uint64_t>(st.st_size) == poolBytes()) break;
     if (st.st_size != 0) {
       close(fd);
       return Status::error(occlInvalidUsage, absl::StrFormat("shared memory %s has %d bytes, this process expects %d: "
                                                              "every rank of a job must run the same occl",
-                                                             name, st.st_size, kPoolBytes));
+                                                             name, st.st_size, poolBytes()));
     }
     if (timedOut()) {
       close(fd);
@@ -200,7 +215,7 @@ Result<std::shared_ptr<ShmPool>> ShmPool::open(uint64_t nonce, int64_t timeoutMs
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
-  void* base = mmap(nullptr, kPoolBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* base = mmap(nullptr, poolBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
     Status s = sysError("mmap", name);
     close(fd);
@@ -214,12 +229,11 @@ Result<std::shared_ptr<ShmPool>> ShmPool::open(uint64_t nonce, int64_t timeoutMs
   if (creator) {
     // With no room for the header and the first table the pool goes: a process that opened it
     // meanwhile times out waiting for kReady.
-    Status room = reservePages(h, sizeof(Header), name);
-    if (room.ok()) room = reservePages(reinterpret_cast<char*>(h) + tableOffset(kMinTableLog2),
-                                       tableOffset(kMinTableLog2), name);
+    Status room = reservePages(h, sizeof(Header));
+    if (room.ok()) room = reservePages(reinterpret_cast<char*>(h) + tableOffset(kMinTableLog2), tableOffset(kMinTableLog2));
     if (!room.ok()) {
       shm_unlink(name.c_str());
-      return room;
+      return room.withContext("shared memory " + name);
     }
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
@@ -246,7 +260,7 @@ ShmPool::~ShmPool() {
     munmap(arenas_[a], arenaBytes_[a]);
     close(arenaFds_[a]);
   }
-  if (header_ != nullptr) munmap(header_, kPoolBytes);
+  if (header_ != nullptr) munmap(header_, poolBytes());
   if (fd_ >= 0) close(fd_);
 }
 
@@ -298,8 +312,14 @@ Result<char*> ShmPool::at(uint64_t location) {
   return base.value() + offsetOf(location);
 }
 
-// Under the lock: a zeroed range of `bytes` (whole pages), a released one of that size if any.
-Result<uint64_t> ShmPool::allocate(size_t bytes) {
+// Under the lock: the page-use count of a packed range's page.
+uint16_t* ShmPool::pageUses(uint64_t location) {
+  const uint64_t page = arenaOf(location) * pagesPerArena() + offsetOf(location) / pageBytes();
+  return reinterpret_cast<uint16_t*>(reinterpret_cast<char*>(header_) + kUsesOffset) + page;
+}
+
+// Under the lock: a released range of `bytes` off its size's list, or kNone.
+uint64_t ShmPool::unlist(uint64_t bytes) {
   Header* h = header_;
   for (auto& c : h->classes) {
     if (c.bytes != bytes || c.head == kNone) continue;
@@ -308,8 +328,16 @@ Result<uint64_t> ShmPool::allocate(size_t bytes) {
     c.head = n->next;
     n->next = h->freeNodes;
     h->freeNodes = used;
-    return location;  // its pages were given back: it reads as zeroes
+    return location;
   }
+  return kNone;
+}
+
+// Under the lock: a zeroed range of `bytes` (rangeBytes), a released one of that size if any.
+Result<uint64_t> ShmPool::allocate(size_t bytes) {
+  if (bytes < pageBytes()) return allocatePacked(bytes);
+  Header* h = header_;
+  if (const uint64_t location = unlist(bytes); location != kNone) return location;  // reads as zeroes
   if (h->nArenas == 0 || h->bump + bytes > h->arenaBytes[h->nArenas - 1]) {
     if (h->nArenas == kMaxArenas)
       return Status::error(occlSystemError,
@@ -342,15 +370,49 @@ Result<uint64_t> ShmPool::allocate(size_t bytes) {
   return location;
 }
 
+// Under the lock: a packed range (less than a page), a released one if any, else the first of a
+// page of them whose others go into their size's list. The page's use count is reserved in
+// /dev/shm with the page; it is counted up before the range is handed out and down after its
+// release, so a process that dies in between leaves a page that is never given back, never one
+// given back in use.
+Result<uint64_t> ShmPool::allocatePacked(size_t bytes) {
+  if (const uint64_t location = unlist(bytes); location != kNone) {
+    *pageUses(location) += 1;
+    return location;  // cleared when released, or on a page given back since
+  }
+  Result<uint64_t> page = allocate(pageBytes());
+  if (!page.ok()) return page;
+  if (Status room = reservePages(pageUses(page.value()), sizeof(uint16_t)); !room.ok()) {
+    giveBack(page.value(), pageBytes());
+    return room.withContext(absl::StrFormat("shared memory /occl-%016x-pool", nonce_));
+  }
+  *pageUses(page.value()) = 1;
+  for (uint64_t offset = bytes; offset + bytes <= pageBytes(); offset += bytes) list(page.value() + offset, bytes);
+  return page.value();
+}
+
 // Under the lock: the range's pages go back to /dev/shm (a hole in the arena: it reads as zeroes),
-// and the range into the list of its size. With all kSizeClasses lists holding ranges of other
-// sizes, or no room for a node's page, only the pages go back: the range's addresses are not used
-// again.
+// or a packed range is cleared, and its page goes back once none of its ranges is in use; then
+// the range goes into the list of its size.
 void ShmPool::giveBack(uint64_t location, uint64_t bytes) {
   const uint32_t arena = arenaOf(location);
-  if (!arenaBase(arena).ok() || !punch(arenaFds_[arena], offsetOf(location), bytes))
-    return;  // what may still hold data is never handed out again
-  // Its size's list, or else the first empty one (its size had no range left to hand out).
+  Result<char*> base = at(location);
+  if (!base.ok()) return;  // what may still hold data is never handed out again
+  if (bytes < pageBytes()) {
+    // The last range of its page in use gives the page back; another is cleared, on a page that
+    // other ranges keep in memory (a cleared page that is not there would be taken anew).
+    const uint64_t page = offsetOf(location) / pageBytes() * pageBytes();
+    if (--*pageUses(location) != 0 || !punch(arenaFds_[arena], page, pageBytes())) std::memset(base.value(), 0, bytes);
+  } else if (!punch(arenaFds_[arena], offsetOf(location), bytes)) {
+    return;
+  }
+  list(location, bytes);
+}
+
+// Under the lock: a zeroed range into its size's list, or else the first empty one (its size had
+// no range left to hand out). With all kSizeClasses lists holding ranges of other sizes, or no
+// room for a node's page, the range's addresses are not used again.
+void ShmPool::list(uint64_t location, uint64_t bytes) {
   Header* h = header_;
   Header::SizeClass* size = nullptr;
   for (auto& c : h->classes) {
@@ -363,7 +425,7 @@ void ShmPool::giveBack(uint64_t location, uint64_t bytes) {
     h->freeNodes = h->node(i)->next;
   } else {
     if (h->nodes == kMaxNodes) return;
-    if (!reservePages(h->node(h->nodes), sizeof(FreeNode), "").ok()) return;
+    if (!reservePages(h->node(h->nodes), sizeof(FreeNode)).ok()) return;
     i = h->nodes++;
   }
   size->bytes = bytes;
@@ -387,9 +449,8 @@ Status ShmPool::grow() {
   if (!punch(fd_, tableOffset(from + 1), tableOffset(from + 1)))
     return Status::systemError(absl::StrFormat("clearing the table of the shm connector pool of job %016x", nonce_),
                                errno);
-  if (Status room = reservePages(fresh, tableOffset(from + 1), absl::StrFormat("/occl-%016x-pool", nonce_));
-      !room.ok())
-    return room;
+  if (Status room = reservePages(fresh, tableOffset(from + 1)); !room.ok())
+    return room.withContext(absl::StrFormat("shared memory /occl-%016x-pool", nonce_));
   const Entry* old = h->table();
   const uint64_t capacity = uint64_t{1} << from, mask = 2 * capacity - 1;
   for (uint64_t i = 0; i < capacity; ++i) {
@@ -398,13 +459,23 @@ Status ShmPool::grow() {
     while (fresh[j].bytes != 0) j = (j + 1) & mask;
     fresh[j] = old[i];
   }
-  h->tableLog2 = from + 1;
+  atomics::storeRelaxed(&h->tableLog2, from + 1);  // read unlocked by prefetchSlot
   (void)punch(fd_, tableOffset(from), tableOffset(from));
   return Status::success();
 }
 
-Result<ShmPool::Range> ShmPool::attach(const PoolKey& key, size_t bytes) {
-  bytes = wholePages(bytes);
+// Before the lock: the line of `key`'s slot in the table (unless the table moves meanwhile). The
+// table is spread over many pages, so a miss there is a TLB walk as well, which on a VM cost
+// about a tenth of a registration's time, the lock held (2 processes, occl-register).
+void ShmPool::prefetchSlot(const PoolKey& key) const {
+  const uint32_t log2 = atomics::loadRelaxed(&header_->tableLog2);
+  const uint64_t slot = hashOf(key) & ((uint64_t{1} << log2) - 1);
+  __builtin_prefetch(reinterpret_cast<const char*>(header_) + tableOffset(log2) + slot * sizeof(Entry), 1);
+}
+
+Result<ShmPool::Range> ShmPool::attach(const PoolKey& key, size_t bytes, bool packed) {
+  bytes = rangeBytes(bytes, packed);
+  prefetchSlot(key);
   if (Status s = lock(); !s.ok()) return s;
   Result<Range> result = [&]() -> Result<Range> {
     Header* h = header_;
@@ -425,10 +496,12 @@ Result<ShmPool::Range> ShmPool::attach(const PoolKey& key, size_t bytes) {
     Result<char*> base = at(location.value());
     if (!base.ok()) return base.status();
     // Its first page now, where the connector's header goes: without room for it the range goes
-    // back before any peer could see it.
-    if (Status room = reservePages(base.value(), pageBytes(), arenaName(arenaOf(location.value()))); !room.ok()) {
+    // back before any peer could see it. A packed range whose page other ranges use has it.
+    const bool pageInUse = bytes < pageBytes() && *pageUses(location.value()) > 1;
+    if (Status room = pageInUse ? Status::success() : reservePages(base.value(), std::min(bytes, pageBytes()));
+        !room.ok()) {
       giveBack(location.value(), bytes);
-      return room;
+      return room.withContext("shared memory " + arenaName(arenaOf(location.value())));
     }
     // `bytes` last: a process that dies half way leaves an empty slot, not a range at offset 0.
     t[i] = Entry{key, 0, location.value(), 0, 0, 0};
@@ -441,6 +514,7 @@ Result<ShmPool::Range> ShmPool::attach(const PoolKey& key, size_t bytes) {
 }
 
 void ShmPool::release(const PoolKey& key) {
+  prefetchSlot(key);
   if (!lock().ok()) return;  // only an unrecoverable lock: the range stays with the job
   Header* h = header_;
   const uint64_t i = h->probe(key);

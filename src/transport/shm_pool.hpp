@@ -13,9 +13,14 @@
 // the pool, so growing moves it to a region never used before, and the old region's pages go
 // back. Nothing of this is on a collective's path: only registration and deregistration lock.
 //
-// Memory: a range is whole pages; only what is touched takes /dev/shm pages (the pool and the
-// arenas are sparse files). A range both ends released gives back its pages, goes into the list
-// of its size (nodes in the pool, 16 bytes each) and serves the next connector of that size.
+// Memory: only what is touched takes /dev/shm pages (the pool and the arenas are sparse files).
+// A range is whole pages, or, packed (rangeBytes), a power of two from 256 bytes to half a page
+// in a page that holds ranges of that size only: a small collective's connector (832 bytes for a
+// one-element AllReduce) takes a quarter of a page, not a whole one. A range both ends released
+// goes into the list of its size (nodes in the pool, 16 bytes each) and serves the next connector
+// of that size. It reads as zeroes there: a whole-pages range gives its pages back, a packed one
+// is cleared, and its page goes back once none of its ranges is in use (a count per arena page in
+// the pool).
 #pragma once
 
 #include <cstddef>
@@ -46,15 +51,15 @@ class ShmPool {
   ShmPool& operator=(const ShmPool&) = delete;
 
   struct Range {
-    char* base;    // page-aligned, in this process's mapping of an arena
-    size_t bytes;  // whole pages
+    char* base;    // in this process's mapping of an arena, aligned to `bytes` or to a page
+    size_t bytes;  // rangeBytes(what the end that came first asked for)
     bool created;  // this end came first: the range is new and zeroed
   };
   // This end's range for `key`: the one the other end took, if it came first (its `bytes` may
   // differ from this end's: the ends disagree, which the caller reports), otherwise a zeroed
-  // range of `bytes` whose first page is reserved in /dev/shm (occlSystemError where there is no
-  // room for it). Either way this end releases it once.
-  Result<Range> attach(const PoolKey& key, size_t bytes);
+  // range of rangeBytes(bytes, packed) whose first page is reserved in /dev/shm (occlSystemError
+  // where there is no room for it). Either way this end releases it once.
+  Result<Range> attach(const PoolKey& key, size_t bytes, bool packed);
   // This end is done with `key`'s range; after both ends, it goes back to the pool.
   void release(const PoolKey& key);
 
@@ -73,11 +78,16 @@ class ShmPool {
   explicit ShmPool(uint64_t nonce) : nonce_(nonce) {}
   Status lock();
   void unlock();
+  void prefetchSlot(const PoolKey& key) const;
   std::string arenaName(uint32_t arena) const;
   Result<char*> arenaBase(uint32_t arena);
   Result<char*> at(uint64_t location);
   Result<uint64_t> allocate(size_t bytes);
+  Result<uint64_t> allocatePacked(size_t bytes);
   void giveBack(uint64_t location, uint64_t bytes);
+  void list(uint64_t location, uint64_t bytes);
+  uint64_t unlist(uint64_t bytes);
+  uint16_t* pageUses(uint64_t location);
   Status grow();
 
   uint64_t nonce_;
@@ -89,18 +99,23 @@ class ShmPool {
   std::vector<int> arenaFds_;
 };
 
-// The error of a segment whose `bytes` of pages /dev/shm could not give.
-Status noRoomInDevShm(const std::string& name, uint64_t bytes, const std::string& why);
+// The error of `bytes` of pages /dev/shm could not give; callers name the segment (withContext).
+Status noRoomInDevShm(uint64_t bytes, const std::string& why);
 
 // Has the tmpfs pages of [from, from + bytes) allocated now (MADV_POPULATE_WRITE, Linux 5.14), so
 // that a /dev/shm with no room for them fails here, naming the cause, where the first touch would
 // raise SIGBUS and kill the process (Docker's /dev/shm is 64 MiB unless --shm-size says more). The
 // pages change nothing: whatever a peer already wrote there stays. A kernel without the advice
-// (EINVAL) leaves it to the touches.
-Status reservePages(void* from, size_t bytes, const std::string& name);
+// (EINVAL) leaves it to the touches. The error does not name the memory: its caller does.
+Status reservePages(void* from, size_t bytes);
 
 size_t pageBytes();
-// `bytes` rounded up to whole pages: what a range of the pool takes.
+// `bytes` rounded up to whole pages.
 size_t wholePages(size_t bytes);
+// What a range of the pool for a connector of `bytes` takes. Packed: up to half a page, the power
+// of two from 256 bytes that holds it, sharing its page with ranges of that size; whole pages
+// above. Not packed: whole pages always (a CUDA rank registers its connectors' pages with the
+// driver one connector at a time, so two connectors must not share a page).
+size_t rangeBytes(size_t bytes, bool packed);
 
 }  // namespace occl::transport

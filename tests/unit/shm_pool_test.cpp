@@ -1,13 +1,15 @@
 // The pool of a job's shm connectors (transport/shm_pool.hpp): two ShmPool objects of one nonce
 // stand for two processes (each maps the pool and the arenas itself). The second end of a key
 // finds the first end's range; a range both ends released serves the next connector of its size,
-// zeroed; and 40,000 connectors fit one arena. (connectors_test checks the mappings a factory makes.)
+// zeroed; small connectors share pages, which go back once none of them is in use; and 40,000
+// connectors fit one arena. (connectors_test checks the mappings a factory makes.)
 #include "transport/shm_pool.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -49,8 +51,8 @@ class ShmPoolTest : public ::testing::Test {
     }
     return bytes;
   }
-  static ShmPool::Range attach(ShmPool& pool, const PoolKey& key, size_t bytes) {
-    auto range = pool.attach(key, bytes);
+  static ShmPool::Range attach(ShmPool& pool, const PoolKey& key, size_t bytes, bool packed = false) {
+    auto range = pool.attach(key, bytes, packed);
     if (!range.ok()) throw std::runtime_error(range.status().message);
     return range.value();
   }
@@ -165,6 +167,94 @@ TEST_F(ShmPoolTest, ManyConnectorsTakeAFewMappingsAndGiveTheirPagesBack) {
   // The next 40,000 reuse the ranges.
   for (uint64_t id = 0; id < kConnectors; ++id) (void)attach(*b_, keyOf(id, 1), kSmall);
   EXPECT_EQ(a_->usage().arenaBytes, full.arenaBytes);
+}
+
+// A one-element AllReduce's connector (fifoBytes(4, 64) = 832 bytes) takes a quarter of a page,
+// packed: four connectors fill one page, each in its own 1 KiB, and either end sees the other's
+// bytes. Not packed (a CUDA rank), each takes a page.
+TEST_F(ShmPoolTest, SmallConnectorsShareAPageEachInItsOwnRange) {
+  constexpr size_t kConnector = 832, kPage = 4096;
+  EXPECT_EQ(transport::rangeBytes(kConnector, true), 1024u);
+  EXPECT_EQ(transport::rangeBytes(kConnector, false), kPage);
+  EXPECT_EQ(transport::rangeBytes(100, true), 256u);
+  EXPECT_EQ(transport::rangeBytes(kPage / 2 + 1, true), kPage);
+  std::vector<char*> bases;
+  for (uint64_t id = 0; id < 4; ++id) {
+    const ShmPool::Range sent = attach(*a_, keyOf(20 + id), kConnector, true);
+    EXPECT_EQ(sent.bytes, 1024u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(sent.base) % 1024, 0u);
+    std::memset(sent.base, static_cast<int>(id + 1), sent.bytes);
+    bases.push_back(sent.base);
+  }
+  EXPECT_EQ(a_->usage().arenaBytes, kPage) << "four quarter-page connectors took more than a page";
+  std::sort(bases.begin(), bases.end());
+  for (size_t i = 1; i < bases.size(); ++i) EXPECT_EQ(bases[i] - bases[i - 1], 1024);
+  for (uint64_t id = 0; id < 4; ++id) {
+    const ShmPool::Range received = attach(*b_, keyOf(20 + id), kConnector, true);
+    EXPECT_FALSE(received.created);
+    for (size_t i = 0; i < received.bytes; ++i) ASSERT_EQ(received.base[i], static_cast<char>(id + 1)) << id << " " << i;
+  }
+  // A fifth takes the next page; a connector that may not share takes a page of its own.
+  (void)attach(*a_, keyOf(24), kConnector, true);
+  EXPECT_EQ(a_->usage().arenaBytes, 2 * kPage);
+  EXPECT_EQ(attach(*a_, keyOf(25), kConnector, false).bytes, kPage);
+  EXPECT_EQ(a_->usage().arenaBytes, 3 * kPage);
+}
+
+// A packed range both ends released is cleared and serves the next connector of its size; the
+// page goes back to /dev/shm when the last of its ranges is released, and its ranges still serve.
+TEST_F(ShmPoolTest, PackedRangesAreClearedForReuseAndTheirPageGoesBackWithTheLast) {
+  constexpr size_t kConnector = 2000, kPage = 4096;  // two a page
+  const ShmPool::Range one = attach(*a_, keyOf(30), kConnector, true);
+  const ShmPool::Range two = attach(*a_, keyOf(31), kConnector, true);
+  (void)attach(*b_, keyOf(30), kConnector, true);
+  (void)attach(*b_, keyOf(31), kConnector, true);
+  std::memset(one.base, 0x11, one.bytes);
+  std::memset(two.base, 0x22, two.bytes);
+  const uint64_t withPage = devShmBytes();
+  a_->release(keyOf(30));
+  b_->release(keyOf(30));
+  EXPECT_EQ(devShmBytes(), withPage) << "the page went back while a range of it was in use";
+  for (size_t i = 0; i < two.bytes; ++i) ASSERT_EQ(two.base[i], 0x22) << i;
+  const ShmPool::Range again = attach(*b_, keyOf(32), kConnector, true);
+  EXPECT_TRUE(again.created);
+  EXPECT_EQ(a_->usage().arenaBytes, kPage) << "the released range was not used again";
+  for (size_t i = 0; i < again.bytes; ++i) ASSERT_EQ(again.base[i], 0) << i;
+  for (uint64_t id : {31, 32}) {
+    a_->release(keyOf(id));
+    b_->release(keyOf(id));
+  }
+  EXPECT_EQ(a_->usage().connectors, 0u);
+  EXPECT_EQ(devShmBytes(), withPage - kPage) << "the page of released ranges was kept";
+  // Both ranges of the given-back page serve again, zeroed.
+  for (uint64_t id : {33, 34}) {
+    const ShmPool::Range reused = attach(*a_, keyOf(id), kConnector, true);
+    for (size_t i = 0; i < reused.bytes; ++i) ASSERT_EQ(reused.base[i], 0) << id << " " << i;
+  }
+  EXPECT_EQ(a_->usage().arenaBytes, kPage);
+}
+
+// 40,000 one-element AllReduce connectors, packed: a quarter of the pages of whole-page ones, and
+// all of them back once released.
+TEST_F(ShmPoolTest, ManySmallConnectorsTakeAQuarterOfThePages) {
+  constexpr uint64_t kConnectors = 40000;
+  constexpr size_t kConnector = 832, kPage = 4096;
+  const uint64_t empty = devShmBytes();
+  for (uint64_t id = 0; id < kConnectors; ++id) {
+    const ShmPool::Range sent = attach(*a_, keyOf(id), kConnector, true);
+    std::memset(sent.base, static_cast<int>(id), kConnector);
+    ASSERT_EQ(attach(*b_, keyOf(id), kConnector, true).base[kConnector - 1], static_cast<char>(id)) << id;
+  }
+  EXPECT_EQ(a_->usage().arenaBytes, kConnectors / 4 * kPage);
+  const ShmPool::Usage full = a_->usage();
+  // The arena's pages, and the pool's: the table (64 bytes a slot), lists and page counts.
+  EXPECT_LE(devShmBytes() - empty, kConnectors / 4 * kPage + full.tableCapacity * 64 + 64 * kPage);
+  for (uint64_t id = 0; id < kConnectors; ++id) {
+    a_->release(keyOf(id));
+    b_->release(keyOf(id));
+  }
+  EXPECT_LE(devShmBytes(), full.tableCapacity * 64 + kConnectors * 16 + 64 * kPage)
+      << "released connectors kept their pages";
 }
 
 }  // namespace
