@@ -55,7 +55,12 @@ KnownProgram AlgorithmLibrary::builtIn(const BuiltInKey& key, const std::functio
     if (auto it = builtIn_.find(key); it != builtIn_.end()) return it->second;
   }
   KnownProgram made = known(make());
+  size_t steps = 0;
+  for (const ir::RankProgram& r : made.program->ranks)
+    for (const ir::BlockProgram& b : r.blocks) steps += b.steps.size();
+  if (steps > kMaxKeptSteps) return made;
   std::lock_guard<std::mutex> lock(mu_);
+  if (builtIn_.size() >= kMaxBuiltIns && !builtIn_.contains(key)) builtIn_.clear();
   return builtIn_.try_emplace(key, std::move(made)).first->second;
 }
 

@@ -37,8 +37,12 @@ class AlgorithmLibrary {
 
   // The built-in program of `key`, made by `make` the first time. A registration of a one-element
   // AllReduce spent an eighth of its time making and hashing its program anew (2 processes,
-  // bench/results/registration-2026-11-27.md).
+  // bench/results/registration-2026-11-27.md). Kept: up to kMaxBuiltIns programs of up to
+  // kMaxKeptSteps steps each (a program holds every rank's steps, so a ring of a thousand ranks
+  // has millions); past the count the kept ones are dropped, larger ones are made every time.
   KnownProgram builtIn(const BuiltInKey& key, const std::function<ir::Program()>& make);
+  static constexpr size_t kMaxBuiltIns = 64;
+  static constexpr size_t kMaxKeptSteps = size_t{1} << 16;
 
  private:
   static Result<KnownProgram> loadFile(const std::string& path);

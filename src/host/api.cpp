@@ -122,12 +122,14 @@ std::function<std::unique_ptr<occl::transport::ConnectorFactory>()> inProcessCon
   return [world] { return occl::transport::makeInProcessFactory(world); };
 }
 
-// Connectors between processes of this host: shm, registered with CUDA for a device rank.
-std::unique_ptr<occl::transport::ConnectorFactory> shmConnectorsFor(uint64_t nonce, int64_t timeoutMs, int device) {
+// Connectors between processes of this host: shm, registered with CUDA for a device rank (which
+// takes whole pages: `ranges` is WholePages where this host has one).
+std::unique_ptr<occl::transport::ConnectorFactory> shmConnectorsFor(uint64_t nonce, int64_t timeoutMs, int device,
+                                                                    occl::transport::ShmRanges ranges) {
 #if OCCL_HAVE_CUDA
   if (device >= 0) return occl::transport::makeCudaShmFactory(nonce, timeoutMs, device);
 #endif
-  return occl::transport::makeShmFactory(nonce, timeoutMs);
+  return occl::transport::makeShmFactory(nonce, timeoutMs, ranges);
 }
 
 // Where every rank of a communicator runs, and the transport this rank takes to each peer.
@@ -215,9 +217,14 @@ Result<std::unique_ptr<occl::transport::ConnectorFactory>> connectorsFor(occl::b
                                                                          int device) {
   using occl::transport::Transport;
   std::map<Transport, std::unique_ptr<occl::transport::ConnectorFactory>> factories;
+  // Which ranks are CUDA ranks is known only now (the device follows the local rank).
+  std::vector<int32_t> cudaRank(static_cast<size_t>(nranks), 0);
+  cudaRank[static_cast<size_t>(rank)] = device >= 0 ? 1 : 0;
+  if (Status s = boot.allGather(cudaRank.data(), sizeof(int32_t)); !s.ok()) return s;
+  const occl::transport::ShmRanges ranges = occl::transport::shmRangesFor(t.ranks, cudaRank, rank);
   // A rank's connectors to itself pair up within the process, like shm between two processes.
-  factories[Transport::InProcess] = shmConnectorsFor(boot.nonce(), c.initTimeoutMs, device);
-  factories[Transport::Shm] = shmConnectorsFor(boot.nonce(), c.initTimeoutMs, device);
+  factories[Transport::InProcess] = shmConnectorsFor(boot.nonce(), c.initTimeoutMs, device, ranges);
+  factories[Transport::Shm] = shmConnectorsFor(boot.nonce(), c.initTimeoutMs, device, ranges);
   if (t.anyNet) {
     const auto peer = std::find(t.byPeer.begin(), t.byPeer.end(), Transport::Net);
     const int other = peer == t.byPeer.end() ? rank : static_cast<int>(peer - t.byPeer.begin());

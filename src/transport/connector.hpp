@@ -103,10 +103,11 @@ std::unique_ptr<ConnectorFactory> makeInProcessFactory(std::shared_ptr<InProcess
 
 // Ranks that are processes of one host share POSIX shared memory named after the job's nonce.
 // Small connectors share pages (Packed) unless each must have pages of its own (WholePages: a
-// CUDA rank registers each connector's pages with the driver). The ranks of one host choose alike.
+// CUDA rank registers each connector's pages with the driver). All ranks that meet in one
+// /dev/shm must choose alike (select.hpp, shmRangesFor): the two ends of a connector that ask for
+// ranges of different sizes fail its registration.
 enum class ShmRanges { Packed, WholePages };
-std::unique_ptr<ConnectorFactory> makeShmFactory(uint64_t jobNonce, int64_t attachTimeoutMs,
-                                                 ShmRanges ranges = ShmRanges::Packed);
+std::unique_ptr<ConnectorFactory> makeShmFactory(uint64_t jobNonce, int64_t attachTimeoutMs, ShmRanges ranges);
 
 // ConnectorMemory::populate for pageable host memory at `base`, by touching each page from this
 // thread: the kernel maps it, and so does a hypervisor that shadows the guest's page tables (on

@@ -58,6 +58,14 @@ Transport selectTransport(const PeerInfo& self, const PeerInfo& peer, const Sele
   return Transport::Net;
 }
 
+ShmRanges shmRangesFor(const std::vector<PeerInfo>& ranks, const std::vector<int32_t>& cudaRank, int rank) {
+  const PeerInfo& self = ranks.at(static_cast<size_t>(rank));
+  for (size_t r = 0; r < ranks.size(); ++r)
+    if (cudaRank.at(r) != 0 && sameHost(self, ranks[r]) && ranks[r].shmDevice == self.shmDevice)
+      return ShmRanges::WholePages;
+  return ShmRanges::Packed;
+}
+
 RoutedFactory::RoutedFactory(int rank, std::vector<Transport> byPeer,
                              std::map<Transport, std::unique_ptr<ConnectorFactory>> factories)
     : rank_(rank), byPeer_(std::move(byPeer)), factories_(std::move(factories)) {}

@@ -49,6 +49,11 @@ struct SelectionPolicy {
 // The transport for the pair (self, peer); self == peer is the rank itself (in-process).
 Transport selectTransport(const PeerInfo& self, const PeerInfo& peer, const SelectionPolicy& policy);
 
+// How the ranks that meet in one /dev/shm (one host, one shm device) lay out their shm
+// connectors (connector.hpp): whole pages where any of them is a CUDA rank (cudaRank[r] != 0), so
+// that both ends of every connector take the same range; packed otherwise.
+ShmRanges shmRangesFor(const std::vector<PeerInfo>& ranks, const std::vector<int32_t>& cudaRank, int rank);
+
 // Attaches each connector through the factory of its peer's transport.
 class RoutedFactory : public ConnectorFactory {
  public:

@@ -79,7 +79,8 @@ class ShmMemory : public ConnectorMemory {
     return Status::success();
   }
   // Punches out every page after the first (which holds the header) from the range: the peer
-  // that attaches later finds the poison and fails; tmpfs pages were all that was left of it.
+  // that attaches later finds the poison and fails; tmpfs pages were all that was left of it. A
+  // range of a page or less (packed ones) keeps its bytes until both ends have released it.
   void discard() override {
     if (bytes_ > pageBytes()) (void)madvise(static_cast<char*>(base_) + pageBytes(), bytes_ - pageBytes(), MADV_REMOVE);
   }

@@ -61,7 +61,7 @@ Status reservePages(void* from, size_t bytes) {
 
 namespace {
 
-constexpr uint64_t kReady = 0x6f63636c706f6f31;  // "occlpoo1": the layout below, set up
+constexpr uint64_t kReady = 0x6f63636c706f6f32;  // "occlpoo2": the layout below, set up
 constexpr uint32_t kMinTableLog2 = 8;
 constexpr uint32_t kMaxTableLog2 = 22;  // 4M entries: ends waiting for their peer, at most
 constexpr uint32_t kMaxArenas = 64;
@@ -266,8 +266,8 @@ ShmPool::~ShmPool() {
 
 
 // A process that died holding the lock left at most one operation half done: an entry or a range
-// lost to the pool, or an entry twice in the table (an erase's shift), never memory two
-// connectors share.
+// lost to the pool, an entry twice in the table (an erase's shift), or a page of packed ranges
+// counted once too often (never given back), never memory two connectors share.
 Status ShmPool::lock() {
   const int r = pthread_mutex_lock(&header_->mu);
   if (r == 0) return Status::success();
@@ -371,20 +371,36 @@ Result<uint64_t> ShmPool::allocate(size_t bytes) {
 }
 
 // Under the lock: a packed range (less than a page), a released one if any, else the first of a
-// page of them whose others go into their size's list. The page's use count is reserved in
-// /dev/shm with the page; it is counted up before the range is handed out and down after its
-// release, so a process that dies in between leaves a page that is never given back, never one
-// given back in use.
+// page of them whose others go into their size's list. A page whose use count leaves 0 is
+// reserved in /dev/shm first (it is new, or was given back), so every page with a range in use is
+// there; the count is counted up before the range is handed out and down after its release, so a
+// process that dies in between leaves a page that is never given back, never one given back in
+// use or counted without being there.
 Result<uint64_t> ShmPool::allocatePacked(size_t bytes) {
+  const auto reserveFor = [&](uint64_t location) -> Status {
+    Result<char*> base = at(location);
+    if (!base.ok()) return base.status();
+    const uint64_t pageStart = offsetOf(location) / pageBytes() * pageBytes();
+    if (Status room = reservePages(base.value() - (offsetOf(location) - pageStart), pageBytes()); !room.ok())
+      return room.withContext("shared memory " + arenaName(arenaOf(location)));
+    return Status::success();
+  };
   if (const uint64_t location = unlist(bytes); location != kNone) {
+    if (Status room = *pageUses(location) == 0 ? reserveFor(location) : Status::success(); !room.ok()) {
+      list(location, bytes);
+      return room;
+    }
     *pageUses(location) += 1;
     return location;  // cleared when released, or on a page given back since
   }
   Result<uint64_t> page = allocate(pageBytes());
   if (!page.ok()) return page;
-  if (Status room = reservePages(pageUses(page.value()), sizeof(uint16_t)); !room.ok()) {
+  Status room = reservePages(pageUses(page.value()), sizeof(uint16_t));
+  if (!room.ok()) room = room.withContext(absl::StrFormat("shared memory /occl-%016x-pool", nonce_));
+  if (room.ok()) room = reserveFor(page.value());
+  if (!room.ok()) {
     giveBack(page.value(), pageBytes());
-    return room.withContext(absl::StrFormat("shared memory /occl-%016x-pool", nonce_));
+    return room;
   }
   *pageUses(page.value()) = 1;
   for (uint64_t offset = bytes; offset + bytes <= pageBytes(); offset += bytes) list(page.value() + offset, bytes);
@@ -400,9 +416,14 @@ void ShmPool::giveBack(uint64_t location, uint64_t bytes) {
   if (!base.ok()) return;  // what may still hold data is never handed out again
   if (bytes < pageBytes()) {
     // The last range of its page in use gives the page back; another is cleared, on a page that
-    // other ranges keep in memory (a cleared page that is not there would be taken anew).
+    // other ranges in use keep in /dev/shm. A page that cannot be given back keeps this range's
+    // bytes, and the range is not used again.
     const uint64_t page = offsetOf(location) / pageBytes() * pageBytes();
-    if (--*pageUses(location) != 0 || !punch(arenaFds_[arena], page, pageBytes())) std::memset(base.value(), 0, bytes);
+    if (--*pageUses(location) != 0) {
+      std::memset(base.value(), 0, bytes);
+    } else if (!punch(arenaFds_[arena], page, pageBytes())) {
+      return;
+    }
   } else if (!punch(arenaFds_[arena], offsetOf(location), bytes)) {
     return;
   }
@@ -496,10 +517,8 @@ Result<ShmPool::Range> ShmPool::attach(const PoolKey& key, size_t bytes, bool pa
     Result<char*> base = at(location.value());
     if (!base.ok()) return base.status();
     // Its first page now, where the connector's header goes: without room for it the range goes
-    // back before any peer could see it. A packed range whose page other ranges use has it.
-    const bool pageInUse = bytes < pageBytes() && *pageUses(location.value()) > 1;
-    if (Status room = pageInUse ? Status::success() : reservePages(base.value(), std::min(bytes, pageBytes()));
-        !room.ok()) {
+    // back before any peer could see it. A packed range's page is there already (allocatePacked).
+    if (Status room = bytes < pageBytes() ? Status::success() : reservePages(base.value(), pageBytes()); !room.ok()) {
       giveBack(location.value(), bytes);
       return room.withContext("shared memory " + arenaName(arenaOf(location.value())));
     }

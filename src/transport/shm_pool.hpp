@@ -20,7 +20,7 @@
 // goes into the list of its size (nodes in the pool, 16 bytes each) and serves the next connector
 // of that size. It reads as zeroes there: a whole-pages range gives its pages back, a packed one
 // is cleared, and its page goes back once none of its ranges is in use (a count per arena page in
-// the pool).
+// the pool). The packed sizes (4 of them with 4 KiB pages) keep lists of their own for good.
 #pragma once
 
 #include <cstddef>
@@ -58,7 +58,8 @@ class ShmPool {
   // This end's range for `key`: the one the other end took, if it came first (its `bytes` may
   // differ from this end's: the ends disagree, which the caller reports), otherwise a zeroed
   // range of rangeBytes(bytes, packed) whose first page is reserved in /dev/shm (occlSystemError
-  // where there is no room for it). Either way this end releases it once.
+  // where there is no room for it; a packed range's whole page is). Either way this end releases
+  // it once.
   Result<Range> attach(const PoolKey& key, size_t bytes, bool packed);
   // This end is done with `key`'s range; after both ends, it goes back to the pool.
   void release(const PoolKey& key);

@@ -85,7 +85,8 @@ TEST(ConnectorPairing, SharedMemoryLeavesNothingBehind) {
   const uint64_t nonce = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
   {
     // Two factories stand for two processes: they share nothing but the shm names.
-    auto a = transport::makeShmFactory(nonce, 5000), b = transport::makeShmFactory(nonce, 5000);
+    auto a = transport::makeShmFactory(nonce, 5000, transport::ShmRanges::Packed);
+    auto b = transport::makeShmFactory(nonce, 5000, transport::ShmRanges::Packed);
     expectPairingRule(*a, *b);
     auto unjoined = attach(*a, ConnectorKey{0x52, 0, 1, 0}, ConnectorEnd::Sender);
     EXPECT_EQ(jobShmNames(nonce).size(), 2u) << "the job's pool and its arena (the unjoined ranges are in it)";
@@ -118,9 +119,30 @@ TEST(ConnectorPairing, SharedMemoryAGeometryMismatchPoisonsTheFirstEnd) {
   if (!std::filesystem::exists("/dev/shm")) GTEST_SKIP() << "no /dev/shm on this machine";
   for (const auto& [slots, slotBytes] : {std::pair<uint32_t, uint64_t>{kSlots, 2 * kSlotBytes}, {2 * kSlots, kSlotBytes / 2}}) {
     const uint64_t nonce = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
-    auto a = transport::makeShmFactory(nonce, 5000), b = transport::makeShmFactory(nonce, 5000);
+    auto a = transport::makeShmFactory(nonce, 5000, transport::ShmRanges::Packed);
+    auto b = transport::makeShmFactory(nonce, 5000, transport::ShmRanges::Packed);
     expectMismatchPoisonsTheFirstEnd(*a, *b, slots, slotBytes);
   }
+}
+
+// A small connector packed at one end and in whole pages at the other (a CUDA rank among host
+// ranks, had shmRangesFor not made all of them take whole pages): the second end's attach fails
+// naming the backend, and the first end's connector is poisoned.
+TEST(ConnectorPairing, SharedMemoryPackedAndWholePageEndsFailTheRegistration) {
+  if (!std::filesystem::exists("/dev/shm")) GTEST_SKIP() << "no /dev/shm on this machine";
+  const uint64_t nonce = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  auto packed = transport::makeShmFactory(nonce, 5000, transport::ShmRanges::Packed);
+  auto whole = transport::makeShmFactory(nonce, 5000, transport::ShmRanges::WholePages);
+  constexpr uint32_t kSmallSlots = 2;
+  constexpr uint64_t kSmallSlotBytes = 64;  // 576 bytes: 1 KiB packed, a page otherwise
+  const ConnectorKey key{0x54, 0, 1, 0};
+  auto sender = packed->attach(key, ConnectorEnd::Sender, kSmallSlots, kSmallSlotBytes);
+  ASSERT_TRUE(sender.ok()) << sender.status().message;
+  auto receiver = whole->attach(key, ConnectorEnd::Receiver, kSmallSlots, kSmallSlotBytes);
+  ASSERT_FALSE(receiver.ok());
+  EXPECT_EQ(receiver.status().code, occlInvalidUsage);
+  EXPECT_NE(receiver.status().message.find("backend"), std::string::npos) << receiver.status().message;
+  EXPECT_EQ(atomics::loadAcquire(&sender.value()->header()->poison), static_cast<uint32_t>(occlInvalidUsage));
 }
 
 size_t mappingsOfThisProcess() {
@@ -136,7 +158,8 @@ size_t mappingsOfThisProcess() {
 TEST(ConnectorPairing, SharedMemoryConnectorsTakeAFewMappings) {
   if (!std::filesystem::exists("/dev/shm")) GTEST_SKIP() << "no /dev/shm on this machine";
   const uint64_t nonce = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
-  auto a = transport::makeShmFactory(nonce, 5000), b = transport::makeShmFactory(nonce, 5000);
+  auto a = transport::makeShmFactory(nonce, 5000, transport::ShmRanges::Packed);
+  auto b = transport::makeShmFactory(nonce, 5000, transport::ShmRanges::Packed);
   constexpr uint64_t kConnectors = 2000;
   std::vector<std::shared_ptr<ConnectorMemory>> held;
   const size_t before = mappingsOfThisProcess();
@@ -246,7 +269,8 @@ TEST(ConnectorPopulate, InProcessTheSenderMapsTheTilesInOnce) {
 TEST(ConnectorPopulate, SharedMemoryEachEndMapsItsOwnAndTheDataStays) {
   if (!std::filesystem::exists("/dev/shm")) GTEST_SKIP() << "no /dev/shm on this machine";
   const uint64_t nonce = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
-  auto a = transport::makeShmFactory(nonce, 5000), b = transport::makeShmFactory(nonce, 5000);
+  auto a = transport::makeShmFactory(nonce, 5000, transport::ShmRanges::Packed);
+  auto b = transport::makeShmFactory(nonce, 5000, transport::ShmRanges::Packed);
   const ConnectorKey key{0x62, 0, 1, 0};
   auto sender = attachBig(*a, key, ConnectorEnd::Sender);
   ASSERT_TRUE(sender->populate(ConnectorEnd::Sender, kPopSlots, kPopSlotBytes, kTileBytes).ok());

@@ -61,7 +61,7 @@ class ShmPoolTest : public ::testing::Test {
   std::shared_ptr<ShmPool> a_, b_;
 };
 
-constexpr size_t kBytes = 3 * 4096 + 100;  // rounded up to whole pages
+constexpr size_t kBytes = 3 * 4096 + 100;  // rounded up to whole pages (of 4 KiB or more)
 
 PoolKey keyOf(uint64_t collId, uint64_t generation = 0) { return PoolKey{ConnectorKey{collId, 0, 1, 0}, generation}; }
 
@@ -173,38 +173,39 @@ TEST_F(ShmPoolTest, ManyConnectorsTakeAFewMappingsAndGiveTheirPagesBack) {
 // packed: four connectors fill one page, each in its own 1 KiB, and either end sees the other's
 // bytes. Not packed (a CUDA rank), each takes a page.
 TEST_F(ShmPoolTest, SmallConnectorsShareAPageEachInItsOwnRange) {
-  constexpr size_t kConnector = 832, kPage = 4096;
+  constexpr size_t kConnector = 832;
+  const size_t kPage = transport::pageBytes(), perPage = kPage / 1024;
   EXPECT_EQ(transport::rangeBytes(kConnector, true), 1024u);
   EXPECT_EQ(transport::rangeBytes(kConnector, false), kPage);
   EXPECT_EQ(transport::rangeBytes(100, true), 256u);
   EXPECT_EQ(transport::rangeBytes(kPage / 2 + 1, true), kPage);
   std::vector<char*> bases;
-  for (uint64_t id = 0; id < 4; ++id) {
+  for (uint64_t id = 0; id < perPage; ++id) {
     const ShmPool::Range sent = attach(*a_, keyOf(20 + id), kConnector, true);
     EXPECT_EQ(sent.bytes, 1024u);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(sent.base) % 1024, 0u);
     std::memset(sent.base, static_cast<int>(id + 1), sent.bytes);
     bases.push_back(sent.base);
   }
-  EXPECT_EQ(a_->usage().arenaBytes, kPage) << "four quarter-page connectors took more than a page";
+  EXPECT_EQ(a_->usage().arenaBytes, kPage) << "a page's worth of 1 KiB connectors took more than a page";
   std::sort(bases.begin(), bases.end());
   for (size_t i = 1; i < bases.size(); ++i) EXPECT_EQ(bases[i] - bases[i - 1], 1024);
-  for (uint64_t id = 0; id < 4; ++id) {
+  for (uint64_t id = 0; id < perPage; ++id) {
     const ShmPool::Range received = attach(*b_, keyOf(20 + id), kConnector, true);
     EXPECT_FALSE(received.created);
     for (size_t i = 0; i < received.bytes; ++i) ASSERT_EQ(received.base[i], static_cast<char>(id + 1)) << id << " " << i;
   }
-  // A fifth takes the next page; a connector that may not share takes a page of its own.
-  (void)attach(*a_, keyOf(24), kConnector, true);
+  // One more takes the next page; a connector that may not share takes a page of its own.
+  (void)attach(*a_, keyOf(20 + perPage), kConnector, true);
   EXPECT_EQ(a_->usage().arenaBytes, 2 * kPage);
-  EXPECT_EQ(attach(*a_, keyOf(25), kConnector, false).bytes, kPage);
+  EXPECT_EQ(attach(*a_, keyOf(21 + perPage), kConnector, false).bytes, kPage);
   EXPECT_EQ(a_->usage().arenaBytes, 3 * kPage);
 }
 
 // A packed range both ends released is cleared and serves the next connector of its size; the
 // page goes back to /dev/shm when the last of its ranges is released, and its ranges still serve.
 TEST_F(ShmPoolTest, PackedRangesAreClearedForReuseAndTheirPageGoesBackWithTheLast) {
-  constexpr size_t kConnector = 2000, kPage = 4096;  // two a page
+  const size_t kPage = transport::pageBytes(), kConnector = kPage / 2 - 48;  // two a page
   const ShmPool::Range one = attach(*a_, keyOf(30), kConnector, true);
   const ShmPool::Range two = attach(*a_, keyOf(31), kConnector, true);
   (void)attach(*b_, keyOf(30), kConnector, true);
@@ -234,21 +235,22 @@ TEST_F(ShmPoolTest, PackedRangesAreClearedForReuseAndTheirPageGoesBackWithTheLas
   EXPECT_EQ(a_->usage().arenaBytes, kPage);
 }
 
-// 40,000 one-element AllReduce connectors, packed: a quarter of the pages of whole-page ones, and
-// all of them back once released.
+// 40,000 one-element AllReduce connectors, packed: a quarter of the pages of whole-page ones (with
+// 4 KiB pages), and all of them back once released.
 TEST_F(ShmPoolTest, ManySmallConnectorsTakeAQuarterOfThePages) {
   constexpr uint64_t kConnectors = 40000;
-  constexpr size_t kConnector = 832, kPage = 4096;
+  constexpr size_t kConnector = 832;
+  const size_t kPage = transport::pageBytes(), perPage = kPage / 1024;
   const uint64_t empty = devShmBytes();
   for (uint64_t id = 0; id < kConnectors; ++id) {
     const ShmPool::Range sent = attach(*a_, keyOf(id), kConnector, true);
     std::memset(sent.base, static_cast<int>(id), kConnector);
     ASSERT_EQ(attach(*b_, keyOf(id), kConnector, true).base[kConnector - 1], static_cast<char>(id)) << id;
   }
-  EXPECT_EQ(a_->usage().arenaBytes, kConnectors / 4 * kPage);
+  EXPECT_EQ(a_->usage().arenaBytes, (kConnectors + perPage - 1) / perPage * kPage);
   const ShmPool::Usage full = a_->usage();
   // The arena's pages, and the pool's: the table (64 bytes a slot), lists and page counts.
-  EXPECT_LE(devShmBytes() - empty, kConnectors / 4 * kPage + full.tableCapacity * 64 + 64 * kPage);
+  EXPECT_LE(devShmBytes() - empty, full.arenaBytes + full.tableCapacity * 64 + 64 * kPage);
   for (uint64_t id = 0; id < kConnectors; ++id) {
     a_->release(keyOf(id));
     b_->release(keyOf(id));

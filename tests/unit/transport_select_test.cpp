@@ -46,5 +46,19 @@ TEST(TransportSelectTest, ProcessesWithADevShmEachTakeTheNetwork) {
   EXPECT_STREQ(transportName(selectTransport(self, other, {})), "net");
 }
 
+// A host whose ranks mix CUDA and the host backend lays out its shm connectors in whole pages on
+// every rank, so both ends of each connector ask the pool for the same range; other hosts, and a
+// container with its own /dev/shm, pack theirs.
+TEST(TransportSelectTest, AnyCudaRankOfADevShmMakesItsConnectorsWholePages) {
+  const std::vector<PeerInfo> ranks = {at("hostA", kHostPids, kHostShm, 1), at("hostA", kHostPids, kHostShm, 2),
+                                       at("hostB", kHostPids, kHostShm, 3), at("hostA", kHostPids, kContainerShm, 4)};
+  EXPECT_EQ(shmRangesFor(ranks, {0, 0, 0, 0}, 0), ShmRanges::Packed);
+  const std::vector<int32_t> secondIsCuda = {0, 1, 0, 0};
+  EXPECT_EQ(shmRangesFor(ranks, secondIsCuda, 0), ShmRanges::WholePages);
+  EXPECT_EQ(shmRangesFor(ranks, secondIsCuda, 1), ShmRanges::WholePages);
+  EXPECT_EQ(shmRangesFor(ranks, secondIsCuda, 2), ShmRanges::Packed);
+  EXPECT_EQ(shmRangesFor(ranks, secondIsCuda, 3), ShmRanges::Packed);
+}
+
 }  // namespace
 }  // namespace occl::transport
