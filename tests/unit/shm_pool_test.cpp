@@ -61,7 +61,8 @@ class ShmPoolTest : public ::testing::Test {
   std::shared_ptr<ShmPool> a_, b_;
 };
 
-constexpr size_t kBytes = 3 * 4096 + 100;  // rounded up to whole pages (of 4 KiB or more)
+const size_t kPageBytes = transport::pageBytes();
+const size_t kBytes = 3 * kPageBytes + 100;  // rounded up to whole pages
 
 PoolKey keyOf(uint64_t collId, uint64_t generation = 0) { return PoolKey{ConnectorKey{collId, 0, 1, 0}, generation}; }
 
@@ -80,12 +81,12 @@ TEST_F(ShmPoolTest, TheSecondEndFindsTheFirstEndsRange) {
 
 TEST_F(ShmPoolTest, OneEndsReleaseKeepsTheRangeForItsPeer) {
   const ShmPool::Range sent = attach(*a_, keyOf(8), kBytes);
-  std::memset(sent.base + 4096, 0x21, 64);
+  std::memset(sent.base + kPageBytes, 0x21, 64);
   a_->release(keyOf(8));
   EXPECT_EQ(b_->usage().connectors, 1u);
   const ShmPool::Range received = attach(*b_, keyOf(8), kBytes);
   EXPECT_FALSE(received.created);
-  EXPECT_EQ(received.base[4096 + 63], 0x21);
+  EXPECT_EQ(received.base[kPageBytes + 63], 0x21);
   b_->release(keyOf(8));
   EXPECT_EQ(a_->usage().connectors, 0u);
 }
@@ -113,7 +114,7 @@ TEST_F(ShmPoolTest, AnotherSizeForTheSameKeyGetsTheFirstEndsRange) {
   const ShmPool::Range other = attach(*b_, keyOf(12), 2 * kBytes);
   EXPECT_FALSE(other.created);
   EXPECT_EQ(other.bytes, first.bytes);
-  EXPECT_EQ(first.bytes, 4u * 4096);
+  EXPECT_EQ(first.bytes, 4 * kPageBytes);
   a_->release(keyOf(12));
   b_->release(keyOf(12));
   EXPECT_EQ(a_->usage().connectors, 0u);
@@ -122,7 +123,8 @@ TEST_F(ShmPoolTest, AnotherSizeForTheSameKeyGetsTheFirstEndsRange) {
 // The pool lists released ranges of 32 sizes at a time. Of 40 sizes used twice over, the second
 // round takes new bytes only for the 8 sizes whose ranges found no list.
 TEST_F(ShmPoolTest, ReleasedRangesOfMoreSizesThanListsAreStillUsedAgain) {
-  constexpr uint64_t kSizes = 40, kLists = 32, kPage = 4096;
+  constexpr uint64_t kSizes = 40, kLists = 32;
+  const uint64_t kPage = kPageBytes;
   auto roundOf = [&](uint64_t generation) {
     for (uint64_t pages = 1; pages <= kSizes; ++pages) {
       (void)attach(*a_, keyOf(pages, generation), pages * kPage);
@@ -144,7 +146,7 @@ TEST_F(ShmPoolTest, ReleasedRangesOfMoreSizesThanListsAreStillUsedAgain) {
 // once), and the table grows to hold them. Released, they give their pages back.
 TEST_F(ShmPoolTest, ManyConnectorsTakeAFewMappingsAndGiveTheirPagesBack) {
   constexpr uint64_t kConnectors = 40000;
-  constexpr size_t kSmall = 4096;
+  const size_t kSmall = kPageBytes;
   for (uint64_t id = 0; id < kConnectors; ++id) {
     const ShmPool::Range sent = attach(*a_, keyOf(id), kSmall);
     sent.base[0] = static_cast<char>(id);
@@ -162,7 +164,7 @@ TEST_F(ShmPoolTest, ManyConnectorsTakeAFewMappingsAndGiveTheirPagesBack) {
   }
   EXPECT_EQ(b_->usage().connectors, 0u);
   // Left: the table (64 bytes a slot) and the lists' nodes (16 bytes a range).
-  EXPECT_LE(devShmBytes(), full.tableCapacity * 64 + kConnectors * 16 + 64 * 4096)
+  EXPECT_LE(devShmBytes(), full.tableCapacity * 64 + kConnectors * 16 + 64 * kPageBytes)
       << "released connectors kept their pages";
   // The next 40,000 reuse the ranges.
   for (uint64_t id = 0; id < kConnectors; ++id) (void)attach(*b_, keyOf(id, 1), kSmall);
