@@ -34,13 +34,13 @@ struct ConnectorKey {
 
 enum class ConnectorEnd : uint8_t { Sender, Receiver };
 
-// One mapping of connector memory; unmapped when the last user releases it.
 // Sets the header's poison to `status` unless it is poisoned already: the first status stays.
 inline void poisonHeader(FifoHeader* header, uint32_t status) {
   uint32_t expected = 0;
   atomics::compareExchange(&header->poison, expected, status);
 }
 
+// One mapping of connector memory; unmapped when the last user releases it.
 class ConnectorMemory {
  public:
   virtual ~ConnectorMemory() = default;

@@ -7,8 +7,6 @@
 // for the same reason (cudaFreeHost synchronises too).
 #include "transport/cuda_connectors.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -16,6 +14,7 @@
 
 #include "absl/strings/str_format.h"
 #include "transport/end_pairing.hpp"
+#include "transport/shm_pool.hpp"
 #include "util/cuda_util.hpp"
 
 namespace occl::transport {
@@ -320,10 +319,8 @@ class CudaShmFactory : public ConnectorFactory {
     Result<std::shared_ptr<ConnectorMemory>> mapping = shm_->attach(key, end, nSlots, slotBytes);
     if (!mapping.ok()) return mapping;
     auto registered = std::make_shared<RegisteredShm>(std::move(mapping.value()), device_);
-    // Whole pages: the mapping covers them, and registration works on pages anyway.
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const size_t bytes = (fifoBytes(nSlots, slotBytes) + page - 1) / page * page;
-    if (Status s = registered->registerWith(bytes); !s.ok())
+    // The whole pages of its range (ShmRanges::WholePages): registration works on pages anyway.
+    if (Status s = registered->registerWith(rangeBytes(fifoBytes(nSlots, slotBytes), /*packed=*/false)); !s.ok())
       return s.withContext(absl::StrFormat("connector %s", key.describe()));
     return std::shared_ptr<ConnectorMemory>(std::move(registered));
   }

@@ -264,7 +264,6 @@ ShmPool::~ShmPool() {
   if (fd_ >= 0) close(fd_);
 }
 
-
 // A process that died holding the lock left at most one operation half done: an entry or a range
 // lost to the pool, an entry twice in the table (an erase's shift), or a page of packed ranges
 // counted once too often (never given back), never memory two connectors share.
@@ -377,11 +376,11 @@ Result<uint64_t> ShmPool::allocate(size_t bytes) {
 // process that dies in between leaves a page that is never given back, never one given back in
 // use or counted without being there.
 Result<uint64_t> ShmPool::allocatePacked(size_t bytes) {
+  // The range's page: reservePages takes the pages a range touches, and a packed one touches one.
   const auto reserveFor = [&](uint64_t location) -> Status {
     Result<char*> base = at(location);
     if (!base.ok()) return base.status();
-    const uint64_t pageStart = offsetOf(location) / pageBytes() * pageBytes();
-    if (Status room = reservePages(base.value() - (offsetOf(location) - pageStart), pageBytes()); !room.ok())
+    if (Status room = reservePages(base.value(), bytes); !room.ok())
       return room.withContext("shared memory " + arenaName(arenaOf(location)));
     return Status::success();
   };
