@@ -65,8 +65,8 @@ class HostBackend : public OnHostMemory<Backend> {
       if (r.exit) retired_[0].store(true, std::memory_order_release);
       result = {true, r.progressed};
       // The helper takes its CQEs itself; a poller parked on them (no helper when it parked)
-      // is rung as after a daemon thread's pass. Free while nobody is parked.
-      completions_.ring();
+      // is rung as after a daemon thread's pass. A pass that publishes a CQE has progressed.
+      if (r.progressed) completions_.ring();
     }
     holds_[0].release();
     return result;
