@@ -60,7 +60,9 @@ class HostBackend : public OnHostMemory<Backend> {
     HelpResult result;
     if (!retired_[0].load(std::memory_order_acquire)) {
       tPassDeadlineNs = deadlineNs;
+      tCqFullBell = cqFullBell();
       const PassResult r = daemonPass(*env_, 0, clockNs);
+      tCqFullBell = {};
       tPassDeadlineNs = 0;
       if (r.exit) retired_[0].store(true, std::memory_order_release);
       result = {true, r.progressed};
@@ -113,6 +115,13 @@ class HostBackend : public OnHostMemory<Backend> {
     void release() { held.store(false, std::memory_order_release); }
   };
 
+  // A pass that finds the completion ring full wakes a poller parked on it (daemon.hpp). A
+  // helper's pass may find the poller parked on the communicator's own bell instead, which is
+  // bounded at 1 ms (comm_poller.cpp).
+  CqFullBell cqFullBell() {
+    return {[](void* bell) { (void)static_cast<Doorbell*>(bell)->ring(); }, &completions_};
+  }
+
   // The daemon thread of `block` steps back while a helper runs it (see the top of the file).
   bool helped(int block) const {
     return helpers_.load(std::memory_order_seq_cst) > 0 && block == 0 && env_->nBlocks == 1 &&
@@ -129,6 +138,7 @@ class HostBackend : public OnHostMemory<Backend> {
     int64_t backoffUs = 0;
     int64_t asideUs = 0;
     uint64_t cqSeen = 0;
+    tCqFullBell = cqFullBell();
     for (;;) {
       if (helped(block)) {
         standAside(block, asideUs);

@@ -46,6 +46,19 @@ struct DaemonEnv {
 };
 static_assert(sizeof(DaemonEnv) == 136, "DaemonEnv is a kernel argument: one layout on both sides");
 
+#if !OCCL_ON_DEVICE
+// Host backend: whom a pass wakes when it finds its completion ring full (finishTask). Only the
+// poller frees slots, and the backend rings it after a pass, which cannot end until a slot is
+// free: a poller parked for long (an idle communicator's 20 ms) would leave the pass spinning
+// that long. Set around the host backend's passes; the GPU never sets it (its poller polls), nor
+// does the simt backend.
+struct CqFullBell {
+  void (*ring)(void*) = nullptr;
+  void* arg = nullptr;
+};
+inline thread_local CqFullBell tCqFullBell;
+#endif
+
 struct PassResult {
   bool progressed;  // a primitive ran, a task completed, or an SQE arrived
   bool pending;     // the task queue is not empty
@@ -107,6 +120,9 @@ OCCL_HD inline bool finishTask(const DaemonEnv& env, BlockState& bs, const CollD
   bump(d.stats[task.part].completions, 1);
   bool waited = false;
   while (!env.cq.tryPush(static_cast<uint32_t>(block), bs.cqTail, word)) {  // the poller frees slots
+#if !OCCL_ON_DEVICE
+    if (!waited && tCqFullBell.ring != nullptr) tCqFullBell.ring(tCqFullBell.arg);
+#endif
     waited = true;
     exec::spinPause();
   }

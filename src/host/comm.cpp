@@ -422,6 +422,10 @@ Status Comm::submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCal
     return Status::error(code != occlSuccess ? code : occlInvalidUsage, asyncWhy_);
   }
   std::unique_lock<std::mutex> lock(submitMu_);
+  // Again under the lock, which shutdown() takes to push the exit SQE after setting stopped_: a
+  // submission that passed the first look while shutdown began would otherwise go in behind the
+  // exit SQE, where no daemon reads it, and its callback would never fire.
+  if (stopped_) return Status::error(occlInvalidUsage, "the communicator is finalized or aborted");
   auto it = byId_.find(collId);
   if (it == byId_.end())
     return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));

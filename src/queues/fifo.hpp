@@ -97,6 +97,20 @@ OCCL_HD inline void fifoPublished([[maybe_unused]] FifoHeader* h, [[maybe_unused
 #endif
 }
 
+#if !OCCL_ON_DEVICE
+// The host's poison of a connector it reaches by its header alone (ConnectorMemory::poison, the
+// NET proxy): sets `status` unless the connector is poisoned already (the first status stays),
+// and wakes the sleepers on either word as FifoHandle::poisonWith does, or a daemon parked on the
+// FIFO would see the failure only at the end of its sleep. Returns whether this call set it.
+inline bool poisonHeader(FifoHeader* h, uint32_t status) {
+  uint32_t expected = 0;
+  if (!atomics::compareExchange(&h->poison, expected, status)) return false;
+  fifoPublished(h, FifoWord::Tail);
+  fifoPublished(h, FifoWord::Head);
+  return true;
+}
+#endif
+
 inline constexpr size_t kFifoDataOffset = 256;  // slot data starts here, 256-byte aligned
 
 OCCL_HD inline constexpr uint64_t fifoGeometry(uint32_t nSlots, uint64_t slotBytes) {

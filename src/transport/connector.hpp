@@ -34,12 +34,6 @@ struct ConnectorKey {
 
 enum class ConnectorEnd : uint8_t { Sender, Receiver };
 
-// Sets the header's poison to `status` unless it is poisoned already: the first status stays.
-inline void poisonHeader(FifoHeader* header, uint32_t status) {
-  uint32_t expected = 0;
-  atomics::compareExchange(&header->poison, expected, status);
-}
-
 // One mapping of connector memory; unmapped when the last user releases it.
 class ConnectorMemory {
  public:
@@ -62,7 +56,7 @@ class ConnectorMemory {
   // through its FifoHandle. Memory the host cannot address (a FIFO in device memory) overrides
   // this: a host CAS on device memory is a segfault (defect D2).
   virtual Status poison(uint32_t status) {
-    poisonHeader(header(), status);
+    (void)poisonHeader(header(), status);
     return Status::success();
   }
   // Called by `end` at registration: maps in, for this process, the pages its collective will

@@ -3,6 +3,7 @@
 // wrapper (std::function and std::future), and statistics that agree with the callbacks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -200,6 +201,39 @@ TEST(CallbacksTest, CallbackMaySubmitAgain) {
     EXPECT_EQ(chains[r].failures.load(), 0) << "rank " << r << ": " << occlGetLastError(comms[r]);
     expectOk(occlCommWaitAll(comms[r], 30000), comms[r], "waitAll");
   }
+}
+
+// A burst larger than the completion ring: the daemon's pass fills the ring and must wake the
+// poller to free slots, since the pass rings it only once it ends, after its last CQE. On an idle
+// communicator the poller parks for 20 ms, so a pass that waited for it took each burst that
+// long. Callbacks only, no occlCommWaitAll (whose thread would drain the ring itself).
+TEST(CallbacksTest, ABurstLargerThanTheCompletionRingDoesNotWaitForAnIdlePoller) {
+  occlConfig_t config = testConfig();
+  config.cqDepth = 4;
+  config.maxInflightPerColl = 4;
+  CommGroup comms(1, config);
+  constexpr int kColls = 4, kPerColl = 4, kRounds = 15;
+  for (int c = 0; c < kColls; ++c) registerAllReduce(comms[0], 0xB0 + c, 1);
+  std::vector<Buffers> bufs;
+  for (int i = 0; i < kColls * kPerColl; ++i) bufs.emplace_back(0, 1);
+  CallbackCounter counter;
+  std::vector<double> roundMs;
+  for (int round = 0; round < kRounds; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the poller has parked, idle
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kColls * kPerColl; ++i)
+      expectOk(occlSubmit(comms[0], 0xB0 + i % kColls, bufs[i].send.data(), bufs[i].recv.data(),
+                          &CallbackCounter::callback, &counter),
+               comms[0], "submit");
+    ASSERT_TRUE(counter.waitFor(static_cast<size_t>((round + 1) * kColls * kPerColl))) << "round " << round;
+    roundMs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  for (const auto& [collId, status] : counter.fired()) EXPECT_EQ(status, occlSuccess) << "collId " << collId;
+  for (const Buffers& b : bufs) EXPECT_EQ(b.recv, b.send);
+  std::sort(roundMs.begin(), roundMs.end());
+  // The bug cost a burst the rest of the poller's 20 ms park; a burst takes well under 1 ms
+  // (the counter looks every millisecond).
+  EXPECT_LT(roundMs[kRounds / 2], 8.0) << "median of " << kRounds << " bursts, ms";
 }
 
 TEST(CallbacksTest, WaitAllReturnsAfterEveryCallbackAndTimesOutWhenStuck) {

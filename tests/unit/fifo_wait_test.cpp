@@ -90,6 +90,23 @@ TEST_F(FifoWaitTest, APoisonedConnectorWakesAParkedSender) {
   EXPECT_FALSE(fifo_.canSend());
 }
 
+// The host's poison by the header alone (an abort, a failed registration, the NET proxy) wakes
+// sleepers on either word too, and keeps the first status.
+TEST_F(FifoWaitTest, AHeaderPoisonWakesAParkedReceiverAndAParkedSender) {
+  auto slept = sleepUntilPublished(
+      &fifo_.header->tailWake, [&] { parkUntilRecv(fifo_, kLongSleepNs); },
+      [&] { EXPECT_TRUE(poisonHeader(fifo_.header, occlRemoteError)); });
+  EXPECT_LT(slept, kWoken);
+  fifo_.header->poison = 0;
+  for (uint32_t i = 0; i < kSlots; ++i) fifo_.commitSend(kSlotBytes);
+  slept = sleepUntilPublished(
+      &fifo_.header->headWake, [&] { parkUntilSend(fifo_, kLongSleepNs); },
+      [&] { EXPECT_TRUE(poisonHeader(fifo_.header, occlAborted)); });
+  EXPECT_LT(slept, kWoken);
+  EXPECT_FALSE(poisonHeader(fifo_.header, occlTimeout)) << "a second poison";
+  EXPECT_EQ(fifo_.poisonStatus(), static_cast<uint32_t>(occlAborted));
+}
+
 TEST_F(FifoWaitTest, NoSleepWhenTheWordAlreadyMovedOrTheWaitIsSatisfied) {
   const uint64_t parksBefore = fifoParksOnThisThread();
   fifo_.commitSend(8);

@@ -271,8 +271,7 @@ std::shared_ptr<Conn> Proxy::makeConn(const ConnectorKey& key, uint64_t gen, Con
 
 void Proxy::poisonLocal(Conn& c, uint32_t status) {
   if (c.base == nullptr) return;
-  uint32_t expected = 0;
-  atomics::compareExchange(&c.header()->poison, expected, status);
+  (void)poisonHeader(c.header(), status);  // wakes this host's daemons parked on the FIFO
 }
 
 void Proxy::run() {

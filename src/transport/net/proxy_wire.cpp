@@ -169,8 +169,7 @@ ucs_status_t Proxy::onMessage(const WireHeader& h, void* data, size_t length, co
       atomics::storeRelease(c.isSender() ? &fh->receiverSig : &fh->senderSig, h.value);
       break;
     case WireKind::Poison: {
-      uint32_t expected = 0;
-      atomics::compareExchange(&fh->poison, expected, h.status != 0 ? h.status : uint32_t{occlRemoteError});
+      (void)poisonHeader(fh, h.status != 0 ? h.status : uint32_t{occlRemoteError});
       c.poisonSent = true;  // the peer knows: no echo
       break;
     }
