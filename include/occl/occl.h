@@ -223,7 +223,12 @@ occlResult_t occlCommInitAll(occlComm_t* comms, int ndev, const int* devlist, co
 /* Waits (bounded by collTimeoutMs) for every submitted collective to complete, then stops. With
  * ranks in several processes it is collective: it returns once every rank has called it (bounded
  * by initTimeoutMs), so a rank may destroy its communicator right after without taking away data
- * a slower peer has yet to receive. */
+ * a slower peer has yet to receive.
+ * Threads: the calls on a communicator may come from any threads at once, except Finalize, Destroy
+ * and Abort, which must not overlap another thread's call on it (nor each other), as with NCCL: a
+ * thread still inside occlSubmit or occlCommWaitAll when Destroy or Abort frees the communicator
+ * would use freed memory. A callback's occlSubmit while Finalize runs is either accepted (its
+ * callback fires before Finalize returns) or refused with occlInvalidUsage. */
 occlResult_t occlCommFinalize(occlComm_t comm);
 occlResult_t occlCommDestroy(occlComm_t comm);
 /* Fails every pending submission with occlAborted (their callbacks fire once), stops without
@@ -272,7 +277,8 @@ occlResult_t occlCollGetAlgorithm(occlComm_t comm, uint64_t collId, int inPlace,
  */
 occlResult_t occlSubmit(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf,
                         occlCallback_t callback, void* arg);
-/* Waits until every callback of this communicator submitted so far has fired: at most timeoutMs
+/* Waits until the callbacks of every submission made before this call have fired (later
+ * submissions, such as a callback's next step, are not waited for, even if they fire first): at most timeoutMs
  * (0..OCCL_MAX_TIMEOUT_MS) milliseconds, or without bound when timeoutMs < 0. On the host backend
  * the waiting thread runs the daemon and fires callbacks itself while that makes progress, so a
  * blocking caller gets its result without a thread hand-off. */

@@ -17,6 +17,7 @@
 #include "memory/shared_buffers.hpp"
 #include "occl/occl.h"
 #include "transport/select.hpp"
+#include "util/cpus.hpp"
 #if OCCL_HAVE_UCX
 #include "transport/net/net_factory.hpp"
 #endif
@@ -140,6 +141,7 @@ struct Topology {
   int localRanks = 0;                              // ranks of this host, this one included
   bool anyNet = false;                             // some pair of ranks (not only this one) uses NET
   bool shmPeersSharePids = true;                   // every shm peer is in this rank's pid namespace
+  int hostCpus = 0;                                // CPUs the ranks of this host may run on together
 };
 
 Result<Topology> discoverTopology(occl::bootstrap::Bootstrap& boot, int rank, int nranks, const occlConfig_t& c) {
@@ -165,6 +167,16 @@ Result<Topology> discoverTopology(occl::bootstrap::Bootstrap& boot, int rank, in
       t.anyNet = t.anyNet || selectTransport(t.ranks[static_cast<size_t>(r)], t.ranks[static_cast<size_t>(q)], policy) ==
                                  Transport::Net;
   }
+  // The union of this host's ranks' affinity masks: a launcher that binds each rank to a core of
+  // its own (mpirun -np 2 binds to cores by default) leaves every mask one CPU wide, and only the
+  // union shows that the ranks still run side by side (comm.cpp, spinInPlaceNs).
+  std::vector<cpu_set_t> masks(static_cast<size_t>(nranks));
+  masks[static_cast<size_t>(rank)] = occl::threadCpus();
+  if (Status s = boot.allGather(masks.data(), sizeof(cpu_set_t)); !s.ok()) return s;
+  std::vector<cpu_set_t> here;
+  for (int r = 0; r < nranks; ++r)
+    if (sameHost(self, t.ranks[static_cast<size_t>(r)])) here.push_back(masks[static_cast<size_t>(r)]);
+  t.hostCpus = occl::cpusCovered(here);
   return t;
 }
 
@@ -331,6 +343,7 @@ static occlResult_t initRankFrom(occlComm_t* comm, int nranks, const occl::boots
   options.config = cfg.value();
   options.shmPeersSharePids = topology.value().shmPeersSharePids;
   options.ranksOnThisHost = topology.value().localRanks;
+  options.cpusOfThisHostsRanks = topology.value().hostCpus;
   occl::host::resolveConnectorGeometry(options.config, topology.value().anyNet);
   options.backend = std::move(backend.value());
   Result<std::unique_ptr<occl::transport::ConnectorFactory>> connectors =
@@ -341,9 +354,12 @@ static occlResult_t initRankFrom(occlComm_t* comm, int nranks, const occl::boots
   options.bootstrap = std::move(boot.value());
   occlResult_t r = makeComm(comm, std::move(options));
   if (r != occlSuccess) return r;
-  occlComm_t created = *comm;
+  // The Comm itself, not the handle: occlCommDestroy may reset the handle's pointer (libc++ does,
+  // before ~Comm runs) while the monitor thread still reports, and ~Comm joins that thread
+  // (Bootstrap::close) before any of the Comm goes away.
+  Comm* created = (*comm)->impl.get();
   bootstrap->setFailureCallback([created](int failedRank, const std::string& why) {
-    created->impl->failFromPeer(absl::StrFormat("rank %d failed: %s", failedRank, why));
+    created->failFromPeer(absl::StrFormat("rank %d failed: %s", failedRank, why));
   });
   return occlSuccess;
 }

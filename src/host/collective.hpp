@@ -27,6 +27,7 @@ struct CallbackSlot {
   void* arg = nullptr;
   uint32_t status = 0;
   bool done = false;  // CQE seen, callback not fired yet (an earlier seq is still running)
+  uint8_t generation = 0;  // of occlCommWaitAll's (Comm::generation_ when it was submitted)
 };
 
 struct CollectiveSetup {

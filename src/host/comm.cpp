@@ -1,11 +1,10 @@
 #include "host/comm.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <thread>
 #include <tuple>
@@ -15,6 +14,7 @@
 #include "device/coll_types.hpp"
 #include "memory/shared_buffers.hpp"
 #include "primitives/dtypes.hpp"
+#include "util/cpus.hpp"
 #include "util/thread_name.hpp"
 
 namespace occl::host {
@@ -51,24 +51,24 @@ uint32_t parkAfterSpins(const backend::Backend& backend) {
 }
 
 // Host backend only: how long a wait spins on its core before it yields (SpinBudget::spinInPlaceNs),
-// where the daemon threads of this host's ranks are no more than the CPUs the creating thread
-// may run on (its affinity mask, which the daemon threads inherit): then the thread a wait
+// where the daemon threads of this host's ranks are no more than the CPUs those ranks may run on
+// together (`hostCpus`: the union of their affinity masks, which daemon threads inherit from the
+// thread that creates the communicator; 0 = this thread's mask): then the thread a wait
 // needs is running on another core, and a yield is a system call (microseconds on this
 // project's VM) that only delays seeing its write. 2 ranks on 2 cores, 8 B AllReduce: 3.0-3.7
 // us yielding, 1.5-2.8 us spinning. With more threads than cores a spin holds the core a
 // waited-for rank needs: 4 ranks on 2 cores went from 15-22 us to 62-72 us. Never with NET
 // peers, whose proxy threads the waits also need. Not seen: other communicators' threads and a
-// cgroup's CPU quota; the spin is bounded, so they cost at most 2 us per wait.
+// cgroup's CPU quota; the spin is bounded, so they cost at most 2 us per wait. Ranks bound to a
+// core each (mpirun -np 2's default) have one-CPU masks but still a core each.
 uint32_t spinInPlaceNs(const backend::Backend& backend, const transport::ConnectorFactory* connectors, int nRanks,
-                       int daemonThreadsOnThisHost) {
+                       int daemonThreadsOnThisHost, int hostCpus) {
   constexpr uint32_t kHostSpinInPlaceNs = 2000;
   if (std::string_view(backend.name()) != "host" || connectors == nullptr) return 0;
   for (int peer = 0; peer < nRanks; ++peer)
     if (std::string_view(connectors->transportTo(peer)) == "net") return 0;
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  const int usable = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus)
-                                                                    : static_cast<int>(std::thread::hardware_concurrency());
+  const cpu_set_t own = threadCpus();
+  const int usable = hostCpus > 0 ? hostCpus : cpusCovered(std::span<const cpu_set_t>(&own, 1));
   return daemonThreadsOnThisHost <= usable ? kHostSpinInPlaceNs : 0;
 }
 
@@ -93,6 +93,7 @@ Comm::Comm(CommOptions& o)
     : rank_(o.rank),
       nRanks_(o.nRanks),
       ranksOnThisHost_(o.ranksOnThisHost),
+      cpusOfThisHostsRanks_(o.cpusOfThisHostsRanks),
       config_(o.config),
       backend_(std::move(o.backend)),
       connectors_(std::move(o.connectors)),
@@ -151,7 +152,8 @@ Status Comm::allocateDaemonState() {
                          static_cast<uint32_t>(config_.forcePreempt != 0),
                          static_cast<uint32_t>(config_.disablePreemption != 0), spinRoundNs(*backend_),
                          parkAfterSpins(*backend_),
-                         spinInPlaceNs(*backend_, connectors_.get(), nRanks_, ranksOnThisHost_ * config_.daemonBlocks)};
+                         spinInPlaceNs(*backend_, connectors_.get(), nRanks_, ranksOnThisHost_ * config_.daemonBlocks,
+                                       cpusOfThisHostsRanks_)};
   e.abortFlag = reinterpret_cast<uint32_t*>(counterBase + 64);
   // Block states are daemon memory: built here and copied, as the host never dereferences them.
   std::vector<BlockState> initial(nBlocks);
@@ -315,6 +317,9 @@ Result<uint32_t> Comm::allocateIndex() {
 Status Comm::registerCollective(uint64_t collId, const occlCollDesc_t& desc) {
   if (stopped_) return Status::error(occlInvalidUsage, "the communicator is finalized or aborted");
   std::lock_guard<std::mutex> lock(submitMu_);
+  // Again under the lock (as submit): a registration that lands after shutdown() has its
+  // connectors poisoned by nobody, and a peer would wait on them until its timeout.
+  if (stopped_) return Status::error(occlInvalidUsage, "the communicator is finalized or aborted");
   if (byId_.contains(collId))
     return Status::error(occlInvalidUsage, absl::StrFormat("collId 0x%x is already registered on rank %d", collId, rank_));
   Result<uint32_t> index = allocateIndex();
@@ -452,7 +457,7 @@ Status Comm::submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCal
   // No other thread touches this slot now: it was freed (advanceCompleted, a release that
   // inFlight() acquired above), its next CQE cannot come before this SQE, and a poller that saw
   // an undone count (a failed push, below) has let go of registryMu_.
-  c.slotFor(seq) = CallbackSlot{callback, arg, 0, false};
+  c.slotFor(seq) = CallbackSlot{callback, arg, 0, false, static_cast<uint8_t>(generation_.load(std::memory_order_relaxed))};
   const uint32_t flags = inPlace(c, sendbuf, recvbuf) ? kSqeInPlace : kSqeSubmit;
   SqeView e{flags, c.index(), seq, reinterpret_cast<uint64_t>(sendbuf), reinterpret_cast<uint64_t>(recvbuf)};
   c.noteSubmitted();

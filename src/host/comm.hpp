@@ -41,9 +41,11 @@ struct CommOptions {
   // Every shm peer runs in this rank's pid namespace, so it can reach this rank's occlMemAlloc
   // memory (memory/shared_buffers.hpp); otherwise desc.sharedBuffers never selects the peer program.
   bool shmPeersSharePids = true;
-  // Ranks of this communicator on this host (this one included): decides whether a wait may spin
-  // on its core before it yields (comm.cpp, spinInPlaceNs).
+  // Ranks of this communicator on this host (this one included), and the CPUs their affinity
+  // masks cover together (0: this thread's mask, as for ranks that are threads of one process):
+  // they decide whether a wait may spin on its core before it yields (comm.cpp, spinInPlaceNs).
   int ranksOnThisHost = 1;
+  int cpusOfThisHostsRanks = 0;
 };
 
 class Comm {
@@ -102,12 +104,15 @@ class Comm {
   // Returns whether it took any.
   bool drainCq();
   // waitAll's first phase: the waiting thread runs the daemon's passes where the backend lets it
-  // and drains the CQ itself, until `target` callbacks have fired (returns true), `deadline`
-  // passes, or nothing has moved for kHelpSpinUs (comm_poller.cpp).
+  // and drains the CQ itself, until every callback of generation `generation` has fired
+  // (returns true), `deadline` passes, or nothing has moved for kHelpSpinUs (comm_poller.cpp).
   using Clock = std::chrono::steady_clock;
   // `readAt`: when the caller read the clock for `deadline` (the first helped pass reuses it).
-  bool waitByPolling(uint64_t target, std::optional<Clock::time_point> deadline,
+  bool waitByPolling(int generation, std::optional<Clock::time_point> deadline,
                      std::optional<Clock::time_point> readAt);
+  // waitAll for one generation: true once its callbacks have all fired, false at `deadline`.
+  bool waitForGeneration(int generation, std::optional<Clock::time_point> deadline,
+                         std::optional<Clock::time_point> readAt);
   std::string completionFailure(uint64_t collId, uint64_t seq, occlResult_t status) const;
   void processCqe(uint64_t word);
   void fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock);
@@ -116,6 +121,7 @@ class Comm {
   const int rank_;
   const int nRanks_;
   const int ranksOnThisHost_;
+  const int cpusOfThisHostsRanks_;
   const occlConfig_t config_;
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<transport::ConnectorFactory> connectors_;
@@ -154,9 +160,27 @@ class Comm {
   uint64_t queuedTasks() const {
     return tasksIn_.load(std::memory_order_acquire) - tasksOut_.load(std::memory_order_acquire);
   }
+  // occlCommWaitAll waits for the submissions made before it, which is not a count of callbacks:
+  // those of different collIds fire out of order, and later submissions (a callback's next step,
+  // another thread's) may fire first. So submissions are counted by generation, of which there
+  // are two: waitAll starts the other one (a compare-and-swap, once an earlier wait's has
+  // drained) and waits until the one it left has drained. Counted in under submitMu_ (where
+  // generation_ is read, and kept in the callback slot) and out by the thread firing callbacks,
+  // under cqMu_. A submission that reads generation_ just before a wait starts the other one
+  // overlaps that wait's call, so either generation is right for it.
+  std::atomic<int> generation_{0};
+  std::array<std::atomic<uint64_t>, 2> generationIn_{};
+  std::array<std::atomic<uint64_t>, 2> generationOut_{};
+  // Out first: a fire counted out after the look at `in` would otherwise make a pending
+  // submission look fired (out never exceeds in).
+  uint64_t generationPending(int g) const {
+    const uint64_t out = generationOut_[g].load(std::memory_order_seq_cst);
+    return generationIn_[g].load(std::memory_order_seq_cst) - out;
+  }
   void addSubmitted(uint64_t submissions, uint64_t tasks) {
     addByOneWriter(submittedTotal_, submissions);
     addByOneWriter(tasksIn_, tasks);
+    addByOneWriter(generationIn_[generation_.load(std::memory_order_relaxed)], submissions);
   }
   std::mutex waitMu_;
   std::condition_variable waitCv_;

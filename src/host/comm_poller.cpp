@@ -139,8 +139,10 @@ void Comm::fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock) {
     // Before the callback: a callback that asks occlGetLastError finds why.
     if (status != occlSuccess) (void)record(Status::error(status, completionFailure(collId, seq, status)));
     if (fired.fn != nullptr) fired.fn(collId, status, fired.arg);
-    // seq_cst with waitAll's increment of waiters_ and its read of firedTotal_: with weaker orders
-    // both sides may read the old value, and the waiter sleeps through its wake-up.
+    addByOneWriter(generationOut_[fired.generation], uint64_t{1});
+    // seq_cst with waitAll's increment of waiters_ and its read of firedTotal_ (before it looks
+    // at the generation): with weaker orders both sides may read the old value, and the waiter
+    // sleeps through its wake-up. The RMW also releases the count of the generation above.
     firedTotal_.fetch_add(1, std::memory_order_seq_cst);
     if (waiters_.load(std::memory_order_seq_cst) > 0) {
       std::lock_guard<std::mutex> wake(waitMu_);
@@ -157,7 +159,7 @@ void Comm::fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock) {
 // across cores here: occl-micro BM_HandoffDoorbell). It goes on while something moves and stops
 // after kHelpSpinUs without progress (a peer that is late or gone): from there the daemon's
 // threads and the poller take over and the waiter sleeps.
-bool Comm::waitByPolling(uint64_t target, std::optional<Clock::time_point> deadline,
+bool Comm::waitByPolling(int generation, std::optional<Clock::time_point> deadline,
                          std::optional<Clock::time_point> readAt) {
   // Set at the first look that finds work left: a wait that the first pass ends reads no clock.
   std::optional<Clock::time_point> lastMove;
@@ -179,7 +181,7 @@ bool Comm::waitByPolling(uint64_t target, std::optional<Clock::time_point> deadl
       tFiringFor = outer;
       cqMu_.unlock();
     }
-    done = firedTotal_.load(std::memory_order_seq_cst) >= target;
+    done = generationPending(generation) == 0;
     if (done) break;
     const auto now = Clock::now();
     if (moved || !lastMove) lastMove = now;
@@ -204,15 +206,39 @@ Status Comm::waitAll(int64_t timeoutMs) {
                          absl::StrFormat("timeoutMs = %d: expected < 0 (no bound) or 0..%d (OCCL_MAX_TIMEOUT_MS)",
                                          timeoutMs, OCCL_MAX_TIMEOUT_MS));
   }
-  const uint64_t target = submittedTotal_.load(std::memory_order_acquire);
-  auto done = [&] { return firedTotal_.load(std::memory_order_seq_cst) >= target; };
-  if (done()) return Status::success();
+  // Both generations drained: every submission made so far has fired (no lock, no clock).
+  if (generationPending(0) == 0 && generationPending(1) == 0) return Status::success();
   std::optional<Clock::time_point> readAt, deadline;
   if (timeoutMs >= 0) {
     readAt = Clock::now();
     deadline = *readAt + std::chrono::milliseconds(timeoutMs);
   }
-  if (waitByPolling(target, deadline, readAt)) return Status::success();
+  for (;;) {
+    // Later submissions go to the other generation, unless an earlier wait's are still there:
+    // those came before this call too, so this wait sees them fire first and then starts over.
+    int current = generation_.load(std::memory_order_seq_cst);
+    const int other = 1 - current;
+    const bool earlier = generationPending(other) != 0;
+    if (!earlier && !generation_.compare_exchange_strong(current, other, std::memory_order_seq_cst))
+      continue;  // another wait started it first: look again
+    if (!waitForGeneration(earlier ? other : current, deadline, readAt)) {
+      return Status::error(occlTimeout,
+                           absl::StrFormat("rank %d: %d submissions still pending after %d ms", rank_,
+                                           generationPending(0) + generationPending(1), timeoutMs));
+    }
+    if (!earlier) return Status::success();
+    readAt.reset();  // the first helped pass's reading is stale by now
+  }
+}
+
+bool Comm::waitForGeneration(int generation, std::optional<Clock::time_point> deadline,
+                             std::optional<Clock::time_point> readAt) {
+  auto done = [&] {
+    (void)firedTotal_.load(std::memory_order_seq_cst);  // orders the look with fireInOrder's wake-up
+    return generationPending(generation) == 0;
+  };
+  if (done()) return true;
+  if (waitByPolling(generation, deadline, readAt)) return true;
   waiters_.fetch_add(1, std::memory_order_seq_cst);
   std::unique_lock<std::mutex> lock(waitMu_);
   bool ok = true;
@@ -222,9 +248,7 @@ Status Comm::waitAll(int64_t timeoutMs) {
     ok = waitCv_.wait_until(lock, *deadline, done);
   }
   waiters_.fetch_sub(1);
-  if (ok) return Status::success();
-  return Status::error(occlTimeout, absl::StrFormat("rank %d: %d of %d submissions still pending after %d ms", rank_,
-                                                    target - firedTotal_.load(), target, timeoutMs));
+  return ok;
 }
 
 }  // namespace occl::host

@@ -177,6 +177,55 @@ struct Chain {
   }
 };
 
+// occlCommWaitAll waits for the submissions made before it, however many later callbacks fire:
+// rank 0 waits with A in flight, which its peer has not submitted, and B, whose callback submits
+// B again; both of B's callbacks fire during the wait, as many as rank 0 had submissions when it
+// began. The wait must still time out on A.
+TEST(CallbacksTest, WaitAllWaitsForTheEarlierSubmissionsNotForACountOfCallbacks) {
+  CommGroup comms(2);
+  constexpr uint64_t kLate = 0xA1, kChained = 0xA2;
+  Chain chains[2];
+  for (int r = 0; r < 2; ++r) {
+    registerAllReduce(comms[r], kLate, 256);
+    registerAllReduce(comms[r], kChained, 256);
+    chains[r].comm = comms[r];
+    chains[r].collId = kChained;
+    chains[r].rank = r;
+    chains[r].target = 2;
+    chains[r].buf = std::make_unique<Buffers>(r, 256);
+  }
+  Buffers late[2] = {Buffers(0, 256), Buffers(1, 256)};
+  CallbackCounter lateDone[2];
+  auto submitLate = [&](int r) {
+    expectOk(occlSubmit(comms[r], kLate, late[r].send.data(), late[r].recv.data(), &CallbackCounter::callback,
+                        &lateDone[r]),
+             comms[r], "submit A");
+  };
+  auto submitChained = [&](int r) {
+    expectOk(occlSubmit(comms[r], kChained, chains[r].buf->send.data(), chains[r].buf->recv.data(), &Chain::next,
+                        &chains[r]),
+             comms[r], "submit B");
+  };
+  submitLate(0);
+  submitChained(0);
+  std::thread peer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // rank 0 waits by now
+    submitChained(1);
+  });
+  EXPECT_EQ(occlCommWaitAll(comms[0], 2000), occlTimeout) << "it returned with A in flight";
+  peer.join();
+  EXPECT_EQ(chains[0].done.load(), 2) << "B's two callbacks, during the wait";
+  EXPECT_TRUE(lateDone[0].fired().empty());
+  submitLate(1);  // the peer comes: A completes, and every wait returns
+  for (int r = 0; r < 2; ++r) {
+    expectOk(occlCommWaitAll(comms[r], 30000), comms[r], "waitAll");
+    EXPECT_EQ(lateDone[r].fired().size(), 1u) << "rank " << r;
+    EXPECT_TRUE(late[r].summedOverTwoRanks()) << "rank " << r;
+    EXPECT_EQ(chains[r].done.load(), 2) << "rank " << r;
+    EXPECT_EQ(chains[r].failures.load(), 0) << "rank " << r;
+  }
+}
+
 TEST(CallbacksTest, CallbackMaySubmitAgain) {
   CommGroup comms(2);
   constexpr uint64_t kId = 0xC4A1;

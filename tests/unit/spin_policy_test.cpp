@@ -11,8 +11,10 @@
 #include <initializer_list>
 #include <iterator>
 #include <thread>
+#include <vector>
 
 #include "daemon/daemon.hpp"
+#include "util/cpus.hpp"
 
 namespace occl {
 namespace {
@@ -100,6 +102,24 @@ TEST(SpinPolicyTest, SpinInPlaceReachesEveryBudgetButForcedPreemption) {
   p.disablePreemption = 0;
   p.forcePreempt = 1;
   EXPECT_EQ(spinBudgetFor(p, 0).spinInPlaceNs, 0u);
+}
+
+// Whether a wait may spin in place at all goes by the CPUs a host's ranks may run on together
+// (host/comm.cpp): ranks bound to a core each (one-CPU masks) cover as many CPUs as there are
+// ranks, ranks bound two to a core cover half as many.
+TEST(SpinPolicyTest, TheRanksOfAHostCoverTheUnionOfTheirAffinityMasks) {
+  auto mask = [](std::initializer_list<int> cpus) {
+    cpu_set_t m;
+    CPU_ZERO(&m);
+    for (int c : cpus) CPU_SET(c, &m);
+    return m;
+  };
+  EXPECT_EQ(cpusCovered(std::vector<cpu_set_t>{mask({0}), mask({1})}), 2);
+  EXPECT_EQ(cpusCovered(std::vector<cpu_set_t>{mask({0}), mask({1}), mask({0}), mask({1})}), 2);
+  EXPECT_EQ(cpusCovered(std::vector<cpu_set_t>{mask({0, 1}), mask({1, 2}), mask({})}), 3);
+  EXPECT_EQ(cpusCovered({}), 0);
+  const cpu_set_t mine = threadCpus();
+  EXPECT_GE(CPU_COUNT(&mine), 1);
 }
 
 TEST(SpinPolicyTest, DisablePreemptionSpinsWithoutLimitAndOverridesForcePreempt) {
