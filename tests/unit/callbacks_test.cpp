@@ -261,6 +261,8 @@ TEST(CallbacksTest, ABurstLargerThanTheCompletionRingDoesNotWaitForAnIdlePoller)
   config.cqDepth = 4;
   config.maxInflightPerColl = 4;
   CommGroup comms(1, config);
+  occlConfig_t used;
+  expectOk(occlCommGetConfig(comms[0], &used), comms[0], "getConfig");
   constexpr int kColls = 4, kPerColl = 4, kRounds = 15;
   for (int c = 0; c < kColls; ++c) registerAllReduce(comms[0], 0xB0 + c, 1);
   std::vector<Buffers> bufs;
@@ -279,6 +281,10 @@ TEST(CallbacksTest, ABurstLargerThanTheCompletionRingDoesNotWaitForAnIdlePoller)
   }
   for (const auto& [collId, status] : counter.fired()) EXPECT_EQ(status, occlSuccess) << "collId " << collId;
   for (const Buffers& b : bufs) EXPECT_EQ(b.recv, b.send);
+  // The host backend's pass rings the poller. A GPU daemon's poller, and the simt backend's,
+  // polls the ring instead: there a burst takes as long as that polling (and the emulation), and
+  // only the results are checked.
+  if (used.backend == occlBackendSimt || used.backend == occlBackendCuda) return;
   std::sort(roundMs.begin(), roundMs.end());
   // The bug cost a burst the rest of the poller's 20 ms park; a burst takes well under 1 ms
   // (the counter looks every millisecond).
