@@ -269,7 +269,9 @@ occlResult_t occlCollGetAlgorithm(occlComm_t comm, uint64_t collId, int inPlace,
 /*
  * Submits one run of collId. The callback fires exactly once, with the completion status, on the
  * communicator's poller thread or on a thread blocked in occlCommWaitAll on it (which does the
- * poller's work while it waits); it may submit again but must not block. Buffers must stay valid until
+ * poller's work while it waits); it may submit again but must not block, and must not throw (a C++
+ * exception that reaches occl ends the process through std::terminate; occl.hpp's Comm::submit
+ * catches its std::function's and rethrows them from waitAll). Buffers must stay valid until
  * then. Submissions of one collId run in submission order. On a CUDA rank the buffers must be
  * memory its device can address (device, mapped pinned or managed memory), and their contents
  * ready when occlSubmit is called: there is no stream argument, so synchronise the work that

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -56,11 +58,12 @@ class Comm {
     return out;
   }
 
-  Comm(Comm&& o) noexcept : comm_(std::exchange(o.comm_, nullptr)) {}
+  Comm(Comm&& o) noexcept : comm_(std::exchange(o.comm_, nullptr)), thrown_(o.thrown_) {}
   Comm& operator=(Comm&& o) noexcept {
     if (this != &o) {
       reset();
       comm_ = std::exchange(o.comm_, nullptr);
+      thrown_ = o.thrown_;
     }
     return *this;
   }
@@ -100,8 +103,11 @@ class Comm {
   void deregisterCollective(uint64_t collId) { check(occlCollDeregister(comm_, collId), comm_); }
 
   // `callback` runs on the poller thread, or in a thread waiting in waitAll; it must not block.
+  // An exception it throws cannot reach the thread that submitted: the first one is kept and
+  // rethrown by the next waitAll() (later ones, until then, are dropped), and the callbacks of
+  // other submissions go on firing.
   void submit(uint64_t collId, const void* sendbuf, void* recvbuf, Callback callback) {
-    auto* heap = new Callback(std::move(callback));
+    auto* heap = new Pending{std::move(callback), thrown_};
     occlResult_t r = occlSubmit(comm_, collId, sendbuf, recvbuf, &Comm::trampoline, heap);
     if (r != occlSuccess) {
       delete heap;
@@ -116,7 +122,12 @@ class Comm {
     return f;
   }
 
-  void waitAll(int64_t timeoutMs = -1) { check(occlCommWaitAll(comm_, timeoutMs), comm_); }
+  // Throws occl::Error when the wait fails, else the first exception a callback threw since the
+  // last waitAll(), if any.
+  void waitAll(int64_t timeoutMs = -1) {
+    check(occlCommWaitAll(comm_, timeoutMs), comm_);
+    if (std::exception_ptr e = thrown_->take()) std::rethrow_exception(e);
+  }
   occlCollStats_t stats(uint64_t collId) const {
     occlCollStats_t s{};
     check(occlCollGetStats(comm_, collId, &s), comm_);
@@ -127,13 +138,46 @@ class Comm {
     check(occlCommGetAsyncError(comm_, &e), comm_);
     return e;
   }
-  void abort() { occlCommAbort(std::exchange(comm_, nullptr)); }
+  // Fails what is pending and frees the communicator (occlCommAbort). Refused (occl::Error, the
+  // Comm still usable) from a callback.
+  void abort() {
+    if (comm_ == nullptr) return;
+    check(occlCommAbort(comm_), comm_);
+    comm_ = nullptr;
+  }
 
  private:
+  // The first exception thrown by a callback, until waitAll() takes it. Shared with every
+  // pending callback, so that one firing after the Comm was moved from still finds it.
+  class Thrown {
+   public:
+    void keep(std::exception_ptr e) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!first_) first_ = std::move(e);
+    }
+    std::exception_ptr take() {
+      std::lock_guard<std::mutex> lock(mu_);
+      return std::exchange(first_, nullptr);
+    }
+
+   private:
+    std::mutex mu_;
+    std::exception_ptr first_;
+  };
+  struct Pending {
+    Callback fn;
+    std::shared_ptr<Thrown> thrown;
+  };
+
   explicit Comm(occlComm_t c) : comm_(c) {}
-  static void trampoline(uint64_t collId, occlResult_t status, void* arg) {
-    std::unique_ptr<Callback> cb(static_cast<Callback*>(arg));
-    (*cb)(collId, status);
+  // Called through the C API, which an exception must not cross.
+  static void trampoline(uint64_t collId, occlResult_t status, void* arg) noexcept {
+    std::unique_ptr<Pending> p(static_cast<Pending*>(arg));
+    try {
+      p->fn(collId, status);
+    } catch (...) {
+      p->thrown->keep(std::current_exception());
+    }
   }
   void reset() {
     if (comm_ == nullptr) return;
@@ -143,6 +187,7 @@ class Comm {
   }
 
   occlComm_t comm_ = nullptr;
+  std::shared_ptr<Thrown> thrown_ = std::make_shared<Thrown>();
 };
 
 }  // namespace occl

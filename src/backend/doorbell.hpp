@@ -37,8 +37,6 @@ class Doorbell {
     return true;
   }
 
-  bool anyoneParked() const { return parked_.load(std::memory_order_seq_cst) != 0; }
-
  private:
   void wait(uint32_t seen, int64_t timeoutUs);
   void wakeAll();

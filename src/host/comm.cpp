@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
-#include <span>
 #include <string_view>
 #include <thread>
 #include <tuple>
@@ -67,8 +66,11 @@ uint32_t spinInPlaceNs(const backend::Backend& backend, const transport::Connect
   if (std::string_view(backend.name()) != "host" || connectors == nullptr) return 0;
   for (int peer = 0; peer < nRanks; ++peer)
     if (std::string_view(connectors->transportTo(peer)) == "net") return 0;
-  const cpu_set_t own = threadCpus();
-  const int usable = hostCpus > 0 ? hostCpus : cpusCovered(std::span<const cpu_set_t>(&own, 1));
+  int usable = hostCpus;
+  if (usable <= 0) {
+    const cpu_set_t own = threadCpus();
+    usable = CPU_COUNT(&own);
+  }
   return daemonThreadsOnThisHost <= usable ? kHostSpinInPlaceNs : 0;
 }
 
@@ -194,9 +196,17 @@ Comm::~Comm() {
 void Comm::shutdown() {
   if (!started_ || stopped_.exchange(true)) return;
   {
+    // The daemon leaves only once it has read the exit SQE. An SQ that stayed full for
+    // initTimeoutMs holds tasks that cannot finish: aborted, the daemon fails them and drains the
+    // SQ, and the second push gets in.
     std::lock_guard<std::mutex> lock(submitMu_);
-    Status s = pushSqe(SqeView{kSqeExit, 0, 0, 0, 0});
-    if (!s.ok()) atomics::storeRelease(env_->abortFlag, static_cast<uint32_t>(occlAborted));
+    if (!pushSqe(SqeView{kSqeExit, 0, 0, 0, 0}).ok()) {
+      uint32_t expected = 0;  // an abort already under way keeps its own reason
+      atomics::compareExchange(env_->abortFlag, expected, static_cast<uint32_t>(occlAborted));
+      setAsyncError(occlAborted, "shutdown: the submission queue stayed full, so pending submissions were failed");
+      if (Status s = pushSqe(SqeView{kSqeExit, 0, 0, 0, 0}); !s.ok())
+        setAsyncError(occlInternalError, "shutdown: the daemon did not take the exit request: " + s.message);
+    }
   }
   backend_->notifySubmission();
   (void)backend_->stop();

@@ -23,12 +23,19 @@ constexpr int64_t kIdleParkUs = 20000;
 // core, so with more ranks than cores the threads being waited for still run.
 constexpr int64_t kHelpSpinUs = 200;
 
-// The communicator whose callbacks this thread is firing from waitAll, if any.
+// The communicator whose callbacks this thread fires: its poller's, or a thread's in waitAll
+// while it does the poller's work. Not poller_.get_id(): join() writes that while another thread
+// may be asking.
 thread_local const Comm* tFiringFor = nullptr;
+
+// A callback is a C function pointer: an exception must not cross it (occl.h). Should a C++
+// one throw anyway, noexcept turns that into std::terminate here, before it could unwind a
+// waiter through drainCq with cqMu_ held and the CQ half taken.
+void fire(occlCallback_t fn, uint64_t collId, occlResult_t status, void* arg) noexcept { fn(collId, status, arg); }
 }  // namespace
 
 bool Comm::inCallback() const {
-  return tFiringFor == this || std::this_thread::get_id() == poller_.get_id();
+  return tFiringFor == this;
 }
 
 bool Comm::drainCq() {
@@ -46,6 +53,7 @@ bool Comm::drainCq() {
 }
 
 void Comm::pollerLoop() {
+  tFiringFor = this;
   for (;;) {
     bool any = false;
     {
@@ -138,7 +146,7 @@ void Comm::fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock) {
     const auto status = static_cast<occlResult_t>(fired.status);
     // Before the callback: a callback that asks occlGetLastError finds why.
     if (status != occlSuccess) (void)record(Status::error(status, completionFailure(collId, seq, status)));
-    if (fired.fn != nullptr) fired.fn(collId, status, fired.arg);
+    if (fired.fn != nullptr) fire(fired.fn, collId, status, fired.arg);
     addByOneWriter(generationOut_[fired.generation], uint64_t{1});
     // seq_cst with waitAll's increment of waiters_ and its read of firedTotal_ (before it looks
     // at the generation): with weaker orders both sides may read the old value, and the waiter

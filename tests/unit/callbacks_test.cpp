@@ -10,6 +10,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -469,6 +470,85 @@ TEST(CallbacksTest, CppWrapperFunctionFutureAndStats) {
     EXPECT_EQ(e.code(), occlInvalidArgument);
     EXPECT_NE(std::string(e.what()).find("not registered"), std::string::npos) << e.what();
   }
+}
+
+// A std::function callback that throws: the exception stays out of occl's threads (the other
+// callbacks fire and every round's data arrives), and the submitting thread gets the first one
+// from its next waitAll(), once.
+TEST(CallbacksTest, CppWrapperRethrowsTheFirstCallbackExceptionFromWaitAll) {
+  occlConfig_t cfg = testConfig();
+  std::vector<occl::Comm> comms = occl::Comm::all(2, &cfg);
+  constexpr uint64_t kId = 0xF01;
+  constexpr int kRounds = 4;
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.count = 100;
+  for (auto& c : comms) c.registerCollective(kId, d);
+  std::vector<std::unique_ptr<Buffers>> bufs;
+  std::atomic<int> fired{0};
+  for (int round = 0; round < kRounds; ++round) {
+    for (int r = 0; r < 2; ++r) {
+      bufs.push_back(std::make_unique<Buffers>(r, 100));
+      Buffers* b = bufs.back().get();
+      comms[r].submit(kId, b->send.data(), b->recv.data(), [&fired, r, round](uint64_t, occlResult_t) {
+        fired.fetch_add(1);
+        if (r == 0 && round == 1) throw std::runtime_error("round 1 failed");
+        if (r == 0 && round == 2) throw std::logic_error("round 2 failed");
+      });
+    }
+  }
+  comms[1].waitAll(30000);
+  try {
+    comms[0].waitAll(30000);
+    ADD_FAILURE() << "waitAll did not rethrow the callback's exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "round 1 failed");
+  }
+  EXPECT_EQ(fired.load(), 2 * kRounds);
+  for (const auto& b : bufs) EXPECT_TRUE(b->summedOverTwoRanks());
+  EXPECT_NO_THROW(comms[0].waitAll(30000)) << "the exception was rethrown once; the second was dropped";
+  // The communicator still works after it.
+  Buffers b0(0, 100), b1(1, 100);
+  std::future<occlResult_t> f0 = comms[0].submit(kId, b0.send.data(), b0.recv.data());
+  std::future<occlResult_t> f1 = comms[1].submit(kId, b1.send.data(), b1.recv.data());
+  ASSERT_EQ(f0.wait_for(kWait), std::future_status::ready);
+  ASSERT_EQ(f1.wait_for(kWait), std::future_status::ready);
+  EXPECT_EQ(f0.get(), occlSuccess);
+  EXPECT_EQ(f1.get(), occlSuccess);
+  EXPECT_TRUE(b0.summedOverTwoRanks());
+}
+
+// abort() from a callback is refused (it would join the thread it runs on): the refusal reaches
+// waitAll as an occl::Error, and the Comm still holds its communicator and works.
+TEST(CallbacksTest, CppWrapperAbortFromACallbackIsRefusedAndKeepsTheCommunicator) {
+  occlConfig_t cfg = testConfig();
+  std::vector<occl::Comm> comms = occl::Comm::all(2, &cfg);
+  constexpr uint64_t kId = 0xF02;
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.count = 100;
+  for (auto& c : comms) c.registerCollective(kId, d);
+  Buffers b0(0, 100), b1(1, 100);
+  comms[0].submit(kId, b0.send.data(), b0.recv.data(), [&](uint64_t, occlResult_t) { comms[0].abort(); });
+  comms[1].submit(kId, b1.send.data(), b1.recv.data(), [](uint64_t, occlResult_t) {});
+  comms[1].waitAll(30000);
+  try {
+    comms[0].waitAll(30000);
+    ADD_FAILURE() << "abort() from a callback did not throw";
+  } catch (const occl::Error& e) {
+    EXPECT_EQ(e.code(), occlInvalidUsage);
+    EXPECT_NE(std::string(e.what()).find("callback"), std::string::npos) << e.what();
+  }
+  ASSERT_NE(comms[0].get(), nullptr);
+  EXPECT_TRUE(b0.summedOverTwoRanks());
+  EXPECT_EQ(comms[0].rank(), 0);
+  Buffers c0(0, 100), c1(1, 100);
+  std::future<occlResult_t> f0 = comms[0].submit(kId, c0.send.data(), c0.recv.data());
+  std::future<occlResult_t> f1 = comms[1].submit(kId, c1.send.data(), c1.recv.data());
+  ASSERT_EQ(f0.wait_for(kWait), std::future_status::ready);
+  ASSERT_EQ(f1.wait_for(kWait), std::future_status::ready);
+  EXPECT_EQ(f0.get(), occlSuccess);
+  EXPECT_TRUE(c0.summedOverTwoRanks());
 }
 
 }  // namespace
