@@ -118,7 +118,8 @@ typedef struct {
   int maxInflightPerColl;   /* submissions of one collId in flight at once */
   int connectorSlots;       /* FIFO slots of a connector, 2..1024; a program that needs more gets more */
   size_t connectorSlotBytes; /* bytes of one FIFO slot (one tile), multiple of 64; 0 = auto:
-                                128 KiB within a host, 1 MiB across hosts. A collective whose
+                                128 KiB within a host, 1 MiB across hosts or with any CUDA
+                                rank. A collective whose
                                 chunks are smaller gets slots of its chunk (in 64-byte lines) */
   int orderPolicy;          /* occlOrderPolicy_t */
   int spinPolicy;           /* occlSpinPolicy_t */

@@ -30,8 +30,10 @@ struct SchedPolicy {
   uint32_t spinRoundNs;  // time bound of one spin round (SpinBudget::roundNs); 0 = rounds only
   uint32_t parkAfterSpins;  // SpinBudget::parkAfter: host backend only, 0 = never park
   uint32_t spinInPlaceNs;   // SpinBudget::spinInPlaceNs: host backend only, 0 = yield from the first round
+  uint32_t arrivalEveryTiles;  // SpinBudget::arrivalEveryTiles; 0 counts as 1
+  uint32_t spare;
 };
-static_assert(sizeof(SchedPolicy) == 48, "SchedPolicy layout is shared by host and device");
+static_assert(sizeof(SchedPolicy) == 56, "SchedPolicy layout is shared by host and device");
 
 // Everything a daemon block needs; plain data the host builds once per communicator.
 struct DaemonEnv {
@@ -44,7 +46,7 @@ struct DaemonEnv {
   SchedPolicy policy;
   uint32_t* abortFlag;     // set by occlCommAbort
 };
-static_assert(sizeof(DaemonEnv) == 136, "DaemonEnv is a kernel argument: one layout on both sides");
+static_assert(sizeof(DaemonEnv) == 144, "DaemonEnv is a kernel argument: one layout on both sides");
 
 #if !OCCL_ON_DEVICE
 // Host backend: whom a pass wakes when it finds its completion ring full (finishTask). Only the
@@ -71,13 +73,13 @@ OCCL_HD inline void bump(uint64_t& counter, uint64_t by) {
 }
 
 OCCL_HD inline SpinBudget spinBudgetFor(const SchedPolicy& p, uint32_t position) {
-  if (p.disablePreemption) return {0, 0, true, 0, nullptr, 0, false, p.parkAfterSpins, p.spinInPlaceNs};
-  if (p.forcePreempt) return {1, 0, false, 0, nullptr, 0, false, 0, 0};
+  if (p.disablePreemption) return {0, 0, true, 0, nullptr, 0, false, p.parkAfterSpins, p.spinInPlaceNs, p.arrivalEveryTiles};
+  if (p.forcePreempt) return {1, 0, false, 0, nullptr, 0, false, 0, 0, p.arrivalEveryTiles};
   if (p.spin == occlSpinPolicyFixed)
-    return {p.thresholdMax, 0, false, p.spinRoundNs, nullptr, 0, false, p.parkAfterSpins, p.spinInPlaceNs};
+    return {p.thresholdMax, 0, false, p.spinRoundNs, nullptr, 0, false, p.parkAfterSpins, p.spinInPlaceNs, p.arrivalEveryTiles};
   uint64_t drop = static_cast<uint64_t>(position) * p.thresholdStep;
   uint32_t t = drop + p.thresholdMin >= p.thresholdMax ? p.thresholdMin : p.thresholdMax - static_cast<uint32_t>(drop);
-  return {t, p.thresholdBoost, false, p.spinRoundNs, nullptr, 0, false, p.parkAfterSpins, p.spinInPlaceNs};
+  return {t, p.thresholdBoost, false, p.spinRoundNs, nullptr, 0, false, p.parkAfterSpins, p.spinInPlaceNs, p.arrivalEveryTiles};
 }
 
 // Whether an arrival may go ahead of the queued tasks, so a try gives way to it.

@@ -51,6 +51,10 @@ struct SpinBudget {
   // peer on another core is usually a fraction of a microsecond away, and a yield is a system
   // call. 0 = yield from the first round (more ranks than cores, the GPU, the simt backend).
   uint32_t spinInPlaceNs;
+  // Between tiles a try looks at sqPublished only before every arrivalEveryTiles-th tile (0 and
+  // 1: every tile): on the GPU the SQ is host memory, and each look is a read across PCIe.
+  // Waits look every 64 rounds whatever this says.
+  uint32_t arrivalEveryTiles;
 };
 
 // The clock of one wait (BlockExecutor::waitFor): when it started, until when it spins on its
@@ -124,7 +128,7 @@ class BlockExecutor {
     if (plan_.nSteps == 0) ctx_.tile = form_.nTiles;  // no part in this form: done at once
     for (; ctx_.tile < form_.nTiles; ++ctx_.tile, ctx_.step = 0) {
       if (ctx_.tile != 0 && ctx_.step == 0 && ctx_.sub == 0 && progressed_ &&
-          (budget_.yieldEachTile || exec::broadcastFromLeader([&] { return urgentArrival(); })))
+          (budget_.yieldEachTile || (arrivalLookDue(ctx_.tile) && exec::broadcastFromLeader([&] { return urgentArrival(); }))))
         return stop(WaitResult::Yielded);
       for (; ctx_.step < plan_.nSteps; ++ctx_.step, ctx_.sub = 0) {
         const DeviceStep& step = plan_.steps[ctx_.step];
@@ -186,7 +190,7 @@ class BlockExecutor {
         // One tile per sub-step; between tiles it gives way as the tile loop of run() does, once
         // this try has moved something.
         if (ctx_.sub != 0 && progressed_ &&
-            (budget_.yieldEachTile || exec::broadcastFromLeader([&] { return urgentArrival(); })))
+            (budget_.yieldEachTile || (arrivalLookDue(ctx_.sub) && exec::broadcastFromLeader([&] { return urgentArrival(); }))))
           return WaitResult::Yielded;
         for (uint32_t i = 0; i < plan_.nRecvs; ++i) {
           WaitResult w = waitForNotices(plan_.recvs[i], kPeerNoticeBuffers);
@@ -330,6 +334,9 @@ class BlockExecutor {
   }
   OCCL_HD uint64_t timeBoundNs() const { return static_cast<uint64_t>(budget_.threshold) * budget_.roundNs; }
 
+  OCCL_HD bool arrivalLookDue(uint32_t tile) const {
+    return budget_.arrivalEveryTiles <= 1 || tile % budget_.arrivalEveryTiles == 0;
+  }
   OCCL_HD bool urgentArrival() const {
     return budget_.sqPublished != nullptr && atomics::loadAcquire(budget_.sqPublished) > budget_.sqSeen;
   }

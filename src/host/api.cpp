@@ -224,15 +224,20 @@ Result<std::unique_ptr<occl::transport::ConnectorFactory>> netConnectors(occl::b
 #endif
 
 // The connector factory of a rank in its own process: each peer's transport (transport/select.hpp).
-Result<std::unique_ptr<occl::transport::ConnectorFactory>> connectorsFor(occl::bootstrap::Bootstrap& boot, const Topology& t,
-                                                                         int rank, int nranks, const occlConfig_t& c,
-                                                                         int device) {
-  using occl::transport::Transport;
-  std::map<Transport, std::unique_ptr<occl::transport::ConnectorFactory>> factories;
-  // Which ranks are CUDA ranks is known only now (the device follows the local rank).
+// Which ranks are CUDA ranks (1) is known only once each has its device (which follows its local
+// rank, so after the topology).
+Result<std::vector<int32_t>> gatherCudaRanks(occl::bootstrap::Bootstrap& boot, int rank, int nranks, int device) {
   std::vector<int32_t> cudaRank(static_cast<size_t>(nranks), 0);
   cudaRank[static_cast<size_t>(rank)] = device >= 0 ? 1 : 0;
   if (Status s = boot.allGather(cudaRank.data(), sizeof(int32_t)); !s.ok()) return s;
+  return cudaRank;
+}
+
+Result<std::unique_ptr<occl::transport::ConnectorFactory>> connectorsFor(occl::bootstrap::Bootstrap& boot, const Topology& t,
+                                                                         int rank, int nranks, const occlConfig_t& c,
+                                                                         int device, const std::vector<int32_t>& cudaRank) {
+  using occl::transport::Transport;
+  std::map<Transport, std::unique_ptr<occl::transport::ConnectorFactory>> factories;
   const occl::transport::ShmRanges ranges = occl::transport::shmRangesFor(t.ranks, cudaRank, rank);
   // A rank's connectors to itself pair up within the process, like shm between two processes.
   factories[Transport::InProcess] = shmConnectorsFor(boot.nonce(), c.initTimeoutMs, device, ranges);
@@ -344,10 +349,13 @@ static occlResult_t initRankFrom(occlComm_t* comm, int nranks, const occl::boots
   options.shmPeersSharePids = topology.value().shmPeersSharePids;
   options.ranksOnThisHost = topology.value().localRanks;
   options.cpusOfThisHostsRanks = topology.value().hostCpus;
-  occl::host::resolveConnectorGeometry(options.config, topology.value().anyNet);
+  Result<std::vector<int32_t>> cudaRank = gatherCudaRanks(*boot.value(), rank, nranks, device.value());
+  if (!cudaRank.ok()) return fail(nullptr, cudaRank.status());
+  const bool anyCuda = std::find(cudaRank.value().begin(), cudaRank.value().end(), 1) != cudaRank.value().end();
+  occl::host::resolveConnectorGeometry(options.config, topology.value().anyNet, anyCuda);
   options.backend = std::move(backend.value());
   Result<std::unique_ptr<occl::transport::ConnectorFactory>> connectors =
-      connectorsFor(*boot.value(), topology.value(), rank, nranks, cfg.value(), device.value());
+      connectorsFor(*boot.value(), topology.value(), rank, nranks, cfg.value(), device.value(), cudaRank.value());
   if (!connectors.ok()) return fail(nullptr, connectors.status());
   options.connectors = std::move(connectors.value());
   occl::bootstrap::Bootstrap* bootstrap = boot.value().get();
@@ -394,6 +402,7 @@ occlResult_t occlCommInitAll(occlComm_t* comms, int ndev, const int* devlist, co
     devices[static_cast<size_t>(r)] = device.value();
   }
   auto connectors = inProcessConnectors(devices);
+  const bool anyCuda = std::any_of(devices.begin(), devices.end(), [](int d) { return d >= 0; });
   for (int r = 0; r < ndev; ++r) comms[r] = nullptr;
   auto destroyFirst = [&](int n) {
     for (int k = 0; k < n; ++k) {
@@ -412,7 +421,7 @@ occlResult_t occlCommInitAll(occlComm_t* comms, int ndev, const int* devlist, co
     options.nRanks = ndev;
     options.ranksOnThisHost = ndev;
     options.config = cfg.value();
-    occl::host::resolveConnectorGeometry(options.config, /*spansHosts=*/false);
+    occl::host::resolveConnectorGeometry(options.config, /*spansHosts=*/false, anyCuda);
     options.backend = std::move(backend.value());
     options.connectors = connectors();
     if (occlResult_t res = makeComm(&comms[r], std::move(options)); res != occlSuccess) {

@@ -40,6 +40,15 @@ uint32_t spinRoundNs(const backend::Backend& backend) {
   return std::string_view(backend.name()) == "cuda" ? 0 : kHostSpinRoundNs;
 }
 
+// How often a running try looks for new submissions between tiles (SpinBudget::arrivalEveryTiles).
+// The CUDA daemon reads the SQ across PCIe, about a microsecond a look: every 8th tile (1 MiB of
+// the default 128 KiB tiles) keeps that under a tenth of a tile's time, and an arrival waits at
+// most 8 tiles. The host and simt daemons read it from their own memory: every tile.
+uint32_t arrivalEveryTiles(const backend::Backend& backend) {
+  constexpr uint32_t kGpuArrivalEveryTiles = 8;
+  return std::string_view(backend.name()) == "cuda" ? kGpuArrivalEveryTiles : 1;
+}
+
 // Host backend only: a wait on a FIFO sleeps on it (queues/fifo_wait.hpp) after this many yielding
 // rounds, and its peer's publish wakes it. A few rounds catch a peer that is about to publish
 // (a round-trip between two threads on two cores); past them, a yielding waiter only takes the
@@ -155,7 +164,8 @@ Status Comm::allocateDaemonState() {
                          static_cast<uint32_t>(config_.disablePreemption != 0), spinRoundNs(*backend_),
                          parkAfterSpins(*backend_),
                          spinInPlaceNs(*backend_, connectors_.get(), nRanks_, ranksOnThisHost_ * config_.daemonBlocks,
-                                       cpusOfThisHostsRanks_)};
+                                       cpusOfThisHostsRanks_),
+                         arrivalEveryTiles(*backend_), 0};
   e.abortFlag = reinterpret_cast<uint32_t*>(counterBase + 64);
   // Block states are daemon memory: built here and copied, as the host never dereferences them.
   std::vector<BlockState> initial(nBlocks);

@@ -210,8 +210,13 @@ Status initConfig(occlConfig_t& config) {
   return applyEnvironment(config);
 }
 
-void resolveConnectorGeometry(occlConfig_t& c, bool spansHosts) {
-  if (c.connectorSlotBytes == 0) c.connectorSlotBytes = spansHosts ? kSlotBytesAcrossHosts : kSlotBytesOneHost;
+void resolveConnectorGeometry(occlConfig_t& c, bool spansHosts, bool anyCudaRank) {
+  if (c.connectorSlotBytes != 0) return;
+  if (anyCudaRank) {
+    c.connectorSlotBytes = kSlotBytesGpu;
+  } else {
+    c.connectorSlotBytes = spansHosts ? kSlotBytesAcrossHosts : kSlotBytesOneHost;
+  }
 }
 
 Status validateConfig(const occlConfig_t& c) {

@@ -16,10 +16,15 @@ Status initConfig(occlConfig_t& config);
 // slot is one UCX message: over TCP on the 2-core machine, 1 MiB slots moved 32 MiB AllReduces
 // across two hosts at ~0.55 GB/s busbw where 128 KiB ones managed ~0.35 (bench/results/
 // net_allreduce.md); within a host the smaller tile keeps a collective's pipeline deep. Every
-// rank of a communicator resolves it alike: whether it spans hosts is known to all of them.
+// rank of a communicator resolves it alike: whether it spans hosts, and whether any rank is a
+// CUDA rank, is known to all of them. A tile costs the CUDA daemon a few microseconds beyond its
+// data (H200, bench/results/gpu-2026-11-27.md), so with any CUDA rank slots are 1 MiB: AllReduce
+// on 4 ranks of one GPU took 2.7 ms at 32 MiB against 5.4 with 128 KiB, 182 us at 2 MiB against
+// 442, the same below 1 MiB; one rank 1.0 ms against 2.2 at 32 MiB.
 inline constexpr size_t kSlotBytesOneHost = size_t{128} * 1024;
 inline constexpr size_t kSlotBytesAcrossHosts = size_t{1024} * 1024;
-void resolveConnectorGeometry(occlConfig_t& config, bool spansHosts);
+inline constexpr size_t kSlotBytesGpu = size_t{1024} * 1024;
+void resolveConnectorGeometry(occlConfig_t& config, bool spansHosts, bool anyCudaRank);
 
 // Slots of one connector: config.connectorSlots is 2..this, and a program that needs more than
 // config gives (Program::minConnectorSlots) gets up to this many.

@@ -280,6 +280,18 @@ TEST_F(Gpu, PlainHostBufferIsRejected) {
   deregisterCase(g, s, id);
 }
 
+// A communicator with a CUDA rank takes the GPU's auto slot size (host/config.hpp).
+TEST_F(Gpu, AutoSlotSizeIsTheGpus) {
+  occlConfig_t config = testConfig();
+  if (config.connectorSlotBytes != 0) GTEST_SKIP() << "OCCL_CONN_SLOT_BYTES is set in this environment";
+  GpuComms g(2, config);
+  for (int r = 0; r < 2; ++r) {
+    occlConfig_t c{};
+    ASSERT_EQ(occlCommGetConfig(g[r], &c), occlSuccess) << occlGetLastError(g[r]);
+    EXPECT_EQ(c.connectorSlotBytes, size_t{1024} * 1024) << "rank " << r;
+  }
+}
+
 // ---- Quit and relaunch ----
 
 // The daemon quits after idleQuitUs without work; the next submission must relaunch it.

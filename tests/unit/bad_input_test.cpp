@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "host/config.hpp"
 #include "support/ranks.hpp"
 
 namespace occl::test {
@@ -91,6 +92,25 @@ TEST(BadInputTest, GetConfigResolvesTheAutoSlotSize) {
   EXPECT_EQ(c.connectorSlotBytes, 4096u);
   EXPECT_OCCL_ERROR(occlCommGetConfig(comms[0], nullptr), occlInvalidArgument, comms[0], "config is NULL");
   EXPECT_OCCL_ERROR(occlCommGetConfig(nullptr, &c), occlInvalidArgument, nullptr, "comm");
+}
+
+// The auto slot size of each kind of communicator (host/config.hpp); every rank of one decides
+// alike, from facts all of them know. A size given is never changed.
+TEST(BadInputTest, TheAutoSlotSizeGoesByHostsAndCudaRanks) {
+  struct Case {
+    bool spansHosts, anyCudaRank;
+    size_t expected;
+  };
+  for (const Case& k : {Case{false, false, size_t{128} * 1024}, Case{true, false, size_t{1024} * 1024},
+                        Case{false, true, size_t{1024} * 1024}, Case{true, true, size_t{1024} * 1024}}) {
+    occlConfig_t c = testConfig();
+    c.connectorSlotBytes = 0;
+    host::resolveConnectorGeometry(c, k.spansHosts, k.anyCudaRank);
+    EXPECT_EQ(c.connectorSlotBytes, k.expected) << "spans hosts " << k.spansHosts << ", CUDA rank " << k.anyCudaRank;
+    c.connectorSlotBytes = 4096;
+    host::resolveConnectorGeometry(c, k.spansHosts, k.anyCudaRank);
+    EXPECT_EQ(c.connectorSlotBytes, 4096u);
+  }
 }
 
 TEST(BadInputTest, NullOutputPointers) {

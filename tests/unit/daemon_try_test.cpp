@@ -89,7 +89,7 @@ class DaemonRig {
     env_.colls = CollTable{pages_.data()};
     env_.blocks = blocks_;
     env_.nBlocks = 2;
-    env_.policy = SchedPolicy{occlOrderFifo, occlSpinPolicyStickiness, kThreshold, 1, 1, 4, 4, 0, 0, 0, 0, 0};
+    env_.policy = SchedPolicy{occlOrderFifo, occlSpinPolicyStickiness, kThreshold, 1, 1, 4, 4, 0, 0, 0, 0, 0, 1, 0};
     env_.abortFlag = &abortFlag_;
   }
 

@@ -6,6 +6,7 @@
 // (the default) the first of them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <initializer_list>
@@ -23,7 +24,7 @@ constexpr uint32_t kRoundNs = 64;
 
 // The documented defaults (docs/configuration.md), with the host's time bound per round.
 SchedPolicy defaults() {
-  return SchedPolicy{occlOrderAgreed, occlSpinPolicyStickiness, 4096, 64, 512, 1024, 4, 0, 0, kRoundNs, 0, 0};
+  return SchedPolicy{occlOrderAgreed, occlSpinPolicyStickiness, 4096, 64, 512, 1024, 4, 0, 0, kRoundNs, 0, 0, 1, 0};
 }
 
 TEST(SpinPolicyTest, StickinessFallsWithQueuePositionDownToTheFloor) {
@@ -224,6 +225,55 @@ TEST(SpinPolicyTest, PriorityOrderWithoutPreemptionNeverGivesWay) {
   EXPECT_TRUE(b.unlimited);
   EXPECT_EQ(b.sqPublished, nullptr);
   EXPECT_FALSE(b.yieldEachTile);
+}
+
+// Between tiles, a try that has moved data looks for new submissions before every
+// arrivalEveryTiles-th tile (each look is a read across PCIe on the GPU). With submissions
+// waiting in the SQ, a 16-tile copy gives way before tile `every`; with a full task queue it
+// never looks and runs to its end. The tiles it ran are copied, the rest untouched.
+TEST(SpinPolicyTest, ATryLooksForArrivalsBeforeEveryFewTilesAsThePolicySays) {
+  constexpr uint32_t kTileElems = 4, kTiles = 16, kElems = kTileElems * kTiles;
+  const DeviceStep step{StepOp::Copy, BufKind::Input, BufKind::Output, 0, 0, 0, 1, -1, 0, kNoConnector, kNoConnector};
+  const BlockPlan plan{&step, nullptr, nullptr, 1, 0, 0};
+  CollShared shared{};
+  CollDesc d{};
+  d.dtype = occlFloat32;
+  d.redOp = occlSum;
+  d.nBlocks = 1;
+  d.nRanks = 1;
+  d.totalElems = kElems;
+  d.tileElems = kTileElems;
+  d.elemBytes = sizeof(float);
+  d.shared = &shared;
+  ProgramForm& form = d.forms[kFormOutOfPlace];
+  form.blocks = &plan;
+  form.chunkElems = kElems;
+  form.nChunks = 1;
+  form.nTiles = kTiles;
+  std::vector<float> in(kElems);
+  for (uint32_t i = 0; i < kElems; ++i) in[i] = static_cast<float>(i);
+  for (uint32_t every : {0u, 1u, 5u, 8u, 16u, 17u}) {
+    SCOPED_TRACE(testing::Message() << "arrivalEveryTiles " << every);
+    SchedPolicy p = defaults();
+    p.arrivalEveryTiles = every;
+    for (bool roomForArrivals : {true, false}) {
+      QueueView q(p, {0});  // sqPublished 10, sqCursor 7: three submissions wait
+      if (!roomForArrivals) q.block.capacity = 1;
+      std::vector<float> out(kElems, -1.0f);
+      BlockContext ctx{};
+      const TaskBuffers bufs{reinterpret_cast<char*>(in.data()), reinterpret_cast<char*>(out.data()), nullptr};
+      BlockExecutor ex(d, form, 0, ctx, bufs, budgetFor(q.env, q.block, 0), nullptr, 0);
+      const TryOutcome o = ex.run();
+      const uint32_t ran = roomForArrivals && every < kTiles ? std::max(every, 1u) : kTiles;
+      EXPECT_EQ(o.status, ran < kTiles ? TryStatus::Preempted : TryStatus::Done) << "room " << roomForArrivals;
+      EXPECT_EQ(o.yielded, ran < kTiles);
+      if (ran < kTiles) {
+        EXPECT_EQ(ctx.tile, ran);
+      }
+      for (uint32_t i = 0; i < kElems; ++i)
+        ASSERT_EQ(out[i], i < ran * kTileElems ? in[i] : -1.0f) << "element " << i << ", room " << roomForArrivals;
+    }
+  }
 }
 
 // A wait reads the clock once a round while it yields, and once every kSpinRoundsPerClockRead
