@@ -422,15 +422,34 @@ TEST(CallbacksTest, BlockingCallsFromACallbackAreRefused) {
   expectOk(occlCommWaitAll(comms[0], 30000), comms[0], "waitAll outside the callback");
 }
 
-TEST(CallbacksTest, CppWrapperFunctionFutureAndStats) {
+// Two ranks as threads through the C++ wrapper, with a `count`-float AllReduce registered as `id`.
+std::vector<occl::Comm> wrapperPairWith(uint64_t id, uint64_t count) {
   occlConfig_t cfg = testConfig();
   std::vector<occl::Comm> comms = occl::Comm::all(2, &cfg);
-  constexpr uint64_t kId = 0xF00;
-  constexpr int kRounds = 5;
   occlCollDesc_t d;
   occlCollDescInit(&d);
-  d.count = 333;
-  for (auto& c : comms) c.registerCollective(kId, d);
+  d.count = count;
+  for (auto& c : comms) c.registerCollective(id, d);
+  return comms;
+}
+
+// One more run of `id` on both ranks, through futures: the communicators still work.
+void expectAnotherRunWorks(std::vector<occl::Comm>& comms, uint64_t id, size_t count) {
+  Buffers b0(0, count), b1(1, count);
+  std::future<occlResult_t> f0 = comms[0].submit(id, b0.send.data(), b0.recv.data());
+  std::future<occlResult_t> f1 = comms[1].submit(id, b1.send.data(), b1.recv.data());
+  ASSERT_EQ(f0.wait_for(kWait), std::future_status::ready);
+  ASSERT_EQ(f1.wait_for(kWait), std::future_status::ready);
+  EXPECT_EQ(f0.get(), occlSuccess);
+  EXPECT_EQ(f1.get(), occlSuccess);
+  EXPECT_TRUE(b0.summedOverTwoRanks());
+  EXPECT_TRUE(b1.summedOverTwoRanks());
+}
+
+TEST(CallbacksTest, CppWrapperFunctionFutureAndStats) {
+  constexpr uint64_t kId = 0xF00;
+  constexpr int kRounds = 5;
+  std::vector<occl::Comm> comms = wrapperPairWith(kId, 333);
   EXPECT_EQ(comms[1].rank(), 1);
   EXPECT_EQ(comms[0].size(), 2);
 
@@ -476,14 +495,9 @@ TEST(CallbacksTest, CppWrapperFunctionFutureAndStats) {
 // callbacks fire and every round's data arrives), and the submitting thread gets the first one
 // from its next waitAll(), once.
 TEST(CallbacksTest, CppWrapperRethrowsTheFirstCallbackExceptionFromWaitAll) {
-  occlConfig_t cfg = testConfig();
-  std::vector<occl::Comm> comms = occl::Comm::all(2, &cfg);
   constexpr uint64_t kId = 0xF01;
   constexpr int kRounds = 4;
-  occlCollDesc_t d;
-  occlCollDescInit(&d);
-  d.count = 100;
-  for (auto& c : comms) c.registerCollective(kId, d);
+  std::vector<occl::Comm> comms = wrapperPairWith(kId, 100);
   std::vector<std::unique_ptr<Buffers>> bufs;
   std::atomic<int> fired{0};
   for (int round = 0; round < kRounds; ++round) {
@@ -507,27 +521,14 @@ TEST(CallbacksTest, CppWrapperRethrowsTheFirstCallbackExceptionFromWaitAll) {
   EXPECT_EQ(fired.load(), 2 * kRounds);
   for (const auto& b : bufs) EXPECT_TRUE(b->summedOverTwoRanks());
   EXPECT_NO_THROW(comms[0].waitAll(30000)) << "the exception was rethrown once; the second was dropped";
-  // The communicator still works after it.
-  Buffers b0(0, 100), b1(1, 100);
-  std::future<occlResult_t> f0 = comms[0].submit(kId, b0.send.data(), b0.recv.data());
-  std::future<occlResult_t> f1 = comms[1].submit(kId, b1.send.data(), b1.recv.data());
-  ASSERT_EQ(f0.wait_for(kWait), std::future_status::ready);
-  ASSERT_EQ(f1.wait_for(kWait), std::future_status::ready);
-  EXPECT_EQ(f0.get(), occlSuccess);
-  EXPECT_EQ(f1.get(), occlSuccess);
-  EXPECT_TRUE(b0.summedOverTwoRanks());
+  expectAnotherRunWorks(comms, kId, 100);
 }
 
 // abort() from a callback is refused (it would join the thread it runs on): the refusal reaches
 // waitAll as an occl::Error, and the Comm still holds its communicator and works.
 TEST(CallbacksTest, CppWrapperAbortFromACallbackIsRefusedAndKeepsTheCommunicator) {
-  occlConfig_t cfg = testConfig();
-  std::vector<occl::Comm> comms = occl::Comm::all(2, &cfg);
   constexpr uint64_t kId = 0xF02;
-  occlCollDesc_t d;
-  occlCollDescInit(&d);
-  d.count = 100;
-  for (auto& c : comms) c.registerCollective(kId, d);
+  std::vector<occl::Comm> comms = wrapperPairWith(kId, 100);
   Buffers b0(0, 100), b1(1, 100);
   comms[0].submit(kId, b0.send.data(), b0.recv.data(), [&](uint64_t, occlResult_t) { comms[0].abort(); });
   comms[1].submit(kId, b1.send.data(), b1.recv.data(), [](uint64_t, occlResult_t) {});
@@ -542,13 +543,7 @@ TEST(CallbacksTest, CppWrapperAbortFromACallbackIsRefusedAndKeepsTheCommunicator
   ASSERT_NE(comms[0].get(), nullptr);
   EXPECT_TRUE(b0.summedOverTwoRanks());
   EXPECT_EQ(comms[0].rank(), 0);
-  Buffers c0(0, 100), c1(1, 100);
-  std::future<occlResult_t> f0 = comms[0].submit(kId, c0.send.data(), c0.recv.data());
-  std::future<occlResult_t> f1 = comms[1].submit(kId, c1.send.data(), c1.recv.data());
-  ASSERT_EQ(f0.wait_for(kWait), std::future_status::ready);
-  ASSERT_EQ(f1.wait_for(kWait), std::future_status::ready);
-  EXPECT_EQ(f0.get(), occlSuccess);
-  EXPECT_TRUE(c0.summedOverTwoRanks());
+  expectAnotherRunWorks(comms, kId, 100);
 }
 
 }  // namespace
