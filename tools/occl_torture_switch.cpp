@@ -60,7 +60,7 @@ class SwitchProbe {
     env_.blocks = &block_;
     env_.nBlocks = 1;
     // Fixed spin policy with a threshold of 0: every wait gives up on its first unready check.
-    env_.policy = SchedPolicy{occlOrderFifo, occlSpinPolicyFixed, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0};
+    env_.policy = SchedPolicy{occlOrderFifo, occlSpinPolicyFixed, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0, 1, 0};
     env_.abortFlag = &abortFlag_;
   }
 

@@ -104,8 +104,9 @@ class Comm {
 
   // `callback` runs on the poller thread, or in a thread waiting in waitAll; it must not block.
   // An exception it throws cannot reach the thread that submitted: the first one is kept and
-  // rethrown by the next waitAll() (later ones, until then, are dropped), and the callbacks of
-  // other submissions go on firing.
+  // rethrown by the next waitAll() (later ones, until then, are dropped, as are those of callbacks
+  // that fire while the destructor or a move-assignment finalizes), and the callbacks of other
+  // submissions go on firing.
   void submit(uint64_t collId, const void* sendbuf, void* recvbuf, Callback callback) {
     auto* heap = new Pending{std::move(callback), thrown_};
     occlResult_t r = occlSubmit(comm_, collId, sendbuf, recvbuf, &Comm::trampoline, heap);

@@ -57,6 +57,9 @@ class Backend {
   virtual void endHelp(bool workLeft) {}
   // Joins the daemon after the exit SQE (or the abort flag) has been published.
   virtual Status stop() = 0;
+  // After stop(): whether a daemon that did not exit in time may still run (a kernel backend's
+  // stop is bounded), so that what it reads must leak rather than be freed under it.
+  virtual bool daemonMayStillRun() { return false; }
 
   virtual const char* name() const = 0;
 };

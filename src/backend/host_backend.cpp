@@ -39,11 +39,12 @@ class HostBackend : public OnHostMemory<Backend> {
     holds_ = std::make_unique<BlockHold[]>(env->nBlocks);
     retired_ = std::make_unique<std::atomic<bool>[]>(env->nBlocks);
     try {
+      threads_.reserve(env->nBlocks);
       for (uint32_t b = 0; b < env->nBlocks; ++b) threads_.emplace_back([this, b] {
           nameThisThread(absl::StrFormat("occl-daemon%d", b));
           blockLoop(static_cast<int>(b));
         });
-    } catch (const std::system_error& e) {
+    } catch (const std::exception& e) {
       // The threads already running leave without an exit SQE (none will come): retired, each
       // one's next pass reports exit.
       const size_t started = threads_.size();
@@ -96,6 +97,7 @@ class HostBackend : public OnHostMemory<Backend> {
   Status stop() override {
     stopping_.store(true, std::memory_order_seq_cst);
     aside_.ring();
+    submissions_.ring();  // a block parked idle sees stopping_ (an abort without exit SQE)
     for (auto& t : threads_) {
       if (t.joinable()) t.join();
     }
@@ -167,6 +169,11 @@ class HostBackend : public OnHostMemory<Backend> {
         completions_.ring();
       }
       if (r.exit) return;
+      // Aborted and stopping, with nothing held and every SQE read: the exit SQE may never come
+      // (Comm::shutdown could not queue it). Every submission queued before has failed and fired.
+      if (!r.pending && stopping_.load(std::memory_order_seq_cst) && atomics::loadAcquire(env_->abortFlag) != 0 &&
+          !sqHasWork(block))
+        return;
       if (r.progressed) {
         lastActivity = Clock::now();
         backoffUs = 0;

@@ -29,6 +29,7 @@ class KernelBackend : public Backend {
   // Runs the daemon until every block has read the exit SQE and drained its tasks, then waits
   // for the last launch to retire. A derived destructor calls it before freeing anything.
   Status stop() final;
+  bool daemonMayStillRun() final { return kernelMayStillRun(); }
 
  protected:
   // `where` names the device in messages ("CUDA device 0").

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <optional>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <tuple>
 
@@ -41,12 +42,14 @@ uint32_t spinRoundNs(const backend::Backend& backend) {
 }
 
 // How often a running try looks for new submissions between tiles (SpinBudget::arrivalEveryTiles).
-// The CUDA daemon reads the SQ across PCIe, about a microsecond a look: every 8th tile (1 MiB of
-// the default 128 KiB tiles) keeps that under a tenth of a tile's time, and an arrival waits at
-// most 8 tiles. The host and simt daemons read it from their own memory: every tile.
-uint32_t arrivalEveryTiles(const backend::Backend& backend) {
-  constexpr uint32_t kGpuArrivalEveryTiles = 8;
-  return std::string_view(backend.name()) == "cuda" ? kGpuArrivalEveryTiles : 1;
+// The CUDA daemon reads the SQ across PCIe, 1-2 us a look on the H200, which was as much as a
+// 128 KiB tile's other overhead: it looks once per MiB of tiles (every 8th of 128 KiB, every one
+// of the GPU's default 1 MiB), a few percent of a one-block copy of that MiB, and an arrival waits
+// at most that MiB. The host and simt daemons read the SQ from their own memory: every tile.
+uint32_t arrivalEveryTiles(const backend::Backend& backend, uint64_t slotBytes) {
+  constexpr uint64_t kGpuArrivalLookBytes = uint64_t{1} << 20;
+  if (std::string_view(backend.name()) != "cuda" || slotBytes == 0 || slotBytes >= kGpuArrivalLookBytes) return 1;
+  return static_cast<uint32_t>(kGpuArrivalLookBytes / slotBytes);
 }
 
 // Host backend only: a wait on a FIFO sleeps on it (queues/fifo_wait.hpp) after this many yielding
@@ -165,7 +168,7 @@ Status Comm::allocateDaemonState() {
                          parkAfterSpins(*backend_),
                          spinInPlaceNs(*backend_, connectors_.get(), nRanks_, ranksOnThisHost_ * config_.daemonBlocks,
                                        cpusOfThisHostsRanks_),
-                         arrivalEveryTiles(*backend_), 0};
+                         arrivalEveryTiles(*backend_, config_.connectorSlotBytes), 0};
   e.abortFlag = reinterpret_cast<uint32_t*>(counterBase + 64);
   // Block states are daemon memory: built here and copied, as the host never dereferences them.
   std::vector<BlockState> initial(nBlocks);
@@ -186,16 +189,28 @@ Status Comm::start() {
   if (Status s = backend_->start(env_); !s.ok()) return s;
   started_ = true;
   cqHeads_.assign(env_->cq.nRings, 0);
-  poller_ = std::thread([this] {
-    nameThisThread("occl-poller");
-    pollerLoop();
-  });
+  try {
+    poller_ = std::thread([this] {
+      nameThisThread("occl-poller");
+      pollerLoop();
+    });
+  } catch (const std::system_error& e) {
+    shutdown();  // the daemon leaves; no poller to join
+    return Status::error(occlSystemError, absl::StrFormat("starting the poller thread failed: %s", e.what()));
+  }
   return Status::success();
 }
 
 Comm::~Comm() {
   if (started_ && !stopped_) (void)abort(occlAborted);
   shutdown();
+  if (backend_->daemonMayStillRun()) {
+    // Its stop timed out (reported then): the daemon may still read the collectives' connectors,
+    // plans and tables, so they leak with the backend's own memory instead of being freed under it.
+    for (auto& entry : byId_) (void)entry.second.release();
+    (void)connectors_.release();
+    return;
+  }
   byId_.clear();
   for (auto& page : hostPages_) page.reset();
   for (CollDesc* page : daemonPages_)
@@ -206,22 +221,22 @@ Comm::~Comm() {
 void Comm::shutdown() {
   if (!started_ || stopped_.exchange(true)) return;
   {
-    // The daemon leaves only once it has read the exit SQE. An SQ that stayed full for
-    // initTimeoutMs holds tasks that cannot finish: aborted, the daemon fails them and drains the
-    // SQ, and the second push gets in.
+    // An SQ that stayed full for initTimeoutMs holds tasks that cannot finish: aborted, the daemon
+    // fails them and drains the SQ, and the second push gets in. Should that fail too, the abort
+    // flag alone lets the daemon leave once it holds no task (Backend::stop).
     std::lock_guard<std::mutex> lock(submitMu_);
     if (!pushSqe(SqeView{kSqeExit, 0, 0, 0, 0}).ok()) {
       uint32_t expected = 0;  // an abort already under way keeps its own reason
       atomics::compareExchange(env_->abortFlag, expected, static_cast<uint32_t>(occlAborted));
       setAsyncError(occlAborted, "shutdown: the submission queue stayed full, so pending submissions were failed");
       if (Status s = pushSqe(SqeView{kSqeExit, 0, 0, 0, 0}); !s.ok())
-        setAsyncError(occlInternalError, "shutdown: the daemon did not take the exit request: " + s.message);
+        (void)record(s.withContext("shutdown: the daemon did not take the exit request"));
     }
   }
   backend_->notifySubmission();
   (void)backend_->stop();
   stopPoller_.store(true, std::memory_order_release);
-  poller_.join();
+  if (poller_.joinable()) poller_.join();
   if (bootstrap_) (void)bootstrap_->close();
 }
 

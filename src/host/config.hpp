@@ -20,7 +20,8 @@ Status initConfig(occlConfig_t& config);
 // CUDA rank, is known to all of them. A tile costs the CUDA daemon a few microseconds beyond its
 // data (H200, bench/results/gpu-2026-11-27.md), so with any CUDA rank slots are 1 MiB: AllReduce
 // on 4 ranks of one GPU took 2.7 ms at 32 MiB against 5.4 with 128 KiB, 182 us at 2 MiB against
-// 442, the same below 1 MiB; one rank 1.0 ms against 2.2 at 32 MiB.
+// 442, the same below 1 MiB; one rank 1.0 ms against 2.2 at 32 MiB (both with the SQ looked at
+// every 8th tile; now once per MiB, so before every 1 MiB tile: host/comm.cpp).
 inline constexpr size_t kSlotBytesOneHost = size_t{128} * 1024;
 inline constexpr size_t kSlotBytesAcrossHosts = size_t{1024} * 1024;
 inline constexpr size_t kSlotBytesGpu = size_t{1024} * 1024;

@@ -521,6 +521,9 @@ TEST(MultiProcessChild, DISABLED_Entry) {
   cfg.collTimeoutMs = 30000;  // far above the few seconds the fault test allows
   const std::string s = scenario;
   if (s == "fromenv") {
+    // Host ranks, also on a machine with a GPU (auto would make them CUDA ranks, which the plain
+    // host buffers below do not suit).
+    if (cfg.backend == occlBackendAuto) cfg.backend = occlBackendHost;
     occlComm_t comm = nullptr;
     expectOk(occlCommInitFromEnv(&comm, &cfg), nullptr, "occlCommInitFromEnv");
     int rank = -1, size = -1;
