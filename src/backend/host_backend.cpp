@@ -46,10 +46,9 @@ class HostBackend : public OnHostMemory<Backend> {
         });
     } catch (const std::exception& e) {
       // The threads already running leave without an exit SQE (none will come): retired, each
-      // one's next pass reports exit.
+      // one's next pass reports exit (stop() wakes a parked one).
       const size_t started = threads_.size();
       for (uint32_t b = 0; b < env->nBlocks; ++b) retired_[b].store(true, std::memory_order_release);
-      submissions_.ring();
       (void)stop();
       return Status::error(occlSystemError, absl::StrFormat("starting daemon thread %d of %d failed: %s", started,
                                                             env->nBlocks, e.what()));

@@ -223,7 +223,6 @@ Result<std::unique_ptr<occl::transport::ConnectorFactory>> netConnectors(occl::b
 }
 #endif
 
-// The connector factory of a rank in its own process: each peer's transport (transport/select.hpp).
 // Which ranks are CUDA ranks (1) is known only once each has its device (which follows its local
 // rank, so after the topology).
 Result<std::vector<int32_t>> gatherCudaRanks(occl::bootstrap::Bootstrap& boot, int rank, int nranks, int device) {
@@ -233,6 +232,7 @@ Result<std::vector<int32_t>> gatherCudaRanks(occl::bootstrap::Bootstrap& boot, i
   return cudaRank;
 }
 
+// The connector factory of a rank in its own process: each peer's transport (transport/select.hpp).
 Result<std::unique_ptr<occl::transport::ConnectorFactory>> connectorsFor(occl::bootstrap::Bootstrap& boot, const Topology& t,
                                                                          int rank, int nranks, const occlConfig_t& c,
                                                                          int device, const std::vector<int32_t>& cudaRank) {
