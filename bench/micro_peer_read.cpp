@@ -159,7 +159,7 @@ void BM_PeerPushAllReduce(benchmark::State& state) {
   reportAllReduce(state, run);
 }
 BENCHMARK(BM_PeerPushAllReduce)
-    ->ArgsProduct({{1 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20}, {0, 1}})
+    ->ArgsProduct({{1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20}, {0, 1}})
     ->ArgNames({"bytes", "stream"})
     ->UseRealTime();
 

@@ -94,9 +94,12 @@ struct CollDesc {
   CollShared* shared;
   BlockContext* contexts;   // [nBlocks]
   BlockStats* stats;        // [nBlocks]
-  uint32_t inflightWindow;  // submissions in flight at most, <= kMaxInflightPerColl
+  uint16_t inflightWindow;  // submissions in flight at most, <= kMaxInflightPerColl
+  uint8_t peerStream;       // out of place, a peer fold's copies to peers stream (peerCopiesStream)
+  uint8_t spare;
   int32_t priority;
 };
+static_assert(kMaxInflightPerColl <= UINT16_MAX, "CollDesc::inflightWindow holds it");
 static_assert(sizeof(CollDesc) == 176, "CollDesc layout is shared by host and device");
 
 // A collective's program blocks ("parts") are dealt round-robin to the daemon's blocks: daemon

@@ -13,6 +13,7 @@
 #include "primitives/dtypes.hpp"
 #include "primitives/peer_read.hpp"
 #include "primitives/reduce_ops.hpp"
+#include "util/cache_size.hpp"
 
 namespace occl::host {
 namespace {
@@ -141,8 +142,9 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   desc_.tileElems = cfg.connectorSlotBytes / elemBytes;
   desc_.elemBytes = elemBytes;
   desc_.timeoutNs = static_cast<uint64_t>(cfg.collTimeoutMs) * 1000000ull;
-  desc_.inflightWindow = static_cast<uint32_t>(cfg.maxInflightPerColl);
+  desc_.inflightWindow = static_cast<uint16_t>(cfg.maxInflightPerColl);  // validated <= kMaxInflightPerColl
   desc_.priority = desc.priority;
+  desc_.peerStream = peerCopiesStream(desc_.nRanks, desc_.totalElems * elemBytes, lastLevelCacheBytes()) ? 1 : 0;
 
   for (uint32_t f : {kFormOutOfPlace, kFormInPlace}) {
     if (f == kFormInPlace && forms[f] == forms[kFormOutOfPlace]) {

@@ -162,18 +162,27 @@ OCCL_HD inline void releasePeerNoticesOnFailure(const CollDesc& d, const BlockPl
 #endif
 }
 
-// Where every rank's output together (nRanks x the buffer) is this large, a fold writes its
-// tiles into the peers' outputs out of place with streaming stores (primitives/stream_copy.hpp):
-// those lines are cold and stay so until the user reads them, and memcpy would read each one
-// before writing it. Smaller outputs stay in the caches, where memcpy is faster. occl-micro
-// BM_PeerPushAllReduce, 4 thread-ranks on the 2-core VM (bench/results/host-2026-11-27b.md):
-// streaming took 15% and 10% longer at 4 and 8 MiB a buffer, 9%, 5% and 16% less at 16, 32
-// and 64 MiB. In place, a peer's output slice is the input slice the fold has just read, in
-// cache: memcpy always.
-inline constexpr uint64_t kPeerStreamMinOutputBytes = uint64_t{64} << 20;
+// Out of place, a fold writes its tiles into the peers' outputs with streaming stores
+// (primitives/stream_copy.hpp) where every rank's input and output together, 2 x nRanks x the
+// buffer, fill the last-level cache (util/cache_size.hpp): the output lines are then cold and stay
+// so until the user reads them, and memcpy would read each one before writing it. Smaller buffers
+// stay in the cache, where memcpy is faster. In place, a peer's output slice is the input slice the
+// fold has just read, in cache: memcpy always. Registration decides (CollDesc::peerStream).
+// occl-micro BM_PeerPushAllReduce, 4 thread-ranks, streaming against memcpy: on the 2-vCPU AMD
+// EPYC VM (32 MiB L3; bench/results/host-2026-11-27e.md) 1.63x and 1.34x the time at 1 and 2 MiB
+// a buffer, 0.87x at 4 MiB (32 MiB in all), 0.73-0.84x at 8-64 MiB; on the Intel Xeon VM of
+// bench/results/host-2026-11-27b.md (L3 not recorded) 1.15x and 1.10x at 4 and 8 MiB, 0.91x
+// from 16 MiB. Where sysfs describes no cache, the outputs alone must reach 64 MiB, that Xeon's
+// threshold.
+inline constexpr uint64_t kPeerStreamFallbackOutputBytes = uint64_t{64} << 20;
 
-OCCL_HD inline bool streamsPeerCopies(const CollDesc& d) {
-  return static_cast<uint64_t>(d.nRanks) * peerBufferBytes(d) >= kPeerStreamMinOutputBytes;
+// Whether the fold's copies into the peers' outputs stream, out of place, for `nRanks` buffers
+// of `bufferBytes` on a machine whose last-level cache holds `cacheBytes` (0: unknown).
+inline bool peerCopiesStream(uint32_t nRanks, uint64_t bufferBytes, uint64_t cacheBytes) {
+  if (nRanks == 0) return false;
+  // nRanks x bufferBytes >= need, without the product (which could overflow).
+  const uint64_t need = cacheBytes == 0 ? kPeerStreamFallbackOutputBytes : cacheBytes / 2 + cacheBytes % 2;
+  return bufferBytes >= need / nRanks + (need % nRanks != 0 ? 1 : 0);
 }
 
 // One folded tile into a peer's output.
@@ -199,7 +208,7 @@ OCCL_HD inline uint32_t peerFoldTiles(const CollDesc& d, const ProgramForm& f, c
 // Tile `tile` of slice `step.srcOff` of every rank's input, folded in the order own, recvs[0],
 // recvs[1], ..., into the same slice of this rank's output (`step.dstOff`, the same chunk), then
 // copied from there into every peer's output while in cache (large outputs out of place with
-// streaming stores: streamsPeerCopies). Holds every peer's access guard
+// streaming stores: peerCopiesStream). Holds every peer's access guard
 // (fifo.hpp); returns false, having touched nothing, when one is poisoned. In place is safe:
 // slice r of any buffer is read and written by r's owner alone, and a tile is read before it is
 // written.
@@ -224,7 +233,7 @@ OCCL_HD inline bool peerReduceTile(const CollDesc& d, const ProgramForm& f, cons
       const char* peer = peerNotice(plan.recvs[i]).input + at;
       dispatchTypeOp(d.dtype, d.redOp, ReduceCopyCall{a, peer, dst, nullptr, static_cast<size_t>(n), post});
     }
-    const bool stream = streamsPeerCopies(d);
+    const bool stream = d.peerStream != 0;
     for (uint32_t i = 0; i < plan.nRecvs; ++i) {
       const PeerNotice notice = peerNotice(plan.recvs[i]);
       copyToPeer(notice.output + at, dst, static_cast<size_t>(n * eb), stream && notice.output != notice.input);

@@ -14,6 +14,7 @@
 #include "primitives/peer_read.hpp"
 #include "support/collective_cases.hpp"
 #include "support/ranks.hpp"
+#include "util/cache_size.hpp"
 
 namespace occl::test {
 namespace {
@@ -116,21 +117,44 @@ TEST(AllReducePeer, BackToBackSubmissionsOfOneCollectiveKeepTheirNoticesApart) {
   }
 }
 
-// Outputs that together reach kPeerStreamMinOutputBytes: the fold writes its tiles into the
-// peers' outputs with streaming stores out of place (memcpy in place). The count's remainder puts
-// the starts of slices 2 and 3, and so their streamed tiles' destinations, off the 16-byte
-// boundary, and leaves a tail shorter than a line.
+// The rule that decides whether a peer fold's copies stream (peerCopiesStream): where every
+// rank's input and output together fill the last-level cache; the outputs alone reaching 64 MiB
+// where the cache is unknown.
+TEST(AllReducePeer, CopiesStreamWhereInputsAndOutputsFillTheLastLevelCache) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  EXPECT_TRUE(peerCopiesStream(4, 4 * kMiB, 32 * kMiB));       // 2 x 4 x 4 MiB = 32 MiB
+  EXPECT_FALSE(peerCopiesStream(4, 4 * kMiB - 1, 32 * kMiB));  // one byte short
+  EXPECT_FALSE(peerCopiesStream(4, 2 * kMiB, 32 * kMiB));
+  EXPECT_TRUE(peerCopiesStream(3, 11, 65));                    // 66 >= 65
+  EXPECT_FALSE(peerCopiesStream(3, 10, 65));                   // 60 < 65
+  EXPECT_TRUE(peerCopiesStream(4, 16 * kMiB, 0));              // outputs 64 MiB, cache unknown
+  EXPECT_FALSE(peerCopiesStream(4, 16 * kMiB - 1, 0));
+  EXPECT_FALSE(peerCopiesStream(0, 64 * kMiB, 32 * kMiB));
+  // No product that overflows: these would wrap around to a small number.
+  EXPECT_TRUE(peerCopiesStream(0xFFFFFFFFu, uint64_t{1} << 40, uint64_t{1} << 40));
+  EXPECT_TRUE(peerCopiesStream(2, ~uint64_t{0} / 2 + 1, ~uint64_t{0}));
+}
+
+// The smallest float count whose AllReduce streams on `nRanks` ranks of this machine.
+size_t smallestStreamingCount(uint32_t nRanks) {
+  const uint64_t cache = lastLevelCacheBytes();
+  uint64_t bytes = cache == 0 ? kPeerStreamFallbackOutputBytes / nRanks : cache / 2 / nRanks;
+  while (!peerCopiesStream(nRanks, bytes, cache)) ++bytes;
+  return static_cast<size_t>((bytes + sizeof(float) - 1) / sizeof(float));
+}
+
+// Buffers just large enough that the fold writes its tiles into the peers' outputs with streaming
+// stores out of place (memcpy in place), on this machine. The count's remainder puts the starts of
+// slices 2 and 3, and so their streamed tiles' destinations, off the 16-byte boundary, and leaves
+// a tail shorter than a line.
 TEST(AllReducePeer, OutputsLargeEnoughToStreamComeOutBitExact) {
   constexpr int kRanks = 4;
-  constexpr size_t kCount = kPeerStreamMinOutputBytes / kRanks / sizeof(float) + 3;
-  CollDesc d{};
-  d.nRanks = kRanks;
-  d.elemBytes = sizeof(float);
-  d.totalElems = kCount;
-  ASSERT_TRUE(streamsPeerCopies(d)) << "the count no longer reaches the streaming threshold";
-  d.totalElems = kPeerStreamMinOutputBytes / kRanks / sizeof(float) - 1;
-  ASSERT_FALSE(streamsPeerCopies(d)) << "one element below the threshold streams";
-  for (bool inPlace : {false, true}) EXPECT_EQ(runFloatSum(kRanks, kCount, inPlace, false), "peer");
+  const size_t count = smallestStreamingCount(kRanks) + 3;
+  if (count * sizeof(float) > (size_t{256} << 20))
+    GTEST_SKIP() << "this machine's last-level cache (" << lastLevelCacheBytes()
+                 << " bytes) would take buffers over 256 MiB";
+  ASSERT_TRUE(peerCopiesStream(kRanks, count * sizeof(float), lastLevelCacheBytes()));
+  for (bool inPlace : {false, true}) EXPECT_EQ(runFloatSum(kRanks, count, inPlace, false), "peer");
 }
 
 // Direct over several tiles: 2000 floats in 4 KiB slots, on 2 ranks (where peer reads would take
