@@ -24,7 +24,9 @@
 # Open MPI's runs: at ITERS = 20 a 6 us row spans 120 us, and one descheduled rank decides it; a
 # 1 MiB row (0.3-1 ms a run) spans a few milliseconds, and one stretch with three of the 4 ranks
 # on one core decides that (the 1 MiB processes row of host-2026-11-27b.md was bimodal: 271-278
-# us in two repetitions, 452-509 in three). 2000 runs up to 1 MiB add about 20 s a repetition.
+# us in two repetitions, 452-509 in three), and at 2-4 MiB 20 iterations spread processes over
+# 243-683 us and threads over 202-767 (host-2026-11-27d.md), where 300 put them within 30% of each
+# other. 2000 runs up to 4 MiB add about a minute a repetition.
 # Gloo's small rows take 0.3-6 ms each, so its 20 iterations already span milliseconds, and 2000
 # would add minutes per run: Gloo runs ITERS at every size.
 #
@@ -37,7 +39,7 @@
 # rounds of each occl runner's time divided by Open MPI's in the same round.
 #
 # Environment: BUILD_DIR (build-cpu), JOBS (2), NRANKS (4), MINBYTES (8), MAXBYTES (64M),
-# FACTOR (2), ITERS (20), WARMUP (5), SMALL_ITERS (2000; 0 = ITERS everywhere), SMALL_MAX (1M),
+# FACTOR (2), ITERS (20), WARMUP (5), SMALL_ITERS (2000; 0 = ITERS everywhere), SMALL_MAX (4M),
 # RUN_TIMEOUT seconds per run (1800), REPS (5), PAIRED_ROUNDS (12; 0 = none), PAIRED_MAX (256),
 # PAIRED_ITERS (20000).
 set -euo pipefail
@@ -46,7 +48,7 @@ source "$(dirname "$0")/common.sh"
 comparison_usage "$0" "$@"
 comparison_setup "$1"
 NRANKS="${NRANKS:-4}"
-SMALL=(--small-iters "${SMALL_ITERS:-2000}" --small-max "${SMALL_MAX:-1M}")
+SMALL=(--small-iters "${SMALL_ITERS:-2000}" --small-max "${SMALL_MAX:-4M}")
 build_baselines run_host_comparison
 # The machine's copy bandwidth (occl-micro BM_Memcpy at 64 MiB), once per repetition beside the
 # sweep: the bound a host AllReduce's busbw is compared with. Needs Google Benchmark.
