@@ -250,7 +250,7 @@ TEST(PreemptionTest, APreemptionWhoseTryMovedNothingDoesNotSave) {
   const occlCollDesc_t desc = allReduceDesc(plan);
   for (size_t r = 0; r < 2; ++r)
     ASSERT_EQ(occlCollRegister(comms[r], kId, &desc), occlSuccess) << occlGetLastError(comms[r]);
-  ASSERT_EQ(occlSubmit(comms[0], kId, send[0].data(), recv[0].data(), &test::CallbackCounter::callback, &callbacks),
+  ASSERT_EQ(occlSubmit(comms[0], kId, send[0].data(), recv[0].data(), &test::CallbackCounter::callback, callbacks.arg()),
             occlSuccess);
 
   const occlCollStats_t early = statsOncePreempted(comms[0], kId, 10);
@@ -261,7 +261,7 @@ TEST(PreemptionTest, APreemptionWhoseTryMovedNothingDoesNotSave) {
   EXPECT_GT(later.contextLoads, early.contextLoads);
   EXPECT_EQ(later.completions, 0u);
 
-  ASSERT_EQ(occlSubmit(comms[1], kId, send[1].data(), recv[1].data(), &test::CallbackCounter::callback, &callbacks),
+  ASSERT_EQ(occlSubmit(comms[1], kId, send[1].data(), recv[1].data(), &test::CallbackCounter::callback, callbacks.arg()),
             occlSuccess);
   ASSERT_TRUE(callbacks.waitFor(2, 30s));
   for (const auto& [id, status] : callbacks.fired()) EXPECT_EQ(status, occlSuccess) << occlGetErrorString(status);

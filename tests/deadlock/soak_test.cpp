@@ -134,7 +134,7 @@ struct Soak {
         const Coll& c = colls[k];
         occlComm_t comm = (*groups[c.group].comms)[local];
         RankIo& mineIo = io[k][static_cast<size_t>(local)];
-        expectOk(occlSubmit(comm, c.collId, mineIo.send, mineIo.recv, &CallbackCounter::callback, &done), comm,
+        expectOk(occlSubmit(comm, c.collId, mineIo.send, mineIo.recv, &CallbackCounter::callback, done.arg()), comm,
                  absl::StrFormat("%s: submit %s", groups[c.group].name, describe(c.spec)));
       }
       if (!done.waitFor(order.size(), kRoundTimeout)) throw std::runtime_error(pendingReport(rank, order, done));

@@ -157,7 +157,7 @@ Outcome runCase(const GpuComms& g, const Spec& s, int repeats = 1) {
     runRanks(n, [&](int r) {
       if (!participates(s, r)) return;
       const DeviceIo& d = *dev[static_cast<size_t>(r)];
-      expectOk(occlSubmit(g[r], collId, d.send, d.recv, CallbackCounter::callback, &counter), g[r], "occlSubmit");
+      expectOk(occlSubmit(g[r], collId, d.send, d.recv, CallbackCounter::callback, counter.arg()), g[r], "occlSubmit");
     });
     if (!counter.waitFor(static_cast<size_t>(participants)))
       throw std::runtime_error(describe(s) + ": callbacks missing after 60 s");
@@ -336,7 +336,7 @@ TEST_F(Gpu, TortureEightAllReducesInRandomOrders) {
       std::shuffle(order.begin(), order.end(), std::mt19937(static_cast<unsigned>(iter * 131 + r * 7919)));
       for (int c : order) {
         const DeviceIo& d = *dev[c][static_cast<size_t>(r)];
-        expectOk(occlSubmit(g[r], ids[c], d.send, d.recv, CallbackCounter::callback, &counter), g[r], "occlSubmit");
+        expectOk(occlSubmit(g[r], ids[c], d.send, d.recv, CallbackCounter::callback, counter.arg()), g[r], "occlSubmit");
       }
     });
     ASSERT_TRUE(counter.waitFor(kRanks * kColls)) << "callbacks missing after 60 s";
@@ -378,9 +378,9 @@ TEST_F(Gpu, Fig1cDeviceSynchronizeBetweenSubmissionsCompletes) {
     const uint64_t first = r == 0 ? a : b, second = r == 0 ? b : a;
     const DeviceIo& d1 = r == 0 ? *devA[i] : *devB[i];
     const DeviceIo& d2 = r == 0 ? *devB[i] : *devA[i];
-    expectOk(occlSubmit(g[r], first, d1.send, d1.recv, CallbackCounter::callback, &counter), g[r], "occlSubmit");
+    expectOk(occlSubmit(g[r], first, d1.send, d1.recv, CallbackCounter::callback, counter.arg()), g[r], "occlSubmit");
     checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize on rank " + std::to_string(r));
-    expectOk(occlSubmit(g[r], second, d2.send, d2.recv, CallbackCounter::callback, &counter), g[r], "occlSubmit");
+    expectOk(occlSubmit(g[r], second, d2.send, d2.recv, CallbackCounter::callback, counter.arg()), g[r], "occlSubmit");
   });
   ASSERT_TRUE(counter.waitFor(4, std::chrono::seconds(30))) << "Fig. 1(c) did not complete within 30 s";
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -339,7 +339,7 @@ void killScenario(occlComm_t comm, int rank) {
   expectOk(occlCollRegister(comm, 0xF1, &d), comm, "register");
   std::vector<float> buf(d.count, 1.0f);
   CallbackCounter first;
-  expectOk(occlSubmit(comm, 0xF1, buf.data(), buf.data(), &CallbackCounter::callback, &first), comm, "submit");
+  expectOk(occlSubmit(comm, 0xF1, buf.data(), buf.data(), &CallbackCounter::callback, first.arg()), comm, "submit");
   ASSERT_TRUE(first.waitFor(1, std::chrono::seconds(60)));
   ASSERT_EQ(first.fired()[0].second, occlSuccess);
   ASSERT_EQ(buf[0], static_cast<float>(kRanks));
@@ -349,7 +349,7 @@ void killScenario(occlComm_t comm, int rank) {
   }
   CallbackCounter second;
   const auto start = std::chrono::steady_clock::now();
-  const occlResult_t submitted = occlSubmit(comm, 0xF1, buf.data(), buf.data(), &CallbackCounter::callback, &second);
+  const occlResult_t submitted = occlSubmit(comm, 0xF1, buf.data(), buf.data(), &CallbackCounter::callback, second.arg());
   if (submitted == occlSuccess) {
     ASSERT_TRUE(second.waitFor(1, std::chrono::seconds(20))) << "the pending AllReduce never completed";
     EXPECT_NE(second.fired()[0].second, occlSuccess);
@@ -379,7 +379,7 @@ void mismatchScenario(occlComm_t comm, int rank) {
   } else {
     std::vector<float> buf(d.count, 1.0f);
     CallbackCounter done;
-    expectOk(occlSubmit(comm, 0xD1, buf.data(), buf.data(), &CallbackCounter::callback, &done), comm, "submit");
+    expectOk(occlSubmit(comm, 0xD1, buf.data(), buf.data(), &CallbackCounter::callback, done.arg()), comm, "submit");
     ASSERT_TRUE(done.waitFor(1, std::chrono::seconds(30))) << "no callback: the mismatch was not reported";
     EXPECT_EQ(done.fired()[0].second, occlInvalidUsage) << occlGetLastError(comm);
     EXPECT_NE(std::string(occlGetLastError(comm)).find("registered this collId differently"), std::string::npos)

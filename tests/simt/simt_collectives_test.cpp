@@ -106,8 +106,8 @@ std::vector<std::vector<float>> roundingOutputs(occlConfig_t config) {
     d.type = occlCollReduceScatter;
     expectOk(occlCollRegister(comms[r], 2, &d), comms[r], "register reducescatter");
     CallbackCounter done;
-    expectOk(occlSubmit(comms[r], 1, in[r].data(), out[r].data(), &CallbackCounter::callback, &done), comms[r], "submit");
-    expectOk(occlSubmit(comms[r], 2, in[r].data(), out[kRanks + r].data(), &CallbackCounter::callback, &done), comms[r],
+    expectOk(occlSubmit(comms[r], 1, in[r].data(), out[r].data(), &CallbackCounter::callback, done.arg()), comms[r], "submit");
+    expectOk(occlSubmit(comms[r], 2, in[r].data(), out[kRanks + r].data(), &CallbackCounter::callback, done.arg()), comms[r],
              "submit");
     if (!done.waitFor(2)) throw std::runtime_error("callbacks timed out");
     for (const auto& [id, status] : done.fired())

@@ -67,7 +67,7 @@ class SimtPair {
     }
   }
   void submit(int r) {
-    expectOk(occlSubmit(comm(r), kId, in_[r].data(), out_[r].data(), &CallbackCounter::callback, &done_[r]), comm(r),
+    expectOk(occlSubmit(comm(r), kId, in_[r].data(), out_[r].data(), &CallbackCounter::callback, done_[r].arg()), comm(r),
              "submit");
   }
   ::testing::AssertionResult completed(int r, size_t n) {
@@ -154,7 +154,7 @@ TEST(SimtResidency, BlocksAreCountedPerDeviceAcrossRanks) {
       expectOk(occlCollRegister(two[r], 1, &d), two[r], "register");
       std::vector<float> buf(4096, static_cast<float>(r + 1));
       CallbackCounter done;
-      expectOk(occlSubmit(two[r], 1, buf.data(), buf.data(), &CallbackCounter::callback, &done), two[r], "submit");
+      expectOk(occlSubmit(two[r], 1, buf.data(), buf.data(), &CallbackCounter::callback, done.arg()), two[r], "submit");
       if (!done.waitFor(1) || done.fired()[0].second != occlSuccess || buf[4095] != 3.0f)
         throw std::runtime_error("rank " + std::to_string(r) + ": the resident ranks did not complete");
     });

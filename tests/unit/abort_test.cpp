@@ -54,7 +54,7 @@ class AbortTest : public ::testing::TestWithParam<bool> {
       if (c != nullptr) occlCommDestroy(c);
   }
   void submit(int rank, CallbackCounter& done) {
-    ASSERT_EQ(occlSubmit(comms_[rank], kId, bufs_[rank].data(), bufs_[rank].data(), &CallbackCounter::callback, &done),
+    ASSERT_EQ(occlSubmit(comms_[rank], kId, bufs_[rank].data(), bufs_[rank].data(), &CallbackCounter::callback, done.arg()),
               occlSuccess)
         << occlGetLastError(comms_[rank]);
   }
@@ -106,7 +106,7 @@ TEST_P(AbortTest, PeerAlreadyWaitingFailsWithRemoteError) {
   CallbackCounter done[3];
   for (int r = 0; r < 2; ++r) {  // rank 2 never submits
     b[r].assign(kCount, 1.0f);
-    ASSERT_EQ(occlSubmit(trio[r], 0x3, b[r].data(), b[r].data(), &CallbackCounter::callback, &done[r]), occlSuccess);
+    ASSERT_EQ(occlSubmit(trio[r], 0x3, b[r].data(), b[r].data(), &CallbackCounter::callback, done[r].arg()), occlSuccess);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const auto start = Clock::now();
@@ -207,7 +207,7 @@ TEST_P(AbortTest, PeerReadsEndBeforeAFailedRanksBuffersAreFreed) {
       for (;;) {
         MappedFloats buf(kBig, static_cast<float>(r + 1));
         CallbackCounter done;
-        ASSERT_EQ(occlSubmit(comms[r], kPeerId, buf.data(), buf.data(), &CallbackCounter::callback, &done), occlSuccess);
+        ASSERT_EQ(occlSubmit(comms[r], kPeerId, buf.data(), buf.data(), &CallbackCounter::callback, done.arg()), occlSuccess);
         if (r == kRanks - 1 && runs[r] == 2) {  // abort with this run in flight, whatever the peers are doing
           std::this_thread::sleep_for(abortAfter);
           ASSERT_EQ(occlCommAbort(comms[r]), occlSuccess);

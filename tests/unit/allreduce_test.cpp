@@ -47,7 +47,7 @@ std::string runFloatSum(int nRanks, size_t count, bool inPlace, bool ringNamed, 
     for (size_t i = 0; i < count; ++i) send[r][i] = inputValue(r, i);
     CallbackCounter done;
     float* out = inPlace ? send[r].data() : recv[r].data();
-    expectOk(occlSubmit(comms[r], kId, send[r].data(), out, &CallbackCounter::callback, &done), comms[r], "submit");
+    expectOk(occlSubmit(comms[r], kId, send[r].data(), out, &CallbackCounter::callback, done.arg()), comms[r], "submit");
     ASSERT_TRUE(done.waitFor(1)) << "rank " << r << " timed out";
     ASSERT_EQ(done.fired().size(), 1u);
     EXPECT_EQ(done.fired()[0].second, occlSuccess);
@@ -98,7 +98,7 @@ TEST(AllReducePeer, BackToBackSubmissionsOfOneCollectiveKeepTheirNoticesApart) {
         }
         for (int k = 0; k < kRuns; ++k) {
           float* out = inPlace ? send[r][k].data() : recv[r][k].data();
-          expectOk(occlSubmit(comms[r], kId, send[r][k].data(), out, &CallbackCounter::callback, &done), comms[r],
+          expectOk(occlSubmit(comms[r], kId, send[r][k].data(), out, &CallbackCounter::callback, done.arg()), comms[r],
                    "submit");
         }
         ASSERT_TRUE(done.waitFor(kRuns)) << "rank " << r;
@@ -221,7 +221,7 @@ TEST_P(AllReduceSameBits, EveryRankGetsTheSameBits) {
     expectOk(occlCollGetAlgorithm(comms[r], kId, 0, &name), comms[r], "occlCollGetAlgorithm");
     algorithms[r] = name;
     CallbackCounter done;
-    expectOk(occlSubmit(comms[r], kId, send[r].data(), recv[r].data(), &CallbackCounter::callback, &done), comms[r],
+    expectOk(occlSubmit(comms[r], kId, send[r].data(), recv[r].data(), &CallbackCounter::callback, done.arg()), comms[r],
              "submit");
     ASSERT_TRUE(done.waitFor(1)) << "rank " << r << " timed out";
     EXPECT_EQ(done.fired()[0].second, occlSuccess);

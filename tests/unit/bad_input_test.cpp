@@ -137,7 +137,7 @@ TEST(BadInputTest, NullBuffers) {
   // A zero-element collective touches no memory: NULL is fine (as in NCCL).
   registerBoth(comms, 6, 0);
   CallbackCounter done;
-  expectOk(occlSubmit(c, 6, nullptr, nullptr, &CallbackCounter::callback, &done), c, "count-0 submit");
+  expectOk(occlSubmit(c, 6, nullptr, nullptr, &CallbackCounter::callback, done.arg()), c, "count-0 submit");
   ASSERT_TRUE(done.waitFor(1, std::chrono::seconds(10)));
   EXPECT_EQ(done.fired()[0].second, occlSuccess);
 }
@@ -157,17 +157,17 @@ TEST(BadInputTest, SharedBuffersFreedAfterASubmissionAreRefused) {
   ASSERT_EQ(occlMemAlloc(&out, 16 * sizeof(float)), occlSuccess) << occlGetLastError(nullptr);
   CallbackCounter done;
   for (int i = 0; i < 2; ++i) {
-    expectOk(occlSubmit(c, 7, in, out, &CallbackCounter::callback, &done), c, "submit");
+    expectOk(occlSubmit(c, 7, in, out, &CallbackCounter::callback, done.arg()), c, "submit");
     expectOk(occlCommWaitAll(c, 10000), c, "wait");
   }
   ASSERT_EQ(occlMemFree(out), occlSuccess);
-  EXPECT_OCCL_ERROR(occlSubmit(c, 7, in, out, &CallbackCounter::callback, &done), occlInvalidArgument, c,
+  EXPECT_OCCL_ERROR(occlSubmit(c, 7, in, out, &CallbackCounter::callback, done.arg()), occlInvalidArgument, c,
                     "recvbuf of collId 0x7 is not memory from occlMemAlloc");
   float stack[16] = {};
-  EXPECT_OCCL_ERROR(occlSubmit(c, 7, stack, stack, &CallbackCounter::callback, &done), occlInvalidArgument, c,
+  EXPECT_OCCL_ERROR(occlSubmit(c, 7, stack, stack, &CallbackCounter::callback, done.arg()), occlInvalidArgument, c,
                     "sendbuf of collId 0x7 is not memory from occlMemAlloc");
   ASSERT_EQ(occlMemAlloc(&out, 16 * sizeof(float)), occlSuccess) << occlGetLastError(nullptr);
-  expectOk(occlSubmit(c, 7, in, out, &CallbackCounter::callback, &done), c, "submit after a new allocation");
+  expectOk(occlSubmit(c, 7, in, out, &CallbackCounter::callback, done.arg()), c, "submit after a new allocation");
   expectOk(occlCommWaitAll(c, 10000), c, "wait");
   EXPECT_EQ(done.fired().size(), 3u);
   EXPECT_EQ(occlMemFree(in), occlSuccess);
@@ -289,8 +289,8 @@ TEST(BadInputTest, InPlaceMisuse) {
   EXPECT_OCCL_ERROR(occlSubmit(c, 9, buf.data(), buf.data() + 63, nullptr, nullptr), occlInvalidArgument, c, "overlap");
   // NCCL's in-place position and disjoint buffers are both fine.
   CallbackCounter done;
-  expectOk(occlSubmit(c, 9, buf.data(), buf.data(), &CallbackCounter::callback, &done), c, "in place");
-  expectOk(occlSubmit(c, 9, buf.data(), buf.data() + 64, &CallbackCounter::callback, &done), c, "adjacent");
+  expectOk(occlSubmit(c, 9, buf.data(), buf.data(), &CallbackCounter::callback, done.arg()), c, "in place");
+  expectOk(occlSubmit(c, 9, buf.data(), buf.data() + 64, &CallbackCounter::callback, done.arg()), c, "adjacent");
   EXPECT_TRUE(done.waitFor(2, std::chrono::seconds(10)));
 }
 
@@ -303,9 +303,9 @@ TEST(BadInputTest, RegisterTwiceAndDeregisterInFlight) {
 
   std::vector<float> b0(32, 1.0f), b1(32, 2.0f);
   CallbackCounter done[2];
-  expectOk(occlSubmit(comms[0], 0x77, b0.data(), b0.data(), &CallbackCounter::callback, &done[0]), c, "submit");
+  expectOk(occlSubmit(comms[0], 0x77, b0.data(), b0.data(), &CallbackCounter::callback, done[0].arg()), c, "submit");
   EXPECT_OCCL_ERROR(occlCollDeregister(c, 0x77), occlInvalidUsage, c, "in flight");
-  expectOk(occlSubmit(comms[1], 0x77, b1.data(), b1.data(), &CallbackCounter::callback, &done[1]), comms[1], "submit");
+  expectOk(occlSubmit(comms[1], 0x77, b1.data(), b1.data(), &CallbackCounter::callback, done[1].arg()), comms[1], "submit");
   for (int r = 0; r < 2; ++r) expectOk(occlCommWaitAll(comms[r], 30000), comms[r], "waitAll");
   EXPECT_EQ(b0[0], 3.0f);
   expectOk(occlCollDeregister(c, 0x77), c, "deregister once idle");
@@ -321,12 +321,12 @@ TEST(BadInputTest, TooManyInFlight) {
   std::vector<std::vector<float>> bufs(6, std::vector<float>(8, 1.0f));
   CallbackCounter done[2];
   for (int k = 0; k < 2; ++k)
-    expectOk(occlSubmit(comms[0], 0x51, bufs[k].data(), bufs[k].data(), &CallbackCounter::callback, &done[0]),
+    expectOk(occlSubmit(comms[0], 0x51, bufs[k].data(), bufs[k].data(), &CallbackCounter::callback, done[0].arg()),
              comms[0], "submit within the window");
   EXPECT_OCCL_ERROR(occlSubmit(comms[0], 0x51, bufs[2].data(), bufs[2].data(), nullptr, nullptr), occlInProgress,
                     comms[0], "maxInflightPerColl");
   for (int k = 3; k < 5; ++k)
-    expectOk(occlSubmit(comms[1], 0x51, bufs[k].data(), bufs[k].data(), &CallbackCounter::callback, &done[1]),
+    expectOk(occlSubmit(comms[1], 0x51, bufs[k].data(), bufs[k].data(), &CallbackCounter::callback, done[1].arg()),
              comms[1], "peer submit");
   EXPECT_TRUE(done[0].waitFor(2, std::chrono::seconds(30)));
   EXPECT_TRUE(done[1].waitFor(2, std::chrono::seconds(30)));
@@ -358,7 +358,7 @@ void registrationDiffers(bool submitFirst) {
   CallbackCounter done;
   auto start = std::chrono::steady_clock::now();
   auto submit = [&] {
-    expectOk(occlSubmit(comms[0], kId, buf.data(), buf.data(), &CallbackCounter::callback, &done), comms[0], "submit");
+    expectOk(occlSubmit(comms[0], kId, buf.data(), buf.data(), &CallbackCounter::callback, done.arg()), comms[0], "submit");
   };
   if (submitFirst) submit();
   EXPECT_OCCL_ERROR(occlCollRegister(comms[1], kId, &d1), occlInvalidUsage, comms[1], "0xd1ff");

@@ -95,7 +95,7 @@ TEST(CollectiveFields, IgnoredFieldsNeedNotMatch) {
       if (c.spec.type == occlCollAllReduce) d.root = r == 0 ? 5 : -1;
       expectOk(occlCollRegister(comms[r], c.collId, &d), comms[r], "register " + describe(c.spec));
       RankIo& io = c.io[static_cast<size_t>(r)];
-      expectOk(occlSubmit(comms[r], c.collId, io.send, io.recv, &CallbackCounter::callback, &done), comms[r], "submit");
+      expectOk(occlSubmit(comms[r], c.collId, io.send, io.recv, &CallbackCounter::callback, done.arg()), comms[r], "submit");
     }
     ASSERT_TRUE(done.waitFor(cases.size()));
     for (const auto& fired : done.fired()) EXPECT_EQ(fired.second, occlSuccess);
@@ -159,7 +159,7 @@ TEST(CollectiveErrors, CountMismatchFailsTheLaterRegistrantAndTheWaitingSubmissi
     std::vector<std::byte> send(64 * 1024), recv(64 * 1024);
     CallbackCounter done;
     ASSERT_EQ(occlCollRegister(comms[0], id, &first), occlSuccess) << occlGetLastError(comms[0]);
-    ASSERT_EQ(occlSubmit(comms[0], id, send.data(), recv.data(), &CallbackCounter::callback, &done), occlSuccess);
+    ASSERT_EQ(occlSubmit(comms[0], id, send.data(), recv.data(), &CallbackCounter::callback, done.arg()), occlSuccess);
 
     occlCollDesc_t later = type == occlCollRecv ? makeDesc(occlCollSend, 0) : first;
     later.count = 1001;
@@ -185,8 +185,8 @@ TEST(CollectiveErrors, CountMismatchReachesRanksThatAgree) {
   CallbackCounter done0, done2;
   ASSERT_EQ(occlCollRegister(comms[0], kId, &d), occlSuccess);
   ASSERT_EQ(occlCollRegister(comms[2], kId, &d), occlSuccess);
-  ASSERT_EQ(occlSubmit(comms[0], kId, buf0.data(), buf0.data(), &CallbackCounter::callback, &done0), occlSuccess);
-  ASSERT_EQ(occlSubmit(comms[2], kId, buf2.data(), buf2.data(), &CallbackCounter::callback, &done2), occlSuccess);
+  ASSERT_EQ(occlSubmit(comms[0], kId, buf0.data(), buf0.data(), &CallbackCounter::callback, done0.arg()), occlSuccess);
+  ASSERT_EQ(occlSubmit(comms[2], kId, buf2.data(), buf2.data(), &CallbackCounter::callback, done2.arg()), occlSuccess);
   d.count = 4095;
   EXPECT_EQ(occlCollRegister(comms[1], kId, &d), occlInvalidUsage);
   ASSERT_TRUE(done0.waitFor(1, std::chrono::seconds(20)));

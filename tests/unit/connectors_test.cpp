@@ -190,7 +190,7 @@ TEST(ConnectorPairing, SenderDeregistersBeforeReceiverRegisters) {
   for (const std::vector<float>& p : payload) {
     CallbackCounter sent;
     expectOk(occlCollRegister(comms[0], kId, &send), comms[0], "register send");
-    expectOk(occlSubmit(comms[0], kId, p.data(), nullptr, &CallbackCounter::callback, &sent), comms[0], "submit");
+    expectOk(occlSubmit(comms[0], kId, p.data(), nullptr, &CallbackCounter::callback, sent.arg()), comms[0], "submit");
     ASSERT_TRUE(sent.waitFor(1, std::chrono::seconds(20)));
     EXPECT_EQ(sent.fired().front().second, occlSuccess);
     expectOk(occlCollDeregister(comms[0], kId), comms[0], "deregister send");
@@ -199,7 +199,7 @@ TEST(ConnectorPairing, SenderDeregistersBeforeReceiverRegisters) {
     CallbackCounter received;
     std::vector<float> out(kCount, 0.0f);
     expectOk(occlCollRegister(comms[1], kId, &recv), comms[1], "register recv");
-    expectOk(occlSubmit(comms[1], kId, nullptr, out.data(), &CallbackCounter::callback, &received), comms[1],
+    expectOk(occlSubmit(comms[1], kId, nullptr, out.data(), &CallbackCounter::callback, received.arg()), comms[1],
              "submit");
     ASSERT_TRUE(received.waitFor(1, std::chrono::seconds(20))) << "the receive never saw the data sent";
     EXPECT_EQ(received.fired().front().second, occlSuccess);

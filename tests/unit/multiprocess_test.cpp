@@ -295,7 +295,7 @@ void runAllReduces(occlComm_t comm, int rank, int nRanks) {
       recv.emplace_back(counts[c], -1.0f);
       for (size_t i = 0; i < counts[c]; ++i) send.back()[i] = inputValue(rank, i);
       float* out = inPlace ? send.back().data() : recv.back().data();
-      expectOk(occlSubmit(comm, 0x100 + c, send.back().data(), out, &CallbackCounter::callback, &done), comm, "submit");
+      expectOk(occlSubmit(comm, 0x100 + c, send.back().data(), out, &CallbackCounter::callback, done.arg()), comm, "submit");
     }
   }
   expectOk(occlCommWaitAll(comm, 60000), comm, "waitAll");
@@ -357,12 +357,12 @@ void runSharedAllReduces(occlComm_t comm, int rank, int nRanks, bool peersReacha
       for (size_t i = 0; i < n; ++i) in[i] = inputValue(rank, i);
       float* out = variant == 0 ? recv.back().get() : in;
       outs.emplace_back(out, n);
-      expectOk(occlSubmit(comm, 0x200 + c, in, out, &CallbackCounter::callback, &done), comm, "submit");
+      expectOk(occlSubmit(comm, 0x200 + c, in, out, &CallbackCounter::callback, done.arg()), comm, "submit");
     }
   }
   // Memory from elsewhere is refused, naming the buffer, and nothing is submitted.
   std::vector<float> privateBuf(counts[2], 1.0f);
-  EXPECT_EQ(occlSubmit(comm, 0x202, privateBuf.data(), privateBuf.data(), &CallbackCounter::callback, &done),
+  EXPECT_EQ(occlSubmit(comm, 0x202, privateBuf.data(), privateBuf.data(), &CallbackCounter::callback, done.arg()),
             occlInvalidArgument);
   EXPECT_NE(std::string(occlGetLastError(comm)).find("sendbuf of collId 0x202 is not memory from occlMemAlloc"),
             std::string::npos)
@@ -395,7 +395,7 @@ void registerAllReduceTooLargeForDevShm(occlComm_t comm, int rank, int nRanks) {
   std::vector<float> send(small.count), recv(small.count, -1.0f);
   for (size_t i = 0; i < small.count; ++i) send[i] = inputValue(rank, i);
   CallbackCounter done;
-  expectOk(occlSubmit(comm, 0x300, send.data(), recv.data(), &CallbackCounter::callback, &done), comm, "submit");
+  expectOk(occlSubmit(comm, 0x300, send.data(), recv.data(), &CallbackCounter::callback, done.arg()), comm, "submit");
   expectOk(occlCommWaitAll(comm, 60000), comm, "waitAll");
   ASSERT_EQ(done.fired().size(), 1u);
   EXPECT_EQ(done.fired()[0].second, occlSuccess);
@@ -429,7 +429,7 @@ void survivePeerDeath(occlComm_t comm, bool shared) {
   SharedFloats buf = sharedFloats(d.count, 1.0f);
   CallbackCounter done;
   const auto start = Clock::now();
-  occlResult_t submitted = occlSubmit(comm, 0xFA, buf.get(), buf.get(), &CallbackCounter::callback, &done);
+  occlResult_t submitted = occlSubmit(comm, 0xFA, buf.get(), buf.get(), &CallbackCounter::callback, done.arg());
   if (submitted == occlSuccess) {
     ASSERT_TRUE(done.waitFor(1, std::chrono::seconds(10))) << "the pending submission never completed";
     EXPECT_EQ(done.fired()[0].second, occlRemoteError);
@@ -440,7 +440,7 @@ void survivePeerDeath(occlComm_t comm, bool shared) {
   EXPECT_EQ(awaitAsyncError(comm, std::chrono::seconds(10)), occlRemoteError);
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
   // Once the death is known, a new submission is refused with the peer's failure.
-  EXPECT_EQ(occlSubmit(comm, 0xFA, buf.get(), buf.get(), &CallbackCounter::callback, &done), occlRemoteError);
+  EXPECT_EQ(occlSubmit(comm, 0xFA, buf.get(), buf.get(), &CallbackCounter::callback, done.arg()), occlRemoteError);
   EXPECT_NE(std::string(occlGetLastError(comm)).find("failed"), std::string::npos) << occlGetLastError(comm);
   finish(comm);  // nothing pending: finalize stops without waiting for the dead peer
 }
@@ -456,7 +456,7 @@ void stallInsidePeerAllReduce(occlComm_t comm, int rank) {
   SharedFloats buf = sharedFloats(d.count, 1.0f);
   CallbackCounter done;
   if (rank == envInt("OCCL_MP_VICTIM", -1)) {
-    expectOk(occlSubmit(comm, 0xFB, buf.get(), buf.get(), &CallbackCounter::callback, &done), comm, "submit");
+    expectOk(occlSubmit(comm, 0xFB, buf.get(), buf.get(), &CallbackCounter::callback, done.arg()), comm, "submit");
     // Its daemon posts the notices, then waits for the others' and is preempted: a saved
     // context says the posting try moved (a fixed sleep could miss it on a loaded machine).
     occlCollStats_t stats{};
@@ -470,7 +470,7 @@ void stallInsidePeerAllReduce(occlComm_t comm, int rank) {
     _exit(3);  // never reached: the parent kills it while stopped
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the victim posts first, as a rule
-  expectOk(occlSubmit(comm, 0xFB, buf.get(), buf.get(), &CallbackCounter::callback, &done), comm, "submit");
+  expectOk(occlSubmit(comm, 0xFB, buf.get(), buf.get(), &CallbackCounter::callback, done.arg()), comm, "submit");
   const auto until = Clock::now() + std::chrono::seconds(20);
   while (memory::pins() == 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ASSERT_GT(memory::pins(), 0u) << "the fold never mapped the peers' buffers";
@@ -489,7 +489,7 @@ void hangOrTimeOut(occlComm_t comm, int rank) {
   expectOk(occlCollRegister(comm, 0xB, &d), comm, "register B");
   std::vector<float> a(1024, 1.0f), b(1024, 1.0f);
   CallbackCounter done;
-  expectOk(occlSubmit(comm, 0xA, a.data(), a.data(), &CallbackCounter::callback, &done), comm, "submit A");
+  expectOk(occlSubmit(comm, 0xA, a.data(), a.data(), &CallbackCounter::callback, done.arg()), comm, "submit A");
   ASSERT_TRUE(done.waitFor(1, std::chrono::seconds(30))) << "A never completed";
   ASSERT_EQ(done.fired()[0].second, occlSuccess) << "A";
   ASSERT_EQ(a[0], 3.0f);
@@ -498,7 +498,7 @@ void hangOrTimeOut(occlComm_t comm, int rank) {
     raise(SIGSTOP);  // the parent continues it once the others have timed out
   } else {
     const auto submitted = Clock::now();
-    expectOk(occlSubmit(comm, 0xB, b.data(), b.data(), &CallbackCounter::callback, &done), comm, "submit B");
+    expectOk(occlSubmit(comm, 0xB, b.data(), b.data(), &CallbackCounter::callback, done.arg()), comm, "submit B");
     ASSERT_TRUE(done.waitFor(2, std::chrono::milliseconds(kHangTimeoutMs) + kHangSlack))
         << "B did not fail within collTimeoutMs + slack";
     const auto took = Clock::now() - submitted;

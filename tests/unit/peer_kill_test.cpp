@@ -200,7 +200,7 @@ void registerPhase(const Child& c, occlComm_t comm) {
   const auto start = Clock::now();
   size_t submitted = 0;
   for (int k = 0; k < 2; ++k) {
-    const occlResult_t r = occlSubmit(comm, 0x500 + k, buf.data(), buf.data(), &CallbackCounter::callback, &done);
+    const occlResult_t r = occlSubmit(comm, 0x500 + k, buf.data(), buf.data(), &CallbackCounter::callback, done.arg());
     if (r == occlSuccess) {
       ++submitted;
     } else {
@@ -231,7 +231,7 @@ void collectivePhase(const Child& c, occlComm_t comm) {
   const auto start = Clock::now();
   for (int k = 0; k < (c.isVictim() ? 3 : kCollectives); ++k) {
     const occlResult_t r =
-        occlSubmit(comm, 0x500 + k, bufs[k].data(), bufs[k].data(), &CallbackCounter::callback, &done);
+        occlSubmit(comm, 0x500 + k, bufs[k].data(), bufs[k].data(), &CallbackCounter::callback, done.arg());
     if (r != occlSuccess) {
       EXPECT_EQ(r, occlRemoteError) << occlGetLastError(comm);
       break;  // the job has failed: the rest would be refused the same way
@@ -277,7 +277,7 @@ void finalizePhase(const Child& c, occlComm_t comm) {
   std::vector<float> buf(kCount);
   for (size_t i = 0; i < kCount; ++i) buf[i] = inputValue(c.rank, i);
   CallbackCounter done;
-  expectOk(occlSubmit(comm, 0x500, buf.data(), buf.data(), &CallbackCounter::callback, &done), comm, "submit");
+  expectOk(occlSubmit(comm, 0x500, buf.data(), buf.data(), &CallbackCounter::callback, done.arg()), comm, "submit");
   ASSERT_TRUE(done.waitFor(1, 30s));
   ASSERT_EQ(done.fired()[0].second, occlSuccess);
   ASSERT_EQ(buf[1], static_cast<float>(kRanks * (kRanks + 1)));
