@@ -144,7 +144,7 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   desc_.timeoutNs = static_cast<uint64_t>(cfg.collTimeoutMs) * 1000000ull;
   desc_.inflightWindow = static_cast<uint16_t>(cfg.maxInflightPerColl);  // validated <= kMaxInflightPerColl
   desc_.priority = desc.priority;
-  desc_.peerStream = peerCopiesStream(desc_.nRanks, desc_.totalElems * elemBytes, lastLevelCacheBytes()) ? 1 : 0;
+  desc_.peerStream = peerCopiesStream(desc_.nRanks, peerBufferBytes(desc_), lastLevelCacheBytes()) ? 1 : 0;
 
   for (uint32_t f : {kFormOutOfPlace, kFormInPlace}) {
     if (f == kFormInPlace && forms[f] == forms[kFormOutOfPlace]) {

@@ -94,18 +94,13 @@ class CallbackCounter {
  public:
   CallbackCounter() : state_(new State) {}
   ~CallbackCounter() {
-    bool pending = false;
     {
       std::lock_guard<std::mutex> lock(state_->mu);
-      pending = state_->fired.size() < state_->armed;
+      state_->retired = state_->fired.size() < state_->armed;
     }
-    if (!pending) {
+    if (!state_->retired) {
       delete state_;
       return;
-    }
-    {
-      std::lock_guard<std::mutex> lock(state_->mu);
-      state_->retired = true;
     }
     static std::mutex retiredMu;
     static auto* retired = new std::vector<State*>;  // never freed: see above
