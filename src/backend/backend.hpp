@@ -9,6 +9,7 @@
 
 #include "daemon/daemon.hpp"
 #include "occl/occl.h"
+#include "queues/yield_board.hpp"
 #include "util/status.hpp"
 
 namespace occl::backend {
@@ -55,6 +56,10 @@ class Backend {
   virtual void beginHelp() {}
   virtual HelpResult help(uint64_t deadlineNs, uint64_t clockNs) { return {}; }
   virtual void endHelp(bool workLeft) {}
+  // Before start(): the yield board of the communicator's ranks of this host and this rank
+  // (queues/yield_board.hpp), or nullptr. The host backend's threads count their yields on it and
+  // spin for a peer that is on a CPU; blocks that are not host threads of their own ignore it.
+  virtual void useYieldBoard(YieldBoard* board, int rank) {}
   // Joins the daemon after the exit SQE (or the abort flag) has been published.
   virtual Status stop() = 0;
   // After stop(): whether a daemon that did not exit in time may still run (a kernel backend's

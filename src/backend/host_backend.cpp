@@ -12,6 +12,10 @@
 // submit path (a submitter who goes on to wait would pay a futex wake for a thread that steps
 // back at once). A helper that leaves with work in flight rings it; otherwise the next timed
 // wake-up, at most kMaxAsideUs later, finds it gone.
+//
+// Both count their yields on the rank's word of the yield board (queues/yield_board.hpp), and
+// their passes' waits read the peers' words there: tYieldBoard and tYieldWord are set for the
+// daemon threads once and around each helped pass.
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -62,13 +66,23 @@ class HostBackend : public OnHostMemory<Backend> {
   // waiter's timeout, and would turn a hang the user asked for into preemption.
   bool canHelp() const override { return env_ != nullptr && env_->nBlocks == 1 && preemptive_; }
   void beginHelp() override { helpers_.fetch_add(1, std::memory_order_seq_cst); }
+  void useYieldBoard(YieldBoard* board, int rank) override {
+    board_ = board;
+    word_ = board != nullptr ? board->of(rank) : nullptr;
+  }
   HelpResult help(uint64_t deadlineNs, uint64_t clockNs) override {
     if (!holds_[0].tryHold()) return {};
     HelpResult result;
     if (!retired_[0].load(std::memory_order_acquire)) {
       tPassDeadlineNs = deadlineNs;
       tCqFullBell = cqFullBell();
+      YieldBoard* const outerBoard = tYieldBoard;  // a waiter of another communicator's callback
+      YieldWord* const outerWord = tYieldWord;
+      tYieldBoard = board_;
+      tYieldWord = word_;
       const PassResult r = daemonPass(*env_, 0, clockNs);
+      tYieldBoard = outerBoard;
+      tYieldWord = outerWord;
       tCqFullBell = {};
       tPassDeadlineNs = 0;
       if (r.exit) retired_[0].store(true, std::memory_order_release);
@@ -147,13 +161,15 @@ class HostBackend : public OnHostMemory<Backend> {
     int64_t asideUs = 0;
     uint64_t cqSeen = 0;
     tCqFullBell = cqFullBell();
+    tYieldBoard = board_;
+    tYieldWord = word_;
     for (;;) {
       if (helped(block)) {
         standAside(block, asideUs);
         continue;
       }
       if (!holds_[block].tryHold()) {  // a helper's pass, just ending
-        std::this_thread::yield();
+        countedYield(word_);
         continue;
       }
       asideUs = 0;
@@ -188,7 +204,7 @@ class HostBackend : public OnHostMemory<Backend> {
         continue;
       }
       if (idleUs < 50) {
-        std::this_thread::yield();
+        countedYield(word_);
         continue;
       }
       // Stuck waiting for peers: sleep briefly, longer the longer nothing moves (capped so a
@@ -203,6 +219,8 @@ class HostBackend : public OnHostMemory<Backend> {
 
   int64_t idleQuitUs_;
   bool preemptive_;
+  YieldBoard* board_ = nullptr;  // useYieldBoard; read by the daemon threads once they start
+  YieldWord* word_ = nullptr;
   DaemonEnv* env_ = nullptr;
   std::unique_ptr<BlockHold[]> holds_;
   std::unique_ptr<std::atomic<bool>[]> retired_;  // a helper's pass read the exit SQE

@@ -10,6 +10,7 @@
 #include "primitives/primitives.hpp"
 #include "device/compat.hpp"
 #include "queues/fifo_wait.hpp"
+#include "queues/yield_board.hpp"
 
 namespace occl {
 
@@ -49,7 +50,8 @@ struct SpinBudget {
   // Host backend: for this long from its first unready round a wait spins on its core (the
   // CPU's pause) instead of yielding it, where every rank of this host has a core of its own: a
   // peer on another core is usually a fraction of a microsecond away, and a yield is a system
-  // call. 0 = yield from the first round (more ranks than cores, the GPU, the simt backend).
+  // call. 0 = yield from the first round (more ranks than cores, the GPU, the simt backend), except
+  // for a peer that is on a CPU (peerOnCpu, queues/yield_board.hpp).
   uint32_t spinInPlaceNs;
   // Between tiles a try looks at sqPublished only before every arrivalEveryTiles-th tile (0 and
   // 1: every tile): on the GPU the SQ is host memory, and each look is a read across PCIe.
@@ -68,6 +70,7 @@ inline constexpr uint32_t kSpinRoundsPerClockRead = 8;
 struct WaitClock {
   uint64_t startNs = 0;
   uint64_t spinEndNs = 0;
+  uint64_t peerSpinStartNs = 0;  // the first round that spun for a peer on a CPU (peerOnCpu)
   uint64_t ns = 0;
   uint32_t readAt = 0;    // the round of the last reading (valid once ns != 0)
   bool spinning = false;  // the last round spun in place
@@ -249,8 +252,9 @@ class BlockExecutor {
   // Spins until `ready` holds, the threshold passes, or the collective must fail (abort, timeout,
   // a poisoned connector, another block's failure recorded in failStatus). A wait on FIFOs
   // (`recv`, `send`) parks on the one not ready once budget_.parkAfter rounds have yielded.
-  // Rounds that spin in place (budget_.spinInPlaceNs) count towards the threshold like the
-  // others: a wait with a threshold of a few dozen rounds may end before it ever yields.
+  // Rounds that spin in place (budget_.spinInPlaceNs, or for a peer on a CPU: peerOnCpu) count
+  // towards the threshold like the others: a wait with a threshold of a few dozen rounds may end
+  // before it ever yields.
   // `site` names the caller's wait at the simt block's barriers, so lanes in two different waits
   // are told apart.
   template <typename Ready>
@@ -273,10 +277,10 @@ class BlockExecutor {
         return exec::broadcastFromLeader([&] { return failureCode() != 0; }) ? WaitResult::Failed : WaitResult::Stuck;
       if (parking) {
         park(recv, send, recvNeed, clock.startNs);
-      } else if (spinsInPlace(spins, clock)) {
+      } else if (spinsInPlace(spins, clock) || peerOnCpu(recv, send, spins, clock)) {
         exec::cpuPause();
       } else {
-        exec::spinPause();
+        yieldRound();
         ++yields;
       }
     }
@@ -292,6 +296,27 @@ class BlockExecutor {
       clock.spinning = now < clock.spinEndNs;
       return clock.spinning;
     });
+  }
+
+  // Host: whether this round spins on the core because the rank the wait is for, the sender of
+  // `recv` (else the receiver of `send`), has no thread in a yield (queues/yield_board.hpp): for at
+  // most kPeerOnCpuSpinNs from the first such round. Only host blocks have a board (tYieldBoard),
+  // and they have one lane: no broadcast.
+  OCCL_HD bool peerOnCpu([[maybe_unused]] const FifoHandle* recv, [[maybe_unused]] const FifoHandle* send,
+                         [[maybe_unused]] uint32_t spins, [[maybe_unused]] WaitClock& clock) const {
+#if OCCL_ON_DEVICE
+    return false;
+#else
+    if (tYieldBoard == nullptr) return false;
+    const uint32_t named = recv != nullptr   ? atomics::loadRelaxed(&recv->header->senderRank)
+                           : send != nullptr ? atomics::loadRelaxed(&send->header->receiverRank)
+                                             : 0u;
+    if (!namedRankOnCpu(tYieldBoard, named)) return false;
+    const uint64_t now = clock.at(spins);
+    if (clock.peerSpinStartNs == 0) clock.peerSpinStartNs = now;
+    clock.spinning = now - clock.peerSpinStartNs < kPeerOnCpuSpinNs;
+    return clock.spinning;
+#endif
   }
 
   // One sleep of a parked wait (host only), on whichever FIFO is not ready: until it moves,

@@ -259,6 +259,10 @@ Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, con
   }
   connectors_.push_back(mem.value());
   connectorBytes_ += fifoBytes(slots, slotBytes);
+  if (setup.yieldBoard != nullptr) {  // host memory: whose word a wait on this FIFO reads
+    atomics::storeRelaxed(&mem.value()->header()->senderRank, namedRank(key.sender));
+    atomics::storeRelaxed(&mem.value()->header()->receiverRank, namedRank(key.receiver));
+  }
   connectorSlots_ = std::max(connectorSlots_, slots);
   Result<uint64_t> peerSig = mem.value()->exchangeSignature(sending, desc_.signature);
   if (!peerSig.ok()) {

@@ -16,6 +16,7 @@
 #include "host/algorithm_library.hpp"
 #include "ir_loader/program.hpp"
 #include "occl/occl.h"
+#include "queues/yield_board.hpp"
 #include "transport/connector.hpp"
 #include "util/one_writer.hpp"
 #include "util/status.hpp"
@@ -39,6 +40,7 @@ struct CollectiveSetup {
   AlgorithmLibrary* library;
   bool peerReads;   // ranks share an address space and host memory (comm.cpp): the peer AllReduce may run
   bool peerShared;  // host backend, every peer in-process or shm: it may run on occlMemAlloc buffers
+  YieldBoard* yieldBoard;  // the ranks' yield board (comm.hpp), or nullptr: FIFOs then name no ranks
 };
 
 class Collective {

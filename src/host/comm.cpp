@@ -68,7 +68,8 @@ uint32_t parkAfterSpins(const backend::Backend& backend) {
 // needs is running on another core, and a yield is a system call (microseconds on this
 // project's VM) that only delays seeing its write. 2 ranks on 2 cores, 8 B AllReduce: 3.0-3.7
 // us yielding, 1.5-2.8 us spinning. With more threads than cores a spin holds the core a
-// waited-for rank needs: 4 ranks on 2 cores went from 15-22 us to 62-72 us. Never with NET
+// waited-for rank needs: 4 ranks on 2 cores went from 15-22 us to 62-72 us (there a wait spins
+// only while the rank it waits for is on a CPU: queues/yield_board.hpp). Never with NET
 // peers, whose proxy threads the waits also need. Not seen: other communicators' threads and a
 // cgroup's CPU quota; the spin is bounded, so they cost at most 2 us per wait. Ranks bound to a
 // core each (mpirun -np 2's default) have one-CPU masks but still a core each.
@@ -101,6 +102,13 @@ bool ranksShareMemory(const backend::Backend* backend, const transport::Connecto
   return true;
 }
 
+// The yield board of a host daemon whose peers all share one (transport/connector.hpp): the only
+// daemon whose blocks are threads that yield.
+YieldBoard* yieldBoardFor(backend::Backend* backend, transport::ConnectorFactory* connectors) {
+  if (backend == nullptr || connectors == nullptr || std::string_view(backend->name()) != "host") return nullptr;
+  return connectors->yieldBoard();
+}
+
 }  // namespace
 
 Comm::Comm(CommOptions& o)
@@ -113,6 +121,8 @@ Comm::Comm(CommOptions& o)
       connectors_(std::move(o.connectors)),
       peerReads_(ranksShareMemory(backend_.get(), connectors_.get(), rank_, nRanks_, /*shmToo=*/false)),
       peerShared_(o.shmPeersSharePids && ranksShareMemory(backend_.get(), connectors_.get(), rank_, nRanks_, /*shmToo=*/true)),
+      yieldBoard_(yieldBoardFor(backend_.get(), connectors_.get())),
+      yieldWord_(yieldBoard_ != nullptr ? yieldBoard_->of(rank_) : nullptr),
       bootstrap_(std::move(o.bootstrap)) {}
 
 Result<std::unique_ptr<Comm>> Comm::create(CommOptions options) {
@@ -186,6 +196,7 @@ Status Comm::allocateDaemonState() {
 }
 
 Status Comm::start() {
+  backend_->useYieldBoard(yieldBoard_, rank_);
   if (Status s = backend_->start(env_); !s.ok()) return s;
   started_ = true;
   cqHeads_.assign(env_->cq.nRings, 0);
@@ -360,7 +371,7 @@ Status Comm::registerCollective(uint64_t collId, const occlCollDesc_t& desc) {
   Result<uint32_t> index = allocateIndex();
   if (!index.ok()) return index.status();
   CollectiveSetup setup{rank_,     nRanks_,    &config_,   backend_.get(), connectors_.get(),
-                        &library_, peerReads_, peerShared_};
+                        &library_, peerReads_, peerShared_, yieldBoard_};
   Result<std::unique_ptr<Collective>> coll = Collective::create(setup, collId, index.value(), desc);
   Status published = coll.ok() ? Status::success() : coll.status();
   if (published.ok()) {

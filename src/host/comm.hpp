@@ -21,6 +21,7 @@
 #include "host/algorithm_library.hpp"
 #include "host/collective.hpp"
 #include "occl/occl.h"
+#include "queues/yield_board.hpp"
 #include "transport/connector.hpp"
 #include "util/one_writer.hpp"
 #include "util/status.hpp"
@@ -128,6 +129,10 @@ class Comm {
   // (declared after connectors_: initialised from it) every rank may read every other's buffers
   bool peerReads_;
   bool peerShared_;
+  // The host's ranks' yield board (queues/yield_board.hpp; host backend, every peer on this host),
+  // and this rank's word on it: its daemon and its helping waiters count their yields there.
+  YieldBoard* yieldBoard_;
+  YieldWord* yieldWord_;
   AlgorithmLibrary library_;
   std::unique_ptr<bootstrap::Bootstrap> bootstrap_;
 

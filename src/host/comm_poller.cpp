@@ -195,7 +195,7 @@ bool Comm::waitByPolling(int generation, std::optional<Clock::time_point> deadli
     if (moved || !lastMove) lastMove = now;
     if (now - *lastMove >= std::chrono::microseconds(kHelpSpinUs)) break;
     if (deadline && now >= *deadline) break;
-    if (!moved) std::this_thread::yield();
+    if (!moved) countedYield(yieldWord_);
   }
   pollingWaiters_.fetch_sub(1, std::memory_order_seq_cst);
   // Work left, this waiter's or another thread's: the daemon's threads and the poller take it.

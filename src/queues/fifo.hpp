@@ -62,7 +62,11 @@ struct alignas(64) FifoHeader {
   uint32_t attached;                 // sides that have mapped the memory
   int32_t bellFd;                    // NET: the proxy's eventfd, read only under kFifoWakeBell
   uint32_t peerUsers;                // peer access: receivers using the sender's buffers now
-  uint64_t pad[3];
+  // The ends' ranks + 1 (0 = not named), where their communicator has a yield board (host only:
+  // queues/yield_board.hpp): whose word a wait on this FIFO reads. Both ends write both.
+  uint32_t senderRank;
+  uint32_t receiverRank;
+  uint64_t pad[2];
 };
 static_assert(sizeof(FifoHeader) == 192, "FifoHeader layout is shared by host and device");
 

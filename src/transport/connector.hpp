@@ -13,6 +13,7 @@
 #include <string>
 
 #include "queues/fifo.hpp"
+#include "queues/yield_board.hpp"
 #include "util/status.hpp"
 
 namespace occl::transport {
@@ -86,6 +87,9 @@ class ConnectorFactory {
   virtual Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end,
                                                           uint32_t nSlots, uint64_t slotBytes) = 0;
   virtual const char* name() const = 0;
+  // The yield board (queues/yield_board.hpp) this rank shares with every peer, in memory they all
+  // map; nullptr where there is none (a peer behind NET, device memory).
+  virtual YieldBoard* yieldBoard() { return nullptr; }
   // The transport this rank's connectors to rank `peer` take (occlCommPeerTransport).
   virtual const char* transportTo(int peer) const { return name(); }
 };

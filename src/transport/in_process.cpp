@@ -56,9 +56,13 @@ class InProcessWorld {
     return std::shared_ptr<ConnectorMemory>(region);
   }
 
+  // The ranks' yield board: 64 KiB a world, zeroed (no thread in a yield).
+  YieldBoard* yieldBoard() { return board_.get(); }
+
  private:
   std::mutex mu_;
   EndPairing pairing_;
+  std::unique_ptr<YieldBoard> board_ = std::make_unique<YieldBoard>();
 };
 
 namespace {
@@ -71,6 +75,7 @@ class InProcessFactory : public ConnectorFactory {
     return world_->attach(key, end, nSlots, slotBytes);
   }
   const char* name() const override { return "in-process"; }
+  YieldBoard* yieldBoard() override { return world_->yieldBoard(); }
 
  private:
   std::shared_ptr<InProcessWorld> world_;

@@ -91,4 +91,12 @@ Result<std::shared_ptr<ConnectorMemory>> RoutedFactory::attach(const ConnectorKe
   return it->second->attach(key, end, nSlots, slotBytes);
 }
 
+YieldBoard* RoutedFactory::yieldBoard() {
+  // The rank's own connectors pair up in the job's pool as shm peers' do: one board for all.
+  for (const Transport t : byPeer_)
+    if (t == Transport::Net) return nullptr;
+  auto it = factories_.find(Transport::Shm);
+  return it == factories_.end() ? nullptr : it->second->yieldBoard();
+}
+
 }  // namespace occl::transport

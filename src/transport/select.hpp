@@ -62,6 +62,8 @@ class RoutedFactory : public ConnectorFactory {
   Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
                                                   uint64_t slotBytes) override;
   const char* name() const override { return "routed"; }
+  // The shm factory's, where every peer is on this host (none behind NET).
+  YieldBoard* yieldBoard() override;
   // The name of the factory the peer's connectors go to ("shm", "cuda-shm", "net", ...).
   const char* transportTo(int peer) const override;
 

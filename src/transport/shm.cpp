@@ -122,6 +122,12 @@ class ShmFactory : public ConnectorFactory {
     return std::shared_ptr<ConnectorMemory>(memory);
   }
   const char* name() const override { return "shm"; }
+  // In the pool, which this opens if no attach has yet; nullptr where it cannot be opened (the
+  // first attach will say why).
+  YieldBoard* yieldBoard() override {
+    Result<std::shared_ptr<ShmPool>> pool = openPool();
+    return pool.ok() ? pool.value()->yieldBoard() : nullptr;
+  }
 
  private:
   // The pool is opened at the first attach: a factory that never attaches (no peer of this host

@@ -61,7 +61,7 @@ Status reservePages(void* from, size_t bytes) {
 
 namespace {
 
-constexpr uint64_t kReady = 0x6f63636c706f6f32;  // "occlpoo2": the layout below, set up
+constexpr uint64_t kReady = 0x6f63636c706f6f33;  // "occlpoo3": the layout below, set up
 constexpr uint32_t kMinTableLog2 = 8;
 constexpr uint32_t kMaxTableLog2 = 22;  // 4M entries: ends waiting for their peer, at most
 constexpr uint32_t kMaxArenas = 64;
@@ -95,7 +95,10 @@ constexpr uint64_t kMaxNodes = uint64_t{1} << kMaxTableLog2;
 // page of kArenaBytes per arena (an arena larger than that holds one range of whole pages only).
 constexpr uint64_t kUsesOffset = kNodesOffset + kMaxNodes * sizeof(FreeNode);
 uint64_t pagesPerArena() { return kArenaBytes / pageBytes(); }
-uint64_t poolBytes() { return kUsesOffset + kMaxArenas * pagesPerArena() * sizeof(uint16_t); }
+// Last, the ranks' yield board (queues/yield_board.hpp), zeroes until a rank yields.
+uint64_t boardOffset() { return kUsesOffset + kMaxArenas * pagesPerArena() * sizeof(uint16_t); }
+static_assert(kUsesOffset % alignof(YieldBoard) == 0, "the board after the uses stays aligned");
+uint64_t poolBytes() { return boardOffset() + sizeof(YieldBoard); }
 
 // The same in every process (absl::Hash is seeded per process).
 uint64_t mix(uint64_t h, uint64_t v) {
@@ -262,6 +265,10 @@ ShmPool::~ShmPool() {
   }
   if (header_ != nullptr) munmap(header_, poolBytes());
   if (fd_ >= 0) close(fd_);
+}
+
+YieldBoard* ShmPool::yieldBoard() const {
+  return reinterpret_cast<YieldBoard*>(reinterpret_cast<char*>(header_) + boardOffset());
 }
 
 // A process that died holding the lock left at most one operation half done: an entry or a range

@@ -13,6 +13,8 @@
 // the pool, so growing moves it to a region never used before, and the old region's pages go
 // back. Nothing of this is on a collective's path: only registration and deregistration lock.
 //
+// Last in the pool, the ranks' yield board (queues/yield_board.hpp): a cache line per rank.
+//
 // Memory: only what is touched takes /dev/shm pages (the pool and the arenas are sparse files).
 // A range is whole pages, or, packed (rangeBytes), a power of two from 256 bytes to half a page
 // in a page that holds ranges of that size only: a small collective's connector (832 bytes for a
@@ -63,6 +65,9 @@ class ShmPool {
   Result<Range> attach(const PoolKey& key, size_t bytes, bool packed);
   // This end is done with `key`'s range; after both ends, it goes back to the pool.
   void release(const PoolKey& key);
+
+  // The yield board of the communicator's ranks of this host (queues/yield_board.hpp), in the pool.
+  YieldBoard* yieldBoard() const;
 
   // What the pool holds now (for tests).
   struct Usage {
