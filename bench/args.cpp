@@ -126,6 +126,7 @@ const std::vector<Flag>& flags() {
       {'w', "warmup_iters", true, [](auto v, Options& o) { return intInRange(v, 0, 1'000'000'000, o.warmupIters); }},
       {'\0', "small-iters", true, [](auto v, Options& o) { return intInRange(v, 0, 1'000'000'000, o.smallIters); }},
       {'\0', "small-max", true, [](auto v, Options& o) { return bytesValue(v, o.smallMaxBytes); }},
+      {'\0', "settle-iters", true, [](auto v, Options& o) { return intInRange(v, 0, 1'000'000'000, o.settleIters); }},
       {'c', "check", true,
        [](auto v, Options& o) -> std::string {
          if (v != "0" && v != "1") return "0 or 1";
@@ -287,10 +288,15 @@ IterCounts itersFor(const Options& o, uint64_t bytes) {
   return {std::max(o.warmupIters, o.smallIters / 10), o.smallIters};
 }
 
+int settleWarmUpIters(const Options& o, uint64_t bytes) { return std::max(itersFor(o, bytes).warmup, o.settleIters); }
+
 std::string smallItersLine(const Options& o) {
-  if (o.smallIters == 0) return "";
-  return "# sizes up to " + std::to_string(o.smallMaxBytes) + " B: warmup iters: " +
-         std::to_string(itersFor(o, 0).warmup) + " iters: " + std::to_string(o.smallIters) + "\n";
+  std::string s;
+  if (o.smallIters != 0)
+    s = "# sizes up to " + std::to_string(o.smallMaxBytes) + " B: warmup iters: " + std::to_string(itersFor(o, 0).warmup) +
+        " iters: " + std::to_string(o.smallIters) + "\n";
+  if (o.settleIters != 0) s += "# settle iters: " + std::to_string(o.settleIters) + " (before the first row)\n";
+  return s;
 }
 
 std::vector<uint64_t> sizeSequence(const Options& o) {
@@ -315,6 +321,8 @@ std::string sweepUsage() {
          "  --small-iters N        sizes up to --small-max run N timed iterations and N/10 (at\n"
          "                         least -w) untimed instead; default 0: every size runs -n\n"
          "  --small-max N          the largest size --small-iters applies to, default 8K\n"
+         "  --settle-iters N       the warm-up at the smallest size before the first row runs\n"
+         "                         at least N iterations (the scheduler settling), default 0\n"
          "  -c,--check 0|1         verify every element, default 1\n";
 }
 

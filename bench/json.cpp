@@ -59,7 +59,7 @@ void writeJson(std::ostream& out, const Report& report) {
       << ",\n  \"backend\": \"" << report.backendName() << "\",\n  \"options\": {\"minbytes\": " << o.minBytes << ", \"maxbytes\": " << o.maxBytes
       << ", \"stepfactor\": " << o.stepFactor << ", \"stepbytes\": " << o.stepBytes << ", \"iters\": " << o.iters
       << ", \"warmup_iters\": " << o.warmupIters << ", \"small_iters\": " << o.smallIters
-      << ", \"small_max\": " << o.smallMaxBytes << ", \"check\": " << (o.check ? 1 : 0) << ", \"root\": " << o.root
+      << ", \"small_max\": " << o.smallMaxBytes << ", \"settle_iters\": " << o.settleIters << ", \"check\": " << (o.check ? 1 : 0) << ", \"root\": " << o.root
       << ", \"ngpus\": " << o.localRanks << ", \"algorithm\": " << (o.algorithm.empty() ? "null" : quoted(o.algorithm))
       << ", \"blocks\": " << o.blocks << ", \"shared_buffers\": " << o.sharedBuffers << "},\n  \"results\": [";
   const auto& rows = report.rows();

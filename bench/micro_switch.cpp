@@ -10,6 +10,10 @@
 //                        two daemons pass a tiny message, waited for with pause: up to
 //                        kFifoLineBytes (56) a message crosses in its slot's line, above that in
 //                        its slot after tail (64 is the first size that does).
+//   BM_TokenRing{Yield,Board}/N : a token goes round N threads, each waiting for its turn, with
+//                        sched_yield between looks, or (Board) spinning while the thread before it
+//                        on the ring has no thread in a yield (queues/yield_board.hpp: a host wait
+//                        for a peer on a CPU), yielding otherwise. Time per iteration: one lap.
 // Time per iteration is one round trip (two hand-offs); the real time is what counts.
 #include <benchmark/benchmark.h>
 
@@ -17,11 +21,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <thread>
+#include <vector>
 
 #include "backend/doorbell.hpp"
 #include "queues/fifo.hpp"
+#include "queues/yield_board.hpp"
 #include "util/spin.hpp"
 
 namespace {
@@ -139,5 +146,56 @@ void BM_FifoPingPong(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_FifoPingPong)->Arg(8)->Arg(56)->Arg(64)->Arg(1024)->UseRealTime();
+
+enum class RingWait { Yield, Board };
+
+template <RingWait kWait>
+void BM_TokenRing(benchmark::State& state) {
+  const auto n = static_cast<int>(state.range(0));
+  std::atomic<uint64_t> token{0};  // token t: thread t % n's turn
+  std::atomic<bool> stop{false};
+  auto board = std::make_unique<occl::YieldBoard>();
+  auto waitTurn = [&](uint64_t turn, int me) {
+    const int before = (me + n - 1) % n;
+    uint64_t spinStartNs = 0;
+    while (token.load(std::memory_order_acquire) < turn) {
+      if constexpr (kWait == RingWait::Board) {
+        if (occl::namedRankOnCpu(board.get(), occl::namedRank(before))) {
+          const uint64_t now = occl::exec::nowNs();
+          if (spinStartNs == 0) spinStartNs = now;
+          if (now - spinStartNs < occl::kPeerOnCpuSpinNs) {
+            occl::cpuRelax();
+            continue;
+          }
+        }
+        occl::countedYield(board->of(me));
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  };
+  std::vector<std::thread> partners;
+  for (int k = 1; k < n; ++k) partners.emplace_back([&, k] {
+      for (uint64_t lap = 0;; ++lap) {
+        const uint64_t mine = lap * static_cast<uint64_t>(n) + static_cast<uint64_t>(k);
+        waitTurn(mine, k);
+        token.store(mine + 1, std::memory_order_release);  // passed on before leaving: no one waits for it
+        if (stop.load(std::memory_order_acquire)) return;
+      }
+    });
+  uint64_t lap = 0;
+  for (auto _ : state) {
+    waitTurn(lap * static_cast<uint64_t>(n), 0);
+    token.store(lap * static_cast<uint64_t>(n) + 1, std::memory_order_release);
+    ++lap;
+  }
+  stop.store(true, std::memory_order_release);
+  waitTurn(lap * static_cast<uint64_t>(n), 0);  // a partner still in the ring sees stop on its next turn
+  token.store(lap * static_cast<uint64_t>(n) + 1, std::memory_order_release);
+  for (std::thread& t : partners) t.join();
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK_TEMPLATE(BM_TokenRing, RingWait::Yield)->Name("BM_TokenRingYield")->Arg(2)->Arg(4)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_TokenRing, RingWait::Board)->Name("BM_TokenRingBoard")->Arg(2)->Arg(4)->UseRealTime();
 
 }  // namespace

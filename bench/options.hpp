@@ -33,6 +33,11 @@ struct Options {
   // rank decides. 0 = every row runs iters.
   int smallIters = 0;
   uint64_t smallMaxBytes = 8192;
+  // --settle-iters: the warm-up at the smallest size before the first row runs at least this many
+  // iterations: with more busy ranks than cores, the scheduler may keep an uneven placement for the
+  // first 50-200 ms of a run (4 ranks on 2 cores: 6-8 us per small AllReduce, 3.4 once settled, and
+  // always 3.4 with 2 ranks bound to each core), longer than the per-row warm-up lasts. 0 = off.
+  int settleIters = 0;
   bool check = true;
   std::vector<int> dtypes{occlFloat32};  // occlDataType_t values, in run order
   std::vector<int> ops{occlSum};         // occlRedOp_t values, in run order
@@ -82,6 +87,8 @@ IterCounts itersFor(const Options& options, uint64_t bytes);
 // The header line that says what --small-iters changed ("" when it is off), for occl-bench's
 // table and the baselines'.
 std::string smallItersLine(const Options& options);
+// Iterations of the warm-up at the smallest size before the first row (--settle-iters).
+int settleWarmUpIters(const Options& options, uint64_t bytes);
 
 // The sizes to run, nccl-tests' sequence: minBytes, then times stepFactor (or plus stepBytes)
 // while not above maxBytes.

@@ -82,8 +82,8 @@ std::string RankRunner::run() {
   for (int dtype : options_.dtypes) {
     for (int op : ops) {
       if (!sizes.empty()) {
-        if (std::string fatal = warmUp(dtype, op, sizes.back(), sizes.size() - 1); !fatal.empty()) return fatal;
-        if (std::string fatal = warmUp(dtype, op, sizes.front(), 0); !fatal.empty()) return fatal;
+        if (std::string fatal = warmUp(dtype, op, sizes.back(), sizes.size() - 1, false); !fatal.empty()) return fatal;
+        if (std::string fatal = warmUp(dtype, op, sizes.front(), 0, true); !fatal.empty()) return fatal;
       }
       for (size_t i = 0; i < sizes.size(); ++i) {
         RowResult row;
@@ -132,12 +132,13 @@ RankRunner::Row RankRunner::makeRow(int dtype, int op, uint64_t bytes, uint64_t 
 // nccl-tests' warm-up before a sweep: the row's untimed runs at one size, out of place, under the
 // collIds that size's row registers later (deregistered in between). It wakes what a run needs
 // (buffers at their largest, the ranks' threads, the scheduler's view of them: here the first
-// ~100 ms of a run could place three ranks on one core) before the first timed row. A size whose
+// ~100 ms of a run could place three ranks on one core: --settle-iters lengthens the one at the
+// smallest size) before the first timed row. A size whose
 // registration or runs fail is left to its row, which reports why; only a lost callback or a
 // broken side channel stops the sweep.
-std::string RankRunner::warmUp(int dtype, int op, uint64_t bytes, uint64_t sizeIndex) {
+std::string RankRunner::warmUp(int dtype, int op, uint64_t bytes, uint64_t sizeIndex, bool settle) {
   const Row row = makeRow(dtype, op, bytes, sizeIndex);
-  const int iters = itersFor(options_, row.plan.bytes).warmup;
+  const int iters = settle ? settleWarmUpIters(options_, row.plan.bytes) : itersFor(options_, row.plan.bytes).warmup;
   if (iters == 0) return "";
   const std::string regError = registerRow(row);
   SideChannel::Maxes maxes{};

@@ -62,7 +62,7 @@ class RankRunner {
 
   std::string introduce();
   Row makeRow(int dtype, int op, uint64_t bytes, uint64_t sizeIndex) const;
-  std::string warmUp(int dtype, int op, uint64_t bytes, uint64_t sizeIndex);
+  std::string warmUp(int dtype, int op, uint64_t bytes, uint64_t sizeIndex, bool settle);
   std::string runRow(int dtype, int op, uint64_t bytes, uint64_t sizeIndex, RowResult& out);
   std::string registerRow(const Row& row);
   void deregisterRow(const Row& row);

@@ -66,15 +66,17 @@ PlaceResult measure(const Options& o, Library& library, const SizePlan& plan, in
 }
 
 // The warm-up occl-bench runs before its first row (RankRunner::warmUp, nccl-tests' TimeTest):
-// the size's untimed runs out of place, nothing timed or checked.
-void warmUp(const Options& o, Library& library, uint64_t bytes, int rank, int nRanks, Buffers& buffers) {
+// the size's untimed runs out of place (`settle`: at least --settle-iters of them), nothing timed
+// or checked.
+void warmUp(const Options& o, Library& library, uint64_t bytes, bool settle, int rank, int nRanks, Buffers& buffers) {
   const SizePlan plan = planFor(Coll::AllReduce, bytes, occlFloat32, nRanks);
   buffers.send.reserve(plan.sendElems * plan.elemSize);
   buffers.recv.reserve(plan.recvElems * plan.elemSize);
   auto* send = reinterpret_cast<float*>(buffers.send.data());
   auto* recv = reinterpret_cast<float*>(buffers.recv.data());
   writeInput(CheckSpec{plan, occlSum, 0, rank, nRanks}, send);
-  for (int i = 0, n = itersFor(o, plan.bytes).warmup; i < n; ++i) library.allreduce(send, recv, plan.count);
+  const int iters = settle ? settleWarmUpIters(o, plan.bytes) : itersFor(o, plan.bytes).warmup;
+  for (int i = 0; i < iters; ++i) library.allreduce(send, recv, plan.count);
 }
 
 // Turns this rank's numbers into the row every rank agrees on: max time, summed wrong counts.
@@ -115,8 +117,8 @@ int runSweep(const Options& o, Library& library, int rank, int nRanks, std::ostr
   Buffers buffers;
   const std::vector<uint64_t> sizes = sizeSequence(o);
   if (!sizes.empty()) {
-    warmUp(o, library, sizes.back(), rank, nRanks, buffers);
-    warmUp(o, library, sizes.front(), rank, nRanks, buffers);
+    warmUp(o, library, sizes.back(), false, rank, nRanks, buffers);
+    warmUp(o, library, sizes.front(), true, rank, nRanks, buffers);
   }
   for (uint64_t bytes : sizes) {
     RowResult row;

@@ -29,6 +29,12 @@
 # other. 2000 runs up to 4 MiB add about a minute a repetition.
 # Gloo's small rows take 0.3-6 ms each, so its 20 iterations already span milliseconds, and 2000
 # would add minutes per run: Gloo runs ITERS at every size.
+# occl's and Open MPI's runs (and the paired ones below) also settle first: SETTLE_ITERS untimed
+# iterations at the smallest size before the first row (--settle-iters). 4 ranks on 2 unbound
+# cores start in an uneven placement the scheduler keeps for 50-200 ms, in which a small AllReduce
+# takes 6-8 us against 3.4 after (occl) and 6.2 against 4.0 (Open MPI); the same runs with two
+# ranks bound to each core never do. A 2000-iteration row lasts 8-15 ms, so the first rows of a
+# run measured the placement, one mode or the other, rather than the library.
 #
 # Then the sizes up to PAIRED_MAX once more, paired: PAIRED_ROUNDS rounds, each running occl's
 # threads, occl's processes and Open MPI back to back with PAIRED_ITERS timed iterations, to
@@ -40,6 +46,7 @@
 #
 # Environment: BUILD_DIR (build-cpu), JOBS (2), NRANKS (4), MINBYTES (8), MAXBYTES (64M),
 # FACTOR (2), ITERS (20), WARMUP (5), SMALL_ITERS (2000; 0 = ITERS everywhere), SMALL_MAX (4M),
+# SETTLE_ITERS (50000; 0 = none),
 # RUN_TIMEOUT seconds per run (1800), REPS (5), PAIRED_ROUNDS (12; 0 = none), PAIRED_MAX (256),
 # PAIRED_ITERS (20000).
 set -euo pipefail
@@ -48,7 +55,7 @@ source "$(dirname "$0")/common.sh"
 comparison_usage "$0" "$@"
 comparison_setup "$1"
 NRANKS="${NRANKS:-4}"
-SMALL=(--small-iters "${SMALL_ITERS:-2000}" --small-max "${SMALL_MAX:-4M}")
+SMALL=(--small-iters "${SMALL_ITERS:-2000}" --small-max "${SMALL_MAX:-4M}" --settle-iters "${SETTLE_ITERS:-50000}")
 build_baselines run_host_comparison
 # The machine's copy bandwidth (occl-micro BM_Memcpy at 64 MiB), once per repetition beside the
 # sweep: the bound a host AllReduce's busbw is compared with. Needs Google Benchmark.
@@ -137,7 +144,7 @@ done
 PAIRED_ROUNDS="${PAIRED_ROUNDS:-12}"
 if [ "$PAIRED_ROUNDS" -gt 0 ] && has mpi-allreduce-bench && [ ${#MPIRUN[@]} -gt 0 ]; then
   PAIRED=(-b "${MINBYTES:-8}" -e "${PAIRED_MAX:-256}" -f "${FACTOR:-2}" -n "${ITERS:-20}" -w "${WARMUP:-5}" -c 1
-    --small-iters "${PAIRED_ITERS:-20000}" --small-max "${PAIRED_MAX:-256}")
+    --small-iters "${PAIRED_ITERS:-20000}" --small-max "${PAIRED_MAX:-256}" --settle-iters "${SETTLE_ITERS:-50000}")
   for ((round = 1; round <= PAIRED_ROUNDS; round++)); do
     run "occl-threads.p$round" timeout "$RUN_TIMEOUT" "$BIN/occl-bench" allreduce --backend host -g "$NRANKS" \
       "${PAIRED[@]}"

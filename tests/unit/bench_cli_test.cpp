@@ -416,6 +416,26 @@ TEST(BenchEndToEnd, UncheckedRunsPrintNA) {
   EXPECT_NE(r.out.find("    N/A\n"), std::string::npos) << r.out;
 }
 
+TEST(BenchSizes, TheSettleWarmUpRunsAtLeastSettleItersAndNeverLessThanTheRowsWarmUp) {
+  const ParsedArgs p = parse({"-w", "3", "--small-iters", "2000", "--small-max", "4K", "--settle-iters", "500"});
+  ASSERT_TRUE(p.ok()) << p.error;
+  EXPECT_EQ(settleWarmUpIters(p.options, 8), 500);
+  EXPECT_EQ(settleWarmUpIters(p.options, 8192), 500) << "above --small-max: -w 3, raised to 500";
+  Options more = p.options;
+  more.settleIters = 100;  // below the small rows' 200: those stay
+  EXPECT_EQ(settleWarmUpIters(more, 8), 200);
+  EXPECT_EQ(settleWarmUpIters(parse({"-w", "3"}).options, 8), 3) << "off by default";
+  const ParsedArgs bad = parse({"--settle-iters", "-5"});
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.error.find("--settle-iters"), std::string::npos) << bad.error;
+}
+
+TEST(BenchEndToEnd, SettleIterationsAreInTheHeader) {
+  const CliRun r = runMain({"-b", "64", "-e", "64", "-g", "2", "-n", "1", "--settle-iters", "50"});
+  EXPECT_EQ(r.exitCode, kExitOk) << r.out << r.err;
+  EXPECT_NE(r.out.find("# settle iters: 50 (before the first row)\n"), std::string::npos) << r.out;
+}
+
 TEST(BenchEndToEnd, SmallSizeIterationsAreInTheHeader) {
   const CliRun r = runMain({"-b", "64", "-e", "128", "-f", "2", "-g", "2", "-n", "1", "-w", "2", "--small-iters", "30",
                             "--small-max", "64"});
