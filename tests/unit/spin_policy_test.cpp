@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "daemon/daemon.hpp"
+#include "support/one_block.hpp"
 #include "util/cpus.hpp"
 
 namespace occl {
@@ -236,20 +237,8 @@ TEST(SpinPolicyTest, ATryLooksForArrivalsBeforeEveryFewTilesAsThePolicySays) {
   const DeviceStep step{StepOp::Copy, BufKind::Input, BufKind::Output, 0, 0, 0, 1, -1, 0, kNoConnector, kNoConnector};
   const BlockPlan plan{&step, nullptr, nullptr, 1, 0, 0};
   CollShared shared{};
-  CollDesc d{};
-  d.dtype = occlFloat32;
-  d.redOp = occlSum;
-  d.nBlocks = 1;
-  d.nRanks = 1;
-  d.totalElems = kElems;
-  d.tileElems = kTileElems;
-  d.elemBytes = sizeof(float);
-  d.shared = &shared;
-  ProgramForm& form = d.forms[kFormOutOfPlace];
-  form.blocks = &plan;
-  form.chunkElems = kElems;
-  form.nChunks = 1;
-  form.nTiles = kTiles;
+  CollDesc d = test::oneBlockDesc(&plan, &shared, 1, kElems, kTileElems, kTiles);
+  const ProgramForm& form = d.forms[kFormOutOfPlace];
   std::vector<float> in(kElems);
   for (uint32_t i = 0; i < kElems; ++i) in[i] = static_cast<float>(i);
   for (uint32_t every : {0u, 1u, 5u, 8u, 16u, 17u}) {

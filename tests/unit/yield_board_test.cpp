@@ -16,6 +16,7 @@
 #include "daemon/executor.hpp"
 #include "queues/yield_board.hpp"
 #include "support/dev_shm.hpp"
+#include "support/one_block.hpp"
 #include "transport/connector.hpp"
 #include "transport/select.hpp"
 
@@ -77,20 +78,8 @@ class PeerWaitTest : public ::testing::Test {
     const DeviceStep step{StepOp::Recv, BufKind::Input, BufKind::Output, 0, 0, 0, 1, -1, 0, kNoConnector, 0};
     const BlockPlan plan{&step, nullptr, &recv, 1, 0, 1};
     CollShared shared{};
-    CollDesc d{};
-    d.dtype = occlFloat32;
-    d.redOp = occlSum;
-    d.nBlocks = 1;
-    d.nRanks = 2;
-    d.totalElems = 4;
-    d.tileElems = 4;
-    d.elemBytes = sizeof(float);
-    d.shared = &shared;
-    ProgramForm& form = d.forms[kFormOutOfPlace];
-    form.blocks = &plan;
-    form.chunkElems = 4;
-    form.nChunks = 1;
-    form.nTiles = 1;
+    CollDesc d = test::oneBlockDesc(&plan, &shared, 2, 4, 4, 1);
+    const ProgramForm& form = d.forms[kFormOutOfPlace];
     std::vector<float> in(4, 1.0f), out(4, 0.0f);
     BlockContext ctx{};
     const TaskBuffers bufs{reinterpret_cast<char*>(in.data()), reinterpret_cast<char*>(out.data()), nullptr};
