@@ -11,8 +11,9 @@
 // its core (the CPU's pause), at most kPeerOnCpuSpinNs a wait, instead of yielding: the peer is on
 // a CPU, or was preempted while running, which the bound covers. A FIFO names the ranks of its two
 // ends in its header (FifoHeader::senderRank, receiverRank) where the communicator has a board, so
-// a wait knows whose word to read. Measured (4 ranks on 2 cores, 8 B AllReduce, 200,000 of them,
-// perf stat): sched_yield calls -25 to -34%, context switches -20 to -25%.
+// a wait knows whose word to read. Measured (4 processes on 2 cores, 8 B AllReduce, 200,000 of them
+// a placement, perf stat): sched_yield calls -19 to -25%, context switches -21 to -23%, and a small
+// AllReduce 10-22% faster (bench/results/host-2026-11-28.md).
 //
 // Not on the board, and so never spun for: ranks behind NET (their proxies' threads matter too),
 // CUDA ranks (device code never yields), the simt backend's lanes, and ranks from kYieldBoardRanks up.
@@ -63,6 +64,12 @@ inline void countedYield(YieldWord* word) {
   atomics::fetchAdd(&word->threadsInYield, ~0u);
 }
 
+// Whether the rank behind `named` (a FifoHeader rank field) is on the board and has no thread in a
+// yield: then a wait for it spins in place.
+inline bool namedRankOnCpu(YieldBoard* board, uint32_t named) {
+  if (board == nullptr || named == 0 || named > static_cast<uint32_t>(kYieldBoardRanks)) return false;
+  return atomics::loadRelaxed(&board->ranks[named - 1].threadsInYield) == 0;
+}
 #endif
 
 // One yielding round of a wait: the GPU's short sleep (exec::spinPause), the host's yield, counted
@@ -74,14 +81,5 @@ OCCL_HD inline void yieldRound() {
   countedYield(tYieldWord);
 #endif
 }
-
-#if !OCCL_ON_DEVICE
-// Whether the rank behind `named` (a FifoHeader rank field) is on the board and has no thread in a
-// yield: then a wait for it spins in place.
-inline bool namedRankOnCpu(YieldBoard* board, uint32_t named) {
-  if (board == nullptr || named == 0 || named > static_cast<uint32_t>(kYieldBoardRanks)) return false;
-  return atomics::loadRelaxed(&board->ranks[named - 1].threadsInYield) == 0;
-}
-#endif
 
 }  // namespace occl
