@@ -290,7 +290,7 @@ IterCounts itersFor(const Options& o, uint64_t bytes) {
 
 int settleWarmUpIters(const Options& o, uint64_t bytes) { return std::max(itersFor(o, bytes).warmup, o.settleIters); }
 
-std::string smallItersLine(const Options& o) {
+std::string iterationLines(const Options& o) {
   std::string s;
   if (o.smallIters != 0)
     s = "# sizes up to " + std::to_string(o.smallMaxBytes) + " B: warmup iters: " + std::to_string(itersFor(o, 0).warmup) +

@@ -84,9 +84,9 @@ struct IterCounts {
   int timed;
 };
 IterCounts itersFor(const Options& options, uint64_t bytes);
-// The header line that says what --small-iters changed ("" when it is off), for occl-bench's
-// table and the baselines'.
-std::string smallItersLine(const Options& options);
+// The header lines that say what --small-iters and --settle-iters changed ("" when both are off),
+// for occl-bench's table and the baselines'.
+std::string iterationLines(const Options& options);
 // Iterations of the warm-up at the smallest size before the first row (--settle-iters).
 int settleWarmUpIters(const Options& options, uint64_t bytes);
 

@@ -94,7 +94,7 @@ std::string formatPreamble(const Options& o, int nRanks, const std::vector<RankI
       o.localRanks, static_cast<unsigned long long>(o.minBytes), static_cast<unsigned long long>(o.maxBytes),
       static_cast<unsigned long long>(factor ? o.stepFactor : o.stepBytes), factor ? "factor" : "bytes",
       o.warmupIters, o.iters, o.check ? 1 : 0);
-  s += smallItersLine(o);
+  s += iterationLines(o);
   if (!o.algorithm.empty()) s += "# algorithm: " + o.algorithm + "\n";
   if (o.blocks > 0) s += printf_("# blocks per collective: %d\n", o.blocks);
   if (o.sharedBuffers == 1) s += "# buffers: occlMemAlloc (desc.sharedBuffers)\n";

@@ -108,7 +108,7 @@ std::string sweepLine(const Options& o) {
   return "# minBytes " + std::to_string(o.minBytes) + " maxBytes " + std::to_string(o.maxBytes) + " step: " +
          std::to_string(factor ? o.stepFactor : o.stepBytes) + (factor ? "(factor)" : "(bytes)") +
          " warmup iters: " + std::to_string(o.warmupIters) + " iters: " + std::to_string(o.iters) +
-         " validation: " + (o.check ? "1" : "0") + "\n" + smallItersLine(o);
+         " validation: " + (o.check ? "1" : "0") + "\n" + iterationLines(o);
 }
 
 int runSweep(const Options& o, Library& library, int rank, int nRanks, std::ostream* out, const std::string& preamble) {

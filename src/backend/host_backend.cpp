@@ -76,13 +76,11 @@ class HostBackend : public OnHostMemory<Backend> {
     if (!retired_[0].load(std::memory_order_acquire)) {
       tPassDeadlineNs = deadlineNs;
       tCqFullBell = cqFullBell();
-      YieldBoard* const outerBoard = tYieldBoard;  // a waiter of another communicator's callback
-      YieldWord* const outerWord = tYieldWord;
       tYieldBoard = board_;
       tYieldWord = word_;
       const PassResult r = daemonPass(*env_, 0, clockNs);
-      tYieldBoard = outerBoard;
-      tYieldWord = outerWord;
+      tYieldBoard = nullptr;
+      tYieldWord = nullptr;
       tCqFullBell = {};
       tPassDeadlineNs = 0;
       if (r.exit) retired_[0].store(true, std::memory_order_release);
