@@ -267,8 +267,12 @@ ShmPool::~ShmPool() {
   if (fd_ >= 0) close(fd_);
 }
 
-YieldBoard* ShmPool::yieldBoard() const {
-  return reinterpret_cast<YieldBoard*>(reinterpret_cast<char*>(header_) + boardOffset());
+YieldBoard* ShmPool::yieldBoard() {
+  std::call_once(boardOnce_, [this] {
+    auto* board = reinterpret_cast<YieldBoard*>(reinterpret_cast<char*>(header_) + boardOffset());
+    if (reservePages(board, sizeof(YieldBoard)).ok()) board_ = board;
+  });
+  return board_;
 }
 
 // A process that died holding the lock left at most one operation half done: an entry or a range

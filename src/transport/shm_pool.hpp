@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -66,8 +67,11 @@ class ShmPool {
   // This end is done with `key`'s range; after both ends, it goes back to the pool.
   void release(const PoolKey& key);
 
-  // The yield board of the communicator's ranks of this host (queues/yield_board.hpp), in the pool.
-  YieldBoard* yieldBoard() const;
+  // The yield board of the communicator's ranks of this host (queues/yield_board.hpp), in the pool,
+  // or nullptr where /dev/shm has no room for its pages: they are reserved (reservePages) at the
+  // first call, as a connector's are, so that a yield counted on a board never touches a page a
+  // full /dev/shm cannot give (a SIGBUS). Without a board the ranks' waits yield as before.
+  YieldBoard* yieldBoard();
 
   // What the pool holds now (for tests).
   struct Usage {
@@ -103,6 +107,8 @@ class ShmPool {
   std::vector<char*> arenas_;
   std::vector<size_t> arenaBytes_;
   std::vector<int> arenaFds_;
+  std::once_flag boardOnce_;
+  YieldBoard* board_ = nullptr;  // yieldBoard(), once its pages are reserved
 };
 
 // The error of `bytes` of pages /dev/shm could not give; callers name the segment (withContext).
