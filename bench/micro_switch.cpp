@@ -6,6 +6,9 @@
 //   BM_HandoffYield    : the same token, waited for with sched_yield between looks.
 //   BM_HandoffPause    : waited for with the CPU's pause instruction only (no system call): the
 //                        floor, honest only while both threads have a core of their own.
+//   BM_FifoSendRecv/B/S : B bytes sent and received back by one thread through one FIFO of S
+//                        slots: a message's CPU cost without a line crossing cores (S = 3: the
+//                        division a slot count other than a power of two takes).
 //   BM_FifoPingPong/B  : B bytes each way through a pair of connector FIFOs (queues/fifo.hpp), as
 //                        two daemons pass a tiny message, waited for with pause: up to
 //                        kFifoLineBytes (56) a message crosses in its slot's line, above that in
@@ -85,22 +88,26 @@ BENCHMARK_TEMPLATE(BM_Handoff, Wait::Doorbell)->Name("BM_HandoffDoorbell")->UseR
 BENCHMARK_TEMPLATE(BM_Handoff, Wait::Yield)->Name("BM_HandoffYield")->UseRealTime();
 BENCHMARK_TEMPLATE(BM_Handoff, Wait::Pause)->Name("BM_HandoffPause")->UseRealTime();
 
-// One connector's memory, zeroed and page-aligned as the transports map it, with 4 slots of 4 KiB.
+// One connector's memory, zeroed and page-aligned as the transports map it, with `slots` slots
+// (config.connectorSlots' default: 4) of 4 KiB.
 class FifoMemory {
  public:
-  static constexpr uint32_t kSlots = 4;
   static constexpr uint64_t kSlotBytes = 4096;
-  FifoMemory() : bytes_((occl::fifoBytes(kSlots, kSlotBytes) + 4095) / 4096 * 4096), base_(std::aligned_alloc(4096, bytes_)) {
+  explicit FifoMemory(uint32_t slots = 4)
+      : slots_(slots),
+        bytes_((occl::fifoBytes(slots, kSlotBytes) + 4095) / 4096 * 4096),
+        base_(std::aligned_alloc(4096, bytes_)) {
     if (base_ == nullptr) throw std::bad_alloc();
     std::memset(base_, 0, bytes_);
   }
   ~FifoMemory() { std::free(base_); }
   occl::FifoHandle handle() const {
     return occl::FifoHandle{static_cast<occl::FifoHeader*>(base_), static_cast<char*>(base_) + occl::kFifoDataOffset,
-                            kSlots, 0, kSlotBytes};
+                            slots_, 0, kSlotBytes};
   }
 
  private:
+  uint32_t slots_;
   size_t bytes_;
   void* base_;
 };
@@ -146,6 +153,23 @@ void BM_FifoPingPong(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_FifoPingPong)->Arg(8)->Arg(56)->Arg(64)->Arg(1024)->UseRealTime();
+
+// What a message costs the CPU alone: one thread sends it and receives it back through one FIFO,
+// so no line crosses cores. A power-of-two slot count finds its slots with a mask, another one
+// with a division (FifoHandle::slotIndex).
+void BM_FifoSendRecv(benchmark::State& state) {
+  const auto bytes = static_cast<uint64_t>(state.range(0));
+  FifoMemory memory(static_cast<uint32_t>(state.range(1)));
+  const occl::FifoHandle send = memory.handle(), recv = memory.handle();
+  uint64_t sum = 1;
+  for (auto _ : state) {
+    fifoSend(send, bytes, static_cast<char>(sum));
+    sum = fifoRecv(recv, bytes);
+  }
+  benchmark::DoNotOptimize(sum);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_FifoSendRecv)->ArgNames({"bytes", "slots"})->ArgsProduct({{8, 64}, {3, 4}});
 
 enum class RingWait { Yield, Board };
 

@@ -165,6 +165,20 @@ TEST(AllReduceDirect, SeveralTilesPerChunk) {
   for (bool inPlace : {false, true}) EXPECT_EQ(runFloatSum(2, 2000, inPlace, false, config), "direct");
 }
 
+// FIFOs whose slot count is not a power of two find their slots by division, the others by a mask
+// (FifoHandle::slotIndex): the ring over many 4 KiB tiles (each connector wraps round its slots
+// many times) and direct over several, with 3, 5 and 4 slots, bit-exact.
+TEST(AllReduceSlots, SlotCountsThatAreNotAPowerOfTwoWrapAroundBitExactly) {
+  for (int slots : {3, 5, 4}) {
+    occlConfig_t config = testConfig();
+    config.connectorSlots = slots;
+    config.connectorSlotBytes = 4096;
+    SCOPED_TRACE("connectorSlots " + std::to_string(slots));
+    EXPECT_EQ(runFloatSum(4, 20000, false, true, config), "ring");
+    EXPECT_EQ(runFloatSum(2, 2000, true, false, config), "direct");
+  }
+}
+
 std::string paramName(const ::testing::TestParamInfo<Param>& info) {
   return "r" + std::to_string(std::get<0>(info.param)) + "_n" + std::to_string(std::get<1>(info.param)) +
          (std::get<2>(info.param) ? "_inplace" : "_outofplace") + (std::get<3>(info.param) ? "_ring" : "");
