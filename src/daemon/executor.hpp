@@ -128,6 +128,11 @@ class BlockExecutor {
     // otherwise complete after occlCommAbort instead of failing with occlAborted.
     if (exec::broadcastFromLeader([&] { return abortFlag_ != nullptr && atomics::loadAcquire(abortFlag_) != 0; }))
       return stop(WaitResult::Failed);
+    // A failure already known before this block moved anything (a peer poisoned a connector long
+    // before this rank submitted, an earlier submission failed) fails it with the user's buffers
+    // untouched.
+    if (ctx_.tile == 0 && ctx_.step == 0 && ctx_.sub == 0 && exec::broadcastFromLeader([&] { return failureSeen() != 0; }))
+      return stop(WaitResult::Failed);
     if (plan_.nSteps == 0) ctx_.tile = form_.nTiles;  // no part in this form: done at once
     for (; ctx_.tile < form_.nTiles; ++ctx_.tile, ctx_.step = 0) {
       if (ctx_.tile != 0 && ctx_.step == 0 && ctx_.sub == 0 && progressed_ &&
@@ -148,6 +153,14 @@ class BlockExecutor {
         if (step.flags & kStepHasDep) publishProgress(ctx_.step + 1);
       }
     }
+    // A failure is one outcome on every rank. A peer that failed this submission (timeout, abort,
+    // its own peer's failure) may have sent all this block needed before it did, so a block that
+    // never had to wait would complete with data from a rank that reports failure: every block
+    // looks once more after its last step. Its own deadline does not count here: everything it
+    // needed arrived. What no check can close is a peer failing after this look (its deadline
+    // passing a moment after this rank finished); that rank then fails alone with its own
+    // deadline, and this rank's result is complete (it had every byte).
+    if (exec::broadcastFromLeader([&] { return failureSeen() != 0; })) return stop(WaitResult::Failed);
     publishProgress(0);  // tile == nTiles: every step of this submission is done
     return {TryStatus::Done, progressed_, 0, false};
   }
@@ -366,12 +379,19 @@ class BlockExecutor {
     return budget_.sqPublished != nullptr && atomics::loadAcquire(budget_.sqPublished) > budget_.sqSeen;
   }
 
+  // Why this submission must fail, 0 = it need not: a failure seen, or this block's deadline.
   OCCL_HD uint32_t failureCode() const {
+    if (uint32_t f = failureSeen()) return f;
+    return deadlineNs_ != 0 && exec::nowNs() > deadlineNs_ ? static_cast<uint32_t>(occlTimeout) : 0u;
+  }
+
+  // A failure recorded somewhere: an abort, another block's (failStatus), a poisoned connector or
+  // a peer's different registration.
+  OCCL_HD uint32_t failureSeen() const {
     if (abortFlag_ != nullptr) {
       if (uint32_t a = atomics::loadAcquire(abortFlag_)) return a;  // occlAborted or occlRemoteError
     }
     if (uint32_t s = atomics::loadAcquire(&d_.shared->failStatus)) return s;
-    if (deadlineNs_ != 0 && exec::nowNs() > deadlineNs_) return occlTimeout;
     for (uint32_t i = 0; i < plan_.nSends; ++i)
       if (uint32_t c = connectorFailure(plan_.sends[i], /*peerIsReceiver=*/true)) return c;
     for (uint32_t i = 0; i < plan_.nRecvs; ++i)

@@ -324,7 +324,41 @@ def _process_rank(rank, nranks, ids):
     return transport, int(x.sum()), bool((y == np.arange(1000, dtype=np.float32)).all()), sorted(got)
 
 
+def _late_rank(rank, nranks, ids, barrier):
+    """Rank 1 submits only after rank 0's submission timed out (the issue's case: rank 1 used to
+    complete with rank 0's data, x = 1 + 10, while rank 0 reported the timeout)."""
+    if rank == 0:
+        uid = occl.get_unique_id()
+        ids.put(uid)
+    else:
+        uid = ids.get(timeout=60)
+    with occl.Comm(nranks, uid, rank, init_timeout_ms=60000, coll_timeout_ms=500) as comm:
+        comm.register(1, "allreduce", 4, "float32")
+        x = np.full(4, 10.0 if rank == 0 else 1.0, np.float32)
+        if rank == 1:
+            barrier.wait(timeout=60)  # rank 0's submission has failed
+        f = comm.submit(1, x, x)
+        try:
+            f.result(timeout=30)
+            outcome = "success"
+        except occl.OcclError as e:
+            outcome = e.code
+        if rank == 0:
+            barrier.wait(timeout=60)
+        return outcome, x.tolist()
+
+
 class Processes(unittest.TestCase):
+    def test_a_rank_that_submits_after_its_peer_timed_out_fails_too(self):
+        ids = support._CTX.Queue()
+        barrier = support._CTX.Barrier(2)
+        results = support.run(_late_rank, 2, ids, barrier, timeout=120)
+        (early, x0), (late, x1) = results
+        self.assertEqual(early, 8)  # occlTimeout
+        self.assertEqual(late, 8, "the late rank must fail what its peer failed")
+        self.assertEqual(x1, [1.0] * 4, "the late rank's buffer must be untouched")
+        self.assertEqual(x0, [10.0] * 4)
+
     def test_ranks_in_processes_submit_in_opposite_orders(self):
         ids = support._CTX.Queue()
         results = support.run(_process_rank, 3, ids, timeout=120)

@@ -42,9 +42,9 @@ class AbortTest : public ::testing::TestWithParam<bool> {
     occlCollDesc_t d;
     occlCollDescInit(&d);
     d.count = kCount;
-    // The ring, where a peer still needs the aborted rank after the abort, whatever the count. The
-    // direct AllReduce (small counts) sends everything first: rank 0's one try before its abort
-    // would give rank 1 all it needs, and rank 1 would then complete, rightly, instead of failing.
+    // The ring, where a peer still waits for the aborted rank after the abort, whatever the count.
+    // The direct AllReduce (small counts) sends everything first, so rank 1 finds all it needs and
+    // fails only through its look at the connectors after its last step (failure_agreement_test).
     d.algorithm = "ring";
     for (occlComm_t c : comms_) ASSERT_EQ(occlCollRegister(c, kId, &d), occlSuccess) << occlGetLastError(c);
     for (auto& b : bufs_) b.assign(kCount, 1.0f);

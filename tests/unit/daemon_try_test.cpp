@@ -37,6 +37,8 @@ static_assert(sizeof(ConnectorMemory) >= fifoBytes(kSlots, kSlotBytes), "room fo
 class Connector {
  public:
   FifoHandle handle() const { return FifoHandle{&memory_->header, memory_->slots, kSlots, 0, kSlotBytes}; }
+  // The peer failed the collective (its timeout) after sending what it sent.
+  void poison(uint32_t status) const { handle().poisonWith(status); }
   void sendChunkOf(float value) const {
     FifoHandle h = handle();
     ASSERT_TRUE(h.canSend());
@@ -233,6 +235,42 @@ TEST(DaemonTryTest, DirtyAndProgressedAreSeparateThroughOneSubmission) {
   std::fill_n(expected.begin() + kChunkElems, kChunkElems, 2.0f);
   std::fill_n(expected.begin() + 2 * kChunkElems, kChunkElems, 3.0f);
   EXPECT_EQ(rig.output, expected);
+}
+
+// A failure is one outcome on every rank. The peer sends every chunk this rank needs and then
+// fails the collective (its deadline passed while it waited for something else). Block 0 is past
+// its start, finds both chunks in its connector and never waits, so only the look after its last
+// step sees the poison: the submission fails with the peer's cause instead of succeeding.
+TEST(DaemonTryTest, AllDataInAndThePeerFailedStillFails) {
+  DaemonRig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.submitAndTake());
+  ASSERT_NO_FATAL_FAILURE(rig.b.sendChunkOf(3.0f));
+  EXPECT_TRUE(rig.pass(1).progressed);  // block 1 done, before the failure
+  EXPECT_FALSE(rig.pass(0).progressed);  // past the dependency and the nop, waiting at its receive
+  ASSERT_NO_FATAL_FAILURE(rig.a.sendChunkOf(1.0f));
+  ASSERT_NO_FATAL_FAILURE(rig.a.sendChunkOf(2.0f));
+  rig.a.poison(occlTimeout);
+  PassResult last = rig.pass(0);
+  EXPECT_FALSE(last.pending);
+  ASSERT_EQ(rig.cqesPublished(), 1u);
+  EXPECT_EQ(rig.cqe(), cqe::pack(0, occlTimeout, 0)) << "completed with data from a peer that failed";
+}
+
+// A failure known before the first try (the peer poisoned the connector before this rank
+// submitted) fails the submission without touching the user's buffers, although the data it
+// would receive is there.
+TEST(DaemonTryTest, AFailureKnownAtTheFirstTryTouchesNothing) {
+  DaemonRig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.b.sendChunkOf(3.0f));
+  rig.b.poison(occlRemoteError);
+  ASSERT_NO_FATAL_FAILURE(rig.submitAndTake());
+  EXPECT_FALSE(rig.pass(1).pending);
+  EXPECT_EQ(rig.output, std::vector<float>(kChunks * kChunkElems, -1.0f));
+  // Block 0 shares the collective's sticky failure: it fails at its first try too.
+  EXPECT_FALSE(rig.pass(0).pending);
+  ASSERT_EQ(rig.cqesPublished(), 1u);
+  EXPECT_EQ(rig.cqe(), cqe::pack(0, occlRemoteError, 0));
+  EXPECT_EQ(rig.output, std::vector<float>(kChunks * kChunkElems, -1.0f));
 }
 
 // A block that has read the exit SQE and holds no task stays out of later launches. Here block 1
