@@ -150,8 +150,9 @@ const std::vector<Flag>& flags() {
          const std::string s = lower(v);
          if (s == "host") o.backend = occlBackendHost;
          else if (s == "cuda") o.backend = occlBackendCuda;
+         else if (s == "simt") o.backend = occlBackendSimt;
          else if (s == "auto") o.backend = occlBackendAuto;
-         else return "host, cuda or auto";
+         else return "host, cuda, simt or auto";
          return "";
        }},
       {'\0', "devlist", true, [](auto v, Options& o) { return devlistValue(v, o.devlist); }},
@@ -203,12 +204,13 @@ std::string checkConsistency(const Options& o) {
   if (!o.devlist.empty() && static_cast<int>(o.devlist.size()) != o.localRanks)
     return "--devlist: " + std::to_string(o.devlist.size()) + " device(s) given; expected " +
            std::to_string(o.localRanks) + ", one per rank of -g/--ngpus " + std::to_string(o.localRanks);
-  if (!o.devlist.empty() && o.backend == occlBackendHost)
-    return "--devlist names CUDA devices, but --backend host runs the ranks on host threads; expected --backend cuda "
-           "(or auto)";
-  if (o.compareNccl && o.backend == occlBackendHost)
-    return "--compare nccl: NCCL runs on GPUs, but --backend host runs occl on host threads; expected --backend cuda "
-           "(or auto)";
+  const char* hostBackend = o.backend == occlBackendHost ? "host" : o.backend == occlBackendSimt ? "simt" : nullptr;
+  if (!o.devlist.empty() && hostBackend != nullptr)
+    return std::string("--devlist names CUDA devices, but --backend ") + hostBackend +
+           " runs the ranks on host threads; expected --backend cuda (or auto)";
+  if (o.compareNccl && hostBackend != nullptr)
+    return std::string("--compare nccl: NCCL runs on GPUs, but --backend ") + hostBackend +
+           " runs occl on host threads; expected --backend cuda (or auto)";
   if (o.compareNccl && o.coll == Coll::SendRecv)
     return "--compare nccl: sendrecv has no NCCL comparison; expected allreduce, allgather, reducescatter, reduce, "
            "broadcast or alltoall";
@@ -336,9 +338,11 @@ std::string usage(const std::string& program) {
          "  -o,--op OP             sum prod min max avg | all (reducing collectives only)\n"
          "  -r,--root R            root of reduce and broadcast, default 0\n"
          "  -g,--ngpus N           ranks in this process (threads), default 1\n"
-         "  --backend B            host | cuda | auto, default auto: host ranks, or cuda when\n"
+         "  --backend B            host | cuda | simt | auto, default auto: host ranks, or cuda when\n"
          "                         --devlist or --compare nccl asks for GPUs. cuda: device buffers,\n"
-         "                         rank r on device r % (CUDA devices) unless --devlist says otherwise\n"
+         "                         rank r on device r % (CUDA devices) unless --devlist says otherwise.\n"
+         "                         simt: the CUDA daemon's code on emulated blocks of host threads,\n"
+         "                         with its bus crossings counted (footer \"host crossings\")\n"
          "  --devlist D0,D1,...    CUDA device of each rank of -g (as occlCommInitAll's devlist;\n"
          "                         repeats allowed): as many entries as -g\n"
          "  --algo FILE.xml        MSCCL-IR algorithm (occlCollDesc_t.algorithm)\n"

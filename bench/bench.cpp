@@ -3,6 +3,7 @@
 #include "bench.hpp"
 
 #include <algorithm>
+#include <barrier>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 
 #include "bootstrap/launcher_env.hpp"
 #include "compare_nccl.hpp"
+#include "device/simt_crossings.hpp"
 #include "ir_loader/msccl_ir.hpp"
 #include "ir_loader/validate.hpp"
 #include "placement.hpp"
@@ -57,9 +59,9 @@ std::string rootError(const Options& o, int nRanks) {
 }
 
 std::string runRank(const Options& o, occlComm_t& comm, int rank, int nRanks, int device, Report& report,
-                    ErrorSink& errors, std::chrono::milliseconds bound) {
+                    ErrorSink& errors, std::chrono::milliseconds bound, std::barrier<>* localSync = nullptr) {
   RankRunner runner(o, comm, rank, nRanks, device, report, errors, bound,
-                    o.sharedBuffers == 1 ? makeSharedBuffer : makeBuffer);
+                    o.sharedBuffers == 1 ? makeSharedBuffer : makeBuffer, localSync);
   std::string fatal;
   try {
     fatal = runner.run();
@@ -123,12 +125,13 @@ BenchOutcome runThreads(const Options& o, const occlConfig_t& config, const Plac
   std::vector<std::unique_ptr<Report>> reports;
   for (int r = 0; r < n; ++r) reports.push_back(std::make_unique<Report>(r == 0 ? &out : nullptr, o, n));
   std::vector<std::string> fatal(static_cast<size_t>(n));
+  std::barrier<> localSync(n);
   {
     std::vector<std::jthread> threads;
     for (int r = 0; r < n; ++r)
       threads.emplace_back([&, r] {
         const size_t i = static_cast<size_t>(r);
-        fatal[i] = runRank(o, comms[i], r, n, devices[i], *reports[i], errors, waitBound(config));
+        fatal[i] = runRank(o, comms[i], r, n, devices[i], *reports[i], errors, waitBound(config), &localSync);
       });
   }
   for (occlComm_t c : comms) closeComm(c);
@@ -203,6 +206,9 @@ BenchOutcome runBench(const Options& requested, std::ostream& out, std::ostream&
                     occlGetLastError(nullptr));
   config.backend = placed.placement.backend;
   config.daemonBlocks = std::max(config.daemonBlocks, o.blocks);  // --blocks N needs N daemon blocks
+  // The simt backend counts its bus crossings (the footer's "host crossings" lines): from before
+  // the first launch, so every lane counts.
+  exec::simt::countCrossings(config.backend == occlBackendSimt);
   if (std::string e = adoptProgram(o, config, launcher); !e.empty()) return fail(err, kExitUsage, e);
   return launcher ? runProcess(o, config, placed.placement, out, err)
                   : runThreads(o, config, placed.placement, out, err);

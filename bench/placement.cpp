@@ -40,7 +40,10 @@ std::vector<int> Placement::devices(int nRanks) const {
 
 PlacementResult placeRanks(const Options& o, bool launcher) {
   PlacementResult result;
-  if (!wantsGpu(o)) return result;
+  if (!wantsGpu(o)) {
+    if (o.backend == occlBackendSimt) result.placement.backend = occlBackendSimt;
+    return result;
+  }
   if (launcher && !o.devlist.empty())
     return failure(kExitUsage,
                    "--devlist: ranks as threads only (-g); under mpirun/torchrun/--mpi rank r runs on CUDA device "

@@ -11,7 +11,7 @@
 namespace occl::bench {
 
 struct Placement {
-  occlBackend_t backend = occlBackendHost;  // host or cuda: what config.backend gets
+  occlBackend_t backend = occlBackendHost;  // host, simt or cuda: what config.backend gets
   int deviceCount = 0;                      // CUDA devices this process sees (cuda only)
   std::vector<int> devlist;                 // --devlist; empty: rank r on device r % deviceCount
 

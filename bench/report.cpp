@@ -84,9 +84,8 @@ std::string formatFooter(int64_t wrongTotal, double avgBusBw) {
 }
 
 std::string formatPreamble(const Options& o, int nRanks, const std::vector<RankInfo>& ranks) {
-  const bool cuda = o.backend == occlBackendCuda;
   std::string s = printf_("# occl-bench %s: occl %d.%d.%d, %d rank(s), backend %s\n", collName(o.coll), OCCL_MAJOR,
-                          OCCL_MINOR, OCCL_PATCH, nRanks, cuda ? "cuda" : "host");
+                          OCCL_MINOR, OCCL_PATCH, nRanks, backendName(o.backend));
   const bool factor = o.stepFactor > 1;
   s += printf_(
       "# nThread 1 nGpus %d minBytes %llu maxBytes %llu step: %llu(%s) warmup iters: %d iters: %d agg iters: 1 "
@@ -105,7 +104,10 @@ std::string formatPreamble(const Options& o, int nRanks, const std::vector<RankI
     for (int kind = 0; kind < 3; ++kind)
       if (ranks[r].peersBy[kind] > 0) peers += printf_("%s %d %s", peers.empty() ? " peers:" : ",", ranks[r].peersBy[kind], kKinds[kind]);
     s += printf_("#  Rank %2zu Group  0 Pid %6lld on %10s device %2d %s%s\n", r, static_cast<long long>(ranks[r].pid),
-                 ranks[r].host.c_str(), ranks[r].device, ranks[r].device < 0 ? "[host] CPU daemon" : "[cuda] GPU daemon",
+                 ranks[r].host.c_str(), ranks[r].device,
+                 ranks[r].device >= 0                ? "[cuda] GPU daemon"
+                 : o.backend == occlBackendSimt ? "[simt] GPU daemon on emulated blocks"
+                                                     : "[host] CPU daemon",
                  peers.c_str());
   }
   return s + "#\n";
@@ -125,7 +127,36 @@ void Report::row(const RowResult& row) {
   print(row.error.empty() ? formatRow(row) : formatFailedRow(row));
 }
 
-void Report::end() { print(algorithmTally() + formatFooter(wrongTotal(), avgBusBw())); }
+void Report::end() { print(algorithmTally() + crossingFooter() + formatFooter(wrongTotal(), avgBusBw())); }
+
+// The simt backend's bus crossings (PlaceResult::crossings): per collective at the smallest size,
+// and per MiB at the largest where it is a MiB or more. Out of place where it ran, else in place.
+std::string Report::crossingFooter() const {
+  auto placeOf = [](const RowResult& r) -> const PlaceResult* {
+    if (!r.error.empty()) return nullptr;
+    for (const PlaceResult* p : {&r.outOfPlace, &r.inPlace})
+      if (p->ran && p->crossings) return p;
+    return nullptr;
+  };
+  auto label = [](const RowResult& r, const PlaceResult* p) {
+    return printf_("%llu B %s", static_cast<unsigned long long>(r.bytes), p == &r.outOfPlace ? "out of place" : "in place");
+  };
+  std::string s;
+  auto first = std::find_if(rows_.begin(), rows_.end(), [&](const RowResult& r) { return placeOf(r) != nullptr; });
+  if (first == rows_.end()) return s;
+  const PlaceResult* p = placeOf(*first);
+  s += printf_("# host crossings per collective: %.1f reads, %.1f writes (%s; %llu idle SQ polls)\n", p->crossings->reads,
+               p->crossings->writes, label(*first, p).c_str(), static_cast<unsigned long long>(p->crossings->idlePolls));
+  auto last = std::find_if(rows_.rbegin(), rows_.rend(), [&](const RowResult& r) { return placeOf(r) != nullptr; });
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  if (last->bytes >= kMiB) {
+    const PlaceResult* q = placeOf(*last);
+    const double mib = static_cast<double>(last->bytes) / kMiB;
+    s += printf_("# host crossings per MiB: %.1f reads, %.1f writes (%s)\n", q->crossings->reads / mib,
+                 q->crossings->writes / mib, label(*last, q).c_str());
+  }
+  return s;
+}
 
 void Report::ncclRow(size_t index, const PlaceResult& nccl) {
   rows_.at(index).nccl = nccl;

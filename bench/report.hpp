@@ -5,13 +5,20 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "occl/occl.h"
 #include "options.hpp"
 
 namespace occl::bench {
+
+// What the header and the JSON call the backend that ran (auto is resolved before a run).
+inline const char* backendName(int backend) {
+  return backend == occlBackendCuda ? "cuda" : backend == occlBackendSimt ? "simt" : "host";
+}
 
 struct PlaceResult {
   bool ran = false;    // false: not applicable (printed N/A)
@@ -20,6 +27,14 @@ struct PlaceResult {
   double busBw = 0;    // GB/s
   int64_t wrong = -1;  // summed over ranks; -1 = not checked (-c 0)
   std::string algorithm;  // what ran (occlCollGetAlgorithm), as rank 0 registered it
+  // The simt backend's count of the timed runs' bus crossings (device/simt_crossings.hpp), per
+  // collective and rank; absent on the other backends.
+  struct Crossings {
+    double reads = 0;   // including the SQ poll that found the entry, one per daemon block
+    double writes = 0;
+    uint64_t idlePolls = 0;  // the other SQ polls of the timed runs, all ranks of this process
+  };
+  std::optional<Crossings> crossings;
 };
 
 struct RowResult {
@@ -68,11 +83,12 @@ class Report {
   void ncclRow(size_t index, const PlaceResult& nccl);
 
   const std::vector<RowResult>& rows() const { return rows_; }
-  const char* backendName() const { return options_.backend == occlBackendCuda ? "cuda" : "host"; }
+  const char* backendName() const { return bench::backendName(options_.backend); }
   int64_t wrongTotal() const;
   double avgBusBw() const;
   int failedRows() const;
   std::string algorithmTally() const;
+  std::string crossingFooter() const;
   int nRanks() const { return nRanks_; }
   const Options& options() const { return options_; }
 

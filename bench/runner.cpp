@@ -54,18 +54,23 @@ void ErrorSink::line(int rank, const std::string& message) {
 }
 
 RankRunner::RankRunner(const Options& options, occlComm_t comm, int rank, int nRanks, int device, Report& report,
-                       ErrorSink& errors, std::chrono::milliseconds bound, BufferMaker make)
+                       ErrorSink& errors, std::chrono::milliseconds bound, BufferMaker make,
+                       std::barrier<>* localSync)
     : options_(options),
       comm_(comm),
       rank_(rank),
       nRanks_(nRanks),
       device_(device),
+      localSync_(localSync),
       report_(report),
       errors_(errors),
       bound_(bound),
       side_(comm, bound, make(device)),
       send_(make(device)),
-      recv_(make(device)) {}
+      recv_(make(device)) {
+  occlConfig_t config;
+  if (comm != nullptr && occlCommGetConfig(comm, &config) == occlSuccess) daemonBlocks_ = config.daemonBlocks;
+}
 
 void RankRunner::abortComm() {
   side_.detach();
@@ -265,6 +270,21 @@ RunStatus RankRunner::barrier() {
 // inputs. After an error the collectives are skipped but the barrier is still entered, so the
 // ranks stay in step; `fatal` means this rank cannot continue (a callback is lost, or the side
 // channel failed).
+// Crossings of `runs` runs of `submissions` submissions on each rank of this process, per
+// submission and rank; every daemon block also read each SQE's turn word once.
+PlaceResult::Crossings RankRunner::perCollective(const exec::simt::Crossings& before,
+                                                 const exec::simt::Crossings& after, int runs,
+                                                 size_t submissions) const {
+  const double n = static_cast<double>(runs) * static_cast<double>(submissions) * options_.localRanks;
+  const uint64_t found = static_cast<uint64_t>(n) * static_cast<uint64_t>(daemonBlocks_);
+  const uint64_t polls = after.sqPolls - before.sqPolls;
+  PlaceResult::Crossings c;
+  c.reads = static_cast<double>(after.reads - before.reads + found) / n;
+  c.writes = static_cast<double>(after.writes - before.writes) / n;
+  c.idlePolls = polls > found ? polls - found : 0;
+  return c;
+}
+
 PlaceResult RankRunner::measure(const Row& row, bool inPlace, std::string& error, bool& fatal) {
   PlaceResult place;
   const char* algorithm = nullptr;
@@ -286,9 +306,23 @@ PlaceResult RankRunner::measure(const Row& row, bool inPlace, std::string& error
     fatal = true;
     return place;
   }
+  // simt: the timed runs' bus crossings (device/simt_crossings.hpp). The counts are the process's,
+  // so its ranks meet (a thread barrier, no collective) around the reads: between the meetings
+  // only the timed collectives run.
+  const bool counting = exec::simt::countingCrossings();
+  exec::simt::Crossings before;
+  if (counting) {
+    if (localSync_ != nullptr) localSync_->arrive_and_wait();
+    before = exec::simt::crossings();
+    if (localSync_ != nullptr) localSync_->arrive_and_wait();
+  }
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < counts.timed && error.empty(); ++i) record(runOnce(row, buffers));
   const auto stop = std::chrono::steady_clock::now();
+  if (counting) {
+    if (localSync_ != nullptr) localSync_->arrive_and_wait();
+    if (error.empty()) place.crossings = perCollective(before, exec::simt::crossings(), counts.timed, row.regs.size());
+  }
   if (!error.empty()) return place;
   place.timeUs = std::chrono::duration<double, std::micro>(stop - start).count() / counts.timed;
   if (options_.check) {

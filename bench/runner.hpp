@@ -7,6 +7,7 @@
 // checked on the host and staged across for device ranks, outside the timed loop.
 #pragma once
 
+#include <barrier>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "check.hpp"
+#include "device/simt_crossings.hpp"
 #include "memory.hpp"
 #include "options.hpp"
 #include "plan.hpp"
@@ -34,8 +36,11 @@ struct ErrorSink {
 class RankRunner {
  public:
   // `device`: the rank's CUDA device, or -1 for a host rank; `make` allocates its buffers there.
+  // `localSync`: every rank of this process arrives at it (nullptr: this process runs one rank);
+  // the simt crossing count reads the process's counts while none of them runs a collective.
   RankRunner(const Options& options, occlComm_t comm, int rank, int nRanks, int device, Report& report,
-             ErrorSink& errors, std::chrono::milliseconds bound, BufferMaker make = makeBuffer);
+             ErrorSink& errors, std::chrono::milliseconds bound, BufferMaker make = makeBuffer,
+             std::barrier<>* localSync = nullptr);
 
   // Runs every row; returns "" or a fatal error after which the communicator must be aborted.
   std::string run();
@@ -73,12 +78,16 @@ class RankRunner {
   int64_t checkResults(const Row& row, const Layout& at);
   RunStatus runOnce(const Row& row, const RunBuffers& buffers);
   RunStatus barrier();
+  PlaceResult::Crossings perCollective(const exec::simt::Crossings& before, const exec::simt::Crossings& after,
+                                       int runs, size_t submissions) const;
 
   const Options& options_;
   occlComm_t comm_;
   int rank_;
   int nRanks_;
   int device_;  // CUDA device, or -1 for a host rank
+  int daemonBlocks_ = 1;  // the communicator's (occlCommGetConfig)
+  std::barrier<>* localSync_;
   Report& report_;
   ErrorSink& errors_;
   std::chrono::milliseconds bound_;

@@ -31,6 +31,7 @@
 #include "backend/kernel_backend.hpp"
 #include "backend/residency.hpp"
 #include "device/simt_block.hpp"
+#include "device/simt_crossings.hpp"
 #include "device/simt_memory.hpp"
 
 namespace occl::backend {
@@ -137,7 +138,7 @@ class SimtBackend final : public OnHostMemory<KernelBackend> {
     }
     stream_.reset();
     freeDaemon(quitWord_);
-    std::free(endedEpoch_);
+    exec::simt::freeHostMapped(endedEpoch_);
   }
 
   Status init() {
@@ -149,7 +150,7 @@ class SimtBackend final : public OnHostMemory<KernelBackend> {
     Result<void*> word = allocDaemon(sizeof(uint64_t));
     if (!word.ok()) return word.status();
     quitWord_ = static_cast<uint64_t*>(word.value());
-    Result<void*> ended = allocHostZeroed(sizeof(uint32_t));
+    Result<void*> ended = allocShared(sizeof(uint32_t));
     if (!ended.ok()) return ended.status();
     endedEpoch_ = static_cast<uint32_t*>(ended.value());
     setLaunchWords(quitWord_, endedEpoch_);
@@ -177,8 +178,16 @@ class SimtBackend final : public OnHostMemory<KernelBackend> {
   void freeDaemon(void* p) override {
     if (!kernelMayStillRun()) exec::simt::freeDeviceMemory(p);
   }
+  // Shared memory is what the CUDA backend pins on the host and maps into the GPU: every lane
+  // access to it is a bus crossing there, and counted here (device/simt_crossings.hpp).
+  Result<void*> allocShared(size_t bytes) override {
+    void* p = exec::simt::allocHostMapped(bytes);
+    if (p == nullptr)
+      return Status::error(occlSystemError, absl::StrFormat("allocating %d bytes of simt host-mapped memory failed", bytes));
+    return p;
+  }
   void freeShared(void* p) override {
-    if (!kernelMayStillRun()) std::free(p);
+    if (!kernelMayStillRun()) exec::simt::freeHostMapped(p);
   }
   const char* name() const override { return "simt"; }
 

@@ -140,7 +140,7 @@ inline constexpr uint64_t kPeerDrainProcessesNs = 200'000'000;
 // collective too (Gloo's fail-fast), instead of waiting for its own timeout. Peers see a
 // registration mismatch and a timeout as what they are (a hung rank makes every other rank's
 // copy time out, whichever deadline passes first); any other failure as occlRemoteError.
-OCCL_HD inline void failCollective(const CollDesc& d, int part, uint32_t code) {
+OCCL_HD inline void failCollective(const CollDesc& d, int part, uint64_t seq, uint32_t code) {
   if (!exec::isLeader()) return;
   uint32_t expected = 0;
   atomics::compareExchange(&d.shared->failStatus, expected, code);
@@ -148,8 +148,8 @@ OCCL_HD inline void failCollective(const CollDesc& d, int part, uint32_t code) {
   const uint32_t remote = asIs ? code : static_cast<uint32_t>(occlRemoteError);
   for (const ProgramForm& form : d.forms) {
     const BlockPlan& plan = form.blocks[part];
-    for (uint32_t i = 0; i < plan.nSends; ++i) plan.sends[i].poisonWith(remote);
-    for (uint32_t i = 0; i < plan.nRecvs; ++i) plan.recvs[i].poisonWith(remote);
+    for (uint32_t i = 0; i < plan.nSends; ++i) plan.sends[i].poisonWith(remote, seq);
+    for (uint32_t i = 0; i < plan.nRecvs; ++i) plan.recvs[i].poisonWith(remote, seq);
     if (d.peerShared && form.peerReads) releasePeerNoticesOnFailure(d, plan);
   }
   // A peer may still be using this rank's buffers (peer access, primitives/peer_read.hpp): the
@@ -230,7 +230,7 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
     });
     return false;
   }
-  if (out.status == TryStatus::Failed) failCollective(d, part, out.failCode);
+  if (out.status == TryStatus::Failed) failCollective(d, part, task.seq, out.failCode);
   leaderUpdate([&] {
     bump(stats.contextLoads, 1);
     if (!loaded.started) bump(stats.queueWaitNs, elapsedNs(task.popNs, now));

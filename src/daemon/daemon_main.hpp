@@ -24,16 +24,13 @@ static_assert(sizeof(DaemonLaunch) == 40, "DaemonLaunch is a kernel argument: on
 
 // Every lane of block `block` calls this; the quit decisions are the leader's, broadcast.
 //
-// A block that has read the exit SQE and holds no task is done for good and stays out of every
-// later launch: it neither joins nor votes. Had it joined, its first pass would vote (exit) and,
-// alone in the quorum, seal the launch before a block that still has work had started; that
-// block would leave unjoined, the host would relaunch for it at once, and the same race would
-// repeat: a relaunch storm in which the last exit SQE is never read (stop() timed out under
-// ThreadSanitizer, where a lane thread is slow to start). Every launch still has a block that
-// joins: the host launches only while some block has unread SQEs or held tasks.
+// A block that has read the exit SQE and holds no task is done for good: it still joins every
+// later launch, and its first pass votes (exit) and leaves. A launch seals only once every block
+// of the grid has joined (quit_vote.hpp), so its vote cannot seal the launch before a block that
+// still has work has started (that race once made a relaunch storm in which the last exit SQE was
+// never read, under ThreadSanitizer, where a lane thread is slow to start).
 OCCL_HD inline void daemonBlockMain(const DaemonEnv& env, const DaemonLaunch& launch, int block) {
-  if (exec::broadcastFromLeader([&] { return blockRetired(env.blocks[block]); })) return;
-  BlockQuit quit(launch.quitWord, launch.epoch, launch.limits, exec::nowNs());
+  BlockQuit quit(launch.quitWord, launch.epoch, env.nBlocks, launch.limits, exec::nowNs());
   bool stay = exec::broadcastFromLeader([&] { return quit.join(); });
   while (stay) {
     const PassResult r = daemonPass(env, block);

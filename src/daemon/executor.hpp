@@ -131,7 +131,8 @@ class BlockExecutor {
     // A failure already known before this block moved anything (a peer poisoned a connector long
     // before this rank submitted, an earlier submission failed) fails it with the user's buffers
     // untouched.
-    if (ctx_.tile == 0 && ctx_.step == 0 && ctx_.sub == 0 && exec::broadcastFromLeader([&] { return failureSeen() != 0; }))
+    if (ctx_.tile == 0 && ctx_.step == 0 && ctx_.sub == 0 &&
+        exec::broadcastFromLeader([&] { return failureOfCollective() != 0; }))
       return stop(WaitResult::Failed);
     if (plan_.nSteps == 0) ctx_.tile = form_.nTiles;  // no part in this form: done at once
     for (; ctx_.tile < form_.nTiles; ++ctx_.tile, ctx_.step = 0) {
@@ -157,10 +158,11 @@ class BlockExecutor {
     // its own peer's failure) may have sent all this block needed before it did, so a block that
     // never had to wait would complete with data from a rank that reports failure: every block
     // looks once more after its last step. Its own deadline does not count here: everything it
-    // needed arrived. What no check can close is a peer failing after this look (its deadline
-    // passing a moment after this rank finished); that rank then fails alone with its own
-    // deadline, and this rank's result is complete (it had every byte).
-    if (exec::broadcastFromLeader([&] { return failureSeen() != 0; })) return stop(WaitResult::Failed);
+    // needed arrived; nor does an abort of this rank since the try began (the abort fails what is
+    // pending; this submission is done). What no check can close is a peer failing after this
+    // look (its deadline passing a moment after this rank finished); that rank then fails alone
+    // with its own deadline, and this rank's result is complete (it had every byte).
+    if (exec::broadcastFromLeader([&] { return failureOfCollective() != 0; })) return stop(WaitResult::Failed);
     publishProgress(0);  // tile == nTiles: every step of this submission is done
     return {TryStatus::Done, progressed_, 0, false};
   }
@@ -385,12 +387,19 @@ class BlockExecutor {
     return deadlineNs_ != 0 && exec::nowNs() > deadlineNs_ ? static_cast<uint32_t>(occlTimeout) : 0u;
   }
 
-  // A failure recorded somewhere: an abort, another block's (failStatus), a poisoned connector or
-  // a peer's different registration.
+  // A failure recorded somewhere: an abort, or one of the collective's (failureOfCollective).
   OCCL_HD uint32_t failureSeen() const {
     if (abortFlag_ != nullptr) {
       if (uint32_t a = atomics::loadAcquire(abortFlag_)) return a;  // occlAborted or occlRemoteError
     }
+    return failureOfCollective();
+  }
+
+  // A failure of this collective: another block's (failStatus), a poisoned connector or a peer's
+  // different registration. Device memory on a GPU, where a connector's peer is in this process:
+  // the looks before the first step and after the last (run()) cross no bus (the abort flag is
+  // host-mapped; run() reads it once at the start of a try).
+  OCCL_HD uint32_t failureOfCollective() const {
     if (uint32_t s = atomics::loadAcquire(&d_.shared->failStatus)) return s;
     for (uint32_t i = 0; i < plan_.nSends; ++i)
       if (uint32_t c = connectorFailure(plan_.sends[i], /*peerIsReceiver=*/true)) return c;
@@ -399,9 +408,11 @@ class BlockExecutor {
     return 0;
   }
 
-  // A poisoned connector, or a peer that registered this collective differently.
+  // A connector poisoned for this submission or an earlier one (a peer's failure of a later one
+  // says nothing of this one, which that peer finished), or a peer that registered this collective
+  // differently.
   OCCL_HD uint32_t connectorFailure(const FifoHandle& c, bool peerIsReceiver) const {
-    if (uint32_t p = c.poisonStatus()) return p;
+    if (uint32_t p = c.poisonStatus(); p != 0 && c.poisonFails(ctx_.seq)) return p;
     return c.peerSignatureDiffers(d_.signature, peerIsReceiver) ? static_cast<uint32_t>(occlInvalidUsage) : 0u;
   }
 

@@ -12,11 +12,17 @@
 //   epoch << 32 | sealed << 31 | left << 20 | joined << 10 | votes
 //
 // A block joins when it starts, votes when it wants to quit, and withdraws its vote when it
-// progresses again. The vote that makes votes == joined seals the word; a sealed word makes every
-// block leave, including one that starts only afterwards (a grid larger than the GPU can hold at
-// once then still ends, instead of waiting for blocks that never run). Each launch passes a new
-// epoch, and a word from an older epoch reads as empty, so nothing is reset between launches.
-// A block leaving for the exit SQE votes for good, so every launch ends sealed.
+// progresses again. The vote that makes votes == joined == the grid's block count seals the word;
+// a sealed word makes every block leave. Every block of the grid must have joined first: blocks
+// that started could otherwise seal a stuck launch before a block with work had started (a block
+// whose part the others wait for: an MSCCL-IR program's reducing threadblock, a ring's other
+// channel), that block would leave unjoined, and if it always started later than the stuck time
+// after the others, it would never run and the ranks would preempt in step forever (seen on the
+// simt backend under load, where a lane thread can start more than 20 ms late;
+// daemon_try_test's ABlockThatStartsAfterTheStuckTimeStillRuns holds it). The grid is sized to fit the device (residency.hpp), so every
+// block starts. Each launch passes a new epoch, and a word from an older epoch reads as empty, so
+// nothing is reset between launches. A block leaving for the exit SQE votes for good, so every
+// launch ends sealed.
 //
 // A block that joined counts itself out (`left`) when it leaves, sealed or not; the one that
 // makes a sealed word's left == joined is the last, and only it tells the host. Blocks finish the
@@ -88,14 +94,16 @@ OCCL_HD inline bool joinLaunch(uint64_t* word, uint32_t epoch) {
   return quitword::update(word, epoch, [](quitword::Fields& f) { f.joined += 1; }, sealedNow);
 }
 
-// Votes to quit. True: the launch is sealed (by this vote or an earlier one), leave.
-OCCL_HD inline bool castQuitVote(uint64_t* word, uint32_t epoch) {
+// Votes to quit. True: the launch is sealed (by this vote or an earlier one), leave. `gridBlocks`
+// is the launch's block count: the vote of the last block to vote seals it only once all have
+// joined (see the top of the file).
+OCCL_HD inline bool castQuitVote(uint64_t* word, uint32_t epoch, uint32_t gridBlocks) {
   bool sealedNow = false;
   bool landed = quitword::update(
       word, epoch,
-      [](quitword::Fields& f) {
+      [&](quitword::Fields& f) {
         f.votes += 1;
-        f.sealed = f.votes >= f.joined;
+        f.sealed = f.votes >= f.joined && f.joined >= gridBlocks;
       },
       sealedNow);
   return !landed || sealedNow;
@@ -130,10 +138,11 @@ struct QuitLimits {
 // The quit decision of one block, kept by its leader across passes.
 class BlockQuit {
  public:
-  OCCL_HD BlockQuit(uint64_t* word, uint32_t epoch, QuitLimits limits, uint64_t nowNs)
-      : word_(word), epoch_(epoch), limits_(limits), lastProgressNs_(nowNs) {}
+  OCCL_HD BlockQuit(uint64_t* word, uint32_t epoch, uint32_t gridBlocks, QuitLimits limits, uint64_t nowNs)
+      : word_(word), epoch_(epoch), gridBlocks_(gridBlocks), limits_(limits), lastProgressNs_(nowNs) {}
 
-  // Joins the launch; false when the block must leave at once.
+  // Joins the launch; false when the block must leave at once. (A join never seals: the joining
+  // block has not voted.)
   OCCL_HD bool join() {
     joined_ = joinLaunch(word_, epoch_);
     return joined_;
@@ -150,7 +159,7 @@ class BlockQuit {
   OCCL_HD bool afterPass(const PassResult& r, uint64_t nowNs) {
     if (r.exit) {
       // Leaving for good: the vote stays cast, so the other blocks can still seal a quit.
-      if (!voted_) castQuitVote(word_, epoch_);
+      if (!voted_) castQuitVote(word_, epoch_, gridBlocks_);
       return true;
     }
     if (r.progressed) {
@@ -163,12 +172,13 @@ class BlockQuit {
     const uint64_t quietNs = nowNs - lastProgressNs_;
     if (quietNs < (r.pending ? limits_.stuckNs : limits_.idleNs)) return false;
     voted_ = true;
-    return castQuitVote(word_, epoch_);
+    return castQuitVote(word_, epoch_, gridBlocks_);
   }
 
  private:
   uint64_t* word_;
   uint32_t epoch_;
+  uint32_t gridBlocks_;
   QuitLimits limits_;
   uint64_t lastProgressNs_;
   bool voted_ = false;

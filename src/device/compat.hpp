@@ -45,6 +45,7 @@ struct LaneId {
   Block* block = nullptr;
   int index = 0;
   int count = 1;
+  bool countsCrossings = false;  // device/simt_crossings.hpp: counting was on when the lane started
 };
 // The lane a host thread is in an emulated block (device/simt_block.hpp); a thread outside any
 // (the host backend's daemon threads, the host itself) is lane 0 of a block of one.
@@ -55,11 +56,31 @@ void checkAtomicTarget(const void* p);
 #endif
 
 namespace occl::atomics {
+// What a lane's access to memory is, for the bus-crossing count (device/simt_crossings.hpp).
+enum class BusAccess : uint8_t { Read, Write, ReadModifyWrite, SqPoll };
+}  // namespace occl::atomics
+
+#if !OCCL_ON_DEVICE
+namespace occl::exec::simt {
+// Counts the access if `p` is host-mapped memory (device/simt_crossings.hpp).
+void noteAccess(const void* p, atomics::BusAccess access);
+}  // namespace occl::exec::simt
+#endif
+
+namespace occl::atomics {
 
 // A read-modify-write by an emulated lane must stay in (emulated) device memory.
 OCCL_HD inline void checkTarget([[maybe_unused]] const void* p) {
 #if !OCCL_ON_DEVICE
   if (exec::simt::tLane.block != nullptr) exec::simt::checkAtomicTarget(p);
+#endif
+}
+
+// A simt lane that counts bus crossings notes each access (device/simt_crossings.hpp); nothing
+// on the GPU, and one thread-local test on the host backend.
+OCCL_HD inline void noteAccess([[maybe_unused]] const void* p, [[maybe_unused]] BusAccess access) {
+#if !OCCL_ON_DEVICE
+  if (exec::simt::tLane.countsCrossings) exec::simt::noteAccess(p, access);
 #endif
 }
 
@@ -75,35 +96,58 @@ using Ref = std::atomic_ref<T>;
 
 template <typename T>
 OCCL_HD inline T loadAcquire(T* p) {
+  noteAccess(p, BusAccess::Read);
   return Ref<T>(*p).load(OCCL_MO(acquire));
 }
 template <typename T>
 OCCL_HD inline T loadRelaxed(T* p) {
+  noteAccess(p, BusAccess::Read);
   return Ref<T>(*p).load(OCCL_MO(relaxed));
 }
 template <typename T>
 OCCL_HD inline void storeRelease(T* p, T v) {
+  noteAccess(p, BusAccess::Write);
   Ref<T>(*p).store(v, OCCL_MO(release));
 }
 template <typename T>
 OCCL_HD inline void storeRelaxed(T* p, T v) {
+  noteAccess(p, BusAccess::Write);
   Ref<T>(*p).store(v, OCCL_MO(relaxed));
 }
 template <typename T>
 OCCL_HD inline T fetchAdd(T* p, T v) {
   checkTarget(p);
+  noteAccess(p, BusAccess::ReadModifyWrite);
   return Ref<T>(*p).fetch_add(v, OCCL_MO(acq_rel));
 }
 template <typename T>
 OCCL_HD inline T fetchOr(T* p, T v) {
   checkTarget(p);
+  noteAccess(p, BusAccess::ReadModifyWrite);
   return Ref<T>(*p).fetch_or(v, OCCL_MO(acq_rel));
 }
 // Strong CAS; on failure `expected` holds the value seen.
 template <typename T>
 OCCL_HD inline bool compareExchange(T* p, T& expected, T desired) {
   checkTarget(p);
+  noteAccess(p, BusAccess::ReadModifyWrite);
   return Ref<T>(*p).compare_exchange_strong(expected, desired, OCCL_MO(acq_rel), OCCL_MO(acquire));
+}
+
+// The SQ's poll for work (SubmissionQueue::tryPop): an acquire load, counted apart on simt, since
+// how often an idle daemon polls depends on how long it idles, not on the collectives it runs.
+template <typename T>
+OCCL_HD inline T pollAcquire(T* p) {
+  noteAccess(p, BusAccess::SqPoll);
+  return Ref<T>(*p).load(OCCL_MO(acquire));
+}
+
+// A plain load of memory whose publication an acquire load has ordered (an SQE's fields after its
+// turn): on the GPU the load it always was, on a simt lane a counted one.
+template <typename T>
+OCCL_HD inline T plainLoad(const T* p) {
+  noteAccess(p, BusAccess::Read);
+  return *p;
 }
 
 // A full fence: orders this thread's earlier stores before its later loads (a store-buffering

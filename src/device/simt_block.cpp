@@ -1,5 +1,6 @@
 #include "device/simt_block.hpp"
 
+#include "device/simt_crossings.hpp"
 #include "device/simt_memory.hpp"
 
 #include <chrono>
@@ -41,7 +42,7 @@ void Block::run(const std::function<void()>& body) {
 
 void Block::runLane(int lane, const std::function<void()>& body) {
   const LaneId outer = tLane;
-  tLane = LaneId{this, lane, lanes_};
+  tLane = LaneId{this, lane, lanes_, countingCrossings()};
   {
     DeviceAccess device;  // a lane is device code: emulated device memory is its own
     body();

@@ -224,7 +224,7 @@ Result<void*> Collective::allocDaemon(size_t bytes) {
 // attaches later.
 void Collective::failConnectors(uint32_t status) {
   for (const auto& c : connectors_) {
-    (void)c->poison(status);
+    (void)c->poison(status, 0);
     c->discard();
   }
 }

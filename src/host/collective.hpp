@@ -99,10 +99,11 @@ class Collective {
   // `status` instead of waiting for data that will never come. Through the connector memory,
   // which may be device memory the host cannot address. Returns the first failure (every
   // connector is still tried).
-  Status poisonConnectors(uint32_t status) const {
+  // `fromSeq`: the first submission it fails on the peers (the ones before it completed here).
+  Status poisonConnectors(uint32_t status, uint64_t fromSeq) const {
     Status first;
     for (const auto& c : connectors_) {
-      Status s = c->poison(status);
+      Status s = c->poison(status, fromSeq);
       if (first.ok() && !s.ok()) first = s;
     }
     return first;

@@ -66,7 +66,11 @@ struct alignas(64) FifoHeader {
   // queues/yield_board.hpp): whose word a wait on this FIFO reads. Both ends write both.
   uint32_t senderRank;
   uint32_t receiverRank;
-  uint64_t pad[2];
+  // The first submission the poison fails (written before it): a peer that failed submission k
+  // after finishing the ones before it fails k and every later one here, not an earlier one that
+  // a slower rank is still finishing (BlockExecutor's look after its last step). 0: every one.
+  uint64_t poisonSeq;
+  uint64_t pad;
 };
 static_assert(sizeof(FifoHeader) == 192, "FifoHeader layout is shared by host and device");
 
@@ -106,7 +110,11 @@ OCCL_HD inline void fifoPublished([[maybe_unused]] FifoHeader* h, [[maybe_unused
 // NET proxy): sets `status` unless the connector is poisoned already (the first status stays),
 // and wakes the sleepers on either word as FifoHandle::poisonWith does, or a daemon parked on the
 // FIFO would see the failure only at the end of its sleep. Returns whether this call set it.
-inline bool poisonHeader(FifoHeader* h, uint32_t status) {
+// `fromSeq`: the first submission it fails (FifoHeader::poisonSeq); two poisoners at once may
+// leave either's.
+inline bool poisonHeader(FifoHeader* h, uint32_t status, uint64_t fromSeq) {
+  if (atomics::loadAcquire(&h->poison) != 0) return false;
+  atomics::storeRelaxed(&h->poisonSeq, fromSeq);
   uint32_t expected = 0;
   if (!atomics::compareExchange(&h->poison, expected, status)) return false;
   fifoPublished(h, FifoWord::Tail);
@@ -260,13 +268,17 @@ struct FifoHandle {
   }
 
   OCCL_HD uint32_t poisonStatus() const { return atomics::loadAcquire(&header->poison); }
+  // Whether a poison (poisonStatus() != 0, read before this) fails submission `seq`.
+  OCCL_HD bool poisonFails(uint64_t seq) const { return atomics::loadRelaxed(&header->poisonSeq) <= seq; }
   // A load and a store, no read-modify-write: the FIFO may be a peer GPU's memory or pinned host
   // memory, where a device RMW needs native atomics across the bus (cudaDevP2PAttrNativeAtomic-
   // Supported, hostNativeAtomicSupported), which PCIe lacks (defect D5). Writers that race may
   // leave either status; each is a failure, and each rank reports its own cause first.
-  // Sleepers on either word wake to see it.
-  OCCL_HD void poisonWith(uint32_t status) const {
+  // Sleepers on either word wake to see it. `fromSeq`: the submission that failed
+  // (FifoHeader::poisonSeq).
+  OCCL_HD void poisonWith(uint32_t status, uint64_t fromSeq) const {
     if (atomics::loadAcquire(&header->poison) != 0) return;
+    atomics::storeRelaxed(&header->poisonSeq, fromSeq);
     atomics::storeRelease(&header->poison, status);
     fifoPublished(header, FifoWord::Tail);
     fifoPublished(header, FifoWord::Head);

@@ -88,12 +88,12 @@ struct SubmissionQueue {
   // result to the block.
   OCCL_HD bool tryPop(uint64_t cursor, SqeView& out) const {
     Sqe& s = slot(cursor);
-    if (atomics::loadAcquire(&s.turn) != cursor + 1) return false;
-    out.flags = s.flags;
-    out.collIndex = s.collIndex;
-    out.seq = s.seq;
-    out.sendbuf = s.sendbuf;
-    out.recvbuf = s.recvbuf;
+    if (atomics::pollAcquire(&s.turn) != cursor + 1) return false;
+    out.flags = atomics::plainLoad(&s.flags);
+    out.collIndex = atomics::plainLoad(&s.collIndex);
+    out.seq = atomics::plainLoad(&s.seq);
+    out.sendbuf = atomics::plainLoad(&s.sendbuf);
+    out.recvbuf = atomics::plainLoad(&s.recvbuf);
     return true;
   }
 

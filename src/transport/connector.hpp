@@ -52,12 +52,13 @@ class ConnectorMemory {
     return atomics::loadAcquire(isSender ? &h->receiverSig : &h->senderSig);
   }
 
-  // Fails every user of this connector with `status` (FifoHeader::poison); a connector already
-  // poisoned keeps its first status. The host's way in after an abort, while the daemon poisons
-  // through its FifoHandle. Memory the host cannot address (a FIFO in device memory) overrides
-  // this: a host CAS on device memory is a segfault (defect D2).
-  virtual Status poison(uint32_t status) {
-    (void)poisonHeader(header(), status);
+  // Fails every user of this connector with `status` (FifoHeader::poison) from submission
+  // `fromSeq` on (0: every one); a connector already poisoned keeps its first status. The host's
+  // way in after an abort, while the daemon poisons through its FifoHandle. Memory the host cannot
+  // address (a FIFO in device memory) overrides this: a host CAS on device memory is a segfault
+  // (defect D2).
+  virtual Status poison(uint32_t status, uint64_t fromSeq) {
+    (void)poisonHeader(header(), status, fromSeq);
     return Status::success();
   }
   // Called by `end` at registration: maps in, for this process, the pages its collective will

@@ -40,7 +40,7 @@ class DeviceFifo : public ConnectorMemory {
   // that the other end fails instead of waiting.
   Status claim(uint32_t nSlots, uint64_t slotBytes, const ConnectorKey& key) {
     Status claimed = claimGeometry(&shadow_, nSlots, slotBytes, key);
-    if (!claimed.ok()) (void)poison(occlInvalidUsage);
+    if (!claimed.ok()) (void)poison(occlInvalidUsage, 0);
     return claimed;
   }
 
@@ -60,7 +60,7 @@ class DeviceFifo : public ConnectorMemory {
   // No host atomics on device memory: read the word, and write it only while it is clear. A
   // daemon that poisons it between the two copies loses its status to this one; both are
   // failures, and every reader only asks whether the word is nonzero.
-  Status poison(uint32_t status) override {
+  Status poison(uint32_t status, uint64_t fromSeq) override {
     DeviceGuard guard(device_);
     if (Status s = guard.status(); !s.ok()) return s;
     uint32_t current = 0;
@@ -68,8 +68,12 @@ class DeviceFifo : public ConnectorMemory {
                           "cudaMemcpyAsync(connector poison)", device_);
     if (s.ok()) s = cudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", device_);
     if (!s.ok() || current != 0) return s;
-    s = cudaStatus(cudaMemcpyAsync(&header()->poison, &status, sizeof(status), cudaMemcpyHostToDevice, stream_),
+    // The stream orders the two copies: the submission the poison fails lands before the poison.
+    s = cudaStatus(cudaMemcpyAsync(&header()->poisonSeq, &fromSeq, sizeof(fromSeq), cudaMemcpyHostToDevice, stream_),
                    "cudaMemcpyAsync(connector poison)", device_);
+    if (s.ok())
+      s = cudaStatus(cudaMemcpyAsync(&header()->poison, &status, sizeof(status), cudaMemcpyHostToDevice, stream_),
+                     "cudaMemcpyAsync(connector poison)", device_);
     if (s.ok()) s = cudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", device_);
     return s;
   }

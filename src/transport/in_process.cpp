@@ -116,7 +116,7 @@ Status claimGeometry(FifoHeader* header, uint32_t nSlots, uint64_t slotBytes, co
     atomics::fetchAdd(&header->attached, 1u);
     return Status::success();
   }
-  (void)poisonHeader(header, occlInvalidUsage);  // the other end, attached already, fails instead of waiting
+  (void)poisonHeader(header, occlInvalidUsage, 0);  // the other end, attached already, fails instead of waiting
   return Status::error(
       occlInvalidUsage,
       absl::StrFormat("connector %s: the other end uses %d slots of %d bytes, this rank %d slots of %d bytes; "

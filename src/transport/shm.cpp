@@ -109,7 +109,7 @@ class ShmFactory : public ConnectorFactory {
         std::make_shared<ShmMemory>(range.value().base, range.value().bytes, pool.value(), poolKey, segments_);
     if (range.value().bytes != rangeBytes(bytes, packed_)) {
       // The other end's FIFO is another size: its header is all this end may touch.
-      (void)memory->poison(occlInvalidUsage);
+      (void)memory->poison(occlInvalidUsage, 0);
       return Status::error(occlInvalidUsage,
                            absl::StrFormat("connector %s: the other end's FIFO takes %d bytes, this rank's %d: "
                                            "the collective (its count, datatype and algorithm) and connectorSlots and "

@@ -310,8 +310,8 @@ RowResult floatSumRow() {
 
 TEST(BenchReport, RowMatchesNcclTestsColumns) {
   RowResult row = floatSumRow();
-  row.outOfPlace = {true, 123.456, 8.49, 12.74, 0, ""};
-  row.inPlace = {true, 12345.6, 0.08, 0.13, -1, ""};
+  row.outOfPlace = {true, 123.456, 8.49, 12.74, 0, "", std::nullopt};
+  row.inPlace = {true, 12345.6, 0.08, 0.13, -1, "", std::nullopt};
   EXPECT_EQ(formatRow(row),
             "     1048576        262144     float     sum      -1    123.5    8.49   12.74      0"
             "    12346    0.08    0.13    N/A\n");
@@ -441,6 +441,33 @@ TEST(BenchEndToEnd, SmallSizeIterationsAreInTheHeader) {
                             "--small-max", "64"});
   EXPECT_EQ(r.exitCode, kExitOk) << r.out << r.err;
   EXPECT_NE(r.out.find("# sizes up to 64 B: warmup iters: 3 iters: 30\n"), std::string::npos) << r.out;
+}
+
+// --backend simt runs the CUDA daemon's code on emulated blocks and prints its bus crossings:
+// per collective at the smallest size, per MiB at the largest from 1 MiB (simt_crossings_test pins
+// the numbers; this checks the lines).
+TEST(BenchEndToEnd, SimtPrintsTheHostCrossings) {
+  const CliRun r = runMain({"allreduce", "-b", "8", "-e", "1M", "-f", "131072", "-g", "2", "-n", "3", "-w", "1",
+                            "--backend", "simt"});
+  EXPECT_EQ(r.exitCode, kExitOk) << r.out << r.err;
+  EXPECT_NE(r.out.find(", backend simt\n"), std::string::npos) << r.out;
+  const size_t perCollective = r.out.find("# host crossings per collective: ");
+  ASSERT_NE(perCollective, std::string::npos) << r.out;
+  double reads = 0, writes = 0;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + perCollective, "# host crossings per collective: %lf reads, %lf writes (8 B", &reads,
+                        &writes),
+            2)
+      << r.out;
+  EXPECT_GT(reads, 0);
+  EXPECT_GT(writes, 0);
+  EXPECT_NE(r.out.find("# host crossings per MiB: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("writes (1048576 B out of place)\n"), std::string::npos) << r.out;
+}
+
+TEST(BenchEndToEnd, HostRunsPrintNoCrossings) {
+  const CliRun r = runMain({"-b", "8", "-e", "8", "-g", "2", "-n", "1"});
+  EXPECT_EQ(r.exitCode, kExitOk) << r.out << r.err;
+  EXPECT_EQ(r.out.find("host crossings"), std::string::npos) << r.out;
 }
 
 // The MSCCL-IR programs the tests below run: the project's (tests/data/msccl-ir) always, the
@@ -601,8 +628,8 @@ TEST(BenchEndToEnd, JsonNamesTheBackend) {
 
 TEST(BenchReport, NcclRowIsACommentWithOcclOverNcclTime) {
   RowResult row = floatSumRow();
-  row.outOfPlace = {true, 100.0, 10.49, 15.73, 0, ""};
-  row.nccl = {true, 50.0, 20.97, 31.46, -1, ""};
+  row.outOfPlace = {true, 100.0, 10.49, 15.73, 0, "", std::nullopt};
+  row.nccl = {true, 50.0, 20.97, 31.46, -1, "", std::nullopt};
   EXPECT_EQ(formatNcclRow(row),
             "# nccl      1048576        262144     float     sum      -1    50.00   20.97   31.46       2.00\n");
   row.error = "occlCollRegister: not implemented";  // occl has no time to compare

@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <ostream>
+#include <thread>
 #include <vector>
 
 #include "daemon/daemon.hpp"
@@ -37,8 +39,9 @@ static_assert(sizeof(ConnectorMemory) >= fifoBytes(kSlots, kSlotBytes), "room fo
 class Connector {
  public:
   FifoHandle handle() const { return FifoHandle{&memory_->header, memory_->slots, kSlots, 0, kSlotBytes}; }
-  // The peer failed the collective (its timeout) after sending what it sent.
-  void poison(uint32_t status) const { handle().poisonWith(status); }
+  // The peer failed the collective (its timeout) after sending what it sent, from its submission
+  // `fromSeq` on.
+  void poison(uint32_t status, uint64_t fromSeq = 0) const { handle().poisonWith(status, fromSeq); }
   void sendChunkOf(float value) const {
     FifoHandle h = handle();
     ASSERT_TRUE(h.canSend());
@@ -112,8 +115,7 @@ class DaemonRig {
   }
   PassResult pass(int block) { return daemonPass(env_, block); }
   // Runs block `block`'s whole part of launch `epoch` on this thread.
-  void launchBlock(uint32_t epoch, int block) {
-    const QuitLimits limits{1'000'000'000, 1'000'000'000};
+  void launchBlock(uint32_t epoch, int block, QuitLimits limits = {1'000'000'000, 1'000'000'000}) {
     daemonBlockMain(env_, DaemonLaunch{&quitWord_, &endedEpoch_, epoch, 0, limits}, block);
   }
   uint32_t endedEpoch() const { return endedEpoch_; }
@@ -256,6 +258,22 @@ TEST(DaemonTryTest, AllDataInAndThePeerFailedStillFails) {
   EXPECT_EQ(rig.cqe(), cqe::pack(0, occlTimeout, 0)) << "completed with data from a peer that failed";
 }
 
+// The peer finished submission 0 (it sent all of it) and failed its next one: the poison names
+// submission 1, so this rank's submission 0, still finishing, completes as the peer's did.
+TEST(DaemonTryTest, APeersFailureOfALaterSubmissionLeavesThisOneStanding) {
+  DaemonRig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.submitAndTake());
+  ASSERT_NO_FATAL_FAILURE(rig.b.sendChunkOf(3.0f));
+  EXPECT_TRUE(rig.pass(1).progressed);
+  EXPECT_FALSE(rig.pass(0).progressed);
+  ASSERT_NO_FATAL_FAILURE(rig.a.sendChunkOf(1.0f));
+  ASSERT_NO_FATAL_FAILURE(rig.a.sendChunkOf(2.0f));
+  rig.a.poison(occlRemoteError, 1);
+  EXPECT_FALSE(rig.pass(0).pending);
+  ASSERT_EQ(rig.cqesPublished(), 1u);
+  EXPECT_EQ(rig.cqe(), cqe::pack(0, occlSuccess, 0)) << "failed by a peer's failure of a later submission";
+}
+
 // A failure known before the first try (the peer poisoned the connector before this rank
 // submitted) fails the submission without touching the user's buffers, although the data it
 // would receive is there.
@@ -273,23 +291,50 @@ TEST(DaemonTryTest, AFailureKnownAtTheFirstTryTouchesNothing) {
   EXPECT_EQ(rig.output, std::vector<float>(kChunks * kChunkElems, -1.0f));
 }
 
-// A block that has read the exit SQE and holds no task stays out of later launches. Here block 1
-// always starts after block 0 has left (a GPU busy elsewhere makes blocks resident late): had
-// block 0 joined launch 2 as well, its exit vote would have sealed it alone again, block 1 would
-// never read the exit SQE, and the host would relaunch for it forever.
-TEST(DaemonTryTest, ARetiredBlockStaysOutOfLaterLaunches) {
+// A launch ends only once every block of its grid has joined. Block 1 starts after block 0 has
+// left for the exit SQE (a GPU busy elsewhere makes blocks resident late): block 0's exit vote
+// does not seal launch 1 alone, so block 1 still joins it, reads the exit SQE and ends it. A
+// retired block joins later launches and votes at once, so they end too.
+TEST(DaemonTryTest, AnExitVoteDoesNotEndALaunchBeforeEveryBlockJoined) {
   DaemonRig rig;
   ASSERT_NO_FATAL_FAILURE(rig.publishExit(0));
-  rig.launchBlock(1, 0);  // reads the exit SQE and, alone in the quorum, seals launch 1
-  rig.launchBlock(1, 1);  // too late: leaves unjoined
+  rig.launchBlock(1, 0);  // reads the exit SQE and votes for good: 1 of a grid of 2
+  EXPECT_EQ(rig.endedEpoch(), 0u);
+  rig.launchBlock(1, 1);  // joins, reads the exit SQE, and its vote seals launch 1
   EXPECT_EQ(rig.endedEpoch(), 1u);
   EXPECT_EQ(rig.sqNext(0), 1u);
-  ASSERT_EQ(rig.sqNext(1), 0u);  // the host relaunches for it
+  EXPECT_EQ(rig.sqNext(1), 1u) << "block 1 never read the exit SQE";
 
   rig.launchBlock(2, 0);
   rig.launchBlock(2, 1);
-  EXPECT_EQ(rig.sqNext(1), 1u) << "block 1 never read the exit SQE";
-  EXPECT_EQ(rig.endedEpoch(), 2u) << "launch 2 never ended";
+  EXPECT_EQ(rig.endedEpoch(), 2u) << "a launch of retired blocks never ended";
+}
+
+// The simt livelock of issue 42. Block 0 waits for block 1's step (a cross-block dependency, as
+// an MSCCL-IR program's threadblocks wait for its reducing one); block 1 starts far later than
+// the stuck time after block 0. Before, block 0's stuck vote sealed the launch alone, block 1
+// left unjoined, and if it always started that late it never ran: every launch ended stuck, and
+// the ranks preempted in step forever with no callback. Block 0 now keeps its launch open for
+// block 1, which runs its part, and the submission completes in this launch.
+TEST(DaemonTryTest, ABlockThatStartsAfterTheStuckTimeStillRuns) {
+  DaemonRig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.submitAndTake());
+  ASSERT_NO_FATAL_FAILURE(rig.a.sendChunkOf(1.0f));
+  ASSERT_NO_FATAL_FAILURE(rig.a.sendChunkOf(2.0f));
+  ASSERT_NO_FATAL_FAILURE(rig.b.sendChunkOf(3.0f));
+  const QuitLimits quick{1'000'000, 1'000'000};  // 1 ms idle and stuck
+  std::thread early([&] { rig.launchBlock(1, 0, quick); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // 50 stuck times
+  rig.launchBlock(1, 1, quick);
+  early.join();
+  EXPECT_EQ(rig.endedEpoch(), 1u);
+  ASSERT_EQ(rig.cqesPublished(), 1u) << "block 1 never ran in the launch block 0 had started";
+  EXPECT_EQ(rig.cqe(), cqe::pack(0, occlSuccess, 0));
+  std::vector<float> expected(kChunks * kChunkElems);
+  std::fill_n(expected.begin(), kChunkElems, 1.0f);
+  std::fill_n(expected.begin() + kChunkElems, kChunkElems, 2.0f);
+  std::fill_n(expected.begin() + 2 * kChunkElems, kChunkElems, 3.0f);
+  EXPECT_EQ(rig.output, expected);
 }
 
 }  // namespace

@@ -77,7 +77,7 @@ TEST_F(FifoWaitTest, AParkedSenderWakesWhenTheReceiverFreesASlot) {
 
 TEST_F(FifoWaitTest, APoisonedConnectorWakesAParkedReceiver) {
   auto slept = sleepUntilPublished(
-      &fifo_.header->tailWake, [&] { parkUntilRecv(fifo_, kLongSleepNs); }, [&] { fifo_.poisonWith(occlRemoteError); });
+      &fifo_.header->tailWake, [&] { parkUntilRecv(fifo_, kLongSleepNs); }, [&] { fifo_.poisonWith(occlRemoteError, 0); });
   EXPECT_LT(slept, kWoken);
   EXPECT_EQ(fifo_.poisonStatus(), static_cast<uint32_t>(occlRemoteError));
 }
@@ -85,7 +85,7 @@ TEST_F(FifoWaitTest, APoisonedConnectorWakesAParkedReceiver) {
 TEST_F(FifoWaitTest, APoisonedConnectorWakesAParkedSender) {
   for (uint32_t i = 0; i < kSlots; ++i) fifo_.commitSend(kSlotBytes);
   auto slept = sleepUntilPublished(
-      &fifo_.header->headWake, [&] { parkUntilSend(fifo_, kLongSleepNs); }, [&] { fifo_.poisonWith(occlInvalidUsage); });
+      &fifo_.header->headWake, [&] { parkUntilSend(fifo_, kLongSleepNs); }, [&] { fifo_.poisonWith(occlInvalidUsage, 0); });
   EXPECT_LT(slept, kWoken);
   EXPECT_FALSE(fifo_.canSend());
 }
@@ -95,15 +95,15 @@ TEST_F(FifoWaitTest, APoisonedConnectorWakesAParkedSender) {
 TEST_F(FifoWaitTest, AHeaderPoisonWakesAParkedReceiverAndAParkedSender) {
   auto slept = sleepUntilPublished(
       &fifo_.header->tailWake, [&] { parkUntilRecv(fifo_, kLongSleepNs); },
-      [&] { EXPECT_TRUE(poisonHeader(fifo_.header, occlRemoteError)); });
+      [&] { EXPECT_TRUE(poisonHeader(fifo_.header, occlRemoteError, 0)); });
   EXPECT_LT(slept, kWoken);
   fifo_.header->poison = 0;
   for (uint32_t i = 0; i < kSlots; ++i) fifo_.commitSend(kSlotBytes);
   slept = sleepUntilPublished(
       &fifo_.header->headWake, [&] { parkUntilSend(fifo_, kLongSleepNs); },
-      [&] { EXPECT_TRUE(poisonHeader(fifo_.header, occlAborted)); });
+      [&] { EXPECT_TRUE(poisonHeader(fifo_.header, occlAborted, 0)); });
   EXPECT_LT(slept, kWoken);
-  EXPECT_FALSE(poisonHeader(fifo_.header, occlTimeout)) << "a second poison";
+  EXPECT_FALSE(poisonHeader(fifo_.header, occlTimeout, 0)) << "a second poison";
   EXPECT_EQ(fifo_.poisonStatus(), static_cast<uint32_t>(occlAborted));
 }
 
@@ -172,7 +172,7 @@ TEST_F(FifoWaitTest, APoisoningSenderWaitsForThePeersUsingItsBuffersAndLaterOnes
     peerDone.store(true, std::memory_order_relaxed);
     fifo_.endPeerAccess();
   });
-  fifo_.poisonWith(occlTimeout);
+  fifo_.poisonWith(occlTimeout, 0);
   while (!fifo_.peerUsersGone()) std::this_thread::yield();
   EXPECT_TRUE(peerDone.load(std::memory_order_relaxed)) << "the sender went on while a peer used its buffers";
   peer.join();

@@ -380,18 +380,23 @@ TEST(NetConnector, PoisonForwardsBothWays) {
   Fifo sc = attach(ranks[1], c, ConnectorEnd::Sender, 2, 512);
   Fifo rc = attach(ranks[0], c, ConnectorEnd::Receiver, 2, 512);
   // The host's way (occlCommAbort): sender to receiver.
-  ASSERT_TRUE(sa.mem->poison(occlTimeout).ok());
+  ASSERT_TRUE(sa.mem->poison(occlTimeout, 7).ok());
   EXPECT_TRUE(waitFor([&] { return ra.poison() != 0; }));
   EXPECT_EQ(ra.poison(), static_cast<uint32_t>(occlTimeout));
+  // With the first submission it fails: the receiver's earlier ones stand.
+  EXPECT_FALSE(ra.h().poisonFails(6));
+  EXPECT_TRUE(ra.h().poisonFails(7));
   // The daemon's way (FifoHandle::poisonWith, no doorbell): receiver to sender.
-  rb.h().poisonWith(occlRemoteError);
+  rb.h().poisonWith(occlRemoteError, 3);
   EXPECT_TRUE(waitFor([&] { return sb.poison() != 0; }));
   EXPECT_EQ(sb.poison(), static_cast<uint32_t>(occlRemoteError));
+  EXPECT_FALSE(sb.h().poisonFails(2));
+  EXPECT_TRUE(sb.h().poisonFails(3));
   // The first status stays: once the sender's poison has arrived, the receiver's later one
   // neither replaces it there nor travels back to replace it at the sender.
-  sc.h().poisonWith(occlInvalidUsage);
+  sc.h().poisonWith(occlInvalidUsage, 0);
   EXPECT_TRUE(waitFor([&] { return rc.poison() != 0; }));
-  rc.h().poisonWith(occlSystemError);
+  rc.h().poisonWith(occlSystemError, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(sc.poison(), static_cast<uint32_t>(occlInvalidUsage));
   EXPECT_EQ(rc.poison(), static_cast<uint32_t>(occlInvalidUsage));
@@ -400,8 +405,8 @@ TEST(NetConnector, PoisonForwardsBothWays) {
   const ConnectorKey e{0x95, 1, 0, 0};
   Fifo se = attach(ranks[1], e, ConnectorEnd::Sender, 2, 512);
   Fifo re = attach(ranks[0], e, ConnectorEnd::Receiver, 2, 512);
-  se.h().poisonWith(occlInvalidUsage);
-  re.h().poisonWith(occlSystemError);
+  se.h().poisonWith(occlInvalidUsage, 0);
+  re.h().poisonWith(occlSystemError, 0);
   EXPECT_TRUE(waitFor([&] { return se.poison() != 0 && re.poison() != 0; }));
   const uint32_t settledSender = se.poison(), settledReceiver = re.poison();
   for (uint32_t got : {settledSender, settledReceiver})

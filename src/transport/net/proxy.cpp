@@ -57,8 +57,8 @@ class NetMemory : public ConnectorMemory {
     doorbell_->ring();  // the proxy forwards it now rather than at its next timed pass
     return peer;
   }
-  Status poison(uint32_t status) override {
-    Status s = ConnectorMemory::poison(status);
+  Status poison(uint32_t status, uint64_t fromSeq) override {
+    Status s = ConnectorMemory::poison(status, fromSeq);
     doorbell_->ring();
     return s;
   }
@@ -271,7 +271,7 @@ std::shared_ptr<Conn> Proxy::makeConn(const ConnectorKey& key, uint64_t gen, Con
 
 void Proxy::poisonLocal(Conn& c, uint32_t status) {
   if (c.base == nullptr) return;
-  (void)poisonHeader(c.header(), status);  // wakes this host's daemons parked on the FIFO
+  (void)poisonHeader(c.header(), status, 0);  // every submission; wakes this host's daemons parked on the FIFO
 }
 
 void Proxy::run() {

@@ -169,7 +169,7 @@ ucs_status_t Proxy::onMessage(const WireHeader& h, void* data, size_t length, co
       atomics::storeRelease(c.isSender() ? &fh->receiverSig : &fh->senderSig, h.value);
       break;
     case WireKind::Poison: {
-      (void)poisonHeader(fh, h.status != 0 ? h.status : uint32_t{occlRemoteError});
+      (void)poisonHeader(fh, h.status != 0 ? h.status : uint32_t{occlRemoteError}, h.value);  // value: poisonSeq
       c.poisonSent = true;  // the peer knows: no echo
       break;
     }
@@ -248,7 +248,7 @@ bool Proxy::serve(const std::shared_ptr<Conn>& conn) {
   }
   const uint32_t poison = atomics::loadAcquire(&fh->poison);
   if (poison != 0 && !c.poisonSent) {
-    sendControl(c, WireKind::Poison, 0, poison);
+    sendControl(c, WireKind::Poison, atomics::loadRelaxed(&fh->poisonSeq), poison);
     c.poisonSent = true;
     moved = true;
   }

@@ -21,7 +21,7 @@ enum class WireKind : uint32_t {
   Data = 2,       // sender -> receiver: value = step, payload = the filled part of its slot
   Credit = 3,     // receiver -> sender: value = the receiver's head
   Signature = 4,  // value = the sending end's registration signature
-  Poison = 5,     // status = the occlResult_t the connector fails with
+  Poison = 5,     // status = the occlResult_t the connector fails with, value = FifoHeader::poisonSeq
 };
 
 struct WireHeader {

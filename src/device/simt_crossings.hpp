@@ -1,0 +1,46 @@
+// Bus crossings, counted on the simt backend. The CUDA backend keeps in pinned host memory mapped
+// into the GPU what the host and the daemon share (backend allocShared: the SQ, the CQ rings, the
+// block reports, the SQE count and abort flag, each collective's statistics; and the launch's
+// ended word). On a GPU each access a daemon thread makes to it is a PCIe transaction, ~1.5 us on
+// an H200, which is most of a small collective's time. The simt backend allocates that memory
+// here (allocHostMapped) and, while counting is on, counts every lane's access to it: the loads,
+// stores and read-modify-writes of atomics:: and the SQE's fields (atomics::plainLoad). Device
+// memory, connectors and user buffers (device memory on a GPU within a process) are not counted.
+//
+// A poll of the SQ (the load of an SQE's turn word, atomics::pollAcquire) is counted apart: an
+// idle daemon polls as often as it idles, so the number says nothing of a collective's cost; the
+// poll that finds an entry is one read per submission and block.
+//
+// Counting is off by default and process-wide: ranks that share a process (threads) share the
+// counts. A lane decides whether it counts when it starts (simt_block.cpp), so turn counting on
+// before the launch to be counted: before a communicator's first submission. occl-bench turns it
+// on with --backend simt; tests/simt/simt_crossings_test pins the counts.
+//
+// Host code only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "device/compat.hpp"
+
+namespace occl::exec::simt {
+
+// Zeroed host memory that a GPU would reach across the bus; nullptr when the system refuses it.
+void* allocHostMapped(size_t bytes);
+void freeHostMapped(void* p);
+bool isHostMapped(const void* p);
+
+struct Crossings {
+  uint64_t reads = 0;   // loads, the SQ polls that found an entry not among them
+  uint64_t writes = 0;  // stores
+  uint64_t rmws = 0;    // read-modify-writes (none may target host-mapped memory: checkAtomicTarget)
+  uint64_t sqPolls = 0; // loads of an SQE's turn word, whether or not they found an entry
+};
+
+void countCrossings(bool on);
+bool countingCrossings();
+// Every lane's crossings since counting began (process-wide).
+Crossings crossings();
+
+}  // namespace occl::exec::simt
