@@ -35,6 +35,8 @@
 #endif
 
 #if !OCCL_ON_DEVICE
+#include <atomic>
+
 #include "util/spin.hpp"
 #endif
 
@@ -64,6 +66,9 @@ enum class BusAccess : uint8_t { Read, Write, ReadModifyWrite, SqPoll };
 namespace occl::exec::simt {
 // Counts the access if `p` is host-mapped memory (device/simt_crossings.hpp).
 void noteAccess(const void* p, atomics::BusAccess access);
+// Whether counting was ever turned on in this process: one load of a global, so that the host
+// backend's atomics pay no thread-local access (a call under -fPIC) for a count they never make.
+extern std::atomic<bool> gCrossingsCounted;
 }  // namespace occl::exec::simt
 #endif
 
@@ -80,7 +85,8 @@ OCCL_HD inline void checkTarget([[maybe_unused]] const void* p) {
 // on the GPU, and one thread-local test on the host backend.
 OCCL_HD inline void noteAccess([[maybe_unused]] const void* p, [[maybe_unused]] BusAccess access) {
 #if !OCCL_ON_DEVICE
-  if (exec::simt::tLane.countsCrossings) exec::simt::noteAccess(p, access);
+  if (exec::simt::gCrossingsCounted.load(std::memory_order_relaxed) && exec::simt::tLane.countsCrossings)
+    exec::simt::noteAccess(p, access);
 #endif
 }
 

@@ -62,7 +62,12 @@ bool isHostMapped(const void* p) {
   return addr < it->second;
 }
 
-void countCrossings(bool on) { gCounting.store(on, std::memory_order_release); }
+std::atomic<bool> gCrossingsCounted{false};
+
+void countCrossings(bool on) {
+  if (on) gCrossingsCounted.store(true, std::memory_order_release);
+  gCounting.store(on, std::memory_order_release);
+}
 bool countingCrossings() { return gCounting.load(std::memory_order_acquire); }
 
 Crossings crossings() {
