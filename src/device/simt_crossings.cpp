@@ -4,63 +4,44 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <map>
-#include <mutex>
-#include <shared_mutex>
+#include <iterator>
+
+#include "device/simt_ranges.hpp"
 
 namespace occl::exec::simt {
 namespace {
 
-struct Ranges {
-  std::shared_mutex mu;
-  std::map<uintptr_t, uintptr_t> byStart;  // start -> end (exclusive)
-};
-
-Ranges& ranges() {
-  static Ranges* r = new Ranges;  // never destroyed: lanes of a leaked launch may still ask
+AddressRanges& ranges() {
+  static auto* r = new AddressRanges;  // never destroyed: lanes of a leaked launch may still ask
   return *r;
 }
 
 std::atomic<bool> gCounting{false};
-std::atomic<uint64_t> gReads{0}, gWrites{0}, gRmws{0}, gSqPolls{0};
+// Indexed by atomics::BusAccess, whose last kind is SqPoll.
+std::atomic<uint64_t> gCounts[4];
+static_assert(static_cast<int>(atomics::BusAccess::SqPoll) + 1 == std::size(gCounts), "a counter per kind of access");
+
+uint64_t countOf(atomics::BusAccess a) { return gCounts[static_cast<int>(a)].load(std::memory_order_acquire); }
 
 }  // namespace
 
 void* allocHostMapped(size_t bytes) {
-  void* p = std::calloc(1, bytes == 0 ? 1 : bytes);
-  if (p == nullptr) return nullptr;
-  Ranges& r = ranges();
-  const auto start = reinterpret_cast<uintptr_t>(p);
-  std::unique_lock<std::shared_mutex> lock(r.mu);
-  r.byStart[start] = start + (bytes == 0 ? 1 : bytes);
+  const size_t length = bytes == 0 ? 1 : bytes;
+  void* p = std::calloc(1, length);
+  if (p != nullptr) ranges().add(p, length);
   return p;
 }
 
 void freeHostMapped(void* p) {
   if (p == nullptr) return;
-  Ranges& r = ranges();
-  {
-    std::unique_lock<std::shared_mutex> lock(r.mu);
-    auto it = r.byStart.find(reinterpret_cast<uintptr_t>(p));
-    if (it == r.byStart.end()) {
-      std::fprintf(stderr, "occl simt: freeHostMapped(%p): not host-mapped memory\n", p);
-      std::abort();
-    }
-    r.byStart.erase(it);
+  if (ranges().remove(p) == 0) {
+    std::fprintf(stderr, "occl simt: freeHostMapped(%p): not host-mapped memory\n", p);
+    std::abort();
   }
   std::free(p);
 }
 
-bool isHostMapped(const void* p) {
-  Ranges& r = ranges();
-  const auto addr = reinterpret_cast<uintptr_t>(p);
-  std::shared_lock<std::shared_mutex> lock(r.mu);
-  auto it = r.byStart.upper_bound(addr);
-  if (it == r.byStart.begin()) return false;
-  --it;
-  return addr < it->second;
-}
+bool isHostMapped(const void* p) { return ranges().contains(p); }
 
 std::atomic<bool> gCrossingsCounted{false};
 
@@ -71,30 +52,13 @@ void countCrossings(bool on) {
 bool countingCrossings() { return gCounting.load(std::memory_order_acquire); }
 
 Crossings crossings() {
-  Crossings c;
-  c.reads = gReads.load(std::memory_order_acquire);
-  c.writes = gWrites.load(std::memory_order_acquire);
-  c.rmws = gRmws.load(std::memory_order_acquire);
-  c.sqPolls = gSqPolls.load(std::memory_order_acquire);
-  return c;
+  using atomics::BusAccess;
+  return {countOf(BusAccess::Read), countOf(BusAccess::Write), countOf(BusAccess::ReadModifyWrite),
+          countOf(BusAccess::SqPoll)};
 }
 
 void noteAccess(const void* p, atomics::BusAccess access) {
-  if (!isHostMapped(p)) return;
-  switch (access) {
-    case atomics::BusAccess::Read:
-      gReads.fetch_add(1, std::memory_order_relaxed);
-      break;
-    case atomics::BusAccess::Write:
-      gWrites.fetch_add(1, std::memory_order_relaxed);
-      break;
-    case atomics::BusAccess::ReadModifyWrite:
-      gRmws.fetch_add(1, std::memory_order_relaxed);
-      break;
-    case atomics::BusAccess::SqPoll:
-      gSqPolls.fetch_add(1, std::memory_order_relaxed);
-      break;
-  }
+  if (isHostMapped(p)) gCounts[static_cast<int>(access)].fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace occl::exec::simt

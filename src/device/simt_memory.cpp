@@ -6,22 +6,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <mutex>
-#include <shared_mutex>
 
 #include "device/compat.hpp"
+#include "device/simt_ranges.hpp"
 
 namespace occl::exec::simt {
 namespace {
 
-struct Ranges {
-  std::shared_mutex mu;
-  std::map<uintptr_t, uintptr_t> byStart;  // start -> end (exclusive)
-};
-
-Ranges& ranges() {
-  static Ranges* r = new Ranges;  // never destroyed: lanes of a leaked launch may still ask
+AddressRanges& ranges() {
+  static auto* r = new AddressRanges;  // never destroyed: lanes of a leaked launch may still ask
   return *r;
 }
 
@@ -48,35 +41,21 @@ void* allocDeviceMemory(size_t bytes) {
     munmap(p, length);
     return nullptr;
   }
-  Ranges& r = ranges();
-  const auto start = reinterpret_cast<uintptr_t>(p);
-  std::unique_lock<std::shared_mutex> lock(r.mu);
-  r.byStart[start] = start + length;
+  ranges().add(p, length);
   return p;
 }
 
 void freeDeviceMemory(void* p) {
   if (p == nullptr) return;
-  Ranges& r = ranges();
-  std::unique_lock<std::shared_mutex> lock(r.mu);
-  auto it = r.byStart.find(reinterpret_cast<uintptr_t>(p));
-  if (it == r.byStart.end()) {
+  const size_t length = ranges().remove(p);
+  if (length == 0) {
     std::fprintf(stderr, "occl simt: freeDeviceMemory(%p): not device memory\n", p);
     std::abort();
   }
-  munmap(p, it->second - it->first);
-  r.byStart.erase(it);
+  munmap(p, length);
 }
 
-bool isDeviceMemory(const void* p) {
-  Ranges& r = ranges();
-  const auto addr = reinterpret_cast<uintptr_t>(p);
-  std::shared_lock<std::shared_mutex> lock(r.mu);
-  auto it = r.byStart.upper_bound(addr);
-  if (it == r.byStart.begin()) return false;
-  --it;
-  return addr < it->second;
-}
+bool isDeviceMemory(const void* p) { return ranges().contains(p); }
 
 bool deviceMemoryProtected() { return deviceKey() >= 0; }
 

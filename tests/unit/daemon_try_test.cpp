@@ -68,6 +68,16 @@ std::ostream& operator<<(std::ostream& out, const Counters& c) {
 //   block 1: step 0  receive chunk 2 from `b` (block 0 depends on it)
 // Thresholds are counted in rounds only (no time bound), so a wait on an empty connector gives up
 // after exactly kThreshold rounds.
+// The rig's output once the peers' chunks of 1, 2 and 3 (connector a: chunks 0 and 1; b: chunk 2)
+// are received.
+std::vector<float> outputOfChunks123() {
+  std::vector<float> expected(kChunks * kChunkElems);
+  std::fill_n(expected.begin(), kChunkElems, 1.0f);
+  std::fill_n(expected.begin() + kChunkElems, kChunkElems, 2.0f);
+  std::fill_n(expected.begin() + 2 * kChunkElems, kChunkElems, 3.0f);
+  return expected;
+}
+
 class DaemonRig {
  public:
   static constexpr uint32_t kThreshold = 8;
@@ -232,11 +242,7 @@ TEST(DaemonTryTest, DirtyAndProgressedAreSeparateThroughOneSubmission) {
   EXPECT_EQ(rig.cqesPublished(), 1u);
   EXPECT_EQ(rig.cqe(), cqe::pack(0, occlSuccess, 0));
 
-  std::vector<float> expected(kChunks * kChunkElems);
-  std::fill_n(expected.begin(), kChunkElems, 1.0f);
-  std::fill_n(expected.begin() + kChunkElems, kChunkElems, 2.0f);
-  std::fill_n(expected.begin() + 2 * kChunkElems, kChunkElems, 3.0f);
-  EXPECT_EQ(rig.output, expected);
+  EXPECT_EQ(rig.output, outputOfChunks123());
 }
 
 // A failure is one outcome on every rank. The peer sends every chunk this rank needs and then
@@ -330,11 +336,7 @@ TEST(DaemonTryTest, ABlockThatStartsAfterTheStuckTimeStillRuns) {
   EXPECT_EQ(rig.endedEpoch(), 1u);
   ASSERT_EQ(rig.cqesPublished(), 1u) << "block 1 never ran in the launch block 0 had started";
   EXPECT_EQ(rig.cqe(), cqe::pack(0, occlSuccess, 0));
-  std::vector<float> expected(kChunks * kChunkElems);
-  std::fill_n(expected.begin(), kChunkElems, 1.0f);
-  std::fill_n(expected.begin() + kChunkElems, kChunkElems, 2.0f);
-  std::fill_n(expected.begin() + 2 * kChunkElems, kChunkElems, 3.0f);
-  EXPECT_EQ(rig.output, expected);
+  EXPECT_EQ(rig.output, outputOfChunks123());
 }
 
 }  // namespace
