@@ -25,6 +25,12 @@ class Backend {
   virtual Result<void*> allocDaemon(size_t bytes) = 0;
   virtual Status copyToDaemon(void* dst, const void* src, size_t bytes) = 0;
   virtual Status copyFromDaemon(void* dst, const void* src, size_t bytes) = 0;
+  // Reads `n` words of daemon memory that the daemon keeps updating with relaxed stores (the
+  // statistics), without stopping it: each word whole, the set not as one snapshot.
+  virtual Status readDaemonWords(uint64_t* dst, const uint64_t* src, size_t n) {
+    for (size_t i = 0; i < n; ++i) dst[i] = atomics::loadRelaxed(const_cast<uint64_t*>(src + i));
+    return Status::success();
+  }
   virtual void freeShared(void* p) = 0;
   virtual void freeDaemon(void* p) = 0;
 

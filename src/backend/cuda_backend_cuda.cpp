@@ -89,6 +89,10 @@ class CudaBackend final : public KernelBackend {
   Status copyFromDaemon(void* dst, const void* src, size_t bytes) override {
     return copy(dst, src, bytes, "copyFromDaemon");
   }
+  // Device memory: a copy beside the running kernel (the aux stream), each word whole.
+  Status readDaemonWords(uint64_t* dst, const uint64_t* src, size_t n) override {
+    return copy(dst, src, n * sizeof(uint64_t), "readDaemonWords");
+  }
   void freeShared(void* p) override;
   void freeDaemon(void* p) override;
   Status checkUserBuffers(const void* sendbuf, const void* recvbuf) override;

@@ -174,6 +174,10 @@ class SimtBackend final : public OnHostMemory<KernelBackend> {
     std::memcpy(dst, src, bytes);
     return Status::success();
   }
+  Status readDaemonWords(uint64_t* dst, const uint64_t* src, size_t n) override {
+    exec::simt::DeviceAccess copyEngine;
+    return OnHostMemory::readDaemonWords(dst, src, n);
+  }
   // A launch that never exited may still use them: leak rather than free.
   void freeDaemon(void* p) override {
     if (!kernelMayStillRun()) exec::simt::freeDeviceMemory(p);

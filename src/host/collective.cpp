@@ -156,10 +156,11 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
 
   Result<void*> shared = allocDaemon(sizeof(CollShared));
   Result<void*> contexts = allocDaemon(nBlocks * sizeof(BlockContext));
-  Result<void*> stats = backend_->allocShared(nBlocks * sizeof(BlockStats));
+  // Daemon memory: the GPU daemon bumps the statistics several times a collective, which in
+  // pinned host memory cost a bus crossing each (device/simt_crossings.hpp); stats() reads them.
+  Result<void*> stats = allocDaemon(nBlocks * sizeof(BlockStats));
   for (const Result<void*>* r : {&shared, &contexts, &stats})
     if (!r->ok()) return r->status();
-  statsMemory_ = stats.value();
   desc_.shared = static_cast<CollShared*>(shared.value());
   desc_.contexts = static_cast<BlockContext*>(contexts.value());
   desc_.stats = static_cast<BlockStats*>(stats.value());
@@ -335,27 +336,32 @@ Result<const BlockPlan*> Collective::buildBlocks(const CollectiveSetup& setup, c
 
 Collective::~Collective() {
   for (void* p : daemonAllocations_) backend_->freeDaemon(p);
-  if (statsMemory_ != nullptr) backend_->freeShared(statsMemory_);
 }
 
 Status Collective::publish(CollDesc* tableEntry) {
   return backend_->copyToDaemon(tableEntry, &desc_, sizeof(CollDesc));
 }
 
-occlCollStats_t Collective::stats(backend::Backend&) const {
+Result<occlCollStats_t> Collective::stats(backend::Backend& backend) const {
   occlCollStats_t out{};
   out.submissions = submissions_.load(std::memory_order_relaxed);
   out.connectorSlots = connectorSlots_;
   out.connectorBytes = connectorBytes_;
   out.scratchBytes = scratchBytes_;
-  for (uint32_t b = 0; b < desc_.nBlocks; ++b) {
-    const BlockStats& s = desc_.stats[b];
-    out.completions += atomics::loadRelaxed(const_cast<uint64_t*>(&s.completions));
-    out.preemptions += atomics::loadRelaxed(const_cast<uint64_t*>(&s.preemptions));
-    out.contextLoads += atomics::loadRelaxed(const_cast<uint64_t*>(&s.contextLoads));
-    out.contextSaves += atomics::loadRelaxed(const_cast<uint64_t*>(&s.contextSaves));
-    out.queueWaitNs += atomics::loadRelaxed(const_cast<uint64_t*>(&s.queueWaitNs)) / desc_.nBlocks;
-    out.executionNs += atomics::loadRelaxed(const_cast<uint64_t*>(&s.executionNs)) / desc_.nBlocks;
+  std::vector<BlockStats> blocks(desc_.nBlocks);
+  static_assert(sizeof(BlockStats) % sizeof(uint64_t) == 0, "BlockStats is read as words");
+  if (Status s = backend.readDaemonWords(reinterpret_cast<uint64_t*>(blocks.data()),
+                                         reinterpret_cast<const uint64_t*>(desc_.stats),
+                                         blocks.size() * sizeof(BlockStats) / sizeof(uint64_t));
+      !s.ok())
+    return s.withContext("reading the daemon's statistics");
+  for (const BlockStats& s : blocks) {
+    out.completions += s.completions;
+    out.preemptions += s.preemptions;
+    out.contextLoads += s.contextLoads;
+    out.contextSaves += s.contextSaves;
+    out.queueWaitNs += s.queueWaitNs / desc_.nBlocks;
+    out.executionNs += s.executionNs / desc_.nBlocks;
   }
   return out;
 }

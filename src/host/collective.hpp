@@ -93,7 +93,7 @@ class Collective {
   uint64_t completedSeq() const { return completedSeq_.load(std::memory_order_acquire); }
   void advanceCompleted() { addByOneWriter(completedSeq_, uint64_t{1}); }
 
-  occlCollStats_t stats(backend::Backend& backend) const;
+  Result<occlCollStats_t> stats(backend::Backend& backend) const;
 
   // After an abort: a peer that waits on this rank through any of these connectors fails with
   // `status` instead of waiting for data that will never come. Through the connector memory,
@@ -144,7 +144,6 @@ class Collective {
   CollDesc desc_{};
   backend::Backend* backend_ = nullptr;
   std::vector<void*> daemonAllocations_;
-  void* statsMemory_ = nullptr;  // shared memory: the host reads the daemon's counters
   std::vector<std::shared_ptr<transport::ConnectorMemory>> connectors_;
   // What registration cost (occlCollStats_t): FIFO bytes of this rank's connector ends, the most
   // slots one of them has, scratch bytes.
