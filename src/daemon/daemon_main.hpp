@@ -36,7 +36,10 @@ OCCL_HD inline void daemonBlockMain(const DaemonEnv& env, const DaemonLaunch& la
     const PassResult r = daemonPass(env, block);
     stay = !exec::broadcastFromLeader([&] { return quit.afterPass(r, exec::nowNs()); });
   }
-  if (exec::isLeader()) quit.leave(launch.endedEpoch);
+  if (exec::isLeader()) {
+    reportHeld(env.blocks[block]);  // before leave(): the host reads it once the launch is over
+    quit.leave(launch.endedEpoch);
+  }
 }
 
 }  // namespace occl

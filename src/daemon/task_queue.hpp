@@ -77,7 +77,6 @@ OCCL_HD inline void insertTask(BlockState& bs, const TaskEntry& t, uint32_t orde
     }
     bs.tasks[pos] = t;
     bs.nTasks += 1;
-    atomics::storeRelease(&bs.report->held, bs.nTasks);
   });
 }
 
@@ -85,8 +84,13 @@ OCCL_HD inline void removeTask(BlockState& bs, uint32_t position) {
   leaderUpdate([&] {
     for (uint32_t i = position + 1; i < bs.nTasks; ++i) bs.tasks[i - 1] = bs.tasks[i];
     bs.nTasks -= 1;
-    atomics::storeRelease(&bs.report->held, bs.nTasks);
   });
 }
+
+// Tells the host how many tasks the block holds (BlockReport::held), which it reads only once a
+// launch is over (KernelBackend::pendingWork): a block reports as it leaves a launch, not at
+// every insert and removal, which on the GPU cost a bus crossing each (two a collective).
+// Leader only.
+OCCL_HD inline void reportHeld(const BlockState& bs) { atomics::storeRelease(&bs.report->held, bs.nTasks); }
 
 }  // namespace occl

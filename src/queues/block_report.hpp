@@ -10,7 +10,7 @@ namespace occl {
 struct alignas(64) BlockReport {
   uint64_t sqNext;       // the next SQ ticket this block reads: it has copied every entry before it
   uint64_t cqPublished;  // CQEs this block has written into its completion ring
-  uint32_t held;         // submissions in this block's task queue (taken, not finished)
+  uint32_t held;         // submissions in this block's task queue when it last left a launch
   uint32_t pad0;
   uint64_t pad[5];
 };

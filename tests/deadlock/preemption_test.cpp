@@ -148,7 +148,9 @@ TEST(PreemptionTest, StatisticsAddUpRightAfterWaitAll) {
 // collective. Each daemon takes its first collective and, unable to preempt it, waits forever for
 // a peer that waits on the other one.
 struct CrossedOrder {
-  static constexpr size_t kCount = 64 << 10;  // 256 KiB per collective vs 2 slots of 64 B
+  // 16 KiB per collective vs 2 slots of 64 B: neither fits in flight, so each rank's first waits for
+  // its peer. (256 KiB took 5-10 s on simt with 3 lanes, and over its 30 s bound under load.)
+  static constexpr size_t kCount = 4 << 10;
   static constexpr uint64_t kA = 0xA, kB = 0xB;
   // Declared before the communicators, so they outlive them (callbacks, daemon writes).
   PendingTracker tracker{2};

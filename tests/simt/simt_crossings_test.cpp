@@ -17,11 +17,11 @@ namespace {
 // Per 8 B AllReduce on one rank, one daemon block, one tile (issue 40's target: 1 and 1).
 //   reads: the SQ poll that finds the entry and its 5 fields; the abort flag at the try's start;
 //          the CQ slot before it is written
-//   writes: the block's report: its SQ cursor, and its count of held tasks up and down; the CQE
-//           and the ring's count
-// (The statistics, 4 loads and 4 stores a collective in pinned memory, are in device memory.)
+//   writes: the block's SQ cursor (its report); the CQE and the ring's count
+// (The statistics, 4 loads and 4 stores a collective in pinned memory, are in device memory; the
+// count of held tasks, 2 stores, is reported as a block leaves a launch.)
 constexpr double kReadsPerSmallCollective = 8;
-constexpr double kWritesPerSmallCollective = 5;
+constexpr double kWritesPerSmallCollective = 3;
 
 struct PerCollective {
   double reads, writes, rmws;

@@ -69,8 +69,9 @@ TEST_P(FailureAgreement, ALateRankFailsWhatItsPeersFailed) {
   d.algorithm = alg.desc;
   const std::string program = std::string(OCCL_TEST_DATA_DIR) + "/msccl-ir/allpairs_allreduce_4r.xml";
   for (occlComm_t c : comms_) {
-    if (std::string(alg.name) == "program")
+    if (std::string(alg.name) == "program") {
       ASSERT_EQ(occlAlgorithmLoad(c, "program", program.c_str()), occlSuccess) << occlGetLastError(c);
+    }
     ASSERT_EQ(occlCollRegister(c, kId, &d), occlSuccess) << occlGetLastError(c);
   }
   const char* chosen = nullptr;

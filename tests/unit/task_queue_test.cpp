@@ -45,7 +45,11 @@ class Queue {
       out.push_back({tasks_[i].seq, tasks_[i].collId, tasks_[i].priority, tasks_[i].part});
     return out;
   }
-  uint32_t reportedHeld() const { return report_.held; }
+  // What the block reports as it leaves a launch.
+  uint32_t reportedHeld() {
+    reportHeld(state_);
+    return report_.held;
+  }
 
  private:
   std::vector<TaskEntry> tasks_;
