@@ -417,8 +417,36 @@ class BlockExecutor {
   }
 
   OCCL_HD TryOutcome stop(WaitResult w) {
-    if (w == WaitResult::Failed) return {TryStatus::Failed, progressed_, failureCode(), false};
+    if (w == WaitResult::Failed) {
+      if (exec::isLeader()) {
+        uint32_t none = 0;  // the first failure's place stays
+        atomics::compareExchange(&d_.shared->failedWhere, none, failurePlace());
+      }
+      return {TryStatus::Failed, progressed_, failureCode(), false};
+    }
     return {TryStatus::Preempted, progressed_, 0, w == WaitResult::Yielded};
+  }
+
+  // Where this block saw the failure (FailedAt): a connector a peer poisoned (or registered
+  // differently), else what its current step waited for. Failure path only.
+  OCCL_HD uint32_t failurePlace() const {
+    const uint32_t form = &form_ == &d_.forms[kFormInPlace] ? kFormInPlace : kFormOutOfPlace;
+    const auto block = static_cast<uint32_t>(block_);
+    for (uint32_t i = 0; i < plan_.nRecvs; ++i)
+      if (connectorFailure(plan_.recvs[i], /*peerIsReceiver=*/false)) return failedWhereWord(FailedAt::PoisonedReceive, form, block, i);
+    for (uint32_t i = 0; i < plan_.nSends; ++i)
+      if (connectorFailure(plan_.sends[i], /*peerIsReceiver=*/true)) return failedWhereWord(FailedAt::PoisonedSend, form, block, i);
+    if (ctx_.step >= plan_.nSteps) return 0;
+    const DeviceStep& s = plan_.steps[ctx_.step];
+    if (ctx_.sub == 0 && s.depBlock >= 0 &&
+        !progressReached(atomics::loadAcquire(&d_.shared->progress[s.depBlock]),
+                         progressWord(ctx_.seq, ctx_.tile, static_cast<uint32_t>(s.depStep) + 1)))
+      return failedWhereWord(FailedAt::OtherBlock, form, block, static_cast<uint32_t>(s.depBlock));
+    if (s.recvConn != kNoConnector && !plan_.recvs[s.recvConn].canRecv())
+      return failedWhereWord(FailedAt::Receive, form, block, s.recvConn);
+    if (s.sendConn != kNoConnector && !plan_.sends[s.sendConn].canSend())
+      return failedWhereWord(FailedAt::Send, form, block, s.sendConn);
+    return 0;
   }
 
   const CollDesc& d_;

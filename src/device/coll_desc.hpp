@@ -4,6 +4,7 @@
 // (src/host/collective.cpp); the daemon only reads the static parts.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "device/compat.hpp"
@@ -53,10 +54,21 @@ static_assert(sizeof(BlockStats) == 64, "BlockStats layout is shared by host and
 struct alignas(64) CollShared {
   uint64_t progress[kMaxDaemonBlocks];  // dependency words: seq<<32 | tile<<12 | steps done
   uint32_t failStatus;                  // sticky occlResult_t once a submission failed
-  uint32_t pad;
+  uint32_t failedWhere;                 // where the first failure was seen (failedWhereWord), 0 = unknown
   uint32_t finished[kMaxInflightPerColl];  // blocks done with submission seq, at seq % window
 };
 static_assert(sizeof(CollShared) == 832, "CollShared layout is shared by host and device");
+static_assert(offsetof(CollShared, failStatus) % 8 == 0 && offsetof(CollShared, failedWhere) == offsetof(CollShared, failStatus) + 4,
+              "failStatus and failedWhere share one word, which the host reads whole");
+
+// What a block was doing when it saw its collective fail, so that the host's message can name the
+// peer (Collective::failurePlace): the connector it waited on, the connector a peer had poisoned,
+// or the block of this rank whose step it waited for.
+enum class FailedAt : uint32_t { Unknown = 0, Receive = 1, Send = 2, OtherBlock = 3, PoisonedReceive = 4, PoisonedSend = 5 };
+// at << 28 | form << 27 | block << 16 | index (a connector of the block's plan, or a block).
+OCCL_HD inline uint32_t failedWhereWord(FailedAt at, uint32_t form, uint32_t block, uint32_t index) {
+  return static_cast<uint32_t>(at) << 28 | (form & 1u) << 27 | (block & 0x7ffu) << 16 | (index & 0xffffu);
+}
 
 // One executable form of a collective on this rank: a program flattened into block plans, with
 // the chunk geometry and scratch it needs. A collective has one form per placement; both are the

@@ -301,6 +301,7 @@ Result<const BlockPlan*> Collective::buildBlocks(const CollectiveSetup& setup, c
       return Status::error(occlInvalidArgument, absl::StrFormat("algorithm %s: block %d has %d steps, at most %d",
                                                                 algorithm, b, bp.steps.size(), kMaxStepsPerBlock));
     const std::vector<int32_t> sendPeers = ir::connectionPeers(bp, true), recvPeers = ir::connectionPeers(bp, false);
+    peersOf_[formIndex].push_back({sendPeers, recvPeers});
     extents.push_back({steps.size(), connectors.size(), static_cast<uint32_t>(bp.steps.size()),
                        static_cast<uint16_t>(sendPeers.size()), static_cast<uint16_t>(recvPeers.size())});
     for (auto [peers, end] : {std::pair{&sendPeers, transport::ConnectorEnd::Sender},
@@ -340,6 +341,30 @@ Collective::~Collective() {
 
 Status Collective::publish(CollDesc* tableEntry) {
   return backend_->copyToDaemon(tableEntry, &desc_, sizeof(CollDesc));
+}
+
+std::string Collective::failurePlace(backend::Backend& backend) const {
+  uint64_t word = 0;
+  if (!backend.readDaemonWords(&word, reinterpret_cast<const uint64_t*>(&desc_.shared->failStatus), 1).ok()) return "";
+  const auto where = static_cast<uint32_t>(word >> 32);  // CollShared::failedWhere, after failStatus
+  const auto at = static_cast<FailedAt>(where >> 28);
+  const uint32_t form = (where >> 27) & 1u, block = (where >> 16) & 0x7ffu, index = where & 0xffffu;
+  if (at == FailedAt::Unknown) return "";
+  if (at == FailedAt::OtherBlock) return absl::StrFormat(": block %d waited for this rank's block %d", block, index);
+  // A form that shares the other's program (every built-in one) has no peers of its own.
+  const std::vector<BlockPeers>& blocks = peersOf_[form].empty() ? peersOf_[kFormOutOfPlace] : peersOf_[form];
+  if (block >= blocks.size()) return "";
+  const bool receives = at == FailedAt::Receive || at == FailedAt::PoisonedReceive;
+  const std::vector<int32_t>& peers = receives ? blocks[block].recvs : blocks[block].sends;
+  if (index >= peers.size()) return "";
+  const int32_t peer = peers[index];
+  switch (at) {
+    case FailedAt::Receive: return absl::StrFormat(": waiting for data from rank %d (block %d)", peer, block);
+    case FailedAt::Send: return absl::StrFormat(": waiting for rank %d to take data (block %d)", peer, block);
+    default:
+      return absl::StrFormat(": rank %d failed it (it poisoned its connector %s this rank, block %d)", peer,
+                             receives ? "to" : "from", block);
+  }
 }
 
 Result<occlCollStats_t> Collective::stats(backend::Backend& backend) const {

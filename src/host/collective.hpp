@@ -94,6 +94,10 @@ class Collective {
   void advanceCompleted() { addByOneWriter(completedSeq_, uint64_t{1}); }
 
   Result<occlCollStats_t> stats(backend::Backend& backend) const;
+  // After a failed completion: where this rank saw the failure, naming the peer (": waiting for
+  // data from rank 3 (block 0)", ": rank 1 failed it (...)"), or "" where the daemon recorded no
+  // place (CollShared::failedWhere). The first failure's place: later submissions fail with it.
+  std::string failurePlace(backend::Backend& backend) const;
 
   // After an abort: a peer that waits on this rank through any of these connectors fails with
   // `status` instead of waiting for data that will never come. Through the connector memory,
@@ -116,6 +120,11 @@ class Collective {
   }
 
   Collective() = default;
+  // The peers of each block's connectors, by form and block: [form][block] = {sends, receives}.
+  struct BlockPeers {
+    std::vector<int32_t> sends, recvs;
+  };
+  std::vector<BlockPeers> peersOf_[2];
   Status build(const CollectiveSetup& setup, const occlCollDesc_t& desc);
   // desc_.forms[formIndex]: `program` flattened for this rank, its geometry and scratch.
   Status buildForm(const CollectiveSetup& setup, const occlCollDesc_t& desc, const ir::Program& program,

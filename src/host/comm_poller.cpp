@@ -142,10 +142,12 @@ void Comm::fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock) {
     // which the caller holds throughout, so this cannot change during the callback: with
     // nothing more to fire the loop ends without taking registryMu_ again.
     const bool more = c->inFlight() > 0 && c->slotFor(c->completedSeq()).done;
-    lock.unlock();
     const auto status = static_cast<occlResult_t>(fired.status);
+    // Where this rank saw the failure, while the registry lock keeps the collective alive.
+    const std::string place = status == occlSuccess ? std::string() : c->failurePlace(*backend_);
+    lock.unlock();
     // Before the callback: a callback that asks occlGetLastError finds why.
-    if (status != occlSuccess) (void)record(Status::error(status, completionFailure(collId, seq, status)));
+    if (status != occlSuccess) (void)record(Status::error(status, completionFailure(collId, seq, status) + place));
     if (fired.fn != nullptr) fire(fired.fn, collId, status, fired.arg);
     addByOneWriter(generationOut_[fired.generation], uint64_t{1});
     // seq_cst with waitAll's increment of waiters_ and its read of firedTotal_ (before it looks

@@ -97,10 +97,19 @@ TEST_P(FailureAgreement, ALateRankFailsWhatItsPeersFailed) {
     comms_[0] = nullptr;
     expectedLate = occlRemoteError;
   }
+  bool someoneNamedTheLateRank = false;
   for (int r = 0; r < kLate; ++r) {
     ASSERT_TRUE(done[r].waitFor(1, kPrompt)) << "rank " << r << " never failed";
     const occlResult_t expected = cause == Cause::Timeout ? occlTimeout : r == 0 ? occlAborted : occlRemoteError;
     EXPECT_EQ(done[r].fired()[0].second, expected) << "rank " << r << ": " << occlGetErrorString(done[r].fired()[0].second);
+    if (comms_[r] != nullptr)
+      someoneNamedTheLateRank = someoneNamedTheLateRank ||
+                                std::string(occlGetLastError(comms_[r])).find("waiting for data from rank 3") != std::string::npos;
+  }
+  // The direct AllReduce waits on rank 3 itself: the first rank whose deadline passes says so
+  // (the others may learn of the failure from it first, and name it instead).
+  if (cause == Cause::Timeout && std::string(alg.name) == "direct") {
+    EXPECT_TRUE(someoneNamedTheLateRank) << "no timed-out rank named rank 3: " << occlGetLastError(comms_[0]);
   }
 
   // Every early rank has failed (and poisoned its connectors) before rank 3 submits.
@@ -116,6 +125,9 @@ TEST_P(FailureAgreement, ALateRankFailsWhatItsPeersFailed) {
   EXPECT_EQ(late, expectedLate) << "the late rank reported " << occlGetErrorString(late)
                                 << " where its peers failed the same submission";
   EXPECT_EQ(bufs[kLate], before) << "the late rank's buffer changed although the submission failed";
+  // Its message names a peer that had failed the submission.
+  EXPECT_NE(std::string(occlGetLastError(comms_[kLate])).find(" failed it (it poisoned its connector"), std::string::npos)
+      << occlGetLastError(comms_[kLate]);
 }
 
 std::string paramName(const ::testing::TestParamInfo<Param>& info) {
