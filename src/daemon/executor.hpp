@@ -418,25 +418,30 @@ class BlockExecutor {
 
   OCCL_HD TryOutcome stop(WaitResult w) {
     if (w == WaitResult::Failed) {
+      // A fold that found a peer's buffers poisoned fails whatever submission the poison names:
+      // never a failure without a code, which would complete as a success.
+      uint32_t code = failureCode();
+      if (code == 0) code = occlRemoteError;
       if (exec::isLeader()) {
         uint32_t none = 0;  // the first failure's place stays
-        atomics::compareExchange(&d_.shared->failedWhere, none, failurePlace());
+        atomics::compareExchange(&d_.shared->failedWhere, none, failurePlace(code == static_cast<uint32_t>(occlTimeout)));
       }
-      return {TryStatus::Failed, progressed_, failureCode(), false};
+      return {TryStatus::Failed, progressed_, code, false};
     }
     return {TryStatus::Preempted, progressed_, 0, w == WaitResult::Yielded};
   }
 
   // Where this block saw the failure (FailedAt): a connector a peer poisoned (or registered
-  // differently), else what its current step waited for. Failure path only.
-  OCCL_HD uint32_t failurePlace() const {
+  // differently), else, for its own timeout (`waited`), what its current step waited for; 0 for
+  // an abort or a failure of its own making, which no peer caused. Failure path only.
+  OCCL_HD uint32_t failurePlace(bool waited) const {
     const uint32_t form = &form_ == &d_.forms[kFormInPlace] ? kFormInPlace : kFormOutOfPlace;
     const auto block = static_cast<uint32_t>(block_);
     for (uint32_t i = 0; i < plan_.nRecvs; ++i)
       if (connectorFailure(plan_.recvs[i], /*peerIsReceiver=*/false)) return failedWhereWord(FailedAt::PoisonedReceive, form, block, i);
     for (uint32_t i = 0; i < plan_.nSends; ++i)
       if (connectorFailure(plan_.sends[i], /*peerIsReceiver=*/true)) return failedWhereWord(FailedAt::PoisonedSend, form, block, i);
-    if (ctx_.step >= plan_.nSteps) return 0;
+    if (!waited || ctx_.tile >= form_.nTiles || ctx_.step >= plan_.nSteps) return 0;  // past its last step: waits for nothing
     const DeviceStep& s = plan_.steps[ctx_.step];
     if (ctx_.sub == 0 && s.depBlock >= 0 &&
         !progressReached(atomics::loadAcquire(&d_.shared->progress[s.depBlock]),

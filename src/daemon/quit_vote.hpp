@@ -19,9 +19,11 @@
 // channel), that block would leave unjoined, and if it always started later than the stuck time
 // after the others, it would never run and the ranks would preempt in step forever (seen on the
 // simt backend under load, where a lane thread can start more than 20 ms late;
-// daemon_try_test's ABlockThatStartsAfterTheStuckTimeStillRuns holds it). The grid is sized to fit the device (residency.hpp), so every
-// block starts. Each launch passes a new epoch, and a word from an older epoch reads as empty, so
-// nothing is reset between launches. A block leaving for the exit SQE votes for good, so every
+// daemon_try_test's ABlockThatStartsAfterTheStuckTimeStillRuns holds it). The grid is sized to
+// fit the device (residency.hpp, per process), so every block starts, unless something outside
+// the process keeps SMs (another process's kernels under MPS): a launch then ends only once its
+// last block has become resident. Each launch passes a new epoch, and a word from an older epoch
+// reads as empty, so nothing is reset between launches. A block leaving for the exit SQE votes for good, so every
 // launch ends sealed.
 //
 // A block that joined counts itself out (`left`) when it leaves, sealed or not; the one that

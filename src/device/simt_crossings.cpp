@@ -1,9 +1,11 @@
 #include "device/simt_crossings.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iterator>
 
 #include "device/simt_ranges.hpp"
@@ -25,10 +27,13 @@ uint64_t countOf(atomics::BusAccess a) { return gCounts[static_cast<int>(a)].loa
 
 }  // namespace
 
+// Cache-line aligned, as pinned memory is: the SQ's entries and the block reports are alignas(64).
 void* allocHostMapped(size_t bytes) {
-  const size_t length = bytes == 0 ? 1 : bytes;
-  void* p = std::calloc(1, length);
-  if (p != nullptr) ranges().add(p, length);
+  const size_t length = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, length);
+  if (p == nullptr) return nullptr;
+  std::memset(p, 0, length);
+  ranges().add(p, length);
   return p;
 }
 

@@ -1,7 +1,6 @@
 // Bus crossings, counted on the simt backend. The CUDA backend keeps in pinned host memory mapped
 // into the GPU what the host and the daemon share (backend allocShared: the SQ, the CQ rings, the
-// block reports, the SQE count and abort flag, each collective's statistics; and the launch's
-// ended word). On a GPU each access a daemon thread makes to it is a PCIe transaction, ~1.5 us on
+// block reports, the SQE count and abort flag; and the launch's ended word). On a GPU each access a daemon thread makes to it is a PCIe transaction, ~1.5 us on
 // an H200, which is most of a small collective's time. The simt backend allocates that memory
 // here (allocHostMapped) and, while counting is on, counts every lane's access to it: the loads,
 // stores and read-modify-writes of atomics:: and the SQE's fields (atomics::plainLoad). Device

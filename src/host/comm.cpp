@@ -277,11 +277,13 @@ Status Comm::abort(occlResult_t reason) {
   shutdown();
   // The daemon poisoned the connectors of what was pending; those of every other registered
   // collective go too, or a peer that submits one later would wait for this rank until its timeout.
-  // From the next submission on: the ones this rank made have completed or failed (and poisoned).
+  // From the oldest submission whose callback has not fired: normally every one has (the daemon
+  // failed and poisoned what was pending, and shutdown() drained the CQ), but a daemon whose stop
+  // gave up (a kernel fault, the stop timeout) left its pending ones unpoisoned.
   std::lock_guard<std::mutex> lock(submitMu_);
   Status poisoned;
   for (const auto& [collId, coll] : byId_) {
-    Status s = coll->poisonConnectors(occlRemoteError, coll->nextSeq());
+    Status s = coll->poisonConnectors(occlRemoteError, coll->completedSeq());
     if (poisoned.ok() && !s.ok()) poisoned = s.withContext(absl::StrFormat("poisoning the connectors of collId 0x%x", collId));
   }
   return poisoned;

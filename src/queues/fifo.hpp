@@ -33,7 +33,8 @@
 //
 // The header also carries the registration handshake: each side writes the signature of its
 // registration; a side that sees a different one from its peer poisons the connector, and a
-// poisoned connector fails every collective that waits on it, on every rank it reaches.
+// poisoned connector fails every submission from the one it names on (poisonSeq; 0 for a
+// registration), on every rank it reaches.
 #pragma once
 
 #include <atomic>
