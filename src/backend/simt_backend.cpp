@@ -138,7 +138,8 @@ class SimtBackend final : public OnHostMemory<KernelBackend> {
     }
     stream_.reset();
     freeDaemon(quitWord_);
-    exec::simt::freeHostMapped(endedEpoch_);
+    exec::simt::removeHostMapped(endedEpoch_);
+    std::free(endedEpoch_);
   }
 
   Status init() {
@@ -185,13 +186,14 @@ class SimtBackend final : public OnHostMemory<KernelBackend> {
   // Shared memory is what the CUDA backend pins on the host and maps into the GPU: every lane
   // access to it is a bus crossing there, and counted here (device/simt_crossings.hpp).
   Result<void*> allocShared(size_t bytes) override {
-    void* p = exec::simt::allocHostMapped(bytes);
-    if (p == nullptr)
-      return Status::error(occlSystemError, absl::StrFormat("allocating %d bytes of simt host-mapped memory failed", bytes));
+    Result<void*> p = allocHostZeroed(bytes);
+    if (p.ok()) exec::simt::addHostMapped(p.value(), bytes);
     return p;
   }
   void freeShared(void* p) override {
-    if (!kernelMayStillRun()) exec::simt::freeHostMapped(p);
+    if (kernelMayStillRun()) return;
+    exec::simt::removeHostMapped(p);
+    std::free(p);
   }
   const char* name() const override { return "simt"; }
 

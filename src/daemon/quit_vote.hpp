@@ -23,8 +23,8 @@
 // fit the device (residency.hpp, per process), so every block starts, unless something outside
 // the process keeps SMs (another process's kernels under MPS): a launch then ends only once its
 // last block has become resident. Each launch passes a new epoch, and a word from an older epoch
-// reads as empty, so nothing is reset between launches. A block leaving for the exit SQE votes for good, so every
-// launch ends sealed.
+// reads as empty, so nothing is reset between launches. A block leaving for the exit SQE votes
+// for good, so every launch ends sealed.
 //
 // A block that joined counts itself out (`left`) when it leaves, sealed or not; the one that
 // makes a sealed word's left == joined is the last, and only it tells the host. Blocks finish the

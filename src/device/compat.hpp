@@ -82,7 +82,7 @@ OCCL_HD inline void checkTarget([[maybe_unused]] const void* p) {
 }
 
 // A simt lane that counts bus crossings notes each access (device/simt_crossings.hpp); nothing
-// on the GPU, and one thread-local test on the host backend.
+// on the GPU, and one relaxed load of a global on the host backend.
 OCCL_HD inline void noteAccess([[maybe_unused]] const void* p, [[maybe_unused]] BusAccess access) {
 #if !OCCL_ON_DEVICE
   if (exec::simt::gCrossingsCounted.load(std::memory_order_relaxed) && exec::simt::tLane.countsCrossings)

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <iterator>
 
 #include "device/simt_ranges.hpp"
@@ -27,23 +26,14 @@ uint64_t countOf(atomics::BusAccess a) { return gCounts[static_cast<int>(a)].loa
 
 }  // namespace
 
-// Cache-line aligned, as pinned memory is: the SQ's entries and the block reports are alignas(64).
-void* allocHostMapped(size_t bytes) {
-  const size_t length = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, length);
-  if (p == nullptr) return nullptr;
-  std::memset(p, 0, length);
-  ranges().add(p, length);
-  return p;
-}
+void addHostMapped(const void* p, size_t bytes) { ranges().add(p, std::max<size_t>(bytes, 1)); }
 
-void freeHostMapped(void* p) {
+void removeHostMapped(const void* p) {
   if (p == nullptr) return;
   if (ranges().remove(p) == 0) {
-    std::fprintf(stderr, "occl simt: freeHostMapped(%p): not host-mapped memory\n", p);
+    std::fprintf(stderr, "occl simt: removeHostMapped(%p): not host-mapped memory\n", p);
     std::abort();
   }
-  std::free(p);
 }
 
 bool isHostMapped(const void* p) { return ranges().contains(p); }

@@ -1,8 +1,9 @@
 // Bus crossings, counted on the simt backend. The CUDA backend keeps in pinned host memory mapped
 // into the GPU what the host and the daemon share (backend allocShared: the SQ, the CQ rings, the
-// block reports, the SQE count and abort flag; and the launch's ended word). On a GPU each access a daemon thread makes to it is a PCIe transaction, ~1.5 us on
-// an H200, which is most of a small collective's time. The simt backend allocates that memory
-// here (allocHostMapped) and, while counting is on, counts every lane's access to it: the loads,
+// block reports, the SQE count and abort flag; and the launch's ended word). On a GPU each access
+// a daemon thread makes to it is a PCIe transaction, ~1.5 us on an H200, which is most of a small
+// collective's time. The simt backend registers that memory here (addHostMapped) and, while
+// counting is on, counts every lane's access to it: the loads,
 // stores and read-modify-writes of atomics:: and the SQE's fields (atomics::plainLoad). Device
 // memory, connectors and user buffers (device memory on a GPU within a process) are not counted.
 //
@@ -25,9 +26,10 @@
 
 namespace occl::exec::simt {
 
-// Zeroed host memory that a GPU would reach across the bus; nullptr when the system refuses it.
-void* allocHostMapped(size_t bytes);
-void freeHostMapped(void* p);
+// Registers (and forgets) host memory that a GPU would reach across the bus: the simt backend's
+// allocShared, which allocates as the host backend does (backend/host_memory.hpp).
+void addHostMapped(const void* p, size_t bytes);
+void removeHostMapped(const void* p);
 bool isHostMapped(const void* p);
 
 struct Crossings {

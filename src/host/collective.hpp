@@ -119,12 +119,12 @@ class Collective {
     addByOneWriter(submissions_, delta, std::memory_order_relaxed);
   }
 
-  Collective() = default;
-  // The peers of each block's connectors, by form and block: [form][block] = {sends, receives}.
+  // The peers of a block's connectors (Collective::peersOf_).
   struct BlockPeers {
     std::vector<int32_t> sends, recvs;
   };
-  std::vector<BlockPeers> peersOf_[2];
+
+  Collective() = default;
   Status build(const CollectiveSetup& setup, const occlCollDesc_t& desc);
   // desc_.forms[formIndex]: `program` flattened for this rank, its geometry and scratch.
   Status buildForm(const CollectiveSetup& setup, const occlCollDesc_t& desc, const ir::Program& program,
@@ -153,6 +153,7 @@ class Collective {
   CollDesc desc_{};
   backend::Backend* backend_ = nullptr;
   std::vector<void*> daemonAllocations_;
+  std::vector<BlockPeers> peersOf_[2];  // [form][block]: failurePlace() names a connector's peer
   std::vector<std::shared_ptr<transport::ConnectorMemory>> connectors_;
   // What registration cost (occlCollStats_t): FIFO bytes of this rank's connector ends, the most
   // slots one of them has, scratch bytes.
