@@ -1,6 +1,6 @@
 // occl-micro: the cost of occl's queue operations alone, on one thread, with no daemon.
 //   BM_SqPushPop/C  : one SQE published and read by each of C consumers, each reporting its cursor
-//                     (the producer reads the cursors again once per lap of the ring).
+//                     where the SQE asks (about once per half ring; queues/sq.hpp).
 //   BM_CqPushTake/D : one CQE stored into a block's D-slot ring and taken by the poller.
 // These are floors for the submit and completion paths that occl-bench measures end to end.
 #include <benchmark/benchmark.h>
@@ -17,7 +17,7 @@
 
 namespace {
 
-// SQ slots are cache-line aligned and zeroed: turn 0 = never written.
+// SQ slots are cache-line aligned and zeroed: tag 0 = never written.
 struct SqStorage {
   explicit SqStorage(uint32_t depth, uint32_t consumers)
       : slots(static_cast<occl::Sqe*>(std::aligned_alloc(64, depth * sizeof(occl::Sqe)))), reports(consumers) {
@@ -37,7 +37,7 @@ void BM_SqPushPop(benchmark::State& state) {
   SqStorage sq(1024, consumers);
   std::vector<uint64_t> cursors(consumers, 0);
   uint64_t ticket = 0, limit = 0;
-  occl::SqeView in{occl::kSqeSubmit, 7, 0, 0x1000, 0x2000};
+  occl::SqeView in{occl::kSqeSubmit, 1, 7, 0, 0x1000, 0x2000};
   occl::SqeView out{};
   for (auto _ : state) {
     in.seq = ticket;
@@ -47,7 +47,7 @@ void BM_SqPushPop(benchmark::State& state) {
     }
     for (uint32_t c = 0; c < consumers; ++c) {
       if (!sq.queue.tryPop(cursors[c]++, out)) state.SkipWithError("SQE not visible to a consumer");
-      sq.queue.advance(c, cursors[c]);
+      if (out.flags & occl::kSqeReport) sq.queue.advance(c, cursors[c]);
     }
     benchmark::DoNotOptimize(out);
     ++ticket;
@@ -59,13 +59,14 @@ BENCHMARK(BM_SqPushPop)->Arg(1)->Arg(4)->Arg(16);
 void BM_CqPushTake(benchmark::State& state) {
   const auto depth = static_cast<uint32_t>(state.range(0));
   std::vector<uint64_t> slots(depth, 0);
+  std::vector<uint64_t> heads(occl::CompletionQueue::kHeadStride, 0);
   std::vector<occl::BlockReport> reports(1);
-  occl::CompletionQueue cq{slots.data(), reports.data(), depth, 1};
-  uint64_t seq = 0;
+  occl::CompletionQueue cq{slots.data(), heads.data(), reports.data(), depth, 1};
+  uint64_t seq = 0, limit = 0;
   for (auto _ : state) {
     const uint64_t word = occl::cqe::pack(3, occlSuccess, seq);
     uint64_t taken = 0;
-    if (!cq.tryPush(0, seq, word) || !cq.tryTake(0, seq, taken)) {
+    if (!cq.tryPush(0, seq, word, limit) || !cq.tryTake(0, seq, taken)) {
       state.SkipWithError("CQE not where the poller looks");
       break;
     }

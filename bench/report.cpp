@@ -145,8 +145,9 @@ std::string Report::crossingFooter() const {
   auto first = std::find_if(rows_.begin(), rows_.end(), [&](const RowResult& r) { return placeOf(r) != nullptr; });
   if (first == rows_.end()) return s;
   const PlaceResult* p = placeOf(*first);
-  s += printf_("# host crossings per collective: %.1f reads, %.1f writes (%s; %llu idle SQ polls)\n", p->crossings->reads,
-               p->crossings->writes, label(*first, p).c_str(), static_cast<unsigned long long>(p->crossings->idlePolls));
+  s += printf_("# host crossings per collective: %.1f reads, %.1f writes (%s; %.2f looks from waits, %llu idle SQ polls)\n",
+               p->crossings->reads, p->crossings->writes, label(*first, p).c_str(), p->crossings->waitLooks,
+               static_cast<unsigned long long>(p->crossings->idlePolls));
   auto last = std::find_if(rows_.rbegin(), rows_.rend(), [&](const RowResult& r) { return placeOf(r) != nullptr; });
   constexpr uint64_t kMiB = uint64_t{1} << 20;
   if (last->bytes >= kMiB) {

@@ -32,6 +32,7 @@ struct PlaceResult {
   struct Crossings {
     double reads = 0;   // including the SQ poll that found the entry, one per daemon block
     double writes = 0;
+    double waitLooks = 0;    // looks for new submissions by waits that were not ready
     uint64_t idlePolls = 0;  // the other SQ polls of the timed runs, all ranks of this process
   };
   std::optional<Crossings> crossings;

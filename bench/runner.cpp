@@ -271,7 +271,7 @@ RunStatus RankRunner::barrier() {
 // ranks stay in step; `fatal` means this rank cannot continue (a callback is lost, or the side
 // channel failed).
 // Crossings of `runs` runs of `submissions` submissions on each rank of this process, per
-// submission and rank; every daemon block also read each SQE's turn word once.
+// submission and rank; every daemon block also read each SQE's line once.
 PlaceResult::Crossings RankRunner::perCollective(const exec::simt::Crossings& before,
                                                  const exec::simt::Crossings& after, int runs,
                                                  size_t submissions) const {
@@ -281,6 +281,7 @@ PlaceResult::Crossings RankRunner::perCollective(const exec::simt::Crossings& be
   PlaceResult::Crossings c;
   c.reads = static_cast<double>(after.reads - before.reads + found) / n;
   c.writes = static_cast<double>(after.writes - before.writes) / n;
+  c.waitLooks = static_cast<double>(after.waitLooks - before.waitLooks) / n;
   c.idlePolls = polls > found ? polls - found : 0;
   return c;
 }

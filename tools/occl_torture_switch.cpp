@@ -62,6 +62,7 @@ class SwitchProbe {
     // Fixed spin policy with a threshold of 0: every wait gives up on its first unready check.
     env_.policy = SchedPolicy{occlOrderFifo, occlSpinPolicyFixed, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0, 1, 0};
     env_.abortFlag = &abortFlag_;
+    env_.hostAbortFlag = &abortFlag_;
   }
 
   // Nanoseconds per try; `feed` puts one slot in the connector before each try, so each try

@@ -31,6 +31,12 @@ class Backend {
     for (size_t i = 0; i < n; ++i) dst[i] = atomics::loadRelaxed(const_cast<uint64_t*>(src + i));
     return Status::success();
   }
+  // Writes one word of daemon memory that the daemon may be reading (the abort flag's copy), without
+  // stopping it.
+  virtual Status writeDaemonWord(uint32_t* dst, uint32_t value) {
+    atomics::storeRelease(dst, value);
+    return Status::success();
+  }
   virtual void freeShared(void* p) = 0;
   virtual void freeDaemon(void* p) = 0;
 
@@ -42,9 +48,9 @@ class Backend {
   virtual Status start(DaemonEnv* env) = 0;
   // A new SQE was published: wake a parked daemon (host) or relaunch a quit one (cuda).
   virtual void notifySubmission() = 0;
-  // The poller found nothing: parks it until the daemon has published more than `consumed` CQEs
+  // The poller found nothing: parks it until a CQE waits in the CQ (CompletionQueue::anyWaiting)
   // or `timeoutUs` passes.
-  virtual void waitForCompletion(uint64_t consumed, int64_t timeoutUs) = 0;
+  virtual void waitForCompletion(int64_t timeoutUs) = 0;
   // A thread waiting for completions (Comm::waitAll) may lend itself to the daemon: between
   // beginHelp and endHelp it calls help(), which runs one daemon pass where the daemon's own
   // thread would, and the daemon's threads stand aside. Only a daemon of host threads can be

@@ -93,6 +93,9 @@ class CudaBackend final : public KernelBackend {
   Status readDaemonWords(uint64_t* dst, const uint64_t* src, size_t n) override {
     return copy(dst, src, n * sizeof(uint64_t), "readDaemonWords");
   }
+  Status writeDaemonWord(uint32_t* dst, uint32_t value) override {
+    return copy(dst, &value, sizeof(value), "writeDaemonWord");
+  }
   void freeShared(void* p) override;
   void freeDaemon(void* p) override;
   Status checkUserBuffers(const void* sendbuf, const void* recvbuf) override;

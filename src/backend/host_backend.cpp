@@ -42,6 +42,7 @@ class HostBackend : public OnHostMemory<Backend> {
     env_ = env;
     holds_ = std::make_unique<BlockHold[]>(env->nBlocks);
     retired_ = std::make_unique<std::atomic<bool>[]>(env->nBlocks);
+    cursors_ = std::make_unique<std::atomic<uint64_t>[]>(env->nBlocks);
     try {
       threads_.reserve(env->nBlocks);
       for (uint32_t b = 0; b < env->nBlocks; ++b) threads_.emplace_back([this, b] {
@@ -79,6 +80,7 @@ class HostBackend : public OnHostMemory<Backend> {
       tYieldBoard = board_;
       tYieldWord = word_;
       const PassResult r = daemonPass(*env_, 0, clockNs);
+      noteCursor(0);
       tYieldBoard = nullptr;
       tYieldWord = nullptr;
       tCqFullBell = {};
@@ -97,10 +99,8 @@ class HostBackend : public OnHostMemory<Backend> {
     if (workLeft) aside_.ring();
   }
 
-  void waitForCompletion(uint64_t consumed, int64_t timeoutUs) override {
-    completions_.park(timeoutUs, [&] {
-      return env_->cq.publishedCount() > consumed || stopped_.load(std::memory_order_acquire);
-    });
+  void waitForCompletion(int64_t timeoutUs) override {
+    completions_.park(timeoutUs, [&] { return env_->cq.anyWaiting() || stopped_.load(std::memory_order_acquire); });
   }
 
   // Also wakes the poller: an idle poller parks for long (comm_poller.cpp) and must not make
@@ -121,9 +121,13 @@ class HostBackend : public OnHostMemory<Backend> {
   const char* name() const override { return "host"; }
 
  private:
+  // Whether SQEs wait that `block` has not copied, as of its last pass: a block reports its cursor
+  // to the SQ only when asked (queues/sq.hpp), so the cursor is taken from its state here, by the
+  // thread that ran the pass while it still holds the block.
   bool sqHasWork(int block) const {
-    return env_->sq.publishedCount() > atomics::loadAcquire(&env_->sq.reports[block].sqNext);
+    return env_->sq.publishedCount() > cursors_[block].load(std::memory_order_acquire);
   }
+  void noteCursor(int block) { cursors_[block].store(env_->blocks[block].sqCursor, std::memory_order_release); }
 
   // Who runs a block's passes: its daemon thread, or a helper (help()).
   struct alignas(64) BlockHold {
@@ -174,9 +178,10 @@ class HostBackend : public OnHostMemory<Backend> {
       const uint64_t parksBefore = fifoParksOnThisThread();
       PassResult r = retired_[block].load(std::memory_order_acquire) ? PassResult{false, false, true}
                                                                         : daemonPass(*env_, block);
-      holds_[block].release();
+      noteCursor(block);
       // Its own ring only: a block rings the poller for the CQEs it wrote, not for other blocks'.
-      uint64_t cq = atomics::loadAcquire(&env_->cq.reports[block].cqPublished);
+      const uint64_t cq = env_->blocks[block].cqTail;  // daemon memory is host memory here
+      holds_[block].release();
       if (cq != cqSeen) {
         cqSeen = cq;
         completions_.ring();
@@ -184,7 +189,7 @@ class HostBackend : public OnHostMemory<Backend> {
       if (r.exit) return;
       // Aborted and stopping, with nothing held and every SQE read: the exit SQE may never come
       // (Comm::shutdown could not queue it). Every submission queued before has failed and fired.
-      if (!r.pending && stopping_.load(std::memory_order_seq_cst) && atomics::loadAcquire(env_->abortFlag) != 0 &&
+      if (!r.pending && stopping_.load(std::memory_order_seq_cst) && atomics::loadAcquire(env_->hostAbortFlag) != 0 &&
           !sqHasWork(block))
         return;
       if (r.progressed) {
@@ -222,6 +227,7 @@ class HostBackend : public OnHostMemory<Backend> {
   DaemonEnv* env_ = nullptr;
   std::unique_ptr<BlockHold[]> holds_;
   std::unique_ptr<std::atomic<bool>[]> retired_;  // a helper's pass read the exit SQE
+  std::unique_ptr<std::atomic<uint64_t>[]> cursors_;  // each block's SQ cursor after its last pass
   std::atomic<int> helpers_{0};
   std::atomic<bool> stopping_{false};
   Doorbell aside_;

@@ -80,7 +80,7 @@ void KernelBackend::noteLaunchEnded() {
   if (endNoted_) return;
   endNoted_ = true;
   endedAt_ = Clock::now();
-  if (env_->cq.publishedCount() != cqAtLaunch_) {
+  if (env_->cq.reportedCount() != cqAtLaunch_) {
     relaunchDelayUs_ = 0;
   } else {
     relaunchDelayUs_ = std::min(relaunchDelayUs_ == 0 ? kFirstRelaunchDelayUs : 2 * relaunchDelayUs_, stuckQuitUs_);
@@ -92,7 +92,7 @@ bool KernelBackend::relaunchDue() const { return usSince(endedAt_) >= relaunchDe
 Status KernelBackend::launch() {
   DaemonLaunch l{quitWord_, endedEpoch_, epoch_ + 1, 0,
                  QuitLimits{static_cast<uint64_t>(idleQuitUs_) * 1000, static_cast<uint64_t>(stuckQuitUs_) * 1000}};
-  const uint64_t cq = env_->cq.publishedCount();
+  const uint64_t cq = env_->cq.reportedCount();
   if (Status s = launchKernel(envCopy_, l); !s.ok()) return s;
   epoch_ = l.epoch;
   everLaunched_ = true;
@@ -118,14 +118,15 @@ void KernelBackend::checkKernelHealth() {
   if (Status s = kernelHealth(); !s.ok()) fail(s);
 }
 
-// Unrecoverable: no more launches, and the abort flag makes new submissions fail fast.
+// Unrecoverable: no more launches, and the host's abort flag makes new submissions fail fast (no
+// daemon runs to read its copy).
 void KernelBackend::fail(const Status& s) {
   if (!fatal_.ok()) return;
   fatal_ = s;
   std::fprintf(stderr, "occl: %s backend on %s stopped: %s\n", name(), where_.c_str(), s.message.c_str());
   if (env_ != nullptr) {
     uint32_t expected = 0;
-    atomics::compareExchange(env_->abortFlag, expected, static_cast<uint32_t>(occlUnhandledCudaError));
+    atomics::compareExchange(env_->hostAbortFlag, expected, static_cast<uint32_t>(occlUnhandledCudaError));
   }
 }
 
@@ -137,11 +138,11 @@ void KernelBackend::notifySubmission() {
 
 // A GPU cannot ring a futex: poll the CQ counter, spinning briefly, then sleeping longer and
 // longer. Each round also relaunches a daemon that quit with work left.
-void KernelBackend::waitForCompletion(uint64_t consumed, int64_t timeoutUs) {
+void KernelBackend::waitForCompletion(int64_t timeoutUs) {
   const auto start = Clock::now();
   int64_t sleepUs = 10;
   for (;;) {
-    if (env_ == nullptr || env_->cq.publishedCount() > consumed) return;
+    if (env_ == nullptr || env_->cq.anyWaiting()) return;
     {
       std::lock_guard<std::mutex> lock(launchMu_);
       checkKernelHealth();

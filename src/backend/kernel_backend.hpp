@@ -25,7 +25,7 @@ class KernelBackend : public Backend {
  public:
   Status start(DaemonEnv* env) final;
   void notifySubmission() final;
-  void waitForCompletion(uint64_t consumed, int64_t timeoutUs) final;
+  void waitForCompletion(int64_t timeoutUs) final;
   // Runs the daemon until every block has read the exit SQE and drained its tasks, then waits
   // for the last launch to retire. A derived destructor calls it before freeing anything.
   Status stop() final;

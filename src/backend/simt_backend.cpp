@@ -179,6 +179,10 @@ class SimtBackend final : public OnHostMemory<KernelBackend> {
     exec::simt::DeviceAccess copyEngine;
     return OnHostMemory::readDaemonWords(dst, src, n);
   }
+  Status writeDaemonWord(uint32_t* dst, uint32_t value) override {
+    exec::simt::DeviceAccess copyEngine;
+    return OnHostMemory::writeDaemonWord(dst, value);
+  }
   // A launch that never exited may still use them: leak rather than free.
   void freeDaemon(void* p) override {
     if (!kernelMayStillRun()) exec::simt::freeDeviceMemory(p);

@@ -31,7 +31,7 @@ struct SchedPolicy {
   uint32_t parkAfterSpins;  // SpinBudget::parkAfter: host backend only, 0 = never park
   uint32_t spinInPlaceNs;   // SpinBudget::spinInPlaceNs: host backend only, 0 = yield from the first round
   uint32_t arrivalEveryTiles;  // SpinBudget::arrivalEveryTiles; 0 counts as 1
-  uint32_t spare;
+  uint32_t arrivalLookRound;   // SpinBudget::arrivalLookRound
 };
 static_assert(sizeof(SchedPolicy) == 56, "SchedPolicy layout is shared by host and device");
 
@@ -44,9 +44,11 @@ struct DaemonEnv {
   uint32_t nBlocks;
   uint32_t pad;
   SchedPolicy policy;
-  uint32_t* abortFlag;     // set by occlCommAbort
+  uint32_t* abortFlag;      // daemon memory: the daemon's copy of hostAbortFlag, which it reads
+  uint32_t* hostAbortFlag;  // shared memory: why the communicator was aborted (occlCommAbort, a
+                            // peer's failure), 0 = it was not; host only (Comm::raiseAbort)
 };
-static_assert(sizeof(DaemonEnv) == 144, "DaemonEnv is a kernel argument: one layout on both sides");
+static_assert(sizeof(DaemonEnv) == 160, "DaemonEnv is a kernel argument: one layout on both sides");
 
 #if !OCCL_ON_DEVICE
 // Host backend: whom a pass wakes when it finds its completion ring full (finishTask). Only the
@@ -98,6 +100,7 @@ OCCL_HD inline SpinBudget budgetFor(const DaemonEnv& env, const BlockState& bs, 
   if (bs.nTasks < bs.capacity && !bs.exitSeen) {
     b.sqPublished = env.sq.published;
     b.sqSeen = bs.sqCursor;
+    b.arrivalLookRound = env.policy.arrivalLookRound;
   }
   b.yieldEachTile = env.policy.order == occlOrderPriority && position > 0 &&
                     bs.tasks[0].priority > bs.tasks[position].priority;
@@ -121,7 +124,7 @@ OCCL_HD inline bool finishTask(const DaemonEnv& env, BlockState& bs, const CollD
   // Counted before the CQE exists: once its callback has fired, the statistics include it.
   bump(d.stats[task.part].completions, 1);
   bool waited = false;
-  while (!env.cq.tryPush(static_cast<uint32_t>(block), bs.cqTail, word)) {  // the poller frees slots
+  while (!env.cq.tryPush(static_cast<uint32_t>(block), bs.cqTail, word, bs.cqLimit)) {  // the poller frees slots
 #if !OCCL_ON_DEVICE
     if (!waited && tCqFullBell.ring != nullptr) tCqFullBell.ring(tCqFullBell.arg);
 #endif
@@ -245,21 +248,33 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
 // Moves published SQEs into the task queue while it has room: one task per part of the
 // collective this block runs (daemonParts()). An entry whose parts do not fit stays in the SQ until
 // tasks finish. Returns true if any arrived.
-// An entry is reported read (BlockReport::sqNext) once it is handled, not when it is copied: the
-// host reuses the slot, and a deregistered collective's table index, once every block reports
-// past the entries that name it, and a block that skips an entry still reads its CollDesc here.
+// A block reports its cursor (BlockReport::sqNext) after an entry that asks for it and whenever
+// its task queue is full (queues/sq.hpp): a producer that waits for room is then never left
+// waiting for a block that has copied what it wants but is too busy to look at the SQ.
+// A block given no part of an entry (its nParts) skips it without reading its CollDesc, so the
+// host may reuse a deregistered collective's table index at once: the blocks that read it ran
+// parts of its submissions, which had all completed before it could be deregistered.
 OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int block, PassClock& clock) {
   bool any = false;
-  while (bs.nTasks < bs.capacity && !bs.exitSeen) {
+  bool full = false;
+  while (!bs.exitSeen) {
+    if (bs.nTasks >= bs.capacity) {
+      full = true;
+      break;
+    }
     if (!exec::broadcastFromLeader([&] { return env.sq.tryPop(bs.sqCursor, bs.incoming); })) break;
     const SqeView e = bs.incoming;
     exec::blockSync();  // every lane has its copy before the leader may overwrite `incoming`
-    const CollDesc* d = (e.flags & kSqeExit) ? nullptr : env.colls.get(e.collIndex);
-    const uint32_t parts = d != nullptr ? daemonParts(d->nBlocks, env.nBlocks, static_cast<uint32_t>(block)) : 0;
+    const uint32_t parts =
+        (e.flags & kSqeExit) ? 0 : daemonParts(e.nParts, env.nBlocks, static_cast<uint32_t>(block));
     // The leader decides: it writes nTasks in insertTask below, and a lane still reading it here
     // would race with that write (there is no barrier between them otherwise).
-    if (!exec::broadcastFromLeader([&] { return bs.nTasks + parts <= bs.capacity; })) break;  // read again later
+    if (!exec::broadcastFromLeader([&] { return bs.nTasks + parts <= bs.capacity; })) {  // read again later
+      full = true;
+      break;
+    }
     any = true;
+    const CollDesc* d = parts != 0 ? env.colls.get(e.collIndex) : nullptr;
     const uint32_t form = (e.flags & kSqeInPlace) ? kFormInPlace : kFormOutOfPlace;
     for (uint32_t i = 0; i < parts; ++i) {
       const uint32_t part = static_cast<uint32_t>(block) + i * env.nBlocks;
@@ -270,9 +285,10 @@ OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int bl
     leaderUpdate([&] {
       if (e.flags & kSqeExit) bs.exitSeen = 1;
       bs.sqCursor += 1;
-      env.sq.advance(static_cast<uint32_t>(block), bs.sqCursor);
+      if (e.flags & kSqeReport) reportCursor(bs);
     });
   }
+  if (full) leaderUpdate([&] { reportCursor(bs); });
   return any;
 }
 

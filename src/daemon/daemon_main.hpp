@@ -37,7 +37,7 @@ OCCL_HD inline void daemonBlockMain(const DaemonEnv& env, const DaemonLaunch& la
     stay = !exec::broadcastFromLeader([&] { return quit.afterPass(r, exec::nowNs()); });
   }
   if (exec::isLeader()) {
-    reportHeld(env.blocks[block]);  // before leave(): the host reads it once the launch is over
+    reportOnLeaving(env.blocks[block]);  // before leave(): the host reads it once the launch is over
     quit.leave(launch.endedEpoch);
   }
 }

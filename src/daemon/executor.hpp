@@ -57,6 +57,11 @@ struct SpinBudget {
   // 1: every tile): on the GPU the SQ is host memory, and each look is a read across PCIe.
   // Waits look every 64 rounds whatever this says.
   uint32_t arrivalEveryTiles;
+  // Which round of every 64 a wait that is not ready looks at sqPublished (< 64): 0, at once, where
+  // the look is a load of host memory (host backend); 63, with the failure checks, where it is a
+  // read across the bus (kernel backends), so a wait that a peer ends within 63 rounds, as in
+  // most small collectives of ranks that run together, pays none.
+  uint32_t arrivalLookRound = 0;
 };
 
 // The clock of one wait (BlockExecutor::waitFor): when it started, until when it spins on its
@@ -137,7 +142,7 @@ class BlockExecutor {
     if (plan_.nSteps == 0) ctx_.tile = form_.nTiles;  // no part in this form: done at once
     for (; ctx_.tile < form_.nTiles; ++ctx_.tile, ctx_.step = 0) {
       if (ctx_.tile != 0 && ctx_.step == 0 && ctx_.sub == 0 && progressed_ &&
-          (budget_.yieldEachTile || (arrivalLookDue(ctx_.tile) && exec::broadcastFromLeader([&] { return urgentArrival(); }))))
+          (budget_.yieldEachTile || (arrivalLookDue(ctx_.tile) && exec::broadcastFromLeader([&] { return urgentArrival(false); }))))
         return stop(WaitResult::Yielded);
       for (; ctx_.step < plan_.nSteps; ++ctx_.step, ctx_.sub = 0) {
         const DeviceStep& step = plan_.steps[ctx_.step];
@@ -208,7 +213,7 @@ class BlockExecutor {
         // One tile per sub-step; between tiles it gives way as the tile loop of run() does, once
         // this try has moved something.
         if (ctx_.sub != 0 && progressed_ &&
-            (budget_.yieldEachTile || (arrivalLookDue(ctx_.sub) && exec::broadcastFromLeader([&] { return urgentArrival(); }))))
+            (budget_.yieldEachTile || (arrivalLookDue(ctx_.sub) && exec::broadcastFromLeader([&] { return urgentArrival(false); }))))
           return WaitResult::Yielded;
         for (uint32_t i = 0; i < plan_.nRecvs; ++i) {
           WaitResult w = waitForNotices(plan_.recvs[i], kPeerNoticeBuffers);
@@ -282,7 +287,7 @@ class BlockExecutor {
       const bool parking = budget_.parkAfter != 0 && yields >= budget_.parkAfter && (recv != nullptr || send != nullptr);
       if ((parking || (spins & 63u) == 63u) && exec::broadcastFromLeader([&] { return failureCode() != 0; }))
         return WaitResult::Failed;
-      if ((parking || (spins & 63u) == 0u) && exec::broadcastFromLeader([&] { return urgentArrival(); }))
+      if ((parking || (spins & 63u) == budget_.arrivalLookRound) && exec::broadcastFromLeader([&] { return urgentArrival(true); }))
         return WaitResult::Yielded;
       // Checked again on giving up: a threshold below 64 (forcePreempt) would otherwise never
       // see an abort, a poisoned connector or the timeout, and the daemon could never drain.
@@ -377,8 +382,13 @@ class BlockExecutor {
   OCCL_HD bool arrivalLookDue(uint32_t tile) const {
     return budget_.arrivalEveryTiles <= 1 || tile % budget_.arrivalEveryTiles == 0;
   }
-  OCCL_HD bool urgentArrival() const {
-    return budget_.sqPublished != nullptr && atomics::loadAcquire(budget_.sqPublished) > budget_.sqSeen;
+  // Whether the SQ holds entries this block has not copied. `inWait`: looked from a wait that is
+  // not ready, not between tiles (counted apart on simt: device/simt_crossings.hpp).
+  OCCL_HD bool urgentArrival(bool inWait) const {
+    if (budget_.sqPublished == nullptr) return false;
+    const uint64_t published =
+        inWait ? atomics::loadAcquireInWait(budget_.sqPublished) : atomics::loadAcquire(budget_.sqPublished);
+    return published > budget_.sqSeen;
   }
 
   // Why this submission must fail, 0 = it need not: a failure seen, or this block's deadline.

@@ -39,7 +39,11 @@ static_assert(sizeof(TaskEntry) == 56, "TaskEntry layout is shared by host and d
 // the block's BlockReport line in host-visible memory.
 struct alignas(64) BlockState {
   uint64_t sqCursor;       // next SQ ticket this block reads (reported as BlockReport::sqNext)
+  uint64_t sqReported;     // the cursor this block last reported
   uint64_t cqTail;         // CQEs this block has written into its ring (reported as cqPublished)
+  uint64_t cqLimit;        // the first tail its credit does not cover (CompletionQueue::tryPush)
+  uint64_t cqReported;     // cqTail as last reported
+  uint32_t heldReported;   // nTasks as last reported
   uint64_t tries;          // task tries so far (priority polling cadence)
   TaskEntry* tasks;        // [capacity], daemon memory
   BlockReport* report;     // this block's line of host-visible reports
@@ -87,10 +91,28 @@ OCCL_HD inline void removeTask(BlockState& bs, uint32_t position) {
   });
 }
 
-// Tells the host how many tasks the block holds (BlockReport::held), which it reads only once a
-// launch is over (KernelBackend::pendingWork): a block reports as it leaves a launch, not at
-// every insert and removal, which on the GPU cost a bus crossing each (two a collective).
+// Tells the host this block's SQ cursor (BlockReport::sqNext), if it moved since the last report.
 // Leader only.
-OCCL_HD inline void reportHeld(const BlockState& bs) { atomics::storeRelease(&bs.report->held, bs.nTasks); }
+OCCL_HD inline void reportCursor(BlockState& bs) {
+  if (bs.sqReported == bs.sqCursor) return;
+  atomics::storeRelease(&bs.report->sqNext, bs.sqCursor);
+  bs.sqReported = bs.sqCursor;
+}
+
+// The block's report as it leaves a launch: what the host reads only once the launch is over
+// (KernelBackend::pendingWork, noteLaunchEnded): its cursor, the tasks it holds and the CQEs it
+// wrote. Written here rather than at every copy, insert, removal and completion, which on the GPU
+// cost a bus crossing each, and only what changed since the last report. Leader only.
+OCCL_HD inline void reportOnLeaving(BlockState& bs) {
+  reportCursor(bs);
+  if (bs.heldReported != bs.nTasks) {
+    atomics::storeRelease(&bs.report->held, bs.nTasks);
+    bs.heldReported = bs.nTasks;
+  }
+  if (bs.cqReported != bs.cqTail) {
+    atomics::storeRelease(&bs.report->cqPublished, bs.cqTail);
+    bs.cqReported = bs.cqTail;
+  }
+}
 
 }  // namespace occl

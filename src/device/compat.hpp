@@ -59,7 +59,9 @@ void checkAtomicTarget(const void* p);
 
 namespace occl::atomics {
 // What a lane's access to memory is, for the bus-crossing count (device/simt_crossings.hpp).
-enum class BusAccess : uint8_t { Read, Write, ReadModifyWrite, SqPoll };
+// SqPoll and WaitLook are reads counted apart: how many there are depends on how long a daemon
+// idles or waits, not on the collectives it runs.
+enum class BusAccess : uint8_t { Read, Write, ReadModifyWrite, SqPoll, WaitLook };
 }  // namespace occl::atomics
 
 #if !OCCL_ON_DEVICE
@@ -105,6 +107,12 @@ OCCL_HD inline T loadAcquire(T* p) {
   noteAccess(p, BusAccess::Read);
   return Ref<T>(*p).load(OCCL_MO(acquire));
 }
+// An acquire load made by a wait that is not ready (BlockExecutor::urgentArrival): counted apart.
+template <typename T>
+OCCL_HD inline T loadAcquireInWait(T* p) {
+  noteAccess(p, BusAccess::WaitLook);
+  return Ref<T>(*p).load(OCCL_MO(acquire));
+}
 template <typename T>
 OCCL_HD inline T loadRelaxed(T* p) {
   noteAccess(p, BusAccess::Read);
@@ -140,20 +148,20 @@ OCCL_HD inline bool compareExchange(T* p, T& expected, T desired) {
   return Ref<T>(*p).compare_exchange_strong(expected, desired, OCCL_MO(acq_rel), OCCL_MO(acquire));
 }
 
-// The SQ's poll for work (SubmissionQueue::tryPop): an acquire load, counted apart on simt, since
-// how often an idle daemon polls depends on how long it idles, not on the collectives it runs.
-template <typename T>
-OCCL_HD inline T pollAcquire(T* p) {
-  noteAccess(p, BusAccess::SqPoll);
-  return Ref<T>(*p).load(OCCL_MO(acquire));
-}
-
-// A plain load of memory whose publication an acquire load has ordered (an SQE's fields after its
-// turn): on the GPU the load it always was, on a simt lane a counted one.
-template <typename T>
-OCCL_HD inline T plainLoad(const T* p) {
-  noteAccess(p, BusAccess::Read);
-  return *p;
+// The SQ's poll (SubmissionQueue::tryPop): the eight words of one 64-byte line, read at once. On
+// the GPU four 16-byte loads at system scope issued together, one round trip across the bus, then
+// an acquire fence; each 64-bit word is read whole (single-copy atomic), the line as a whole is
+// not, which the SQ's tags detect. On the host eight acquire loads (plain loads on x86; a fence
+// would do on the host too, but ThreadSanitizer does not model fences). Counted as one SQ poll.
+OCCL_HD inline void pollLine(const uint64_t* line, uint64_t (&out)[8]) {
+  noteAccess(line, BusAccess::SqPoll);
+#if OCCL_ON_DEVICE
+  for (int i = 0; i < 8; i += 2)
+    asm volatile("ld.relaxed.sys.global.v2.u64 {%0, %1}, [%2];" : "=l"(out[i]), "=l"(out[i + 1]) : "l"(line + i) : "memory");
+  cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
+#else
+  for (int i = 0; i < 8; ++i) out[i] = Ref<uint64_t>(*const_cast<uint64_t*>(line + i)).load(OCCL_MO(acquire));
+#endif
 }
 
 // A full fence: orders this thread's earlier stores before its later loads (a store-buffering

@@ -18,9 +18,9 @@ AddressRanges& ranges() {
 }
 
 std::atomic<bool> gCounting{false};
-// Indexed by atomics::BusAccess, whose last kind is SqPoll.
-std::atomic<uint64_t> gCounts[4];
-static_assert(static_cast<int>(atomics::BusAccess::SqPoll) + 1 == std::size(gCounts), "a counter per kind of access");
+// Indexed by atomics::BusAccess, whose last kind is WaitLook.
+std::atomic<uint64_t> gCounts[5];
+static_assert(static_cast<int>(atomics::BusAccess::WaitLook) + 1 == std::size(gCounts), "a counter per kind of access");
 
 uint64_t countOf(atomics::BusAccess a) { return gCounts[static_cast<int>(a)].load(std::memory_order_acquire); }
 
@@ -49,7 +49,7 @@ bool countingCrossings() { return gCounting.load(std::memory_order_acquire); }
 Crossings crossings() {
   using atomics::BusAccess;
   return {countOf(BusAccess::Read), countOf(BusAccess::Write), countOf(BusAccess::ReadModifyWrite),
-          countOf(BusAccess::SqPoll)};
+          countOf(BusAccess::SqPoll), countOf(BusAccess::WaitLook)};
 }
 
 void noteAccess(const void* p, atomics::BusAccess access) {

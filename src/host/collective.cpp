@@ -136,6 +136,7 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   desc_.redOp = static_cast<uint8_t>(collInfo(desc.type).reduces ? desc.op : occlSum);
   desc_.collType = static_cast<uint8_t>(desc.type);
   desc_.peerShared = peer == PeerAccess::Processes && (forms[0]->peerReads || forms[1]->peerReads) ? 1 : 0;
+  static_assert(ir::kMaxBlocksPerRank <= UINT16_MAX, "an SQE names a collective's parts in 16 bits (SqeView::nParts)");
   desc_.nBlocks = nBlocks;
   desc_.nRanks = static_cast<uint32_t>(setup.nRanks);
   desc_.totalElems = desc.count * mult;

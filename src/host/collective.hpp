@@ -57,6 +57,8 @@ class Collective {
 
   uint64_t collId() const { return desc_.collId; }
   uint32_t index() const { return desc_.collIndex; }
+  // Its parts (program blocks), which each SQE names (SqeView::nParts).
+  uint16_t nParts() const { return static_cast<uint16_t>(desc_.nBlocks); }
   const occlCollDesc_t& userDesc() const { return user_; }
   uint32_t window() const { return desc_.inflightWindow; }
   // Elements of the user's send and receive buffers, for validation.

@@ -45,11 +45,19 @@ uint32_t spinRoundNs(const backend::Backend& backend) {
 // The CUDA daemon reads the SQ across PCIe, 1-2 us a look on the H200, which was as much as a
 // 128 KiB tile's other overhead: it looks once per MiB of tiles (every 8th of 128 KiB, every one
 // of the GPU's default 1 MiB), a few percent of a one-block copy of that MiB, and an arrival waits
-// at most that MiB. The host and simt daemons read the SQ from their own memory: every tile.
+// at most that MiB. The simt backend does as the GPU (it counts the looks as crossings); the host
+// daemon reads the SQ from its own memory: every tile.
 uint32_t arrivalEveryTiles(const backend::Backend& backend, uint64_t slotBytes) {
   constexpr uint64_t kGpuArrivalLookBytes = uint64_t{1} << 20;
-  if (std::string_view(backend.name()) != "cuda" || slotBytes == 0 || slotBytes >= kGpuArrivalLookBytes) return 1;
+  if (std::string_view(backend.name()) == "host" || slotBytes == 0 || slotBytes >= kGpuArrivalLookBytes) return 1;
   return static_cast<uint32_t>(kGpuArrivalLookBytes / slotBytes);
+}
+
+// Which round of every 64 a wait that is not ready looks for new submissions
+// (SpinBudget::arrivalLookRound): the first on the host backend, whose SQ is its own memory; the
+// last on the kernel backends, whose look is a read across the bus (simt counts it as one).
+uint32_t arrivalLookRound(const backend::Backend& backend) {
+  return std::string_view(backend.name()) == "host" ? 0 : 63;
 }
 
 // Host backend only: a wait on a FIFO sleeps on it (queues/fifo_wait.hpp) after this many yielding
@@ -152,12 +160,14 @@ Status Comm::allocateDaemonState() {
   Result<void*> env = shared(sizeof(DaemonEnv));
   Result<void*> sq = shared(sizeof(Sqe) * config_.sqDepth);
   Result<void*> cq = shared(sizeof(uint64_t) * config_.cqDepth * nBlocks);  // one ring per block
+  Result<void*> cqHeads = shared(sizeof(uint64_t) * CompletionQueue::kHeadStride * nBlocks);  // a line per ring
   Result<void*> reports = shared(sizeof(BlockReport) * nBlocks);
-  Result<void*> counters = shared(2 * 64);  // SQEs published, abort flag: one line each
+  Result<void*> counters = shared(2 * 64);  // SQEs published, the host's abort flag: one line each
   Result<void*> pages = daemon(sizeof(CollDesc*) * CollTable::kMaxPages);
   Result<void*> blocks = daemon(sizeof(BlockState) * nBlocks);
   Result<void*> tasks = daemon(sizeof(TaskEntry) * config_.taskQueueDepth * nBlocks);
-  for (const Result<void*>* r : {&env, &sq, &cq, &reports, &counters, &pages, &blocks, &tasks})
+  Result<void*> abortCopy = daemon(64);  // the daemon's copy of the abort flag
+  for (const Result<void*>* r : {&env, &sq, &cq, &cqHeads, &reports, &counters, &pages, &blocks, &tasks, &abortCopy})
     if (!r->ok()) return r->status();
 
   DaemonEnv e{};
@@ -165,8 +175,8 @@ Status Comm::allocateDaemonState() {
   auto* blockReports = static_cast<BlockReport*>(reports.value());
   e.sq = SubmissionQueue{static_cast<Sqe*>(sq.value()), blockReports, reinterpret_cast<uint64_t*>(counterBase),
                          static_cast<uint32_t>(config_.sqDepth), nBlocks};
-  e.cq = CompletionQueue{static_cast<uint64_t*>(cq.value()), blockReports, static_cast<uint32_t>(config_.cqDepth),
-                         nBlocks};
+  e.cq = CompletionQueue{static_cast<uint64_t*>(cq.value()), static_cast<uint64_t*>(cqHeads.value()), blockReports,
+                         static_cast<uint32_t>(config_.cqDepth), nBlocks};
   e.colls = CollTable{static_cast<CollDesc**>(pages.value())};
   e.blocks = static_cast<BlockState*>(blocks.value());
   e.nBlocks = nBlocks;
@@ -178,8 +188,9 @@ Status Comm::allocateDaemonState() {
                          parkAfterSpins(*backend_),
                          spinInPlaceNs(*backend_, connectors_.get(), nRanks_, ranksOnThisHost_ * config_.daemonBlocks,
                                        cpusOfThisHostsRanks_),
-                         arrivalEveryTiles(*backend_, config_.connectorSlotBytes), 0};
-  e.abortFlag = reinterpret_cast<uint32_t*>(counterBase + 64);
+                         arrivalEveryTiles(*backend_, config_.connectorSlotBytes), arrivalLookRound(*backend_)};
+  e.abortFlag = static_cast<uint32_t*>(abortCopy.value());
+  e.hostAbortFlag = reinterpret_cast<uint32_t*>(counterBase + 64);
   // Block states are daemon memory: built here and copied, as the host never dereferences them.
   std::vector<BlockState> initial(nBlocks);
   for (uint32_t b = 0; b < nBlocks; ++b) {
@@ -236,11 +247,10 @@ void Comm::shutdown() {
     // fails them and drains the SQ, and the second push gets in. Should that fail too, the abort
     // flag alone lets the daemon leave once it holds no task (Backend::stop).
     std::lock_guard<std::mutex> lock(submitMu_);
-    if (!pushSqe(SqeView{kSqeExit, 0, 0, 0, 0}).ok()) {
-      uint32_t expected = 0;  // an abort already under way keeps its own reason
-      atomics::compareExchange(env_->abortFlag, expected, static_cast<uint32_t>(occlAborted));
+    if (!pushSqe(SqeView{kSqeExit, 0, 0, 0, 0, 0}).ok()) {
+      raiseAbort(occlAborted, /*keepFirst=*/true);  // an abort already under way keeps its own reason
       setAsyncError(occlAborted, "shutdown: the submission queue stayed full, so pending submissions were failed");
-      if (Status s = pushSqe(SqeView{kSqeExit, 0, 0, 0, 0}); !s.ok())
+      if (Status s = pushSqe(SqeView{kSqeExit, 0, 0, 0, 0, 0}); !s.ok())
         (void)record(s.withContext("shutdown: the daemon did not take the exit request"));
     }
   }
@@ -273,7 +283,7 @@ Status Comm::finalize() {
 Status Comm::abort(occlResult_t reason) {
   setAsyncError(reason, reason == occlAborted ? "the communicator was aborted"
                                               : "finalize timed out: pending submissions were failed");
-  atomics::storeRelease(env_->abortFlag, static_cast<uint32_t>(reason));
+  raiseAbort(reason, /*keepFirst=*/false);
   shutdown();
   // The daemon poisoned the connectors of what was pending; those of every other registered
   // collective go too, or a peer that submits one later would wait for this rank until its timeout.
@@ -291,9 +301,23 @@ Status Comm::abort(occlResult_t reason) {
 
 void Comm::failFromPeer(const std::string& why) {
   setAsyncError(occlRemoteError, why);
-  uint32_t expected = 0;  // an abort already under way keeps its own reason
-  atomics::compareExchange(env_->abortFlag, expected, static_cast<uint32_t>(occlRemoteError));
+  raiseAbort(occlRemoteError, /*keepFirst=*/true);  // an abort already under way keeps its own reason
   backend_->notifySubmission();  // a parked daemon block must see the flag and fail its tasks
+}
+
+// The host's flag first (pushSqe and the backends read it), then the daemon's copy in daemon memory,
+// which the daemon reads without a bus crossing: whatever the host's flag says once this raiser
+// holds abortMu_, so concurrent raisers leave the copy equal to it.
+void Comm::raiseAbort(occlResult_t reason, bool keepFirst) {
+  std::lock_guard<std::mutex> lock(abortMu_);
+  if (keepFirst) {
+    uint32_t expected = 0;
+    atomics::compareExchange(env_->hostAbortFlag, expected, static_cast<uint32_t>(reason));
+  } else {
+    atomics::storeRelease(env_->hostAbortFlag, static_cast<uint32_t>(reason));
+  }
+  if (Status s = backend_->writeDaemonWord(env_->abortFlag, atomics::loadAcquire(env_->hostAbortFlag)); !s.ok())
+    (void)record(s.withContext("telling the daemon of the abort"));
 }
 
 void Comm::setAsyncError(occlResult_t code, const std::string& why) {
@@ -346,16 +370,14 @@ void Comm::setByIndex(uint32_t index, Collective* c) {
   (*page)[index & (CollTable::kPageSize - 1)] = c;
 }
 
-// An index freed by deregistration is reused only once every daemon block has read past the
-// SQEs that may still name it; otherwise a lagging block would run a stale submission.
+// An index freed by deregistration is reused at once: no daemon block reads a CollDesc it has no
+// part of (pollSubmissions, daemon.hpp), and every part of every submission of a deregistered
+// collective has completed.
 Result<uint32_t> Comm::allocateIndex() {
-  const uint64_t slowest = env_->sq.slowestConsumer();
-  for (size_t i = 0; i < quarantine_.size(); ++i) {
-    if (quarantine_[i].second <= slowest) {
-      uint32_t index = quarantine_[i].first;
-      quarantine_.erase(quarantine_.begin() + static_cast<long>(i));
-      return index;
-    }
+  if (!freeIndices_.empty()) {
+    const uint32_t index = freeIndices_.back();
+    freeIndices_.pop_back();
+    return index;
   }
   if (nextFreshIndex_ >= CollTable::kPageSize * CollTable::kMaxPages)
     return Status::error(occlInvalidUsage, absl::StrFormat("more than %d collectives registered at once",
@@ -382,7 +404,7 @@ Status Comm::registerCollective(uint64_t collId, const occlCollDesc_t& desc) {
     published = entry.ok() ? coll.value()->publish(entry.value()) : entry.status();
   }
   if (!published.ok()) {
-    quarantine_.emplace_back(index.value(), 0);
+    freeIndices_.push_back(index.value());
     return published;
   }
   std::lock_guard<std::mutex> registry(registryMu_);
@@ -402,7 +424,7 @@ Status Comm::deregisterCollective(uint64_t collId) {
   std::lock_guard<std::mutex> registry(registryMu_);
   uint32_t index = it->second->index();
   setByIndex(index, nullptr);
-  quarantine_.emplace_back(index, sqTicket_);
+  freeIndices_.push_back(index);
   byId_.erase(it);
   return Status::success();
 }
@@ -412,7 +434,7 @@ Status Comm::pushSqe(const SqeView& e) {
   // as much as the push itself).
   std::optional<std::chrono::steady_clock::time_point> deadline;
   for (int attempt = 0; !env_->sq.tryPush(sqTicket_, e, sqLimit_); ++attempt) {
-    if (atomics::loadAcquire(env_->abortFlag) != 0 && !(e.flags & kSqeExit))
+    if (atomics::loadAcquire(env_->hostAbortFlag) != 0 && !(e.flags & kSqeExit))
       return Status::error(occlAborted, "the communicator was aborted");
     const auto now = std::chrono::steady_clock::now();
     if (!deadline) deadline = now + std::chrono::milliseconds(config_.initTimeoutMs);
@@ -470,7 +492,7 @@ bool Comm::inPlace(const Collective& c, const void* sendbuf, const void* recvbuf
 
 Status Comm::submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg) {
   if (stopped_) return Status::error(occlInvalidUsage, "the communicator is finalized or aborted");
-  if (atomics::loadAcquire(env_->abortFlag) != 0) {
+  if (atomics::loadAcquire(env_->hostAbortFlag) != 0) {
     std::lock_guard<std::mutex> error(errorMu_);
     occlResult_t code = asyncError();  // a peer failed: say which, not "finalized"
     return Status::error(code != occlSuccess ? code : occlInvalidUsage, asyncWhy_);
@@ -507,8 +529,9 @@ Status Comm::submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCal
   // inFlight() acquired above), its next CQE cannot come before this SQE, and a poller that saw
   // an undone count (a failed push, below) has let go of registryMu_.
   c.slotFor(seq) = CallbackSlot{callback, arg, 0, false, static_cast<uint8_t>(generation_.load(std::memory_order_relaxed))};
-  const uint32_t flags = inPlace(c, sendbuf, recvbuf) ? kSqeInPlace : kSqeSubmit;
-  SqeView e{flags, c.index(), seq, reinterpret_cast<uint64_t>(sendbuf), reinterpret_cast<uint64_t>(recvbuf)};
+  const uint16_t flags = inPlace(c, sendbuf, recvbuf) ? kSqeInPlace : kSqeSubmit;
+  const SqeView e{flags, c.nParts(), c.index(), seq, reinterpret_cast<uint64_t>(sendbuf),
+                  reinterpret_cast<uint64_t>(recvbuf)};
   c.noteSubmitted();
   addSubmitted(1, tasks);
   if (Status s = pushSqe(e); !s.ok()) {

@@ -92,6 +92,9 @@ class Comm {
   Status start();
   void shutdown();
   Status pushSqe(const SqeView& e);
+  // Sets the abort flag (env_->hostAbortFlag) and the daemon's copy. `keepFirst`: an abort already
+  // under way keeps its own reason.
+  void raiseAbort(occlResult_t reason, bool keepFirst);
   Status validateBuffers(const Collective& c, const void* sendbuf, const void* recvbuf) const;
   // NCCL's in-place position of the two buffers for this rank.
   bool inPlace(const Collective& c, const void* sendbuf, const void* recvbuf) const;
@@ -143,11 +146,12 @@ class Comm {
 
   // Registration: collId -> collective, and index -> collective for the poller.
   std::mutex submitMu_;    // the SQ producer lock; also guards byId_ and index allocation
+  std::mutex abortMu_;     // raiseAbort: the daemon's copy of the abort flag ends equal to the host's
   std::mutex registryMu_;  // guards what the poller touches: collectives and their slots
   absl::flat_hash_map<uint64_t, std::unique_ptr<Collective>> byId_;
   std::array<std::unique_ptr<std::array<Collective*, CollTable::kPageSize>>, CollTable::kMaxPages> hostPages_{};
   uint32_t nextFreshIndex_ = 0;
-  std::vector<std::pair<uint32_t, uint64_t>> quarantine_;  // (index, SQ ticket when it was retired)
+  std::vector<uint32_t> freeIndices_;  // table indices of deregistered collectives, reused first
   uint64_t sqTicket_ = 0;
   uint64_t sqLimit_ = 0;  // SubmissionQueue::tryPush caches the first ticket it cannot write yet
 
@@ -196,7 +200,6 @@ class Comm {
   // while callbacks fire, so a collective's callbacks never run concurrently or out of order.
   std::mutex cqMu_;
   std::vector<uint64_t> cqHeads_;  // the next word of each block's ring (guarded by cqMu_)
-  std::atomic<uint64_t> cqConsumed_{0};
   // Threads in waitByPolling: while there is one, the poller parks on pollerBell_ instead of the
   // daemon's completion doorbell, so a CQE costs no futex wake of a thread that would find
   // nothing to do.

@@ -45,7 +45,6 @@ bool Comm::drainCq() {
     while (env_->cq.tryTake(ring, cqHeads_[ring], word)) {
       processCqe(word);
       cqHeads_[ring] += 1;
-      addByOneWriter(cqConsumed_, uint64_t{1});  // under cqMu_
       any = true;
     }
   }
@@ -61,9 +60,8 @@ void Comm::pollerLoop() {
       any = drainCq();
     }
     if (any) continue;
-    const uint64_t consumed = cqConsumed_.load(std::memory_order_acquire);
     // The daemon is joined before stopPoller_ is set, so nothing can arrive after this check.
-    if (stopPoller_.load(std::memory_order_acquire) && consumed == env_->cq.publishedCount()) return;
+    if (stopPoller_.load(std::memory_order_acquire) && !env_->cq.anyWaiting()) return;
     if (pollingWaiters_.load(std::memory_order_seq_cst) > 0) {
       // A waiter takes the CQEs (waitByPolling); it rings pollerBell_ when it leaves with
       // callbacks still to fire. The bound re-checks the rest (shutdown, a waiter gone quietly).
@@ -73,7 +71,7 @@ void Comm::pollerLoop() {
     // Nothing outstanding: no CQE can come before the next submission, whose completion rings
     // the poller awake anyway, so park long and leave an idle communicator really idle.
     const bool idle = firedTotal_.load(std::memory_order_acquire) == submittedTotal_.load(std::memory_order_acquire);
-    backend_->waitForCompletion(consumed, idle ? kIdleParkUs : 1000);
+    backend_->waitForCompletion(idle ? kIdleParkUs : 1000);
   }
 }
 

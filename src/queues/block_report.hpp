@@ -1,6 +1,8 @@
 // What one daemon block tells the host: one cache line per block, written by the block's leader
 // only, read by the host at any time. On the GPU it is host-mapped memory, so the block's side
-// is plain stores (defect D5: no device read-modify-write crosses the bus).
+// is plain stores (defect D5: no device read-modify-write crosses the bus), and few of them: a
+// block writes its line as it leaves a launch, and its SQ cursor besides when the SQ asks
+// (queues/sq.hpp), not for every entry or completion (issue 40).
 #pragma once
 
 #include <cstdint>
@@ -8,8 +10,8 @@
 namespace occl {
 
 struct alignas(64) BlockReport {
-  uint64_t sqNext;       // the next SQ ticket this block reads: it has copied every entry before it
-  uint64_t cqPublished;  // CQEs this block has written into its completion ring
+  uint64_t sqNext;       // the block has copied every SQ entry before this ticket
+  uint64_t cqPublished;  // CQEs this block had written into its completion ring when it last left a launch
   uint32_t held;         // submissions in this block's task queue when it last left a launch
   uint32_t pad0;
   uint64_t pad[5];

@@ -1,11 +1,18 @@
 // Completion queue: one ring of `depth` 64-bit slots per daemon block, 0 = empty. A block's
 // leader is its ring's only producer and the host's poller its only consumer, so only loads and
 // stores cross the bus (defect D5; OCCL's "optimized CQ" CAS into any free slot needed device
-// atomics on host memory). The producer writes the word into slot `tail % depth` once the poller
-// has emptied it, then counts it in its BlockReport; the poller takes each ring's words in order
-// and writes 0 back. The word carries the collective's slot index, a status code and the low
-// bits of the submission number, so the poller detects a lost or duplicated completion instead
-// of silently mis-firing callbacks.
+// atomics on host memory). The word carries the collective's slot index, a status code and the
+// low bits of the submission number, so the poller detects a lost or duplicated completion
+// instead of silently mis-firing callbacks.
+//
+// The producer's side is one write across the bus per CQE (issue 40): it writes its `tail`-th
+// word into slot `tail % depth` on credit. The poller takes each ring's words in order, writes 0
+// back and publishes its head (the count of words it has taken) on the ring's own line; the
+// producer keeps the limit head + depth in its block state and reads the head again only when its
+// tail reaches that limit, once per `depth` CQEs while the poller keeps up. A slot the head is
+// past was emptied before the head was published, so the producer never reads a slot.
+// How many CQEs a block wrote is in its BlockReport (cqPublished) only as of the last launch it
+// left: the host looks for new CQEs in the rings themselves (anyWaiting).
 #pragma once
 
 #include <cstdint>
@@ -47,40 +54,53 @@ OCCL_HD inline Cqe unpack(uint64_t word) {
 
 struct CompletionQueue {
   uint64_t* slots;        // [nRings * depth]: ring r is slots[r * depth, (r + 1) * depth)
-  BlockReport* reports;   // [nRings]: each ring's cqPublished
+  uint64_t* heads;        // [nRings * kHeadStride]: the poller's head of ring r at heads[r * kHeadStride]
+  BlockReport* reports;   // [nRings]: each ring's cqPublished as of its block's last launch
   uint32_t depth;         // slots per ring, power of two
   uint32_t nRings;        // daemon blocks
+
+  static constexpr uint32_t kHeadStride = 8;  // one cache line per ring's head
 
   OCCL_HD uint64_t* slot(uint32_t ring, uint64_t position) const {
     return &slots[static_cast<uint64_t>(ring) * depth + (position & (depth - 1))];
   }
+  OCCL_HD uint64_t* head(uint32_t ring) const { return &heads[static_cast<uint64_t>(ring) * kHeadStride]; }
 
   // Producer `ring` (one block's leader), whose next CQE is its `tail`-th: false while the
-  // poller has not emptied that slot (the ring is full: retry later, nothing is lost).
-  OCCL_HD bool tryPush(uint32_t ring, uint64_t tail, uint64_t word) const {
-    uint64_t* s = slot(ring, tail);
-    if (atomics::loadAcquire(s) != 0) return false;
-    atomics::storeRelease(s, word);
-    atomics::storeRelease(&reports[ring].cqPublished, tail + 1);
+  // poller has not emptied that slot (the ring is full: retry later, nothing is lost). `limit`
+  // caches the first tail that needs more credit (start it at 0).
+  OCCL_HD bool tryPush(uint32_t ring, uint64_t tail, uint64_t word, uint64_t& limit) const {
+    if (tail >= limit) limit = atomics::loadAcquire(head(ring)) + depth;
+    if (tail >= limit) return false;
+    atomics::storeRelease(slot(ring, tail), word);
     return true;
   }
 
-  // Poller: takes the `head`-th word of ring `ring` if it has been written.
-  bool tryTake(uint32_t ring, uint64_t head, uint64_t& word) const {
-    uint64_t* s = slot(ring, head);
+  // Poller: takes the `at`-th word of ring `ring` if it has been written, and publishes the head
+  // past it.
+  bool tryTake(uint32_t ring, uint64_t at, uint64_t& word) const {
+    uint64_t* s = slot(ring, at);
     word = atomics::loadAcquire(s);
     if (word == 0) return false;
     atomics::storeRelease(s, uint64_t{0});
+    atomics::storeRelease(head(ring), at + 1);  // after the slot is empty: the producer may refill it
     return true;
   }
 
-  // CQEs written so far, over every ring.
-  uint64_t publishedCount() const {
+  // Poller: whether a CQE waits at the head of some ring.
+  bool anyWaiting() const {
+    for (uint32_t r = 0; r < nRings; ++r)
+      if (atomics::loadAcquire(slot(r, atomics::loadAcquire(head(r)))) != 0) return true;
+    return false;
+  }
+
+  // CQEs written as of each block's last report (as it left a launch), over every ring.
+  uint64_t reportedCount() const {
     uint64_t total = 0;
     for (uint32_t r = 0; r < nRings; ++r) total += atomics::loadAcquire(&reports[r].cqPublished);
     return total;
   }
 };
-static_assert(sizeof(CompletionQueue) == 24, "CompletionQueue layout is shared by host and device");
+static_assert(sizeof(CompletionQueue) == 32, "CompletionQueue layout is shared by host and device");
 
 }  // namespace occl

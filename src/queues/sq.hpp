@@ -1,14 +1,23 @@
 // Submission queue: one producer (the host, under the communicator's submit lock), every daemon
 // block consumes every entry. Only loads and stores cross the bus (defect D5: a GPU's
-// read-modify-write on host-mapped memory needs hostNativeAtomicSupported, which PCIe hosts lack):
+// read-modify-write on host-mapped memory needs hostNativeAtomicSupported, which PCIe hosts lack),
+// and a consumer's side costs one read across the bus per entry (issue 40):
 //
-// - The producer writes the entry for ticket t into slot t % depth, then stores `turn = t + 1`
-//   (release) and the published count. Sequence numbers are 64-bit, so turns never wrap.
-// - Each consumer copies the entry once `turn == cursor + 1`, then stores its cursor + 1
-//   (release) into its own BlockReport line; nobody else writes that line.
-// - The producer may reuse a slot once every consumer's cursor is past the entry it held: ticket
-//   t is writable while t < min(cursors) + depth. It caches that limit and reads the cursors
-//   again only when it reaches it.
+// - The producer writes the entry for ticket t into slot t % depth as eight 64-bit words, each
+//   holding 32 bits of the entry under the ticket's tag (the low 32 bits of t + 1), then the
+//   published count. Tickets are 64-bit, so they never wrap; a slot's old tag differs from the
+//   new one as long as depth < 2^32.
+// - A consumer reads its cursor's whole slot at once (atomics::pollLine: one 64-byte read) and
+//   takes it when all eight tags are its cursor's. A 64-bit word is read whole, a line is not: a
+//   read that met the producer half-way shows an old tag in some word and is simply not taken
+//   yet. The poll that finds the entry is thus its only read.
+// - A consumer reports its cursor (into its own BlockReport line) only when asked, not for every
+//   entry: after an entry flagged kSqeReport, when its task queue is full, and when it leaves a
+//   launch (daemon.hpp). The producer may reuse a slot once every consumer's reported cursor is
+//   past the entry it held: ticket t is writable while t < min(reports) + depth. It caches that
+//   limit, reads the reports again only when it reaches it or half of it, and flags the entry
+//   before the limit and the one half-way to it. So the entry just before a limit the producer
+//   is stuck at was flagged: every consumer that copies it reports past the slot wanted.
 #pragma once
 
 #include <cstdint>
@@ -18,43 +27,75 @@
 
 namespace occl {
 
-enum SqeFlags : uint32_t {
+enum SqeFlags : uint16_t {
   kSqeSubmit = 0,
   kSqeExit = 1u << 0,     // the daemon stops after this entry (finalize)
   kSqeInPlace = 1u << 1,  // an in-place call (NCCL's definition): run the collective's in-place form
+  kSqeReport = 1u << 2,   // the producer asks each consumer to report its cursor once it has copied this entry
 };
 
-struct alignas(64) Sqe {
-  uint64_t turn;       // ticket + 1 once this slot holds that ticket's entry; 0 before the first
-  uint32_t flags;      // SqeFlags
+// What an entry says; the producer writes it, a consumer copies it.
+struct SqeView {
+  uint16_t flags;      // SqeFlags
+  uint16_t nParts;     // the collective's parts (CollDesc::nBlocks): a block given none skips the entry
   uint32_t collIndex;  // the communicator's slot of the registered collective
   uint64_t seq;        // per-collective submission number, starts at 0
   uint64_t sendbuf;
   uint64_t recvbuf;
-  uint64_t pad[3];
+};
+static_assert(sizeof(SqeView) == 32, "an entry is 32 bits under each of a slot's eight tags");
+
+// One slot: eight words of (tag << 32 | 32 bits of the SqeView), 0 before its first entry.
+struct alignas(64) Sqe {
+  uint64_t words[8];
 };
 static_assert(sizeof(Sqe) == 64, "an SQE is one cache line on both sides of the bus");
 
-// What a consumer copies out of a slot.
-struct SqeView {
-  uint32_t flags;
-  uint32_t collIndex;
-  uint64_t seq;
-  uint64_t sendbuf;
-  uint64_t recvbuf;
-};
+namespace sqe {
+inline constexpr int kWords = 8;
+
+OCCL_HD inline uint64_t tagOf(uint64_t ticket) { return (ticket + 1) & 0xffffffffu; }
+
+// The view as eight 32-bit pieces, in word order.
+OCCL_HD inline void split(const SqeView& e, uint32_t (&piece)[kWords]) {
+  piece[0] = static_cast<uint32_t>(e.flags) | (static_cast<uint32_t>(e.nParts) << 16);
+  piece[1] = e.collIndex;
+  piece[2] = static_cast<uint32_t>(e.seq);
+  piece[3] = static_cast<uint32_t>(e.seq >> 32);
+  piece[4] = static_cast<uint32_t>(e.sendbuf);
+  piece[5] = static_cast<uint32_t>(e.sendbuf >> 32);
+  piece[6] = static_cast<uint32_t>(e.recvbuf);
+  piece[7] = static_cast<uint32_t>(e.recvbuf >> 32);
+}
+
+// Ticket `ticket`'s entry if every word of `words` carries its tag; false for a slot that holds
+// an older entry or is being written.
+OCCL_HD inline bool join(const uint64_t (&words)[kWords], uint64_t ticket, SqeView& out) {
+  const uint64_t tag = tagOf(ticket);
+  for (int i = 0; i < kWords; ++i)
+    if ((words[i] >> 32) != tag) return false;
+  auto piece = [&](int i) { return static_cast<uint64_t>(static_cast<uint32_t>(words[i])); };
+  out.flags = static_cast<uint16_t>(piece(0) & 0xffffu);
+  out.nParts = static_cast<uint16_t>(piece(0) >> 16);
+  out.collIndex = static_cast<uint32_t>(piece(1));
+  out.seq = piece(2) | (piece(3) << 32);
+  out.sendbuf = piece(4) | (piece(5) << 32);
+  out.recvbuf = piece(6) | (piece(7) << 32);
+  return true;
+}
+}  // namespace sqe
 
 // Plain handle over memory that the host allocates (pinned host memory on the CUDA backend).
 struct SubmissionQueue {
   Sqe* slots;
-  BlockReport* reports;  // [nConsumers]: each block's sqNext
+  BlockReport* reports;  // [nConsumers]: each block's sqNext, as last reported
   uint64_t* published;    // total entries published, for wakeups and the outstanding count
   uint32_t depth;         // power of two
   uint32_t nConsumers;    // daemon blocks
 
   OCCL_HD Sqe& slot(uint64_t ticket) const { return slots[ticket & (depth - 1)]; }
 
-  // Producer: every consumer has handled every entry before this ticket.
+  // Producer: every consumer has reported every entry before this ticket copied.
   uint64_t slowestConsumer() const {
     uint64_t slowest = UINT64_MAX;
     for (uint32_t c = 0; c < nConsumers; ++c) {
@@ -64,37 +105,31 @@ struct SubmissionQueue {
     return slowest;
   }
   // Producer: the first ticket that cannot be written yet (its slot still holds an entry some
-  // consumer has not handled).
+  // consumer has not reported copied).
   uint64_t writableLimit() const { return slowestConsumer() + depth; }
 
   // Producer: true if the entry for `ticket` could be written. `limit` caches writableLimit()
-  // between calls (start it at 0).
-  bool tryPush(uint64_t ticket, const SqeView& e, uint64_t& limit) const {
-    if (ticket >= limit) limit = writableLimit();
+  // between calls (start it at 0). Sets kSqeReport where the protocol above asks for a report.
+  bool tryPush(uint64_t ticket, SqeView e, uint64_t& limit) const {
+    if (ticket + depth / 2 >= limit) limit = writableLimit();  // at the limit or half-way to it
     if (ticket >= limit) return false;
+    if (limit - ticket == 1 || limit - ticket == depth / 2) e.flags |= kSqeReport;
+    uint32_t piece[sqe::kWords];
+    sqe::split(e, piece);
     Sqe& s = slot(ticket);
-    s.flags = e.flags;
-    s.collIndex = e.collIndex;
-    s.seq = e.seq;
-    s.sendbuf = e.sendbuf;
-    s.recvbuf = e.recvbuf;
-    atomics::storeRelease(&s.turn, ticket + 1);
+    const uint64_t tag = sqe::tagOf(ticket) << 32;
+    for (int i = 0; i < sqe::kWords; ++i) atomics::storeRelease(&s.words[i], tag | piece[i]);
     atomics::storeRelease(published, ticket + 1);
     return true;
   }
 
   // Consumer `cursor` (each block keeps its own): copies the entry if it is published. The
-  // caller then reports `cursor + 1` (advance()). Runs on one lane; the caller broadcasts the
-  // result to the block.
+  // caller reports `cursor + 1` (advance()) where the protocol asks. Runs on one lane; the caller
+  // broadcasts the result to the block.
   OCCL_HD bool tryPop(uint64_t cursor, SqeView& out) const {
-    Sqe& s = slot(cursor);
-    if (atomics::pollAcquire(&s.turn) != cursor + 1) return false;
-    out.flags = atomics::plainLoad(&s.flags);
-    out.collIndex = atomics::plainLoad(&s.collIndex);
-    out.seq = atomics::plainLoad(&s.seq);
-    out.sendbuf = atomics::plainLoad(&s.sendbuf);
-    out.recvbuf = atomics::plainLoad(&s.recvbuf);
-    return true;
+    uint64_t words[sqe::kWords];
+    atomics::pollLine(slot(cursor).words, words);
+    return sqe::join(words, cursor, out);
   }
 
   // Consumer: every entry before `next` is copied; their slots may be reused.

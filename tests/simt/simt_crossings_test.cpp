@@ -14,17 +14,20 @@
 namespace occl::test {
 namespace {
 
-// Per 8 B AllReduce on one rank, one daemon block, one tile (issue 40's target: 1 and 1).
-//   reads: the SQ poll that finds the entry and its 5 fields; the abort flag at the try's start;
-//          the CQ slot before it is written
-//   writes: the block's SQ cursor (its report); the CQE and the ring's count
-// (The statistics, 4 loads and 4 stores a collective in pinned memory, are in device memory; the
-// count of held tasks, 2 stores, is reported as a block leaves a launch.)
-constexpr double kReadsPerSmallCollective = 8;
-constexpr double kWritesPerSmallCollective = 3;
+// Per 8 B AllReduce, one daemon block, one tile, on any number of ranks of one process (issue
+// 40's target):
+//   reads: the SQ poll that finds the entry (one 64-byte line: queues/sq.hpp)
+//   writes: the CQE (queues/cq.hpp: the ring takes credit from the poller's head, read once per
+//           cqDepth CQEs, and the SQ asks for a block's cursor once per sqDepth / 2 entries; neither
+//           comes within the 60 collectives measured here)
+// The abort flag, the statistics and the block's state are device memory; the held count and the
+// CQE count are reported as a block leaves a launch.
+constexpr double kReadsPerSmallCollective = 1;
+constexpr double kWritesPerSmallCollective = 1;
 
 struct PerCollective {
   double reads, writes, rmws;
+  double waitLooks;  // looks for new submissions by waits that were not ready, counted apart
 };
 
 // Runs `iters` 8 B AllReduces one after another on every rank of a one-block simt communicator
@@ -60,7 +63,8 @@ PerCollective measure(int nRanks, int iters, int warmup) {
   const double n = static_cast<double>(iters - warmup) * nRanks;
   // Each block's poll that found the entry is a read of the collective's; the idle polls are not.
   return {(static_cast<double>(after.reads - before.reads) + n) / n, static_cast<double>(after.writes - before.writes) / n,
-          static_cast<double>(after.rmws - before.rmws) / n};
+          static_cast<double>(after.rmws - before.rmws) / n,
+          static_cast<double>(after.waitLooks - before.waitLooks) / n};
 }
 
 TEST(SimtCrossings, ASmallCollectiveOnOneRankCrossesAsPinned) {
@@ -72,16 +76,18 @@ TEST(SimtCrossings, ASmallCollectiveOnOneRankCrossesAsPinned) {
   RecordProperty("writes", std::to_string(c.writes));
 }
 
-// Four ranks of one process: each also waits on its peers; a wait looks at the abort flag every
-// 64 rounds and a preempted try bumps the statistics (preemptions, context loads), so both counts
-// depend on timing and only their floor is the one rank's.
-TEST(SimtCrossings, FourRanksOfOneProcessCrossAtLeastAsOneRank) {
+// Four ranks of one process: each also waits on its peers. A wait looks at the abort flag and for
+// failures in device memory; a preempted try's statistics are device memory too. What a wait adds
+// across the bus is a look for new submissions after 63 rounds not ready (SpinBudget::
+// arrivalLookRound), which depends on how long the peers take and is counted apart.
+TEST(SimtCrossings, FourRanksOfOneProcessCrossAsOneRank) {
   const PerCollective c = measure(4, 40, 10);
-  EXPECT_GE(c.reads, kReadsPerSmallCollective);
-  EXPECT_GE(c.writes, kWritesPerSmallCollective);
+  EXPECT_EQ(c.reads, kReadsPerSmallCollective);
+  EXPECT_EQ(c.writes, kWritesPerSmallCollective);
   EXPECT_EQ(c.rmws, 0);
   RecordProperty("reads", std::to_string(c.reads));
   RecordProperty("writes", std::to_string(c.writes));
+  RecordProperty("wait_looks", std::to_string(c.waitLooks));
 }
 
 }  // namespace

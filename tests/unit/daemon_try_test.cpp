@@ -100,19 +100,20 @@ class DaemonRig {
       blocks_[blk].capacity = 4;
     }
     env_.sq = SubmissionQueue{sqSlots_, reports_, &sqPublished_, 4, 2};
-    env_.cq = CompletionQueue{cqSlots_, reports_, 4, 2};
+    env_.cq = CompletionQueue{cqSlots_, cqHeads_, reports_, 4, 2};
     env_.colls = CollTable{pages_.data()};
     env_.blocks = blocks_;
     env_.nBlocks = 2;
     env_.policy = SchedPolicy{occlOrderFifo, occlSpinPolicyStickiness, kThreshold, 1, 1, 4, 4, 0, 0, 0, 0, 0, 1, 0};
     env_.abortFlag = &abortFlag_;
+    env_.hostAbortFlag = &abortFlag_;
   }
 
   // Publishes submission 0 and lets both blocks take it, so that each later pass of a block is
   // exactly one try of it (the pass that takes an SQE counts the arrival as progress).
   void submitAndTake() {
     uint64_t limit = 0;
-    ASSERT_TRUE(env_.sq.tryPush(0, SqeView{kSqeSubmit, 0, 0, 0, reinterpret_cast<uint64_t>(output.data())}, limit));
+    ASSERT_TRUE(env_.sq.tryPush(0, SqeView{kSqeSubmit, 2, 0, 0, 0, reinterpret_cast<uint64_t>(output.data())}, limit));
     for (int blk = 0; blk < 2; ++blk) {
       PassClock clock;
       ASSERT_TRUE(pollSubmissions(env_, blocks_[blk], blk, clock));
@@ -121,7 +122,7 @@ class DaemonRig {
   }
   void publishExit(uint64_t ticket) {
     uint64_t limit = 0;
-    ASSERT_TRUE(env_.sq.tryPush(ticket, SqeView{kSqeExit, 0, 0, 0, 0}, limit));
+    ASSERT_TRUE(env_.sq.tryPush(ticket, SqeView{kSqeExit, 0, 0, 0, 0, 0}, limit));
   }
   PassResult pass(int block) { return daemonPass(env_, block); }
   // Runs block `block`'s whole part of launch `epoch` on this thread.
@@ -129,13 +130,14 @@ class DaemonRig {
     daemonBlockMain(env_, DaemonLaunch{&quitWord_, &endedEpoch_, epoch, 0, limits}, block);
   }
   uint32_t endedEpoch() const { return endedEpoch_; }
+  // As reported, which a block does as it leaves a launch.
   uint64_t sqNext(int block) const { return reports_[block].sqNext; }
   Counters counters(int block) const {
     const BlockStats& s = stats_[block];
     return {s.preemptions, s.contextLoads, s.contextSaves};
   }
   uint64_t completions(int block) const { return stats_[block].completions; }
-  uint64_t cqesPublished() const { return env_.cq.publishedCount(); }
+  uint64_t cqesPublished() const { return blocks_[0].cqTail + blocks_[1].cqTail; }
   uint64_t cqe() const { return cqSlots_[0]; }
 
  private:
@@ -174,6 +176,7 @@ class DaemonRig {
   Sqe sqSlots_[4]{};
   uint64_t sqPublished_ = 0;
   uint64_t cqSlots_[8]{};  // two rings of 4
+  uint64_t cqHeads_[2 * CompletionQueue::kHeadStride]{};
   BlockReport reports_[2]{};
   TaskEntry tasks_[2][4]{};
   BlockState blocks_[2]{};

@@ -45,12 +45,13 @@ class Backoff {
 
 // The payload of SQ ticket t, so a consumer can tell a torn or overwritten slot from a good one.
 SqeView sqePayload(uint64_t t) {
-  return SqeView{kSqeSubmit, static_cast<uint32_t>(t * 2654435761u), t, t * 3 + 1, ~t};
+  return SqeView{kSqeSubmit, static_cast<uint16_t>(t * 40503u), static_cast<uint32_t>(t * 2654435761u), t, t * 3 + 1, ~t};
 }
 
+// kSqeReport is the producer's to set (SubmissionQueue::tryPush), so it is not compared.
 bool samePayload(const SqeView& a, const SqeView& b) {
-  return a.flags == b.flags && a.collIndex == b.collIndex && a.seq == b.seq && a.sendbuf == b.sendbuf &&
-         a.recvbuf == b.recvbuf;
+  return (a.flags & ~kSqeReport) == (b.flags & ~kSqeReport) && a.nParts == b.nParts && a.collIndex == b.collIndex &&
+         a.seq == b.seq && a.sendbuf == b.sendbuf && a.recvbuf == b.recvbuf;
 }
 
 struct SqRig {
@@ -72,7 +73,9 @@ struct ConsumerReport {
   std::string error;  // first anomaly, empty if none
 };
 
-// One daemon block's view: its own cursor, every ticket in order, each exactly once.
+// One daemon block's view: its own cursor, every ticket in order, each exactly once. It reports
+// its cursor only where the producer asks (kSqeReport), as a daemon block with room in its task
+// queue does: the producer must never be left waiting for a report that does not come.
 void consumeAll(SqRig& rig, uint32_t consumer, uint64_t total, Clock::time_point deadline, ConsumerReport& report) {
   const SubmissionQueue& sq = rig.sq;
   uint64_t cursor = 0;
@@ -88,8 +91,10 @@ void consumeAll(SqRig& rig, uint32_t consumer, uint64_t total, Clock::time_point
     if (!samePayload(got, sqePayload(cursor)) && report.error.empty())
       report.error = "ticket " + std::to_string(cursor) + " read seq " + std::to_string(got.seq);
     ++cursor;
-    sq.advance(consumer, cursor);
-    rig.freedBell.ring();  // the producer may be waiting for this consumer to move on
+    if (got.flags & kSqeReport) {
+      sq.advance(consumer, cursor);
+      rig.freedBell.ring();  // the producer may be waiting for this consumer to move on
+    }
   }
   report.received = cursor;
 }
@@ -146,6 +151,67 @@ TEST(SubmissionQueueTest, FullRingRefusesUntilTheSlowestConsumerReads) {
   EXPECT_TRUE(samePayload(got, sqePayload(4)));
 }
 
+// A consumer reads a slot while the producer may be writing it: every word carries the ticket's
+// tag, so a read that finds any word still old (or a word of a later ticket) takes nothing.
+TEST(SubmissionQueueTest, ASlotReadHalfWrittenIsNotTaken) {
+  SqRig rig(4, 1);
+  uint64_t limit = 0;
+  ASSERT_TRUE(rig.sq.tryPush(0, sqePayload(0), limit));
+  Sqe& slot = rig.slots[0];
+  SqeView got{};
+  for (int w = 0; w < sqe::kWords; ++w) {
+    const uint64_t written = slot.words[w];
+    slot.words[w] = 0;  // as before the producer reached this word
+    EXPECT_FALSE(rig.sq.tryPop(0, got)) << "taken with word " << w << " unwritten";
+    slot.words[w] = (sqe::tagOf(4) << 32) | (written & 0xffffffffu);  // ticket 4's tag: written later
+    EXPECT_FALSE(rig.sq.tryPop(0, got)) << "taken with word " << w << " of another ticket";
+    slot.words[w] = written;
+  }
+  ASSERT_TRUE(rig.sq.tryPop(0, got));
+  EXPECT_TRUE(samePayload(got, sqePayload(0)));
+}
+
+// A consumer that copies each entry as it comes is asked for its cursor about once per half ring,
+// not for every entry: one bus write per depth/2 submissions on a GPU.
+TEST(SubmissionQueueTest, AConsumerThatKeepsUpIsAskedOncePerHalfRing) {
+  constexpr uint32_t kDepth = 64;
+  constexpr uint64_t kEntries = 10'000;
+  SqRig rig(kDepth, 1);
+  uint64_t limit = 0, asked = 0;
+  SqeView got{};
+  for (uint64_t t = 0; t < kEntries; ++t) {
+    ASSERT_TRUE(rig.sq.tryPush(t, sqePayload(t), limit)) << "ticket " << t << ": the ring filled behind a consumer that kept up";
+    ASSERT_TRUE(rig.sq.tryPop(t, got));
+    ASSERT_TRUE(samePayload(got, sqePayload(t)));
+    if (got.flags & kSqeReport) {
+      rig.sq.advance(0, t + 1);
+      ++asked;
+    }
+  }
+  EXPECT_GE(asked, kEntries / (kDepth / 2 + 1));
+  EXPECT_LE(asked, kEntries / (kDepth / 2) + 1);
+}
+
+// A consumer that stops copying (its task queue full) leaves the producer stuck at the limit; the
+// entry just before that limit asked for a report, so once the consumer copies on, the producer
+// gets in again.
+TEST(SubmissionQueueTest, TheEntryBeforeTheLimitAsksForAReport) {
+  constexpr uint32_t kDepth = 8;
+  SqRig rig(kDepth, 1);
+  uint64_t limit = 0;
+  for (uint64_t t = 0; t < kDepth; ++t) ASSERT_TRUE(rig.sq.tryPush(t, sqePayload(t), limit));
+  EXPECT_FALSE(rig.sq.tryPush(kDepth, sqePayload(kDepth), limit));
+  SqeView got{};
+  uint64_t cursor = 0;
+  while (rig.sq.tryPop(cursor, got)) {
+    ++cursor;
+    if (got.flags & kSqeReport) rig.sq.advance(0, cursor);
+  }
+  EXPECT_EQ(cursor, kDepth);
+  EXPECT_TRUE(got.flags & kSqeReport) << "the last entry before the limit did not ask for a report";
+  EXPECT_TRUE(rig.sq.tryPush(kDepth, sqePayload(kDepth), limit));
+}
+
 // Exact-once bookkeeping of one collective's completions, in any arrival order: `base` is the
 // first sequence number not seen yet; `seen` is a window of flags from there.
 struct SeqTracker {
@@ -175,13 +241,15 @@ uint32_t indexOf(uint32_t producer, uint32_t k) { return cqe::kMaxCollIndex - (p
 
 struct CqRig {
   std::vector<uint64_t> slots;
+  std::vector<uint64_t> heads;
   std::vector<BlockReport> reports;
   CompletionQueue cq;
   backend::Doorbell pushedBell;  // rung by producers
   backend::Doorbell takenBell;   // rung by the poller
   std::atomic<bool> stop{false};
   CqRig(uint32_t depth, uint32_t rings)
-      : slots(static_cast<size_t>(depth) * rings, 0), reports(rings), cq{slots.data(), reports.data(), depth, rings} {
+      : slots(static_cast<size_t>(depth) * rings, 0), heads(static_cast<size_t>(rings) * CompletionQueue::kHeadStride, 0),
+        reports(rings), cq{slots.data(), heads.data(), reports.data(), depth, rings} {
     for (BlockReport& r : reports) r = BlockReport{};
   }
 
@@ -195,14 +263,15 @@ struct CqRig {
 // One block's leader: its ring only, its CQEs in order.
 void produceCqes(CqRig& rig, uint32_t producer, uint64_t perProducer) {
   const CompletionQueue& cq = rig.cq;
+  uint64_t limit = 0;  // the producer's credit (BlockState::cqLimit)
   for (uint64_t n = 0; n < perProducer && !rig.stop.load(std::memory_order_relaxed); ++n) {
     uint32_t index = indexOf(producer, static_cast<uint32_t>(n % kIndicesPerProducer));
     uint64_t seq = kFirstSeq + n / kIndicesPerProducer;
     uint64_t word = cqe::pack(index, statusOf(index, seq), seq);
     Backoff backoff;
-    while (!cq.tryPush(producer, n, word)) {
+    while (!cq.tryPush(producer, n, word, limit)) {
       if (rig.stop.load(std::memory_order_relaxed)) return;
-      backoff.pause(rig.takenBell, [&] { return atomics::loadAcquire(cq.slot(producer, n)) == 0; });
+      backoff.pause(rig.takenBell, [&] { return atomics::loadAcquire(cq.head(producer)) + cq.depth > n; });
     }
     rig.pushedBell.ring();
   }
@@ -261,27 +330,33 @@ TEST(CompletionQueueTest, ManyProducersOnePollerExactlyOnce) {
   const uint64_t perIndex = kPerProducer / kIndicesPerProducer;
   for (auto& t : trackers) EXPECT_EQ(t.base, kFirstSeq + perIndex);
   for (uint64_t w : rig.slots) EXPECT_EQ(w, 0u) << "a CQE was left behind";
-  EXPECT_EQ(cq.publishedCount(), total);
+  for (uint32_t r = 0; r < kProducers; ++r) EXPECT_EQ(*cq.head(r), kPerProducer) << "ring " << r << "'s published head";
+  EXPECT_FALSE(cq.anyWaiting());
 }
 
 TEST(CompletionQueueTest, FullRingRefusesWithoutLosingAndLeavesOtherRingsAlone) {
   CqRig rig(4, 2);
   const CompletionQueue& cq = rig.cq;
-  for (uint64_t s = 0; s < 4; ++s) ASSERT_TRUE(cq.tryPush(1, s, cqe::pack(1, 0, s)));
-  EXPECT_FALSE(cq.tryPush(1, 4, cqe::pack(1, 0, 4))) << "a ring of 4 accepted a 5th CQE";
-  EXPECT_TRUE(cq.tryPush(0, 0, cqe::pack(2, 0, 0))) << "block 1's full ring blocked block 0";
-  EXPECT_EQ(cq.publishedCount(), 5u);
+  uint64_t limit0 = 0, limit1 = 0;  // each ring's producer keeps its own credit
+  EXPECT_FALSE(cq.anyWaiting());
+  for (uint64_t s = 0; s < 4; ++s) ASSERT_TRUE(cq.tryPush(1, s, cqe::pack(1, 0, s), limit1));
+  EXPECT_FALSE(cq.tryPush(1, 4, cqe::pack(1, 0, 4), limit1)) << "a ring of 4 accepted a 5th CQE";
+  EXPECT_TRUE(cq.tryPush(0, 0, cqe::pack(2, 0, 0), limit0)) << "block 1's full ring blocked block 0";
+  EXPECT_TRUE(cq.anyWaiting());
   uint64_t word = 0;
   ASSERT_TRUE(cq.tryTake(1, 0, word));
   EXPECT_EQ(cqe::unpack(word).seqLow, 0u);
+  EXPECT_EQ(*cq.head(1), 1u) << "the poller publishes its head as it takes";
   EXPECT_FALSE(cq.tryTake(1, 0, word)) << "a slot was taken twice";
   EXPECT_FALSE(cq.tryTake(1, 4, word)) << "the 5th CQE was taken before it was written";
-  ASSERT_TRUE(cq.tryPush(1, 4, cqe::pack(1, 0, 4)));
+  ASSERT_TRUE(cq.tryPush(1, 4, cqe::pack(1, 0, 4), limit1)) << "the taken slot gave no credit";
+  EXPECT_FALSE(cq.tryPush(1, 5, cqe::pack(1, 0, 5), limit1)) << "credit beyond the poller's head";
   for (uint64_t h = 1; h <= 4; ++h) {
     ASSERT_TRUE(cq.tryTake(1, h, word)) << "CQE " << h;
     EXPECT_EQ(cqe::unpack(word).seqLow, h) << "a ring gives its CQEs back in the order they were written";
   }
-  EXPECT_EQ(cq.publishedCount(), 6u);
+  ASSERT_TRUE(cq.tryTake(0, 0, word));
+  EXPECT_FALSE(cq.anyWaiting());
 }
 
 TEST(CqePackingTest, EdgeValuesRoundTrip) {

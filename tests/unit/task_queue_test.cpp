@@ -47,7 +47,7 @@ class Queue {
   }
   // What the block reports as it leaves a launch.
   uint32_t reportedHeld() {
-    reportHeld(state_);
+    reportOnLeaving(state_);
     return report_.held;
   }
 
