@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "absl/functional/function_ref.h"
 #include "daemon/daemon.hpp"
 #include "occl/occl.h"
 #include "queues/yield_board.hpp"
@@ -49,8 +50,9 @@ class Backend {
   // A new SQE was published: wake a parked daemon (host) or relaunch a quit one (cuda).
   virtual void notifySubmission() = 0;
   // The poller found nothing: parks it until a CQE waits in the CQ (CompletionQueue::anyWaiting)
-  // or `timeoutUs` passes.
-  virtual void waitForCompletion(int64_t timeoutUs) = 0;
+  // or `timeoutUs` passes. `outstanding()`: whether submissions wait for their CQEs, which turns
+  // true before the submission's notifySubmission().
+  virtual void waitForCompletion(int64_t timeoutUs, absl::FunctionRef<bool()> outstanding) = 0;
   // A thread waiting for completions (Comm::waitAll) may lend itself to the daemon: between
   // beginHelp and endHelp it calls help(), which runs one daemon pass where the daemon's own
   // thread would, and the daemon's threads stand aside. Only a daemon of host threads can be

@@ -75,9 +75,13 @@ class AuxStreams {
 };
 
 class CudaBackend final : public KernelBackend {
+  // A completion is seen within a 16th of its collective's time, at least 10 us after its CQE: a
+  // wake-up costs a few microseconds of a host core that the GPU does not need.
+  static constexpr PollSteps kPollSteps{10, 500, 16};
+
  public:
   CudaBackend(const occlConfig_t& config, int device)
-      : KernelBackend(config, absl::StrFormat("CUDA device %d", device)), device_(device),
+      : KernelBackend(config, absl::StrFormat("CUDA device %d", device), kPollSteps), device_(device),
         threads_(config.threadsPerBlock) {}
   ~CudaBackend() override;
 
@@ -343,7 +347,15 @@ Status CudaBackend::launchKernel(const DaemonEnv& env, const DaemonLaunch& launc
 }
 
 // The daemon's stream holds nothing but its launches: an error there is a launch that died.
+// Asked by the poller only, occl's own thread: it is bound to this device once and for good, so
+// that neither this query nor its guarded copies (Collective::failurePlace) create a context on
+// device 0, the current device of a fresh thread, in a process that drives several GPUs.
 Status CudaBackend::kernelHealth() {
+  thread_local int boundTo = -1;
+  if (boundTo != device_) {
+    if (Status s = cuda(cudaSetDevice(device_), "cudaSetDevice(poller)"); !s.ok()) return s;
+    boundTo = device_;
+  }
   cudaError_t e = cudaStreamQuery(stream_);
   if (e == cudaSuccess || e == cudaErrorNotReady) return Status::success();
   return cuda(e, "daemon kernel (cudaStreamQuery)");

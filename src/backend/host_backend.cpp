@@ -99,7 +99,7 @@ class HostBackend : public OnHostMemory<Backend> {
     if (workLeft) aside_.ring();
   }
 
-  void waitForCompletion(int64_t timeoutUs) override {
+  void waitForCompletion(int64_t timeoutUs, absl::FunctionRef<bool()>) override {
     completions_.park(timeoutUs, [&] { return env_->cq.anyWaiting() || stopped_.load(std::memory_order_acquire); });
   }
 

@@ -1,5 +1,7 @@
 #include "backend/kernel_backend.hpp"
 
+#include <sys/prctl.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <thread>
@@ -18,9 +20,9 @@ constexpr int64_t kMinStuckQuitUs = 5000;
 // After a launch that quit stuck without completing anything, the next launch waits this long,
 // doubling up to the stuck-quit time, so the device gets idle windows instead of a busy loop.
 constexpr int64_t kFirstRelaunchDelayUs = 200;
-// The poller spins this long before it starts sleeping: completions often come in bursts.
+// With submissions outstanding the poller yields for kPollSpinUs after a completion (completions
+// often come in bursts), then sleeps in steps (PollSteps).
 constexpr int64_t kPollSpinUs = 50;
-constexpr int64_t kPollMaxSleepUs = 500;
 // stop() waits this long for the kernel to read the exit SQE and drain.
 constexpr int64_t kStopTimeoutMs = 30000;
 
@@ -30,11 +32,12 @@ int64_t usSince(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
-KernelBackend::KernelBackend(const occlConfig_t& config, std::string where)
+KernelBackend::KernelBackend(const occlConfig_t& config, std::string where, PollSteps steps)
     : where_(std::move(where)),
       nBlocks_(config.daemonBlocks),
       idleQuitUs_(config.idleQuitUs),
-      stuckQuitUs_(std::max<int64_t>(kStuckQuitFactor * config.idleQuitUs, kMinStuckQuitUs)) {}
+      stuckQuitUs_(std::max<int64_t>(kStuckQuitFactor * config.idleQuitUs, kMinStuckQuitUs)),
+      steps_(steps) {}
 
 void KernelBackend::setLaunchWords(uint64_t* quitWord, uint32_t* endedEpoch) {
   quitWord_ = quitWord;
@@ -131,18 +134,45 @@ void KernelBackend::fail(const Status& s) {
 }
 
 // A new SQE is new information (it may be what the queued tasks wait for): no relaunch delay.
+// It also wakes a poller parked with nothing outstanding (waitForCompletion).
 void KernelBackend::notifySubmission() {
-  std::lock_guard<std::mutex> lock(launchMu_);
-  if (!stopped_) relaunchIfNeeded(/*honourDelay=*/false);
+  {
+    std::lock_guard<std::mutex> lock(launchMu_);
+    if (!stopped_) relaunchIfNeeded(/*honourDelay=*/false);
+  }
+  (void)submitted_.ring();
 }
 
-// A GPU cannot ring a futex: poll the CQ counter, spinning briefly, then sleeping longer and
-// longer. Each round also relaunches a daemon that quit with work left.
-void KernelBackend::waitForCompletion(int64_t timeoutUs) {
+namespace {
+// A sleep of a few microseconds takes that long, not the 50 us of slack Linux gives a thread by
+// default. The poller is occl's own thread: nothing else of the application's runs on it.
+void shortSleepsOnThisThread() {
+#if defined(__linux__)
+  thread_local bool lowered = false;
+  if (!lowered) {
+    (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);  // 1 us
+    lowered = true;
+  }
+#endif
+}
+}  // namespace
+
+// A GPU cannot ring a futex, so the poller polls the CQ. With nothing outstanding it parks until
+// a submission or stop() rings it, or timeoutUs passes: an idle communicator costs no wake-ups.
+// With submissions outstanding it yields for kPollSpinUs after the last completion it saw, then
+// sleeps a `divisor`-th of the time since that completion, within [minStepUs, maxStepUs]: a
+// completion is seen within that share of the collective's time (a 1 ms collective on the GPU:
+// ~62 us; a short one: minStepUs), for a number of wake-ups that grows with the log of the
+// wait, not with its length. Each round also relaunches a daemon that quit with work left.
+void KernelBackend::waitForCompletion(int64_t timeoutUs, absl::FunctionRef<bool()> outstanding) {
+  shortSleepsOnThisThread();
   const auto start = Clock::now();
-  int64_t sleepUs = 10;
   for (;;) {
-    if (env_ == nullptr || env_->cq.anyWaiting()) return;
+    if (env_ == nullptr) return;
+    if (env_->cq.anyWaiting()) {
+      lastCompletionAt_ = Clock::now();
+      return;
+    }
     {
       std::lock_guard<std::mutex> lock(launchMu_);
       checkKernelHealth();
@@ -150,12 +180,24 @@ void KernelBackend::waitForCompletion(int64_t timeoutUs) {
     }
     const int64_t elapsed = usSince(start);
     if (elapsed >= timeoutUs) return;
-    if (elapsed < kPollSpinUs) {
+    if (stopping_.load(std::memory_order_acquire)) {  // the poller's loop looks for its own stop
+      std::this_thread::sleep_for(std::chrono::microseconds(steps_.minStepUs));
+      return;
+    }
+    if (!outstanding()) {
+      submitted_.park(timeoutUs - elapsed, [&] {
+        return outstanding() || env_->cq.anyWaiting() || stopping_.load(std::memory_order_acquire);
+      });
+      lastCompletionAt_ = Clock::now();  // work begins now
+      continue;
+    }
+    const int64_t waited = usSince(lastCompletionAt_);
+    if (waited < kPollSpinUs) {
       std::this_thread::yield();
       continue;
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(std::min(sleepUs, timeoutUs - elapsed)));
-    sleepUs = std::min(2 * sleepUs, kPollMaxSleepUs);
+    const int64_t step = std::clamp(waited / steps_.divisor, steps_.minStepUs, steps_.maxStepUs);
+    std::this_thread::sleep_for(std::chrono::microseconds(std::min(step, timeoutUs - elapsed)));
   }
 }
 
@@ -184,6 +226,8 @@ Status KernelBackend::stop() {
     lock.lock();
   }
   stopped_ = true;
+  stopping_.store(true, std::memory_order_release);
+  (void)submitted_.ring();  // a poller parked with nothing outstanding returns
   if (everLaunched_ && fatal_.ok()) {
     // Sealed: the blocks are leaving, so this returns promptly (or reports a fault). Not under
     // the lock: a block may still need the poller to drain a full CQ before it can leave.

@@ -11,12 +11,14 @@
 // launch order (a CUDA stream) keeps them apart. Only the poller thread asks whether a launch died.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <string>
 
 #include "backend/backend.hpp"
+#include "backend/doorbell.hpp"
 #include "daemon/daemon_main.hpp"
 
 namespace occl::backend {
@@ -25,15 +27,22 @@ class KernelBackend : public Backend {
  public:
   Status start(DaemonEnv* env) final;
   void notifySubmission() final;
-  void waitForCompletion(int64_t timeoutUs) final;
+  void waitForCompletion(int64_t timeoutUs, absl::FunctionRef<bool()> outstanding) final;
   // Runs the daemon until every block has read the exit SQE and drained its tasks, then waits
   // for the last launch to retire. A derived destructor calls it before freeing anything.
   Status stop() final;
   bool daemonMayStillRun() final { return kernelMayStillRun(); }
 
  protected:
+  // How often the poller looks at the CQ while submissions are outstanding (waitForCompletion):
+  // every `divisor`-th of the time since the last completion it saw, within [minStepUs, maxStepUs].
+  struct PollSteps {
+    int64_t minStepUs;
+    int64_t maxStepUs;
+    int64_t divisor;
+  };
   // `where` names the device in messages ("CUDA device 0").
-  KernelBackend(const occlConfig_t& config, std::string where);
+  KernelBackend(const occlConfig_t& config, std::string where, PollSteps steps);
 
   // Queues a launch of env.nBlocks blocks behind the previous launches (stream order).
   virtual Status launchKernel(const DaemonEnv& env, const DaemonLaunch& launch) = 0;
@@ -67,6 +76,8 @@ class KernelBackend : public Backend {
 
   const int64_t idleQuitUs_;
   const int64_t stuckQuitUs_;
+  const PollSteps steps_;
+  Clock::time_point lastCompletionAt_{};  // the poller's: when it last saw a CQE, or work begin
   uint64_t* quitWord_ = nullptr;
   uint32_t* endedEpoch_ = nullptr;
   DaemonEnv* env_ = nullptr;
@@ -82,6 +93,10 @@ class KernelBackend : public Backend {
   Clock::time_point endedAt_{};
   int64_t relaunchDelayUs_ = 0;  // 0 = relaunch at once
   Status fatal_;                 // the first unrecoverable error; no launch after it
+
+  // The poller parks on it while nothing is outstanding: rung by every submission and by stop().
+  Doorbell submitted_;
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace occl::backend

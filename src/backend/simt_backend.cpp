@@ -119,9 +119,14 @@ class LaunchStream {
 };
 
 class SimtBackend final : public OnHostMemory<KernelBackend> {
+  // Its lanes are threads that need the cores a poller would take: the poller sleeps at least
+  // 50 us (what a short sleep took before the timer slack was lowered) and half the time since
+  // the last completion (its steps about double), to the CUDA backend's cap.
+  static constexpr PollSteps kPollSteps{50, 500, 2};
+
  public:
   explicit SimtBackend(const occlConfig_t& config)
-      : OnHostMemory(config, SimtDevice::withSlots(config.simtSmSlots).name()),
+      : OnHostMemory(config, SimtDevice::withSlots(config.simtSmSlots).name(), kPollSteps),
         lanes_(config.simtLanes),
         slots_(config.simtSmSlots),
         jitterSeed_(config.simtJitterSeed),

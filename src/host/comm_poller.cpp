@@ -68,10 +68,13 @@ void Comm::pollerLoop() {
       pollerBell_.park(1000, [&] { return pollingWaiters_.load(std::memory_order_seq_cst) == 0; });
       continue;
     }
-    // Nothing outstanding: no CQE can come before the next submission, whose completion rings
-    // the poller awake anyway, so park long and leave an idle communicator really idle.
-    const bool idle = firedTotal_.load(std::memory_order_acquire) == submittedTotal_.load(std::memory_order_acquire);
-    backend_->waitForCompletion(idle ? kIdleParkUs : 1000);
+    // Nothing outstanding: no CQE can come before the next submission, which wakes the poller
+    // (its completion on the host backend, its notifySubmission on a kernel backend), so park
+    // long and leave an idle communicator really idle.
+    auto outstanding = [&] {
+      return firedTotal_.load(std::memory_order_seq_cst) != submittedTotal_.load(std::memory_order_seq_cst);
+    };
+    backend_->waitForCompletion(outstanding() ? 1000 : kIdleParkUs, outstanding);
   }
 }
 

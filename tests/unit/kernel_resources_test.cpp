@@ -1,0 +1,135 @@
+// The CUDA daemon kernel's resources per architecture, as ptxas reported them when this build
+// compiled it (--resource-usage, kept by tools/gpu/record_kernel_resources.sh): registers, stack
+// frame and spill bytes of the kernel and of every device function it did not inline. The kernel
+// sits at its register cap (128 at 512 threads), where a change to the data path moves values to
+// the stack: each spill is a local-memory round trip in the copy loop. This fails when any of them
+// grows past tools/gpu/daemon_kernel_resources.txt; after a change that lowers them, or that must
+// raise them, write the file again with the command the failure prints.
+#include <cxxabi.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <tuple>
+
+namespace {
+
+struct Resources {
+  int registers = -1;  // -1: ptxas gives none (a device function that is not an entry)
+  int stack = 0;
+  int spillStores = 0;
+  int spillLoads = 0;
+};
+using Key = std::pair<std::string, std::string>;  // (architecture, function)
+
+// A readable name: demangled, without the hash of the kernel's anonymous namespace, which changes
+// with the file's path.
+std::string readable(const std::string& mangled) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status), std::free);
+  std::string s = status == 0 && name ? name.get() : mangled;
+  s = std::regex_replace(s, std::regex(R"(\(anonymous namespace\)::)"), "");
+  // Not every parameter list: the function's name alone is what a reader looks for.
+  const size_t paren = s.find('(');
+  return paren == std::string::npos ? s : s.substr(0, paren);
+}
+
+std::map<Key, Resources> parseLog(std::istream& in) {
+  const std::regex entry(R"(Compiling entry function '([^']+)' for '(sm_[0-9a-z]+)')");
+  const std::regex props(R"(Function properties for (\S+))");
+  const std::regex frame(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
+  const std::regex regs(R"(Used (\d+) registers)");
+  std::map<Key, Resources> out;
+  std::string arch, function;
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, entry)) {
+      arch = m[2];
+      function = readable(m[1]);
+    } else if (std::regex_search(line, m, props)) {
+      function = readable(m[1]);
+    } else if (std::regex_search(line, m, frame) && !arch.empty()) {
+      Resources& r = out[{arch, function}];
+      r.stack = std::stoi(m[1]);
+      r.spillStores = std::stoi(m[2]);
+      r.spillLoads = std::stoi(m[3]);
+    } else if (std::regex_search(line, m, regs) && !arch.empty()) {
+      out[{arch, function}].registers = std::stoi(m[1]);
+    }
+  }
+  return out;
+}
+
+// Lines "arch registers stack spillStores spillLoads function", '#' comments.
+std::map<Key, Resources> parseCommitted(std::istream& in) {
+  std::map<Key, Resources> out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string arch, function;
+    Resources r;
+    fields >> arch >> r.registers >> r.stack >> r.spillStores >> r.spillLoads;
+    std::getline(fields >> std::ws, function);
+    EXPECT_FALSE(fields.fail() && function.empty()) << "unreadable line: " << line;
+    out[{arch, function}] = r;
+  }
+  return out;
+}
+
+std::string format(const std::map<Key, Resources>& all) {
+  std::string s =
+      "# The CUDA daemon kernel's resources per architecture, from ptxas --resource-usage\n"
+      "# (tests/unit/kernel_resources_test.cpp fails when a build's grow past these).\n"
+      "# arch registers(-1: not an entry) stack-frame spill-stores spill-loads function\n";
+  for (const auto& [key, r] : all)
+    s += key.first + " " + std::to_string(r.registers) + " " + std::to_string(r.stack) + " " +
+         std::to_string(r.spillStores) + " " + std::to_string(r.spillLoads) + " " + key.second + "\n";
+  return s;
+}
+
+TEST(KernelResources, NoneGrewPastTheCommittedFile) {
+  const std::string logPath = OCCL_KERNEL_RESOURCES_LOG;
+  const std::string committedPath = std::string(OCCL_SOURCE_DIR) + "/tools/gpu/daemon_kernel_resources.txt";
+  std::ifstream logFile(logPath);
+  ASSERT_TRUE(logFile.is_open()) << logPath << ": not written; the CUDA build records it as it compiles "
+                                 << "src/daemon/daemon_kernel.cu (src/CMakeLists.txt)";
+  const std::map<Key, Resources> built = parseLog(logFile);
+  ASSERT_FALSE(built.empty()) << logPath << " holds no resource lines";
+  // The command that writes the committed file from this build's log.
+  if (const char* write = std::getenv("OCCL_WRITE_KERNEL_RESOURCES"); write != nullptr && std::string(write) == "1") {
+    std::ofstream(committedPath) << format(built);
+    GTEST_SKIP() << "wrote " << committedPath;
+  }
+  std::ifstream committedFile(committedPath);
+  ASSERT_TRUE(committedFile.is_open()) << committedPath;
+  const std::map<Key, Resources> committed = parseCommitted(committedFile);
+  const std::string again = "; if that is intended, write the file again: OCCL_WRITE_KERNEL_RESOURCES=1 " +
+                            std::string("ctest --test-dir <build> -R KernelResources");
+  for (const auto& [key, r] : built) {
+    const std::string where = key.first + " " + key.second;
+    auto it = committed.find(key);
+    if (it == committed.end()) {
+      EXPECT_TRUE(r.stack == 0 && r.spillStores == 0 && r.spillLoads == 0)
+          << where << " is new and uses " << r.stack << " bytes of stack, spills " << r.spillStores << "/"
+          << r.spillLoads << " bytes" << again;
+      continue;
+    }
+    const Resources& c = it->second;
+    EXPECT_LE(r.registers, c.registers) << where << ": registers" << again;
+    EXPECT_LE(r.stack, c.stack) << where << ": stack frame bytes" << again;
+    EXPECT_LE(r.spillStores, c.spillStores) << where << ": spill store bytes" << again;
+    EXPECT_LE(r.spillLoads, c.spillLoads) << where << ": spill load bytes" << again;
+  }
+  for (const char* arch : {"sm_80", "sm_90", "sm_100"}) {
+    bool any = false;
+    for (const auto& entry : built) any = any || entry.first.first == arch;
+    EXPECT_TRUE(any) << "the build compiled no " << arch << " code (CMAKE_CUDA_ARCHITECTURES)";
+  }
+}
+
+}  // namespace
