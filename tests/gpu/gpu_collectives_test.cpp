@@ -107,6 +107,8 @@ class GpuComms {
   GpuComms& operator=(const GpuComms&) = delete;
   occlComm_t operator[](int r) const { return comms_[static_cast<size_t>(r)]; }
   int size() const { return static_cast<int>(comms_.size()); }
+  // occlCommAbort freed rank r's communicator: the destructor must not destroy it again.
+  void forget(int r) { comms_[static_cast<size_t>(r)] = nullptr; }
 
  private:
   std::vector<occlComm_t> comms_;
@@ -395,6 +397,54 @@ TEST_F(Gpu, Fig1cDeviceSynchronizeBetweenSubmissionsCompletes) {
   }
   deregisterCase(g, s, a);
   deregisterCase(g, s, b);
+}
+
+// ---- occlCommAbort on the GPU ----
+
+// Rank 1 never submits, so rank 0's ring AllReduce waits in the running kernel; occlCommAbort
+// fails it with occlAborted. The daemon sees the abort in its copy of the flag in device memory,
+// which the host writes with a copy beside the running kernel (Comm::raiseAbort), and the poison
+// on the connectors fails rank 1's later submission with occlRemoteError instead of a hang.
+TEST_F(Gpu, AbortFailsAPendingSubmissionAndThePeersLaterOne) {
+  constexpr size_t kCount = 65536;
+  GpuComms g(2);
+  const uint64_t collId = nextCollId();
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.count = kCount;
+  d.algorithm = "ring";  // the peer still waits for the aborted rank after the abort
+  for (int r = 0; r < 2; ++r) expectOk(occlCollRegister(g[r], collId, &d), g[r], "occlCollRegister");
+  float* bufs[2] = {nullptr, nullptr};
+  for (float*& b : bufs) {
+    checkCuda(cudaMalloc(reinterpret_cast<void**>(&b), kCount * sizeof(float)), "cudaMalloc");
+    checkCuda(cudaMemset(b, 0, kCount * sizeof(float)), "cudaMemset");
+  }
+  syncLegacyStream();
+  CallbackCounter aborted, peer;
+  expectOk(occlSubmit(g[0], collId, bufs[0], bufs[0], CallbackCounter::callback, aborted.arg()), g[0], "occlSubmit");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the kernel runs it and waits for rank 1
+  EXPECT_TRUE(aborted.fired().empty());
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(occlCommAbort(g[0]), occlSuccess);
+  g.forget(0);
+  ASSERT_TRUE(aborted.waitFor(1, std::chrono::seconds(10))) << "the callback did not fire after occlCommAbort";
+  EXPECT_EQ(aborted.fired()[0].second, occlAborted);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  expectOk(occlSubmit(g[1], collId, bufs[1], bufs[1], CallbackCounter::callback, peer.arg()), g[1], "occlSubmit");
+  ASSERT_TRUE(peer.waitFor(1, std::chrono::seconds(10))) << "the peer's collective hung instead of failing";
+  EXPECT_EQ(peer.fired()[0].second, occlRemoteError);
+  for (float* b : bufs) cudaFree(b);
+}
+
+// ---- Eight ranks on one GPU: eight persistent kernels resident together ----
+
+TEST_F(Gpu, EightRanksOnOneGpu) {
+  GpuComms g(8);
+  Spec s;
+  s.count = 65537;
+  ASSERT_EQ(runCase(g, s, /*repeats=*/3), Outcome::Ran);
+  s.inPlace = true;
+  ASSERT_EQ(runCase(g, s), Outcome::Ran);
 }
 
 // ---- Small enough for compute-sanitizer (tools/gpu/run_gpu_suite.sh filters on this name) ----

@@ -8,7 +8,7 @@
 # except the C library's own (libc, libm, libdl, libpthread, librt, the loader), which the target
 # machine has in a version at least as new as a build on Debian 12's (glibc 2.36). libnccl is left
 # out as well (over 200 MB): run_gpu_suite.sh looks for the target machine's own.
-# Then, there: OCCL_GPU_PREBUILT=DEST OUT=... tools/gpu/run_gpu_suite.sh env test sanitize bench
+# Then, there: OCCL_GPU_PREBUILT=DEST OUT=... tools/gpu/run_gpu_suite.sh quick (or env test sanitize bench)
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
@@ -16,7 +16,8 @@ if [ $# -ne 2 ]; then
   exit 2
 fi
 build="$1" dest="$2"
-bins=("$build/tests/gpu/gpu_collectives_test" "$build/tests/gpu/quit_vote_test" "$build/bench/occl-bench")
+bins=("$build/tests/gpu/gpu_collectives_test" "$build/tests/gpu/quit_vote_test" "$build/bench/occl-bench"
+      "$build/bench/occl-gpu-copy")
 for b in "${bins[@]}"; do
   [ -x "$b" ] || { echo "$0: $b is missing: build it first (a CUDA build with tests and bench)" >&2; exit 1; }
 done

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The GPU checks of occl in one script, for a machine with a CUDA GPU:
 #
-#   OUT=/some/folder tools/gpu/run_gpu_suite.sh [env] [build] [test] [sanitize] [bench]
+#   OUT=/some/folder tools/gpu/run_gpu_suite.sh [env] [build] [test] [sanitize] [bench] [quick]
 #
-# With no step names it runs them all, in that order. Every step is bounded by `timeout` and
+# With no step names it runs env build test sanitize bench, in that order. `quick` is the prepared
+# run for a lent GPU (about 15 minutes of device time, all tries together): with a packed build,
+# env, the GPU tests, the copy micro-benchmark, occl against NCCL on one rank and occl on 4 and 8
+# ranks of one GPU, each step capped, in about 6 minutes; run it first and commit $OUT under
+# bench/results/. Every step is bounded by `timeout` and
 # writes its log (and JSON/XML results where the tools can) under $OUT; a failing step is
 # recorded in $OUT/summary.txt and the next step still runs. Steps can be run one per call
 # (machines that cap one command's time): the build directory persists between calls.
@@ -29,12 +33,14 @@ BENCH_MAX="${OCCL_GPU_BENCH_MAX:-256M}"
 TEST_BIN="$BUILD/tests/gpu/gpu_collectives_test"
 VOTE_BIN="$BUILD/tests/gpu/quit_vote_test"
 BENCH_BIN="$BUILD/bench/occl-bench"
+COPY_BIN="$BUILD/bench/occl-gpu-copy"
 PREBUILT="${OCCL_GPU_PREBUILT:-}"
 if [ -n "$PREBUILT" ]; then
   PREBUILT="$(cd "$PREBUILT" && pwd)"
   TEST_BIN="$PREBUILT/bin/gpu_collectives_test"
   VOTE_BIN="$PREBUILT/bin/quit_vote_test"
   BENCH_BIN="$PREBUILT/bin/occl-bench"
+  COPY_BIN="$PREBUILT/bin/occl-gpu-copy"
   nccl_dir=""
   for c in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu \
            /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib \
@@ -96,7 +102,7 @@ run_build() {
     -DOCCL_ENABLE_CUDA=ON -DOCCL_BUILD_TESTS=ON -DOCCL_BUILD_BENCH=ON || return 1
   step build-tests 540 cmake --build "$BUILD" -j "$JOBS" --target gpu_collectives_test quit_vote_test || return 1
   # occl-bench is another team's target: its failure must not hide the test results.
-  step build-bench 300 cmake --build "$BUILD" -j "$JOBS" --target occl-bench
+  step build-bench 300 cmake --build "$BUILD" -j "$JOBS" --target occl-bench occl-gpu-copy
   return 0
 }
 
@@ -146,6 +152,36 @@ run_bench() {
     --json "$OUT/bench-allreduce-g1-nccl.json"
 }
 
+# One daemon block's copy and reduce loop against wider ones and the device's copy (issue 40).
+run_copy() {
+  if [ ! -x "$COPY_BIN" ]; then
+    echo "== gpu-copy: $COPY_BIN was not built, skipped" | tee -a "$SUMMARY"
+    return 0
+  fi
+  step gpu-copy 90 "$COPY_BIN" --iters 10 --blocks 1,2,4,8,16,32,132
+}
+
+# The prepared run (see the top): every step capped so that the whole takes about 6 minutes.
+run_quick() {
+  : "${OCCL_GPU_STEP_MAX_S:=120}"
+  export OCCL_GPU_STEP_MAX_S
+  run_env
+  run_test
+  run_copy
+  if [ ! -x "$BENCH_BIN" ]; then
+    echo "== bench: $BENCH_BIN was not built, skipped" | tee -a "$SUMMARY"
+    return 0
+  fi
+  local nccl=()
+  ldd "$BENCH_BIN" 2>/dev/null | grep -q libnccl && nccl=(--compare nccl)
+  step quick-allreduce-g1 90 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 256M -f 4 -g 1 -n 10 -w 3 "${nccl[@]}" \
+    --json "$OUT/quick-allreduce-g1.json"
+  step quick-allreduce-g4 60 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 64M -f 8 -g 4 --devlist 0,0,0,0 -n 10 -w 3 \
+    --json "$OUT/quick-allreduce-g4.json"
+  step quick-allreduce-g8 60 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 64M -f 8 -g 8 --devlist 0,0,0,0,0,0,0,0 \
+    -n 10 -w 3 --json "$OUT/quick-allreduce-g8.json"
+}
+
 steps=("$@")
 [ "${#steps[@]}" -eq 0 ] && steps=(env build test sanitize bench)
 for s in "${steps[@]}"; do
@@ -154,8 +190,9 @@ for s in "${steps[@]}"; do
     build) run_build || echo "   build failed: later steps use whatever exists" | tee -a "$SUMMARY" ;;
     test) run_test ;;
     sanitize) run_sanitize ;;
-    bench) run_bench ;;
-    *) echo "unknown step '$s' (env build test sanitize bench)" >&2; exit 2 ;;
+    bench) run_bench; run_copy ;;
+    quick) run_quick ;;
+    *) echo "unknown step '$s' (env build test sanitize bench quick)" >&2; exit 2 ;;
   esac
 done
 echo "== done; summary in $SUMMARY"
