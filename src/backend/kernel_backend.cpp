@@ -160,10 +160,11 @@ void shortSleepsOnThisThread() {
 // A GPU cannot ring a futex, so the poller polls the CQ. With nothing outstanding it parks until
 // a submission or stop() rings it, or timeoutUs passes: an idle communicator costs no wake-ups.
 // With submissions outstanding it yields for kPollSpinUs after the last completion it saw, then
-// sleeps a `divisor`-th of the time since that completion, within [minStepUs, maxStepUs]: a
-// completion is seen within that share of the collective's time (a 1 ms collective on the GPU:
-// ~62 us; a short one: minStepUs), for a number of wake-ups that grows with the log of the
-// wait, not with its length. Each round also relaunches a daemon that quit with work left.
+// sleeps a `divisor`-th of the time since that completion (its own or a waiter's), within
+// [minStepUs, maxStepUs]: a completion is seen within that share of the collective's time (a
+// 1 ms collective on the GPU: ~62 us; a short one: minStepUs), for a number of wake-ups that
+// grows with the log of the wait, not with its length. Each round also relaunches a daemon that
+// quit with work left.
 void KernelBackend::waitForCompletion(int64_t timeoutUs, absl::FunctionRef<bool()> outstanding) {
   shortSleepsOnThisThread();
   const auto start = Clock::now();
@@ -172,6 +173,12 @@ void KernelBackend::waitForCompletion(int64_t timeoutUs, absl::FunctionRef<bool(
     if (env_->cq.anyWaiting()) {
       lastCompletionAt_ = Clock::now();
       return;
+    }
+    // A thread in occlCommWaitAll takes CQEs too (Comm::waitByPolling): what it took counts as a
+    // completion seen, or the poller would go on from a step sized for a long wait.
+    if (const uint64_t taken = env_->cq.takenCount(); taken != takenSeen_) {
+      takenSeen_ = taken;
+      lastCompletionAt_ = Clock::now();
     }
     {
       std::lock_guard<std::mutex> lock(launchMu_);

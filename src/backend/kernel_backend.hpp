@@ -77,7 +77,10 @@ class KernelBackend : public Backend {
   const int64_t idleQuitUs_;
   const int64_t stuckQuitUs_;
   const PollSteps steps_;
-  Clock::time_point lastCompletionAt_{};  // the poller's: when it last saw a CQE, or work begin
+  // The poller's: when it last saw a CQE taken (by itself or by a waiter) or work begin, and how
+  // many CQEs had been taken then.
+  Clock::time_point lastCompletionAt_{};
+  uint64_t takenSeen_ = 0;
   uint64_t* quitWord_ = nullptr;
   uint32_t* endedEpoch_ = nullptr;
   DaemonEnv* env_ = nullptr;

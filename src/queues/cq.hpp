@@ -94,6 +94,13 @@ struct CompletionQueue {
     return false;
   }
 
+  // Poller: CQEs taken so far, over every ring (whoever took them).
+  uint64_t takenCount() const {
+    uint64_t total = 0;
+    for (uint32_t r = 0; r < nRings; ++r) total += atomics::loadAcquire(head(r));
+    return total;
+  }
+
   // CQEs written as of each block's last report (as it left a launch), over every ring.
   uint64_t reportedCount() const {
     uint64_t total = 0;
