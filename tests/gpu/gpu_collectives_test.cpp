@@ -438,25 +438,22 @@ TEST_F(Gpu, AbortFailsAPendingSubmissionAndThePeersLaterOne) {
 
 // ---- Eight ranks on one GPU: eight persistent kernels resident together ----
 
-TEST_F(Gpu, EightRanksOnOneGpu) {
-  GpuComms g(8);
+// An AllReduce of `count` floats on `ranks` ranks of GPU 0, `repeats` times out of place, then once
+// in place.
+void outOfPlaceThenInPlace(int ranks, size_t count, int repeats) {
+  GpuComms g(ranks);
   Spec s;
-  s.count = 65537;
-  ASSERT_EQ(runCase(g, s, /*repeats=*/3), Outcome::Ran);
+  s.count = count;
+  ASSERT_EQ(runCase(g, s, repeats), Outcome::Ran);
   s.inPlace = true;
   ASSERT_EQ(runCase(g, s), Outcome::Ran);
 }
+
+TEST_F(Gpu, EightRanksOnOneGpu) { outOfPlaceThenInPlace(8, 65537, 3); }
 
 // ---- Small enough for compute-sanitizer (tools/gpu/run_gpu_suite.sh filters on this name) ----
 
-TEST_F(Gpu, SanitizerSmoke) {
-  GpuComms g(2);
-  Spec s;
-  s.count = 1023;
-  ASSERT_EQ(runCase(g, s, /*repeats=*/2), Outcome::Ran);
-  s.inPlace = true;
-  ASSERT_EQ(runCase(g, s), Outcome::Ran);
-}
+TEST_F(Gpu, SanitizerSmoke) { outOfPlaceThenInPlace(2, 1023, 2); }
 
 }  // namespace
 }  // namespace occl::test
