@@ -121,8 +121,7 @@ void KernelBackend::checkKernelHealth() {
   if (Status s = kernelHealth(); !s.ok()) fail(s);
 }
 
-// Unrecoverable: no more launches, and the host's abort flag makes new submissions fail fast (no
-// daemon runs to read its copy).
+// Unrecoverable: no more launches, and the host's abort flag makes new submissions fail fast.
 void KernelBackend::fail(const Status& s) {
   if (!fatal_.ok()) return;
   fatal_ = s;
@@ -130,6 +129,9 @@ void KernelBackend::fail(const Status& s) {
   if (env_ != nullptr) {
     uint32_t expected = 0;
     atomics::compareExchange(env_->hostAbortFlag, expected, static_cast<uint32_t>(occlUnhandledCudaError));
+    // A kernel that did not stop in time may still run: its copy tells it to fail what it holds.
+    // Best effort: after a fault the copy fails too, and nothing runs to read it.
+    (void)writeDaemonWord(env_->abortFlag, atomics::loadAcquire(env_->hostAbortFlag));
   }
 }
 

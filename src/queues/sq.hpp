@@ -124,8 +124,8 @@ struct SubmissionQueue {
   }
 
   // Consumer `cursor` (each block keeps its own): copies the entry if it is published. The
-  // caller reports `cursor + 1` (advance()) where the protocol asks. Runs on one lane; the caller
-  // broadcasts the result to the block.
+  // caller reports `cursor + 1` where the protocol asks (advance(); the daemon's reportCursor).
+  // Runs on one lane; the caller broadcasts the result to the block.
   OCCL_HD bool tryPop(uint64_t cursor, SqeView& out) const {
     uint64_t words[sqe::kWords];
     atomics::pollLine(slot(cursor).words, words);

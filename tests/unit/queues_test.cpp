@@ -192,6 +192,35 @@ TEST(SubmissionQueueTest, AConsumerThatKeepsUpIsAskedOncePerHalfRing) {
   EXPECT_LE(asked, kEntries / (kDepth / 2) + 1);
 }
 
+// A consumer that lags behind the producer reports each time an entry it copies asks, and the
+// producer's limit then moves by less than half a ring: asked more often than once per half ring,
+// but never at every entry (at most once per depth / 4 entries, whatever the lag).
+TEST(SubmissionQueueTest, AConsumerThatLagsIsStillNotAskedAtEveryEntry) {
+  constexpr uint32_t kDepth = 64;
+  constexpr uint64_t kEntries = 10'000;
+  for (uint64_t lag : {1u, 16u, 31u, 32u, 33u, 48u, 63u}) {
+    SCOPED_TRACE("lag " + std::to_string(lag));
+    SqRig rig(kDepth, 1);
+    uint64_t limit = 0, asked = 0, cursor = 0;
+    SqeView got{};
+    auto copyOne = [&] {
+      ASSERT_TRUE(rig.sq.tryPop(cursor, got));
+      ASSERT_TRUE(samePayload(got, sqePayload(cursor)));
+      ++cursor;
+      if (got.flags & kSqeReport) {
+        rig.sq.advance(0, cursor);
+        ++asked;
+      }
+    };
+    for (uint64_t t = 0; t < kEntries; ++t) {
+      while (!rig.sq.tryPush(t, sqePayload(t), limit)) ASSERT_NO_FATAL_FAILURE(copyOne());
+      while (cursor + lag < t) ASSERT_NO_FATAL_FAILURE(copyOne());
+    }
+    EXPECT_LE(asked, kEntries / (kDepth / 4));
+    EXPECT_GE(asked, kEntries / kDepth);
+  }
+}
+
 // A consumer that stops copying (its task queue full) leaves the producer stuck at the limit; the
 // entry just before that limit asked for a report, so once the consumer copies on, the producer
 // gets in again.
