@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
 
 #include "absl/functional/function_ref.h"
 #include "daemon/daemon.hpp"
@@ -37,6 +38,20 @@ class Backend {
   virtual Status writeDaemonWord(uint32_t* dst, uint32_t value) {
     atomics::storeRelease(dst, value);
     return Status::success();
+  }
+  // Sets the communicator's abort flag, env.hostAbortFlag (`keepFirst`: an abort already under way
+  // keeps its own reason), then the daemon's copy of it (env.abortFlag, writeDaemonWord), which the
+  // daemon reads without a bus crossing: to whatever the host's flag says under abortMu_, so
+  // concurrent raisers (the API, a peer's failure, a backend's own fault) leave the copy equal to it.
+  Status raiseAbort(const DaemonEnv& env, uint32_t reason, bool keepFirst) {
+    std::lock_guard<std::mutex> lock(abortMu_);
+    if (keepFirst) {
+      uint32_t expected = 0;
+      atomics::compareExchange(env.hostAbortFlag, expected, reason);
+    } else {
+      atomics::storeRelease(env.hostAbortFlag, reason);
+    }
+    return writeDaemonWord(env.abortFlag, atomics::loadAcquire(env.hostAbortFlag));
   }
   virtual void freeShared(void* p) = 0;
   virtual void freeDaemon(void* p) = 0;
@@ -81,6 +96,9 @@ class Backend {
   virtual bool daemonMayStillRun() { return false; }
 
   virtual const char* name() const = 0;
+
+ private:
+  std::mutex abortMu_;  // raiseAbort
 };
 
 std::unique_ptr<Backend> makeHostBackend(const occlConfig_t& config);

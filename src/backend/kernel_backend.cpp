@@ -126,13 +126,9 @@ void KernelBackend::fail(const Status& s) {
   if (!fatal_.ok()) return;
   fatal_ = s;
   std::fprintf(stderr, "occl: %s backend on %s stopped: %s\n", name(), where_.c_str(), s.message.c_str());
-  if (env_ != nullptr) {
-    uint32_t expected = 0;
-    atomics::compareExchange(env_->hostAbortFlag, expected, static_cast<uint32_t>(occlUnhandledCudaError));
-    // A kernel that did not stop in time may still run: its copy tells it to fail what it holds.
-    // Best effort: after a fault the copy fails too, and nothing runs to read it.
-    (void)writeDaemonWord(env_->abortFlag, atomics::loadAcquire(env_->hostAbortFlag));
-  }
+  // A kernel that did not stop in time may still run: the daemon's copy of the flag tells it to
+  // fail what it holds. Best effort: after a fault the copy fails too, and nothing runs to read it.
+  if (env_ != nullptr) (void)raiseAbort(*env_, static_cast<uint32_t>(occlUnhandledCudaError), /*keepFirst=*/true);
 }
 
 // A new SQE is new information (it may be what the queued tasks wait for): no relaunch delay.

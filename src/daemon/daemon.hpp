@@ -46,7 +46,7 @@ struct DaemonEnv {
   SchedPolicy policy;
   uint32_t* abortFlag;      // daemon memory: the daemon's copy of hostAbortFlag, which it reads
   uint32_t* hostAbortFlag;  // shared memory: why the communicator was aborted (occlCommAbort, a
-                            // peer's failure), 0 = it was not; host only (Comm::raiseAbort)
+                            // peer's failure), 0 = it was not; host only (Backend::raiseAbort)
 };
 static_assert(sizeof(DaemonEnv) == 160, "DaemonEnv is a kernel argument: one layout on both sides");
 

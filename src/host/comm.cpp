@@ -305,18 +305,9 @@ void Comm::failFromPeer(const std::string& why) {
   backend_->notifySubmission();  // a parked daemon block must see the flag and fail its tasks
 }
 
-// The host's flag first (pushSqe and the backends read it), then the daemon's copy in daemon memory,
-// which the daemon reads without a bus crossing: whatever the host's flag says once this raiser
-// holds abortMu_, so concurrent raisers leave the copy equal to it.
+// Backend::raiseAbort, recording a failure to write the daemon's copy.
 void Comm::raiseAbort(occlResult_t reason, bool keepFirst) {
-  std::lock_guard<std::mutex> lock(abortMu_);
-  if (keepFirst) {
-    uint32_t expected = 0;
-    atomics::compareExchange(env_->hostAbortFlag, expected, static_cast<uint32_t>(reason));
-  } else {
-    atomics::storeRelease(env_->hostAbortFlag, static_cast<uint32_t>(reason));
-  }
-  if (Status s = backend_->writeDaemonWord(env_->abortFlag, atomics::loadAcquire(env_->hostAbortFlag)); !s.ok())
+  if (Status s = backend_->raiseAbort(*env_, static_cast<uint32_t>(reason), keepFirst); !s.ok())
     (void)record(s.withContext("telling the daemon of the abort"));
 }
 

@@ -92,7 +92,7 @@ class Comm {
   Status start();
   void shutdown();
   Status pushSqe(const SqeView& e);
-  // Sets the abort flag (env_->hostAbortFlag) and the daemon's copy. `keepFirst`: an abort already
+  // Sets the abort flag and the daemon's copy (Backend::raiseAbort). `keepFirst`: an abort already
   // under way keeps its own reason.
   void raiseAbort(occlResult_t reason, bool keepFirst);
   Status validateBuffers(const Collective& c, const void* sendbuf, const void* recvbuf) const;
@@ -146,7 +146,6 @@ class Comm {
 
   // Registration: collId -> collective, and index -> collective for the poller.
   std::mutex submitMu_;    // the SQ producer lock; also guards byId_ and index allocation
-  std::mutex abortMu_;     // raiseAbort: the daemon's copy of the abort flag ends equal to the host's
   std::mutex registryMu_;  // guards what the poller touches: collectives and their slots
   absl::flat_hash_map<uint64_t, std::unique_ptr<Collective>> byId_;
   std::array<std::unique_ptr<std::array<Collective*, CollTable::kPageSize>>, CollTable::kMaxPages> hostPages_{};
