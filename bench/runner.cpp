@@ -67,10 +67,7 @@ RankRunner::RankRunner(const Options& options, occlComm_t comm, int rank, int nR
       bound_(bound),
       side_(comm, bound, make(device)),
       send_(make(device)),
-      recv_(make(device)) {
-  occlConfig_t config;
-  if (comm != nullptr && occlCommGetConfig(comm, &config) == occlSuccess) daemonBlocks_ = config.daemonBlocks;
-}
+      recv_(make(device)) {}
 
 void RankRunner::abortComm() {
   side_.detach();
@@ -271,12 +268,13 @@ RunStatus RankRunner::barrier() {
 // ranks stay in step; `fatal` means this rank cannot continue (a callback is lost, or the side
 // channel failed).
 // Crossings of `runs` runs of `submissions` submissions on each rank of this process, per
-// submission and rank; every daemon block also read each SQE's line once.
+// submission and rank; one daemon block also read each SQE's line once (block 0: a kernel
+// daemon of several blocks fans out, daemon/daemon.hpp).
 PlaceResult::Crossings RankRunner::perCollective(const exec::simt::Crossings& before,
                                                  const exec::simt::Crossings& after, int runs,
                                                  size_t submissions) const {
   const double n = static_cast<double>(runs) * static_cast<double>(submissions) * options_.localRanks;
-  const uint64_t found = static_cast<uint64_t>(n) * static_cast<uint64_t>(daemonBlocks_);
+  const auto found = static_cast<uint64_t>(n);
   const uint64_t polls = after.sqPolls - before.sqPolls;
   PlaceResult::Crossings c;
   c.reads = static_cast<double>(after.reads - before.reads + found) / n;

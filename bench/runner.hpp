@@ -86,7 +86,6 @@ class RankRunner {
   int rank_;
   int nRanks_;
   int device_;  // CUDA device, or -1 for a host rank
-  int daemonBlocks_ = 1;  // the communicator's (occlCommGetConfig)
   std::barrier<>* localSync_;
   Report& report_;
   ErrorSink& errors_;

@@ -110,7 +110,8 @@ typedef enum {
 typedef struct {
   size_t structSize;        /* sizeof(occlConfig_t), set by occlConfigInit */
   int backend;              /* occlBackend_t */
-  int daemonBlocks;         /* daemon blocks (threads / CUDA blocks) per rank, 1..64 */
+  int daemonBlocks;         /* daemon blocks (threads / CUDA blocks) per rank, 1..64; 0 = auto:
+                               1 thread on the host, up to 16 blocks on a GPU */
   int threadsPerBlock;      /* CUDA backend: threads of a daemon block */
   int sqDepth;              /* submission queue entries, power of two */
   int cqDepth;              /* completion ring slots per daemon block, power of two */
@@ -184,7 +185,7 @@ typedef struct {
   uint64_t submissions;
   uint64_t completions;
   uint64_t preemptions;     /* tries that ended because a wait passed its threshold */
-  uint64_t contextLoads;    /* tries: the preemptions, plus one per block per completion */
+  uint64_t contextLoads;    /* tries: the preemptions, plus one per part per completion */
   uint64_t contextSaves;    /* lazy: only preemptions whose try moved the context */
   /* From the moment a daemon block took the submission from the submission queue to that
    * block's first try of it. Time the entry spent in the queue before a block polled it (the
@@ -199,6 +200,9 @@ typedef struct {
   uint64_t connectorBytes;
   uint64_t scratchBytes;
   uint32_t connectorSlots;
+  /* The parts (program threadblocks; NCCL's channels) the collective runs in on this rank: its
+   * desc.nBlocks, or the number chosen for it (docs/configuration.md, daemonBlocks). */
+  uint32_t parts;
 } occlCollStats_t;
 
 const char* occlGetErrorString(occlResult_t result);

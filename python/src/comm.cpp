@@ -358,6 +358,7 @@ py::dict Comm::stats(uint64_t collId) const {
   d["connector_bytes"] = s.connectorBytes;
   d["scratch_bytes"] = s.scratchBytes;
   d["connector_slots"] = s.connectorSlots;
+  d["parts"] = s.parts;
   return d;
 }
 

@@ -97,6 +97,14 @@ class Backend {
 
   virtual const char* name() const = 0;
 
+  // The daemon's blocks: config.daemonBlocks, or the backend's choice where it is 0 (auto).
+  virtual int daemonBlocks() const = 0;
+  // Whether the daemon is a kernel (the CUDA backend, and simt, which runs the same device code):
+  // its blocks are many and cheap, and shared memory lies across a bus. A collective that names no
+  // block count is then split into parts by its size (host/algorithms.hpp: partsFor), not over
+  // every daemon block as host threads are, and only block 0 reads the SQ (daemon.hpp: fan-out).
+  virtual bool daemonIsKernel() const { return false; }
+
  private:
   std::mutex abortMu_;  // raiseAbort
 };

@@ -82,7 +82,8 @@ class CudaBackend final : public KernelBackend {
  public:
   CudaBackend(const occlConfig_t& config, int device)
       : KernelBackend(config, absl::StrFormat("CUDA device %d", device), kPollSteps), device_(device),
-        threads_(config.threadsPerBlock) {}
+        threads_(config.threadsPerBlock),
+        autoBlocks_(config.daemonBlocks == 0) {}
   ~CudaBackend() override;
 
   Status init();
@@ -119,6 +120,7 @@ class CudaBackend final : public KernelBackend {
 
   const int device_;
   const int threads_;
+  const bool autoBlocks_;  // config.daemonBlocks = 0: checkDevice chooses (autoDaemonBlocks)
 
   cudaStream_t stream_ = nullptr;     // the daemon's launches, nothing else
   cudaStream_t auxStream_ = nullptr;  // AuxStreams' stream of this device
@@ -187,10 +189,11 @@ Status CudaBackend::checkDevice() {
                                          "block on CUDA device %d",
                                          threads_, maxThreads, device_));
   // Every block must be resident at once, counted over every rank of this process on the device.
-  Result<ResidencyReservation> r =
-      reserveResidency(where_, nBlocks_, blocksPerSm * sms, absl::StrFormat("daemon blocks of %d threads", threads_));
+  Result<ResidencyReservation> r = reserveResidency(where_, autoBlocks_ ? 0 : nBlocks_, blocksPerSm * sms,
+                                                    absl::StrFormat("daemon blocks of %d threads", threads_));
   if (!r.ok()) return r.status();
   residency_ = std::move(r.value());
+  nBlocks_ = residency_.blocks();
   return Status::success();
 }
 

@@ -35,7 +35,9 @@ namespace {
 class HostBackend : public OnHostMemory<Backend> {
  public:
   explicit HostBackend(const occlConfig_t& config)
-      : idleQuitUs_(config.idleQuitUs), preemptive_(config.disablePreemption == 0) {}
+      : idleQuitUs_(config.idleQuitUs),
+        preemptive_(config.disablePreemption == 0),
+        blocks_(config.daemonBlocks > 0 ? config.daemonBlocks : 1) {}
   ~HostBackend() override { (void)stop(); }
 
   Status start(DaemonEnv* env) override {
@@ -119,6 +121,8 @@ class HostBackend : public OnHostMemory<Backend> {
   }
 
   const char* name() const override { return "host"; }
+  // Auto is one thread: a host daemon's blocks are threads that share the rank's cores.
+  int daemonBlocks() const override { return blocks_; }
 
  private:
   // Whether SQEs wait that `block` has not copied, as of its last pass: a block reports its cursor
@@ -222,6 +226,7 @@ class HostBackend : public OnHostMemory<Backend> {
 
   int64_t idleQuitUs_;
   bool preemptive_;
+  int blocks_;
   YieldBoard* board_ = nullptr;  // useYieldBoard; read by the daemon threads once they start
   YieldWord* word_ = nullptr;
   DaemonEnv* env_ = nullptr;

@@ -34,7 +34,7 @@ int64_t usSince(std::chrono::steady_clock::time_point t) {
 
 KernelBackend::KernelBackend(const occlConfig_t& config, std::string where, PollSteps steps)
     : where_(std::move(where)),
-      nBlocks_(config.daemonBlocks),
+      nBlocks_(config.daemonBlocks > 0 ? config.daemonBlocks : 1),
       idleQuitUs_(config.idleQuitUs),
       stuckQuitUs_(std::max<int64_t>(kStuckQuitFactor * config.idleQuitUs, kMinStuckQuitUs)),
       steps_(steps) {}
@@ -65,13 +65,16 @@ bool KernelBackend::launchOver() const {
   return !everLaunched_ || atomics::loadAcquire(endedEpoch_) == epoch_;
 }
 
-// Meaningful once the launch is over: SQEs no block has read, or tasks a block still holds.
+// Meaningful once the launch is over: SQEs no block has read (where the daemon fans out, blocks
+// other than 0 read what block 0 relayed, daemon.hpp), or tasks a block still holds.
 KernelBackend::Work KernelBackend::pendingWork() const {
   const uint64_t published = env_->sq.publishedCount();
+  const BlockReport* reports = env_->sq.reports;
+  const uint64_t relayed = env_->fanOut != 0 ? atomics::loadAcquire(&reports[0].relayed) : published;
   Work work = Work::None;
   for (uint32_t b = 0; b < env_->nBlocks; ++b) {
-    BlockReport& report = env_->sq.reports[b];
-    if (atomics::loadAcquire(&report.sqNext) < published) return Work::Unread;
+    const BlockReport& report = reports[b];
+    if (atomics::loadAcquire(&report.sqNext) < (b == 0 ? published : relayed)) return Work::Unread;
     if (atomics::loadAcquire(&report.held) != 0) work = Work::Queued;
   }
   return work;

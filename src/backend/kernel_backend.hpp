@@ -32,6 +32,8 @@ class KernelBackend : public Backend {
   // for the last launch to retire. A derived destructor calls it before freeing anything.
   Status stop() final;
   bool daemonMayStillRun() final { return kernelMayStillRun(); }
+  int daemonBlocks() const final { return nBlocks_; }
+  bool daemonIsKernel() const final { return true; }
 
  protected:
   // How often the poller looks at the CQ while submissions are outstanding (waitForCompletion):
@@ -58,7 +60,9 @@ class KernelBackend : public Backend {
   bool kernelMayStillRun();
 
   const std::string where_;
-  const int nBlocks_;
+  // config.daemonBlocks; where that is 0 (auto), 1 until the subclass's init chooses
+  // (CudaBackend: autoDaemonBlocks).
+  int nBlocks_;
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -1,5 +1,6 @@
 #include "backend/residency.hpp"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -41,22 +42,30 @@ ResidencyReservation::~ResidencyReservation() {
   if (it->second <= 0) registry().erase(it);
 }
 
+int autoDaemonBlocks(int capacity, int inUse) {
+  const int share = std::min(kAutoDaemonBlocks, capacity / 8);
+  return std::max(1, std::min(share, capacity - inUse));
+}
+
 Result<ResidencyReservation> reserveResidency(const std::string& device, int blocks, int capacity,
                                               const std::string& what) {
   std::lock_guard<std::mutex> lock(registryMu());
   int& used = registry()[device];
+  const bool chosen = blocks == 0;
+  if (chosen) blocks = autoDaemonBlocks(capacity, used);
+  const std::string asked = chosen ? absl::StrFormat("0 (auto: %d)", blocks) : absl::StrFormat("%d", blocks);
   if (blocks > capacity - used) {
     const int inUse = used;
     if (used == 0) registry().erase(device);
     if (inUse == 0)
       return Status::error(occlInvalidArgument,
-                           absl::StrFormat("config.daemonBlocks = %d: %s holds at most %d %s at once", blocks, device,
+                           absl::StrFormat("config.daemonBlocks = %s: %s holds at most %d %s at once", asked, device,
                                            capacity, what));
     return Status::error(occlInvalidArgument,
-                         absl::StrFormat("config.daemonBlocks = %d: %s holds at most %d %s at once and other ranks of "
+                         absl::StrFormat("config.daemonBlocks = %s: %s holds at most %d %s at once and other ranks of "
                                          "this process already keep %d resident there; every daemon block must be "
                                          "resident, so use fewer daemon blocks or fewer ranks per device",
-                                         blocks, device, capacity, what, inUse));
+                                         asked, device, capacity, what, inUse));
   }
   used += blocks;
   return ResidencyReservation(device, blocks);

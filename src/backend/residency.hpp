@@ -22,15 +22,26 @@ class ResidencyReservation {
   ResidencyReservation& operator=(ResidencyReservation&& o) noexcept;
   ~ResidencyReservation();
 
+  int blocks() const { return blocks_; }
+
  private:
   std::string device_;
   int blocks_ = 0;
 };
 
 // Reserves `blocks` of the `capacity` daemon blocks that `device` (a name such as "CUDA device
-// 0") holds at once. `what` describes one block in the error ("daemon blocks of 512 threads").
+// 0") holds at once; `blocks` = 0 reserves autoDaemonBlocks() of them, chosen under the same
+// lock as the reservation. `what` describes one block in the error ("daemon blocks of 512 threads").
 Result<ResidencyReservation> reserveResidency(const std::string& device, int blocks, int capacity,
                                               const std::string& what);
+
+// config.daemonBlocks = 0 (auto) on a device that holds `capacity` daemon blocks at once, of
+// which `inUse` are reserved: kAutoDaemonBlocks (a large collective's most parts,
+// host/algorithms.hpp), or an eighth of the device where that is less (eight ranks of a process
+// share one GPU), or what is left where that is less, but at least 1 (the reservation then
+// fails with its message). A collective's parts do not depend on it: a block runs several.
+inline constexpr int kAutoDaemonBlocks = 16;
+int autoDaemonBlocks(int capacity, int inUse);
 
 // Blocks reserved on `device` now (tests and messages).
 int residentBlocks(const std::string& device);

@@ -36,19 +36,51 @@ struct SchedPolicy {
 static_assert(sizeof(SchedPolicy) == 56, "SchedPolicy layout is shared by host and device");
 
 // Everything a daemon block needs; plain data the host builds once per communicator.
+//
+// Fan-out (kernel backends with several blocks, issue 40): an SQ entry read across the bus costs
+// a crossing per block that reads it, so only block 0 reads the SQ. It relays the entries that
+// another block runs a part of (nParts > 1, daemonParts()) and the exit entry into `relay`, a
+// queue of the same protocol (queues/sq.hpp) in daemon memory whose consumers are blocks 1..n-1;
+// a small collective (one part, block 0's) is read once. Block 0 takes an entry from the SQ only
+// once its relay has room for it, so an entry is never half taken. The relay's readers report
+// their cursors into their own BlockReport lines (host-visible: block 0 reads them only at its
+// relay limit or half-way to it, as the host does the SQ's), and block 0 reports how many it
+// relayed as it leaves a launch, so the host sees unread relay entries too
+// (KernelBackend::pendingWork). Without fan-out every block reads the SQ and `relay` is unused.
 struct DaemonEnv {
   SubmissionQueue sq;
+  SubmissionQueue relay;  // fanOut: block 0 -> blocks 1..nBlocks-1, daemon memory
   CompletionQueue cq;
   CollTable colls;
   BlockState* blocks;  // [nBlocks]
   uint32_t nBlocks;
-  uint32_t pad;
+  uint32_t fanOut;     // 1: only block 0 reads the SQ (above)
   SchedPolicy policy;
   uint32_t* abortFlag;      // daemon memory: the daemon's copy of hostAbortFlag, which it reads
   uint32_t* hostAbortFlag;  // shared memory: why the communicator was aborted (occlCommAbort, a
                             // peer's failure), 0 = it was not; host only (Backend::raiseAbort)
 };
-static_assert(sizeof(DaemonEnv) == 160, "DaemonEnv is a kernel argument: one layout on both sides");
+static_assert(sizeof(DaemonEnv) == 192, "DaemonEnv is a kernel argument: one layout on both sides");
+
+// The queue block `block` takes its entries from.
+OCCL_HD inline const SubmissionQueue& sourceOf(const DaemonEnv& env, int block) {
+  return env.fanOut != 0 && block != 0 ? env.relay : env.sq;
+}
+
+// Whether block `block` must relay entry `e` before it takes it: block 0 of a daemon that fans
+// out, for an entry another block runs a part of, or the exit.
+OCCL_HD inline bool mustRelay(const DaemonEnv& env, int block, const SqeView& e) {
+  return env.fanOut != 0 && block == 0 && ((e.flags & kSqeExit) != 0 || e.nParts > 1);
+}
+
+// Block 0's leader: passes `e` on to the other blocks, if the relay has room. The SQ's request
+// for a report was block 0's; the relay asks its own readers (SubmissionQueue::tryPush).
+OCCL_HD inline bool relayEntry(const DaemonEnv& env, BlockState& bs, SqeView e) {
+  e.flags = static_cast<uint16_t>(e.flags & ~kSqeReport);
+  if (!env.relay.tryPush(bs.relayTicket, e, bs.relayLimit)) return false;
+  bs.relayTicket += 1;
+  return true;
+}
 
 #if !OCCL_ON_DEVICE
 // Host backend: whom a pass wakes when it finds its completion ring full (finishTask). Only the
@@ -94,11 +126,11 @@ OCCL_HD inline bool arrivalsMayGoAhead(const SchedPolicy& p) {
 // an arrival may belong ahead of it; priority order also gives way after every tile while a more
 // urgent task waits ahead. The pass then starts over at the front. Under the agreed order this
 // is what undoes a burst of submissions that began to run before its older part arrived.
-OCCL_HD inline SpinBudget budgetFor(const DaemonEnv& env, const BlockState& bs, uint32_t position) {
+OCCL_HD inline SpinBudget budgetFor(const DaemonEnv& env, const BlockState& bs, int block, uint32_t position) {
   SpinBudget b = spinBudgetFor(env.policy, position);
   if (!arrivalsMayGoAhead(env.policy) || env.policy.disablePreemption) return b;
   if (bs.nTasks < bs.capacity && !bs.exitSeen) {
-    b.sqPublished = env.sq.published;
+    b.sqPublished = sourceOf(env, block).published;
     b.sqSeen = bs.sqCursor;
     b.arrivalLookRound = env.policy.arrivalLookRound;
   }
@@ -209,7 +241,7 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
   const ProgramForm& form = d.forms[task.form];
   TaskBuffers bufs{reinterpret_cast<char*>(task.sendbuf), reinterpret_cast<char*>(task.recvbuf), form.scratch};
   uint64_t deadline = d.timeoutNs != 0 ? task.popNs + d.timeoutNs : 0;
-  BlockExecutor ex(d, form, part, ctx, bufs, budgetFor(env, bs, position), env.abortFlag, deadline);
+  BlockExecutor ex(d, form, part, ctx, bufs, budgetFor(env, bs, block, position), env.abortFlag, deadline);
   TryOutcome out = ex.run();
   if (out.status != TryStatus::Done) clock.stale();
   progressed = progressed || out.progressed;
@@ -245,8 +277,9 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
   return true;
 }
 
-// Moves published SQEs into the task queue while it has room: one task per part of the
-// collective this block runs (daemonParts()). An entry whose parts do not fit stays in the SQ until
+// Moves published entries of the block's queue (sourceOf: the SQ, or the relay) into the task
+// queue while it has room: one task per part of the collective this block runs (daemonParts()).
+// An entry whose parts do not fit, or that block 0 cannot relay yet, stays where it is until
 // tasks finish. Returns true if any arrived.
 // A block reports its cursor (BlockReport::sqNext) after an entry that asks for it and whenever
 // its task queue is full (queues/sq.hpp): a producer that waits for room is then never left
@@ -262,7 +295,7 @@ OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int bl
       full = true;
       break;
     }
-    if (!exec::broadcastFromLeader([&] { return env.sq.tryPop(bs.sqCursor, bs.incoming); })) break;
+    if (!exec::broadcastFromLeader([&] { return sourceOf(env, block).tryPop(bs.sqCursor, bs.incoming); })) break;
     const SqeView e = bs.incoming;
     exec::blockSync();  // every lane has its copy before the leader may overwrite `incoming`
     const uint32_t parts =
@@ -271,6 +304,10 @@ OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int bl
     // would race with that write (there is no barrier between them otherwise).
     if (!exec::broadcastFromLeader([&] { return bs.nTasks + parts <= bs.capacity; })) {  // read again later
       full = true;
+      break;
+    }
+    if (mustRelay(env, block, e) && !exec::broadcastFromLeader([&] { return relayEntry(env, bs, e); })) {
+      full = true;  // a reader of the relay lags: this entry waits in the SQ
       break;
     }
     any = true;

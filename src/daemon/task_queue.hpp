@@ -38,7 +38,7 @@ static_assert(sizeof(TaskEntry) == 56, "TaskEntry layout is shared by host and d
 // before the first launch and then touched by the block alone. What the host must see goes to
 // the block's BlockReport line in host-visible memory.
 struct alignas(64) BlockState {
-  uint64_t sqCursor;       // next SQ ticket this block reads (reported as BlockReport::sqNext)
+  uint64_t sqCursor;       // next ticket this block reads from its queue (reported as BlockReport::sqNext)
   uint64_t sqReported;     // the cursor this block last reported
   uint64_t cqTail;         // CQEs this block has written into its ring (reported as cqPublished)
   uint64_t cqLimit;        // the first tail its credit does not cover (CompletionQueue::tryPush)
@@ -54,8 +54,11 @@ struct alignas(64) BlockState {
   uint32_t passesSincePoll;
   uint32_t pad;
   SqeView incoming;        // the SQE the leader just read, for the whole block
+  uint64_t relayTicket;    // block 0 of a daemon that fans out: entries relayed so far (daemon.hpp)
+  uint64_t relayLimit;     // its cached SubmissionQueue::tryPush limit on the relay
+  uint64_t relayReported;  // relayTicket as last reported (BlockReport::relayed)
 };
-static_assert(sizeof(BlockState) == 128, "BlockState layout is shared by host and device");
+static_assert(sizeof(BlockState) == 192, "BlockState layout is shared by host and device");
 
 template <typename F>
 OCCL_HD inline void leaderUpdate(F&& f, exec::SyncSite site = exec::SyncSite::here()) {
@@ -100,8 +103,8 @@ OCCL_HD inline void reportCursor(BlockState& bs) {
 }
 
 // The block's report as it leaves a launch: what the host reads only once the launch is over
-// (KernelBackend::pendingWork, noteLaunchEnded): its cursor, the tasks it holds and the CQEs it
-// wrote. Written here rather than at every copy, insert, removal and completion, which on the GPU
+// (KernelBackend::pendingWork, noteLaunchEnded): its cursor, the tasks it holds, the CQEs it
+// wrote and (block 0 of a daemon that fans out) the entries it relayed. Written here rather than at every copy, insert, removal and completion, which on the GPU
 // cost a bus crossing each, and only what changed since the last report. Leader only.
 OCCL_HD inline void reportOnLeaving(BlockState& bs) {
   reportCursor(bs);
@@ -112,6 +115,10 @@ OCCL_HD inline void reportOnLeaving(BlockState& bs) {
   if (bs.cqReported != bs.cqTail) {
     atomics::storeRelease(&bs.report->cqPublished, bs.cqTail);
     bs.cqReported = bs.cqTail;
+  }
+  if (bs.relayReported != bs.relayTicket) {
+    atomics::storeRelease(&bs.report->relayed, bs.relayTicket);
+    bs.relayReported = bs.relayTicket;
   }
 }
 

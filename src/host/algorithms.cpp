@@ -1,5 +1,6 @@
 #include "host/algorithms.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <string_view>
 
@@ -56,15 +57,10 @@ Status validateRoot(const occlCollDesc_t& d, int rank, int nRanks) {
   return Status::success();
 }
 
-// A send/recv has one link to fill: one block unless the caller asks for more channels.
-int blocksFor(const occlCollDesc_t& d, int daemonBlocks) {
-  if (d.nBlocks > 0) return d.nBlocks;
-  return pointToPoint(d.type) ? 1 : daemonBlocks;
-}
 
 // A small AllReduce goes direct (ring.hpp: one round of sends instead of 2(n-1) hops in
-// sequence), unless the caller named the ring or the collective runs on several blocks (desc.nBlocks
-// or config.daemonBlocks: the ring then uses them all). Direct moves n-1 times the count each way
+// sequence), unless the caller named the ring or the collective runs in several parts (partsFor:
+// the ring then uses them all). Direct moves n-1 times the count each way
 // per rank, so the bound is on that: (n-1) x bytes up to 192 KiB (64 KiB on 4 ranks, 27 KiB on 8),
 // where it stops winning against the ring on the 2-core development VM, also in the sweep
 // with 3 warm-up iterations now that registration maps the slots in (ConnectorMemory::populate;
@@ -178,15 +174,31 @@ bool sizeFits(const ir::Program& p, const occlCollDesc_t& d, int nRanks) {
          bytes <= p.maxBytes;
 }
 
+int floorPowerOfTwo(uint64_t v) {
+  int p = 1;
+  while (static_cast<uint64_t>(p) * 2 <= v) p *= 2;
+  return p;
+}
+
 }  // namespace
 
-Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int nRanks, int daemonBlocks,
+int partsFor(const occlCollDesc_t& d, int nRanks, const PartsRule& rule) {
+  if (d.nBlocks > 0) return d.nBlocks;
+  if (pointToPoint(d.type)) return 1;
+  if (!rule.bySize) return rule.daemonBlocks;
+  const uint64_t bytes = static_cast<uint64_t>(d.count) * chunkMultiplier(d.type, nRanks) * dtypeSize(d.datatype);
+  const uint64_t partBytes = std::max<uint64_t>(rule.slotBytes / kSlotShareOfAPart, 1);
+  const int bySize = floorPowerOfTwo(std::clamp<uint64_t>(bytes / partBytes, 1, kMaxPartsBySize));
+  return std::min(bySize, std::max(rule.daemonBlocks, 1));
+}
+
+Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int nRanks, const PartsRule& parts,
                                         PeerAccess peer, AlgorithmLibrary& library) {
   if (Status s = validateCommon(d); !s.ok()) return s;
   if (Status s = validateRoot(d, rank, nRanks); !s.ok()) return s;
-  const int nBlocks = blocksFor(d, daemonBlocks);
-  if (nBlocks > daemonBlocks)
-    return invalid(absl::StrFormat("desc.nBlocks = %d exceeds config.daemonBlocks = %d", nBlocks, daemonBlocks));
+  const int nBlocks = partsFor(d, nRanks, parts);
+  if (d.nBlocks > parts.daemonBlocks)
+    return invalid(absl::StrFormat("desc.nBlocks = %d exceeds config.daemonBlocks = %d", d.nBlocks, parts.daemonBlocks));
   const bool ringNamed = d.algorithm != nullptr && std::string_view(d.algorithm) == "ring";
   const BuiltInKey key = builtInKey(d, rank, nRanks, nBlocks, ringNamed, peer);
   const KnownProgram builtIn = library.builtIn(key, [&] { return generate(key); });
@@ -207,8 +219,8 @@ Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int n
   return choice;
 }
 
-const char* builtInAlgorithm(const occlCollDesc_t& d, int nRanks, int daemonBlocks, PeerAccess peer) {
-  const int nBlocks = blocksFor(d, daemonBlocks);
+const char* builtInAlgorithm(const occlCollDesc_t& d, int nRanks, const PartsRule& parts, PeerAccess peer) {
+  const int nBlocks = partsFor(d, nRanks, parts);
   if (directAllReduce(d, nRanks, nBlocks, /*ringNamed=*/false, peer)) return "direct";
   if (peerAllReduce(d, nRanks, nBlocks, /*ringNamed=*/false, peer)) return "peer";
   return collInfo(d.type).builtIn;

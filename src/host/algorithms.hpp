@@ -27,15 +27,38 @@ struct AlgorithmChoice {
 // host on occlMemAlloc buffers (desc.sharedBuffers). Both switch from direct at the same size.
 enum class PeerAccess : uint8_t { None, InProcess, Processes };
 
+// How many parts (program blocks; NCCL's channels) the built-in program of a registration that
+// names no desc.nBlocks gets. A send/recv fills one link: 1. Otherwise, on the host backend, one
+// per daemon block (a part is a thread of the rank's CPUs); on kernel backends, by size: a part
+// per eighth of a connector slot of the collective's largest buffer, rounded down to a power of
+// two, 1..kMaxPartsBySize, and at most one per daemon block. With the GPU's 1 MiB slots and 16
+// blocks that is 1 part below 256 KiB and 16 from 2 MiB: one daemon block copies ~30 GB/s
+// (bench/results/gpu-*.md), so a collective of a few MiB needs many at once, and one below
+// ~100 KiB is over before a second block would matter. Not more parts than blocks: a block can
+// run several (daemonParts()), but each is a task of the queue, whose position sets its spin
+// threshold, so 16 parts on one block would push the collectives behind them to the floor of
+// stickiness (on simt, the paper's 8-rank workload took 4x as long). Ranks whose daemons have
+// different block counts thus split a large collective differently, and its registration fails
+// as a mismatch on every rank: a GPU's auto count is the same for every rank of a process unless
+// more than eight share the device (backend/residency.hpp).
+inline constexpr int kMaxPartsBySize = 16;
+inline constexpr uint64_t kSlotShareOfAPart = 8;
+struct PartsRule {
+  int daemonBlocks;     // the communicator's, resolved (Backend::daemonBlocks)
+  bool bySize;          // Backend::daemonIsKernel
+  uint64_t slotBytes;   // config.connectorSlotBytes, resolved
+};
+int partsFor(const occlCollDesc_t& desc, int nRanks, const PartsRule& rule);
+
 // Validates the description against the communicator (rank count, root/peer range, types, ops,
 // the algorithm it names) and chooses the programs. Errors name the offending field.
-Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& desc, int rank, int nRanks, int daemonBlocks,
+Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& desc, int rank, int nRanks, const PartsRule& parts,
                                         PeerAccess peer, AlgorithmLibrary& library);
 
 // The name of the built-in program a registration of `desc` that names no algorithm runs:
-// collInfo(type).builtIn, except "direct" for an AllReduce small enough on one block and "peer"
+// collInfo(type).builtIn, except "direct" for an AllReduce small enough on one part and "peer"
 // for a larger one where `peer` allows (algorithms.cpp).
-const char* builtInAlgorithm(const occlCollDesc_t& desc, int nRanks, int daemonBlocks, PeerAccess peer);
+const char* builtInAlgorithm(const occlCollDesc_t& desc, int nRanks, const PartsRule& parts, PeerAccess peer);
 
 // The registration signature both ends of every connector must agree on. Fields the collective
 // ignores are left out, and both ends of a Send/Recv hash the same (sender, receiver) pair; the

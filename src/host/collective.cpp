@@ -91,7 +91,8 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   const PeerAccess peer = setup.peerReads                                  ? PeerAccess::InProcess
                           : desc.sharedBuffers == 1 && setup.peerShared ? PeerAccess::Processes
                                                                           : PeerAccess::None;
-  Result<AlgorithmChoice> choice = selectAlgorithm(desc, setup.rank, setup.nRanks, cfg.daemonBlocks, peer, *setup.library);
+  const PartsRule parts{cfg.daemonBlocks, setup.backend->daemonIsKernel(), cfg.connectorSlotBytes};
+  Result<AlgorithmChoice> choice = selectAlgorithm(desc, setup.rank, setup.nRanks, parts, peer, *setup.library);
   if (!choice.ok()) return choice.status();
   const auto& forms = choice.value().forms;
   uint32_t nBlocks = 0;
@@ -372,6 +373,7 @@ Result<occlCollStats_t> Collective::stats(backend::Backend& backend) const {
   occlCollStats_t out{};
   out.submissions = submissions_.load(std::memory_order_relaxed);
   out.connectorSlots = connectorSlots_;
+  out.parts = desc_.nBlocks;
   out.connectorBytes = connectorBytes_;
   out.scratchBytes = scratchBytes_;
   std::vector<BlockStats> blocks(desc_.nBlocks);

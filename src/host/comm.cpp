@@ -117,6 +117,12 @@ YieldBoard* yieldBoardFor(backend::Backend* backend, transport::ConnectorFactory
   return connectors->yieldBoard();
 }
 
+// config.daemonBlocks = 0 (auto) becomes the backend's choice, which occlCommGetConfig reports.
+occlConfig_t withBackendsBlocks(occlConfig_t config, const backend::Backend* backend) {
+  if (backend != nullptr) config.daemonBlocks = backend->daemonBlocks();
+  return config;
+}
+
 }  // namespace
 
 Comm::Comm(CommOptions& o)
@@ -124,7 +130,7 @@ Comm::Comm(CommOptions& o)
       nRanks_(o.nRanks),
       ranksOnThisHost_(o.ranksOnThisHost),
       cpusOfThisHostsRanks_(o.cpusOfThisHostsRanks),
-      config_(o.config),
+      config_(withBackendsBlocks(o.config, o.backend.get())),
       backend_(std::move(o.backend)),
       connectors_(std::move(o.connectors)),
       peerReads_(ranksShareMemory(backend_.get(), connectors_.get(), rank_, nRanks_, /*shmToo=*/false)),
@@ -167,14 +173,24 @@ Status Comm::allocateDaemonState() {
   Result<void*> blocks = daemon(sizeof(BlockState) * nBlocks);
   Result<void*> tasks = daemon(sizeof(TaskEntry) * config_.taskQueueDepth * nBlocks);
   Result<void*> abortCopy = daemon(64);  // the daemon's copy of the abort flag
-  for (const Result<void*>* r : {&env, &sq, &cq, &cqHeads, &reports, &counters, &pages, &blocks, &tasks, &abortCopy})
+  // Kernel backends with several blocks fan out (daemon.hpp): only block 0 reads the SQ.
+  const bool fanOut = backend_->daemonIsKernel() && nBlocks > 1;
+  Result<void*> relay = daemon(fanOut ? sizeof(Sqe) * config_.sqDepth + 64 : 64);  // slots, then its published count
+  for (const Result<void*>* r :
+       {&env, &sq, &cq, &cqHeads, &reports, &counters, &pages, &blocks, &tasks, &abortCopy, &relay})
     if (!r->ok()) return r->status();
 
   DaemonEnv e{};
   auto* counterBase = static_cast<char*>(counters.value());
   auto* blockReports = static_cast<BlockReport*>(reports.value());
   e.sq = SubmissionQueue{static_cast<Sqe*>(sq.value()), blockReports, reinterpret_cast<uint64_t*>(counterBase),
-                         static_cast<uint32_t>(config_.sqDepth), nBlocks};
+                         static_cast<uint32_t>(config_.sqDepth), fanOut ? 1u : nBlocks};
+  if (fanOut) {
+    auto* relaySlots = static_cast<Sqe*>(relay.value());
+    e.relay = SubmissionQueue{relaySlots, blockReports + 1, reinterpret_cast<uint64_t*>(relaySlots + config_.sqDepth),
+                              static_cast<uint32_t>(config_.sqDepth), nBlocks - 1};
+    e.fanOut = 1;
+  }
   e.cq = CompletionQueue{static_cast<uint64_t*>(cq.value()), static_cast<uint64_t*>(cqHeads.value()), blockReports,
                          static_cast<uint32_t>(config_.cqDepth), nBlocks};
   e.colls = CollTable{static_cast<CollDesc**>(pages.value())};

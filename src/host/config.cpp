@@ -80,7 +80,7 @@ void setDefaults(occlConfig_t& c) {
   std::memset(&c, 0, sizeof(c));
   c.structSize = sizeof(occlConfig_t);
   c.backend = occlBackendAuto;
-  c.daemonBlocks = 1;
+  c.daemonBlocks = 0;  // auto: the backend chooses (Backend::daemonBlocks)
   c.threadsPerBlock = 512;
   c.sqDepth = 1024;
   c.cqDepth = 1024;
@@ -223,8 +223,8 @@ Status validateConfig(const occlConfig_t& c) {
   if (c.structSize != sizeof(occlConfig_t))
     return rangeError(c, "structSize", static_cast<int64_t>(c.structSize), "sizeof(occlConfig_t): call occlConfigInit first");
   if (!isChoice(c.backend, kBackends)) return rangeError(c, "backend", c.backend, "an occlBackend_t");
-  if (c.daemonBlocks < 1 || c.daemonBlocks > kMaxDaemonBlocks)
-    return rangeError(c, "daemonBlocks", c.daemonBlocks, absl::StrCat("1..", kMaxDaemonBlocks));
+  if (c.daemonBlocks < 0 || c.daemonBlocks > kMaxDaemonBlocks)
+    return rangeError(c, "daemonBlocks", c.daemonBlocks, absl::StrCat("0 (auto) or 1..", kMaxDaemonBlocks));
   if (c.threadsPerBlock < 32 || c.threadsPerBlock > 1024 || c.threadsPerBlock % 32 != 0)
     return rangeError(c, "threadsPerBlock", c.threadsPerBlock, "a multiple of 32 in 32..1024");
   if (!isPowerOfTwo(c.sqDepth) || c.sqDepth > (1 << 20)) return rangeError(c, "sqDepth", c.sqDepth, "a power of two up to 2^20");

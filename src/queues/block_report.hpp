@@ -10,11 +10,13 @@
 namespace occl {
 
 struct alignas(64) BlockReport {
-  uint64_t sqNext;       // the block has copied every SQ entry before this ticket
+  uint64_t sqNext;       // the block has copied every entry of its queue before this ticket (the SQ, or
+                         // the relay where the daemon fans out: daemon.hpp)
   uint64_t cqPublished;  // CQEs this block had written into its completion ring when it last left a launch
   uint32_t held;         // submissions in this block's task queue when it last left a launch
   uint32_t pad0;
-  uint64_t pad[5];
+  uint64_t relayed;      // block 0 of a daemon that fans out: entries it had relayed when it last left a launch
+  uint64_t pad[4];
 };
 static_assert(sizeof(BlockReport) == 64, "one report line per daemon block");
 

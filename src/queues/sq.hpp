@@ -85,7 +85,8 @@ OCCL_HD inline bool join(const uint64_t (&words)[kWords], uint64_t ticket, SqeVi
 }
 }  // namespace sqe
 
-// Plain handle over memory that the host allocates (pinned host memory on the CUDA backend).
+// Plain handle over memory that the host allocates: pinned host memory on the CUDA backend for
+// the SQ itself; daemon memory for a daemon's relay (daemon.hpp), whose producer is block 0.
 struct SubmissionQueue {
   Sqe* slots;
   BlockReport* reports;  // [nConsumers]: each block's sqNext, as last reported
@@ -95,8 +96,9 @@ struct SubmissionQueue {
 
   OCCL_HD Sqe& slot(uint64_t ticket) const { return slots[ticket & (depth - 1)]; }
 
-  // Producer: every consumer has reported every entry before this ticket copied.
-  uint64_t slowestConsumer() const {
+  // Producer (the host; on a daemon that fans out, block 0 too, into its relay): every consumer
+  // has reported every entry before this ticket copied.
+  OCCL_HD uint64_t slowestConsumer() const {
     uint64_t slowest = UINT64_MAX;
     for (uint32_t c = 0; c < nConsumers; ++c) {
       const uint64_t next = atomics::loadAcquire(&reports[c].sqNext);
@@ -106,11 +108,11 @@ struct SubmissionQueue {
   }
   // Producer: the first ticket that cannot be written yet (its slot still holds an entry some
   // consumer has not reported copied).
-  uint64_t writableLimit() const { return slowestConsumer() + depth; }
+  OCCL_HD uint64_t writableLimit() const { return slowestConsumer() + depth; }
 
   // Producer: true if the entry for `ticket` could be written. `limit` caches writableLimit()
   // between calls (start it at 0). Sets kSqeReport where the protocol above asks for a report.
-  bool tryPush(uint64_t ticket, SqeView e, uint64_t& limit) const {
+  OCCL_HD bool tryPush(uint64_t ticket, SqeView e, uint64_t& limit) const {
     if (ticket + depth / 2 >= limit) limit = writableLimit();  // at the limit or half-way to it
     if (ticket >= limit) return false;
     if (limit - ticket == 1 || limit - ticket == depth / 2) e.flags |= kSqeReport;

@@ -160,11 +160,13 @@ std::vector<size_t> geometricCounts(size_t k, size_t minBytes, size_t maxBytes);
 
 // Sums the statistics of one collective over communicators.
 occlCollStats_t sumStats(const std::vector<std::pair<occlComm_t, uint64_t>>& colls);
-// Adds every counter of `s` into `into`.
+// Adds every counter of `s` into `into`. The part count stays where every summand has the same;
+// a sum over registrations of different part counts has parts = 0.
 void addStats(occlCollStats_t& into, const occlCollStats_t& s);
 // Empty when consistent after every submission completed: completions == submissions,
-// contextLoads == preemptions + nBlocks * completions, contextSaves <= preemptions.
-std::string statsProblems(const occlCollStats_t& s, int nBlocks);
+// contextLoads == preemptions + parts * completions (where parts is known, else at least
+// preemptions + completions), contextSaves <= preemptions.
+std::string statsProblems(const occlCollStats_t& s);
 
 // CPU seconds used by this process so far (user + system).
 double processCpuSeconds();

@@ -208,6 +208,8 @@ std::vector<std::vector<CollPlan>> singleCommPlans(const CommSet& comms, size_t 
 }
 
 void addStats(occlCollStats_t& into, const occlCollStats_t& s) {
+  const bool first = into.submissions == 0 && into.contextLoads == 0 && into.parts == 0;
+  into.parts = first || into.parts == s.parts ? s.parts : 0;
   into.submissions += s.submissions;
   into.completions += s.completions;
   into.preemptions += s.preemptions;
@@ -226,20 +228,23 @@ occlCollStats_t sumStats(const std::vector<std::pair<occlComm_t, uint64_t>>& col
   return total;
 }
 
-std::string statsProblems(const occlCollStats_t& s, int nBlocks) {
+std::string statsProblems(const occlCollStats_t& s) {
   std::string out;
   auto expect = [&](bool ok, const std::string& what) {
     if (!ok) out += (out.empty() ? "" : "; ") + what;
   };
-  const auto n = static_cast<unsigned long long>(nBlocks);
+  const auto n = static_cast<unsigned long long>(s.parts);
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "submissions %llu completions %llu preemptions %llu loads %llu saves %llu",
+  std::snprintf(buf, sizeof(buf), "submissions %llu completions %llu preemptions %llu loads %llu saves %llu parts %llu",
                 static_cast<unsigned long long>(s.submissions), static_cast<unsigned long long>(s.completions),
                 static_cast<unsigned long long>(s.preemptions), static_cast<unsigned long long>(s.contextLoads),
-                static_cast<unsigned long long>(s.contextSaves));
+                static_cast<unsigned long long>(s.contextSaves), n);
   expect(s.completions == s.submissions, "completions != submissions");
   expect(s.contextLoads >= s.completions, "contextLoads < completions");
-  expect(s.contextLoads == s.preemptions + n * s.completions, "contextLoads != preemptions + nBlocks * completions");
+  if (n != 0)
+    expect(s.contextLoads == s.preemptions + n * s.completions, "contextLoads != preemptions + parts * completions");
+  else
+    expect(s.contextLoads >= s.preemptions + s.completions, "contextLoads < preemptions + completions");
   expect(s.contextSaves <= s.preemptions, "contextSaves > preemptions");
   expect(s.completions == 0 || s.executionNs > 0, "executionNs == 0");
   return out.empty() ? out : out + " (" + buf + ")";

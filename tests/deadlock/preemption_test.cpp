@@ -103,7 +103,7 @@ TEST(PreemptionTest, ForcedPreemptionAtEveryWaitIsBitIdenticalToAnUnpreemptedRun
   EXPECT_LE(preempted.total.contextSaves, preempted.total.preemptions);
   for (size_t c = 0; c < preempted.stats.size(); ++c) {
     EXPECT_GT(preempted.stats[c].preemptions, 0u) << "collective " << c << " was never preempted";
-    EXPECT_EQ(statsProblems(preempted.stats[c], 1), "") << "collective " << c;
+    EXPECT_EQ(statsProblems(preempted.stats[c]), "") << "collective " << c;
   }
   std::printf("[torture] forced preemption: %llu preemptions, %llu context saves, %llu loads, %llu completions\n",
               static_cast<unsigned long long>(preempted.total.preemptions),
@@ -136,7 +136,7 @@ TEST(PreemptionTest, StatisticsAddUpRightAfterWaitAll) {
                        plans[r][c].comm, "submit");
       test::expectOk(occlCommWaitAll(plans[r][0].comm, 20000), plans[r][0].comm, "waitAll");
       for (int c = 0; c < kColls; ++c) {
-        std::string p = statsProblems(sumStats({{plans[r][c].comm, plans[r][c].collId}}), 2);
+        std::string p = statsProblems(sumStats({{plans[r][c].comm, plans[r][c].collId}}));
         if (!p.empty() && problems[r].empty()) problems[r] = "round " + std::to_string(round) + ": " + p;
       }
     }
@@ -216,7 +216,7 @@ TEST(PreemptionTest, WithPreemptionTheSameCrossedOrderCompletes) {
   occlCollStats_t s = sumStats({{job.comms[0], CrossedOrder::kA}, {job.comms[0], CrossedOrder::kB},
                                 {job.comms[1], CrossedOrder::kA}, {job.comms[1], CrossedOrder::kB}});
   EXPECT_GT(s.preemptions, 0u);
-  EXPECT_EQ(statsProblems(s, 1), "");
+  EXPECT_EQ(statsProblems(s), "");
 }
 
 
@@ -270,7 +270,7 @@ TEST(PreemptionTest, APreemptionWhoseTryMovedNothingDoesNotSave) {
   for (const auto& out : recv)
     for (float v : out) ASSERT_EQ(v, 2.0f);
   const occlCollStats_t done = sumStats({{comms[0], kId}});
-  EXPECT_EQ(statsProblems(done, 1), "");
+  EXPECT_EQ(statsProblems(done), "");
 }
 
 // describePending()'s text when every collective of `plans` has one submission pending.

@@ -254,8 +254,8 @@ class Errors(unittest.TestCase):
     def test_config_and_ids(self):
         with self.assertRaisesRegex(TypeError, "unknown config field 'daemon_block'"):
             occl.Comm.all(2, daemon_block=2)
-        with self.assertRaisesRegex(occl.OcclError, "daemonBlocks = 0"):
-            occl.Comm.all(2, daemon_blocks=0)
+        with self.assertRaisesRegex(occl.OcclError, "daemonBlocks = 65"):
+            occl.Comm.all(2, daemon_blocks=65)
         with self.assertRaisesRegex(ValueError, "unique_id: 3 bytes"):
             occl.Comm(2, b"abc", 0)
         with self.assertRaisesRegex(ValueError, "n = 0"):

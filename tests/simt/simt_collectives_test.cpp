@@ -81,6 +81,74 @@ INSTANTIATE_TEST_SUITE_P(RanksAndCollectives, SimtMatrix,
                            return absl::StrFormat("r%d_%s", std::get<0>(info.param), caseName(std::get<1>(info.param)));
                          });
 
+// ---- Parts by size (host/algorithms.hpp: partsFor) ----
+
+// A kernel backend splits a collective that names no desc.nBlocks by its size: a part per eighth
+// of a connector slot of its largest buffer, up to 16 and one per daemon block. With 4 KiB slots,
+// 8 KiB is 16 parts by size: every collective here runs in as many parts as the daemon has
+// blocks, 1 to 5, on 3 ranks, with and without preemption at every wait, bit-exact. Block 0 alone
+// reads the SQ and relays the entries to the others (daemon/daemon.hpp: fan-out).
+constexpr int kPartsRanks = 3;
+constexpr uint64_t kPartsElems = 2048 + 5;  // int32 in the largest buffer: 8 KiB and a ragged bit
+
+// The parts a completed collective ran in: every part loads its context once per completion
+// besides its preemptions (occlCollStats_t::contextLoads).
+uint64_t partsRun(occlComm_t comm, uint64_t collId) {
+  occlCollStats_t st{};
+  expectOk(occlCollGetStats(comm, collId, &st), comm, "occlCollGetStats");
+  return st.completions == 0 ? 0 : (st.contextLoads - st.preemptions) / st.completions;
+}
+
+using PartsParam = std::tuple<int, bool>;  // daemon blocks, forced preemption
+
+class SimtParts : public ::testing::TestWithParam<PartsParam> {};
+
+TEST_P(SimtParts, EveryBlockRunsAPartBitExact) {
+  const auto [blocks, forced] = GetParam();
+  occlConfig_t config = simtConfig(blocks);
+  config.forcePreempt = forced ? 1 : 0;
+  CommGroup comms(kPartsRanks, config);
+  std::vector<Case> cases;
+  for (int type : caseTypes()) {
+    if (type == occlCollSend) continue;  // a pair fills one link: one part
+    for (bool inPlace : {false, true}) {
+      if (inPlace && !hasInPlace(type)) continue;
+      Spec s{type, occlInt32, occlSum, countForElems(type, kPartsElems, kPartsRanks), inPlace, 1, 0};
+      cases.push_back(makeCase(s, kPartsRanks));
+    }
+  }
+  runCases(comms, cases);
+
+  // The count itself, on every rank.
+  const uint64_t id = nextCollId();
+  std::vector<std::vector<int32_t>> bufs(kPartsRanks, std::vector<int32_t>(kPartsElems, 1));
+  runRanks(kPartsRanks, [&](int r) {
+    occlCollDesc_t d;
+    occlCollDescInit(&d);
+    d.count = kPartsElems;
+    d.datatype = occlInt32;
+    expectOk(occlCollRegister(comms[r], id, &d), comms[r], "register");
+    CallbackCounter done;
+    expectOk(occlSubmit(comms[r], id, bufs[r].data(), bufs[r].data(), &CallbackCounter::callback, done.arg()), comms[r],
+             "submit");
+    if (!done.waitFor(1) || done.fired()[0].second != occlSuccess) throw std::runtime_error("allreduce failed");
+  });
+  for (int r = 0; r < kPartsRanks; ++r) {
+    EXPECT_EQ(partsRun(comms[r], id), static_cast<uint64_t>(blocks)) << "rank " << r;
+    occlCollStats_t st{};
+    expectOk(occlCollGetStats(comms[r], id, &st), comms[r], "occlCollGetStats");
+    EXPECT_EQ(st.parts, static_cast<uint32_t>(blocks)) << "rank " << r;
+    EXPECT_EQ(bufs[r][0], kPartsRanks);
+    EXPECT_EQ(bufs[r][kPartsElems - 1], kPartsRanks);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BlocksAndPreemption, SimtParts, ::testing::Combine(::testing::Values(1, 2, 3, 5), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<PartsParam>& info) {
+                           return absl::StrFormat("b%d_%s", std::get<0>(info.param),
+                                                  std::get<1>(info.param) ? "forced" : "free");
+                         });
+
 // ---- Lane count and backend do not change a single bit ----
 
 // Every rank's AllReduce and ReduceScatter outputs of float inputs that round differently in
@@ -102,6 +170,10 @@ std::vector<std::vector<float>> roundingOutputs(occlConfig_t config) {
     occlCollDescInit(&d);
     d.count = kCount;
     d.datatype = occlFloat32;
+    // The parts are named: the simt backend would split by size and the host backend over its
+    // daemon blocks (partsFor), and a ring's chunks, whose reduction orders differ, follow the
+    // part count. The lanes and the backend are what this compares.
+    d.nBlocks = 2;
     expectOk(occlCollRegister(comms[r], 1, &d), comms[r], "register allreduce");
     d.type = occlCollReduceScatter;
     expectOk(occlCollRegister(comms[r], 2, &d), comms[r], "register reducescatter");

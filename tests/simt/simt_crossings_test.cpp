@@ -30,13 +30,14 @@ struct PerCollective {
   double waitLooks;  // looks for new submissions by waits that were not ready, counted apart
 };
 
-// Runs `iters` 8 B AllReduces one after another on every rank of a one-block simt communicator
-// and returns the crossings of the last `iters - warmup`, per collective and rank.
-PerCollective measure(int nRanks, int iters, int warmup) {
+// Runs `iters` 8 B AllReduces one after another on every rank of a simt communicator with
+// `blocks` daemon blocks and returns the crossings of the last `iters - warmup`, per collective
+// and rank.
+PerCollective measure(int nRanks, int iters, int warmup, int blocks = 1) {
   exec::simt::countCrossings(true);  // before the first launch: its lanes count
   occlConfig_t cfg = testConfig();
   cfg.backend = occlBackendSimt;
-  cfg.daemonBlocks = 1;
+  cfg.daemonBlocks = blocks;
   cfg.idleQuitUs = 10'000'000;  // no voluntary quit between collectives: its words are crossings too
   CommGroup comms(nRanks, cfg);
   std::vector<std::vector<float>> bufs(nRanks, std::vector<float>(2, 1.0f));
@@ -88,6 +89,23 @@ TEST(SimtCrossings, FourRanksOfOneProcessCrossAsOneRank) {
   RecordProperty("reads", std::to_string(c.reads));
   RecordProperty("writes", std::to_string(c.writes));
   RecordProperty("wait_looks", std::to_string(c.waitLooks));
+}
+
+// Several daemon blocks fan out (daemon/daemon.hpp): block 0 alone reads the SQ, and the entry of
+// a one-part collective goes no further, so the other blocks add no crossing. Without fan-out
+// each of the four blocks would read every entry.
+TEST(SimtCrossings, FourDaemonBlocksReadASmallCollectiveOnce) {
+  const PerCollective c = measure(1, 60, 10, /*blocks=*/4);
+  EXPECT_EQ(c.reads, kReadsPerSmallCollective);
+  EXPECT_EQ(c.writes, kWritesPerSmallCollective);
+  EXPECT_EQ(c.rmws, 0);
+}
+
+TEST(SimtCrossings, TwoRanksOfThreeDaemonBlocksReadASmallCollectiveOnce) {
+  const PerCollective c = measure(2, 40, 10, /*blocks=*/3);
+  EXPECT_EQ(c.reads, kReadsPerSmallCollective);
+  EXPECT_EQ(c.writes, kWritesPerSmallCollective);
+  EXPECT_EQ(c.rmws, 0);
 }
 
 }  // namespace

@@ -230,7 +230,7 @@ TEST(BadInputTest, ConfigFieldsAreNamed) {
   const std::vector<std::pair<const char*, Mutator>> cases = {
       {"structSize", [](occlConfig_t& c) { c.structSize = 0; }},
       {"backend", [](occlConfig_t& c) { c.backend = 7; }},
-      {"daemonBlocks", [](occlConfig_t& c) { c.daemonBlocks = 0; }},
+      {"daemonBlocks", [](occlConfig_t& c) { c.daemonBlocks = -1; }},
       {"daemonBlocks", [](occlConfig_t& c) { c.daemonBlocks = 65; }},
       {"threadsPerBlock", [](occlConfig_t& c) { c.threadsPerBlock = 33; }},
       {"sqDepth", [](occlConfig_t& c) { c.sqDepth = 3; }},

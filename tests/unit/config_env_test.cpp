@@ -197,8 +197,8 @@ TEST_F(ConfigEnvTest, TheTestKnobsAreZeroOrOne) {
 // it came from; once the program overwrites the field, the variable is no longer blamed.
 TEST_F(ConfigEnvTest, AnOutOfRangeValueNamesTheVariableItCameFrom) {
   const std::vector<std::tuple<const char*, const char*, std::string>> cases = {
-      {"OCCL_DAEMON_BLOCKS", "0", "config.daemonBlocks = 0 (from environment variable OCCL_DAEMON_BLOCKS=\"0\"): "
-                                  "expected 1..64"},
+      {"OCCL_DAEMON_BLOCKS", "65", "config.daemonBlocks = 65 (from environment variable OCCL_DAEMON_BLOCKS=\"65\"): "
+                                   "expected 0 (auto) or 1..64"},
       {"OCCL_TIMEOUT_MS", "3153600000001",
        "config.collTimeoutMs = 3153600000001 (from environment variable OCCL_TIMEOUT_MS=\"3153600000001\"): "
        "expected 0..3153600000000 (0 = never; at most 100 years, OCCL_MAX_TIMEOUT_MS)"},
@@ -215,13 +215,13 @@ TEST_F(ConfigEnvTest, AnOutOfRangeValueNamesTheVariableItCameFrom) {
     EXPECT_EQ(comms[0], nullptr);
     ::unsetenv(name);
   }
-  ::setenv("OCCL_DAEMON_BLOCKS", "0", 1);
+  ::setenv("OCCL_DAEMON_BLOCKS", "65", 1);
   occlConfig_t c;
   ASSERT_EQ(occlConfigInit(&c), occlSuccess) << occlGetLastError(nullptr);
-  c.daemonBlocks = 65;
+  c.daemonBlocks = 66;
   occlComm_t comms[2] = {nullptr, nullptr};
   EXPECT_EQ(occlCommInitAll(comms, 2, nullptr, &c), occlInvalidArgument);
-  EXPECT_STREQ(occlGetLastError(nullptr), "config.daemonBlocks = 65: expected 1..64");
+  EXPECT_STREQ(occlGetLastError(nullptr), "config.daemonBlocks = 66: expected 0 (auto) or 1..64");
 }
 
 TEST_F(ConfigEnvTest, AnInitCallThatReadsTheEnvironmentFailsWithTheSameMessage) {

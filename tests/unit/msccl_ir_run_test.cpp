@@ -134,7 +134,7 @@ bool ranksShareMemory(const CommGroup& comms) {
 }
 
 // Registers `s` on every rank and checks which algorithm each placement runs.
-void expectAlgorithm(const CommGroup& comms, int daemonBlocks, const ir::Program& p, Spec s) {
+void expectAlgorithm(const CommGroup& comms, const ir::Program& p, Spec s) {
   const uint64_t id = nextCollId();
   for (int r = 0; r < comms.size(); ++r) {
     const occlCollDesc_t d = descFor(s, r);
@@ -144,8 +144,12 @@ void expectAlgorithm(const CommGroup& comms, int daemonBlocks, const ir::Program
     s.inPlace = inPlace;
     const char* name = nullptr;
     expectOk(occlCollGetAlgorithm(comms[0], id, inPlace ? 1 : 0, &name), comms[0], "occlCollGetAlgorithm");
+    occlConfig_t config;
+    expectOk(occlCommGetConfig(comms[0], &config), comms[0], "occlCommGetConfig");
+    const host::PartsRule parts{config.daemonBlocks, config.backend == occlBackendSimt || config.backend == occlBackendCuda,
+                                config.connectorSlotBytes};
     const std::string builtIn =
-        host::builtInAlgorithm(descFor(s, 0), comms.size(), daemonBlocks,
+        host::builtInAlgorithm(descFor(s, 0), comms.size(), parts,
                                ranksShareMemory(comms) ? host::PeerAccess::InProcess : host::PeerAccess::None);  // the fallback
     EXPECT_EQ(std::string(name), runsProgram(p, s) ? p.name : builtIn) << describe(s);
   }
@@ -175,7 +179,7 @@ TEST_P(IrRun, BitExactInEveryPlacementAndCount) {
         Spec s{fixture.type, dtype, op, count, inPlace};
         s.root = fixture.root;
         s.algorithm = kLoaded;
-        ASSERT_NO_FATAL_FAILURE(expectAlgorithm(comms, blocks, program, s));
+        ASSERT_NO_FATAL_FAILURE(expectAlgorithm(comms, program, s));
         cases.push_back(makeCase(s, program.nRanks));
       }
     }
@@ -269,7 +273,7 @@ TEST(IrRun, AllPairsOnEightRanksRunsWithTheDefaultConfiguration) {
   for (auto [dtype, op] : dtypeOps(occlCollAllReduce)) {
     Spec s{occlCollAllReduce, dtype, op, 64 * 1000, /*inPlace=*/true};
     s.algorithm = kLoaded;
-    ASSERT_NO_FATAL_FAILURE(expectAlgorithm(comms, testConfig().daemonBlocks, loadOrDie(path), s));
+    ASSERT_NO_FATAL_FAILURE(expectAlgorithm(comms, loadOrDie(path), s));
     for (const occlCollStats_t& st : registeredStats(comms, s)) EXPECT_EQ(st.connectorSlots, 8u);
     cases.push_back(makeCase(s, 8));
   }

@@ -168,7 +168,7 @@ TEST(SpinPolicyTest, FifoOrderAddsNothingToThePositionsBudget) {
   SchedPolicy p = defaults();
   p.order = occlOrderFifo;
   QueueView q(p, {0, 5});
-  SpinBudget b = budgetFor(q.env, q.block, 1);
+  SpinBudget b = budgetFor(q.env, q.block, 0, 1);
   EXPECT_EQ(b.threshold, 3584u);
   EXPECT_EQ(b.sqPublished, nullptr);
   EXPECT_FALSE(b.yieldEachTile);
@@ -178,26 +178,26 @@ TEST(SpinPolicyTest, PriorityOrderGivesWayToNewSubmissionsWhileTheQueueHasRoom) 
   SchedPolicy p = defaults();
   p.order = occlOrderPriority;
   QueueView q(p, {5, 5});
-  SpinBudget b = budgetFor(q.env, q.block, 1);
+  SpinBudget b = budgetFor(q.env, q.block, 0, 1);
   EXPECT_EQ(b.threshold, 3584u);
   EXPECT_EQ(b.sqPublished, &q.sqPublished);
   EXPECT_EQ(b.sqSeen, 7u);
   EXPECT_FALSE(b.yieldEachTile);  // equal priority ahead: nothing more urgent waits
 
   q.tasks[q.block.nTasks++].priority = 1;  // full: a new submission could not be taken anyway
-  EXPECT_EQ(budgetFor(q.env, q.block, 1).sqPublished, nullptr);
+  EXPECT_EQ(budgetFor(q.env, q.block, 0, 1).sqPublished, nullptr);
   q.block.nTasks -= 1;
   q.block.exitSeen = 1;  // nothing is read after the exit SQE
-  EXPECT_EQ(budgetFor(q.env, q.block, 1).sqPublished, nullptr);
+  EXPECT_EQ(budgetFor(q.env, q.block, 0, 1).sqPublished, nullptr);
 }
 
 TEST(SpinPolicyTest, PriorityOrderYieldsEachTileOnlyBehindAMoreUrgentTask) {
   SchedPolicy p = defaults();
   p.order = occlOrderPriority;
   QueueView q(p, {9, 3, 3});
-  EXPECT_FALSE(budgetFor(q.env, q.block, 0).yieldEachTile);
-  EXPECT_TRUE(budgetFor(q.env, q.block, 1).yieldEachTile);
-  EXPECT_TRUE(budgetFor(q.env, q.block, 2).yieldEachTile);
+  EXPECT_FALSE(budgetFor(q.env, q.block, 0, 0).yieldEachTile);
+  EXPECT_TRUE(budgetFor(q.env, q.block, 0, 1).yieldEachTile);
+  EXPECT_TRUE(budgetFor(q.env, q.block, 0, 2).yieldEachTile);
 }
 
 // An arrival may belong ahead of the task being tried (an older submission that a rank submitted
@@ -206,7 +206,7 @@ TEST(SpinPolicyTest, PriorityOrderYieldsEachTileOnlyBehindAMoreUrgentTask) {
 TEST(SpinPolicyTest, AgreedOrderGivesWayToNewSubmissionsButNeverYieldsEachTile) {
   QueueView q(defaults(), {0, 0});
   for (uint32_t position = 0; position < 2; ++position) {
-    SpinBudget b = budgetFor(q.env, q.block, position);
+    SpinBudget b = budgetFor(q.env, q.block, 0, position);
     EXPECT_EQ(b.sqPublished, &q.sqPublished) << "position " << position;
     EXPECT_EQ(b.sqSeen, 7u);
     EXPECT_FALSE(b.yieldEachTile);
@@ -214,7 +214,7 @@ TEST(SpinPolicyTest, AgreedOrderGivesWayToNewSubmissionsButNeverYieldsEachTile) 
   SchedPolicy p = defaults();
   p.disablePreemption = 1;
   QueueView stuck(p, {0, 0});
-  EXPECT_EQ(budgetFor(stuck.env, stuck.block, 1).sqPublished, nullptr);
+  EXPECT_EQ(budgetFor(stuck.env, stuck.block, 0, 1).sqPublished, nullptr);
 }
 
 TEST(SpinPolicyTest, PriorityOrderWithoutPreemptionNeverGivesWay) {
@@ -222,7 +222,7 @@ TEST(SpinPolicyTest, PriorityOrderWithoutPreemptionNeverGivesWay) {
   p.order = occlOrderPriority;
   p.disablePreemption = 1;
   QueueView q(p, {9, 3});
-  SpinBudget b = budgetFor(q.env, q.block, 1);
+  SpinBudget b = budgetFor(q.env, q.block, 0, 1);
   EXPECT_TRUE(b.unlimited);
   EXPECT_EQ(b.sqPublished, nullptr);
   EXPECT_FALSE(b.yieldEachTile);
@@ -251,7 +251,7 @@ TEST(SpinPolicyTest, ATryLooksForArrivalsBeforeEveryFewTilesAsThePolicySays) {
       std::vector<float> out(kElems, -1.0f);
       BlockContext ctx{};
       const TaskBuffers bufs{reinterpret_cast<char*>(in.data()), reinterpret_cast<char*>(out.data()), nullptr};
-      BlockExecutor ex(d, form, 0, ctx, bufs, budgetFor(q.env, q.block, 0), nullptr, 0);
+      BlockExecutor ex(d, form, 0, ctx, bufs, budgetFor(q.env, q.block, 0, 0), nullptr, 0);
       const TryOutcome o = ex.run();
       const uint32_t ran = roomForArrivals && every < kTiles ? std::max(every, 1u) : kTiles;
       EXPECT_EQ(o.status, ran < kTiles ? TryStatus::Preempted : TryStatus::Done) << "room " << roomForArrivals;
