@@ -64,6 +64,16 @@ uint64_t slotBytesFor(uint64_t written) {
   return (std::max<uint64_t>(written, 1) + kUnit - 1) / kUnit * kUnit;
 }
 
+// A tile's bytes. On a kernel backend the parts of a collective split by size share its slot
+// bytes, down to an eighth each (partsFor gives a part at least an eighth of a slot of data): a
+// 64 MiB AllReduce of 16 parts on 4 ranks then holds 16 MiB of connectors per rank with 1 MiB
+// slots, where 16 whole slots a part held 128 MiB (8 MiB in one part). Whole lines, at least one.
+uint64_t tileBytes(uint64_t slotBytes, uint32_t parts, bool kernel) {
+  if (!kernel) return slotBytes;
+  const uint64_t share = std::clamp<uint64_t>(parts, 1, kSlotShareOfAPart);
+  return std::max<uint64_t>(slotBytes / share / 64 * 64, 64);
+}
+
 FifoHandle handleOf(const transport::ConnectorMemory& m, uint32_t nSlots, uint64_t slotBytes) {
   return FifoHandle{m.header(), m.data(), nSlots, 0, slotBytes};
 }
@@ -141,7 +151,7 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   desc_.nBlocks = nBlocks;
   desc_.nRanks = static_cast<uint32_t>(setup.nRanks);
   desc_.totalElems = desc.count * mult;
-  desc_.tileElems = cfg.connectorSlotBytes / elemBytes;
+  desc_.tileElems = tileBytes(cfg.connectorSlotBytes, nBlocks, parts.bySize) / elemBytes;
   desc_.elemBytes = elemBytes;
   desc_.timeoutNs = static_cast<uint64_t>(cfg.collTimeoutMs) * 1000000ull;
   desc_.inflightWindow = static_cast<uint16_t>(cfg.maxInflightPerColl);  // validated <= kMaxInflightPerColl
@@ -195,7 +205,7 @@ Status Collective::buildForm(const CollectiveSetup& setup, const occlCollDesc_t&
     return Status::error(occlInvalidArgument,
                          absl::StrFormat("desc.count = %d needs %d tiles of %d bytes; at most %d: raise "
                                          "config.connectorSlotBytes",
-                                         desc.count, nTiles, setup.config->connectorSlotBytes, kMaxTiles - 1));
+                                         desc.count, nTiles, desc_.tileElems * desc_.elemBytes, kMaxTiles - 1));
   form.chunkElems = chunkElems;
   form.nChunks = static_cast<uint32_t>(nChunks);
   form.nTiles = static_cast<uint32_t>(nTiles);
