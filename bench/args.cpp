@@ -172,6 +172,7 @@ const std::vector<Flag>& flags() {
          return "";
        }},
       {'\0', "mpi", false, [](auto, Options& o) { o.mpi = true; return std::string(); }},
+      {'\0', "timeline", false, [](auto, Options& o) { o.timeline = true; return std::string(); }},
       {'h', "help", false, [](auto, Options& o) { o.help = true; return std::string(); }},
   };
   return table;
@@ -355,6 +356,9 @@ std::string usage(const std::string& program) {
          "  --json FILE            also write the results as JSON\n"
          "  --mpi                  one rank per process from the launcher's environment\n"
          "                         (implied when OMPI_COMM_WORLD_SIZE or WORLD_SIZE is set)\n"
+         "  --timeline             keep the daemon's timeline (config.timelineDepth) and print, per\n"
+         "                         row, when the timed submissions were tried, moved data and were\n"
+         "                         done after the daemon took them (medians, rank 0)\n"
          "  -h,--help              this text\n";
 }
 

@@ -23,6 +23,10 @@
 namespace occl::bench {
 namespace {
 
+// --timeline: records a daemon block keeps, enough for every timed run of a row at the defaults
+// and far more (a row's registrations x -n); rows older than that are read before they go.
+constexpr int kBenchTimelineDepth = 4096;
+
 // mpirun and torchrun start one process per rank and say so in the environment.
 bool underLauncher(const Options& o) { return o.mpi || bootstrap::launcherSetsRanks(); }
 
@@ -206,6 +210,7 @@ BenchOutcome runBench(const Options& requested, std::ostream& out, std::ostream&
                     occlGetLastError(nullptr));
   config.backend = placed.placement.backend;
   config.daemonBlocks = std::max(config.daemonBlocks, o.blocks);  // --blocks N needs N daemon blocks
+  if (o.timeline) config.timelineDepth = kBenchTimelineDepth;
   // The simt backend counts its bus crossings (the footer's "host crossings" lines): from before
   // the first launch, so every lane counts.
   exec::simt::countCrossings(config.backend == occlBackendSimt);

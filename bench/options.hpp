@@ -53,6 +53,7 @@ struct Options {
   bool compareNccl = false;
   std::string jsonPath;
   bool mpi = false;  // --mpi: one rank per process even without a launcher's variables
+  bool timeline = false;  // --timeline: config.timelineDepth, and a footer line per row from it
   bool help = false;
 };
 

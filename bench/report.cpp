@@ -127,7 +127,25 @@ void Report::row(const RowResult& row) {
   print(row.error.empty() ? formatRow(row) : formatFailedRow(row));
 }
 
-void Report::end() { print(algorithmTally() + crossingFooter() + formatFooter(wrongTotal(), avgBusBw())); }
+void Report::end() {
+  print(algorithmTally() + crossingFooter() + timelineFooter() + formatFooter(wrongTotal(), avgBusBw()));
+}
+
+// --timeline (PlaceResult::phases): a line per row and placement that has them.
+std::string Report::timelineFooter() const {
+  std::string s;
+  for (const RowResult& r : rows_) {
+    for (const PlaceResult* p : {&r.outOfPlace, &r.inPlace}) {
+      if (!r.error.empty() || !p->ran || !p->phases) continue;
+      if (s.empty()) s = "# timeline, medians in us after the daemon took the SQE (rank 0, the part that completed it):\n";
+      const PlaceResult::Phases& t = *p->phases;
+      s += printf_("#   %llu B %s: tried %+.2f, first data %+.2f, last data %+.2f, done %+.2f (%zu submissions)\n",
+                   static_cast<unsigned long long>(r.bytes), p == &r.outOfPlace ? "out of place" : "in place",
+                   t.startedUs, t.firstDataUs, t.lastDataUs, t.doneUs, t.submissions);
+    }
+  }
+  return s;
+}
 
 // The simt backend's bus crossings (PlaceResult::crossings): per collective at the smallest size,
 // and per MiB at the largest where it is a MiB or more. Out of place where it ran, else in place.

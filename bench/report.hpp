@@ -36,6 +36,16 @@ struct PlaceResult {
     uint64_t idlePolls = 0;  // the other SQ polls of the timed runs, all ranks of this process
   };
   std::optional<Crossings> crossings;
+  // --timeline, rank 0: medians over the timed runs' submissions of the part that completed each,
+  // in microseconds after its block took the SQE (occlCommGetTimeline).
+  struct Phases {
+    double startedUs = 0;
+    double firstDataUs = 0;
+    double lastDataUs = 0;
+    double doneUs = 0;
+    size_t submissions = 0;
+  };
+  std::optional<Phases> phases;
 };
 
 struct RowResult {
@@ -90,6 +100,7 @@ class Report {
   int failedRows() const;
   std::string algorithmTally() const;
   std::string crossingFooter() const;
+  std::string timelineFooter() const;
   int nRanks() const { return nRanks_; }
   const Options& options() const { return options_; }
 

@@ -284,6 +284,41 @@ PlaceResult::Crossings RankRunner::perCollective(const exec::simt::Crossings& be
   return c;
 }
 
+// --timeline: each registration's newest `timed` submissions, as the part that completed each
+// recorded them (the check run comes later), from when its block took the SQE.
+std::optional<PlaceResult::Phases> RankRunner::phases(const Row& row, int timed) const {
+  int n = 0;
+  if (occlCommGetTimeline(comm_, nullptr, 0, &n) != occlSuccess || n == 0) return std::nullopt;
+  std::vector<occlTimelineEntry_t> all(static_cast<size_t>(n));
+  if (occlCommGetTimeline(comm_, all.data(), n, &n) != occlSuccess) return std::nullopt;
+  all.resize(static_cast<size_t>(n));
+  std::vector<double> started, first, last, done;
+  auto after = [](uint64_t t, uint64_t from) { return (static_cast<double>(t) - static_cast<double>(from)) / 1e3; };
+  for (const Registration& reg : row.regs) {
+    std::vector<const occlTimelineEntry_t*> mine;
+    for (const occlTimelineEntry_t& e : all)
+      if (e.collId == reg.collId && e.completed != 0) mine.push_back(&e);
+    std::sort(mine.begin(), mine.end(), [](auto* a, auto* b) { return a->seq < b->seq; });
+    const size_t from = mine.size() > static_cast<size_t>(timed) ? mine.size() - static_cast<size_t>(timed) : 0;
+    for (size_t i = from; i < mine.size(); ++i) {
+      const occlTimelineEntry_t& e = *mine[i];
+      started.push_back(after(e.startedNs, e.takenNs));
+      if (e.firstDataNs != 0) {
+        first.push_back(after(e.firstDataNs, e.takenNs));
+        last.push_back(after(e.lastDataNs, e.takenNs));
+      }
+      done.push_back(after(e.doneNs, e.takenNs));
+    }
+  }
+  if (done.empty()) return std::nullopt;
+  auto median = [](std::vector<double>& v) {
+    if (v.empty()) return 0.0;
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  return PlaceResult::Phases{median(started), median(first), median(last), median(done), done.size()};
+}
+
 PlaceResult RankRunner::measure(const Row& row, bool inPlace, std::string& error, bool& fatal) {
   PlaceResult place;
   const char* algorithm = nullptr;
@@ -322,6 +357,7 @@ PlaceResult RankRunner::measure(const Row& row, bool inPlace, std::string& error
     if (localSync_ != nullptr) localSync_->arrive_and_wait();
     if (error.empty()) place.crossings = perCollective(before, exec::simt::crossings(), counts.timed, row.regs.size());
   }
+  if (options_.timeline && rank_ == 0 && error.empty()) place.phases = phases(row, counts.timed);
   if (!error.empty()) return place;
   place.timeUs = std::chrono::duration<double, std::micro>(stop - start).count() / counts.timed;
   if (options_.check) {

@@ -80,6 +80,7 @@ class RankRunner {
   RunStatus barrier();
   PlaceResult::Crossings perCollective(const exec::simt::Crossings& before, const exec::simt::Crossings& after,
                                        int runs, size_t submissions) const;
+  std::optional<PlaceResult::Phases> phases(const Row& row, int timed) const;
 
   const Options& options_;
   occlComm_t comm_;

@@ -139,6 +139,8 @@ typedef struct {
   int simtSmSlots;          /* simt backend: daemon blocks its emulated device holds at once; 0 = no limit */
   uint32_t simtJitterSeed;  /* simt backend: nonzero delays non-leader lanes at random (seeded) */
   int transport;            /* occlTransport_t: how ranks of different processes connect */
+  int timelineDepth;        /* records of finished submissions each daemon block keeps for
+                               occlCommGetTimeline, 0..65536; 0 = none (the default: no clock reads) */
 } occlConfig_t;
 
 occlResult_t occlConfigInit(occlConfig_t* config);
@@ -292,6 +294,28 @@ occlResult_t occlSubmit(occlComm_t comm, uint64_t collId, const void* sendbuf, v
 occlResult_t occlCommWaitAll(occlComm_t comm, int64_t timeoutMs);
 
 occlResult_t occlCollGetStats(occlComm_t comm, uint64_t collId, occlCollStats_t* stats);
+
+/* Where a submission's time went on this rank, per part (a daemon block's share of it), with
+ * config.timelineDepth > 0. Times are the daemon's clock in nanoseconds (a GPU's globaltimer, the
+ * host's steady clock): compare them with each other, not with the host's clocks. */
+typedef struct {
+  uint64_t collId;
+  uint64_t seq;          /* the collective's submission number on this rank, from 0 */
+  uint64_t takenNs;      /* the daemon block took the submission from the queue */
+  uint64_t startedNs;    /* its first try began (context loaded) */
+  uint64_t firstDataNs;  /* a primitive of the try that finished the part first moved data; 0 if
+                            none did (a submission preempted on the way waited before it) */
+  uint64_t lastDataNs;   /* ... and last */
+  uint64_t doneNs;       /* the part finished; for the part that completed the submission, after its
+                            completion entry was written */
+  uint32_t part;
+  int completed;         /* 1 for the part that wrote the completion entry */
+} occlTimelineEntry_t;
+
+/* Copies the newest records each daemon block kept (config.timelineDepth each, oldest first,
+ * block by block) into entries[0..capacity) and sets *count to how many it copied; with
+ * entries NULL and capacity 0, *count is how many there are. */
+occlResult_t occlCommGetTimeline(occlComm_t comm, occlTimelineEntry_t* entries, int capacity, int* count);
 
 /* Host memory that the ranks in other processes of this host can map, for collectives
  * registered with desc.sharedBuffers = 1 (as ncclMemAlloc's memory is for NCCL's user-buffer

@@ -157,6 +157,7 @@ occlConfig_t configFrom(const py::dict& config) {
       {"force_preempt", intField(&occlConfig_t::forcePreempt)},
       {"disable_preemption", intField(&occlConfig_t::disablePreemption)},
       {"simt_lanes", intField(&occlConfig_t::simtLanes)},
+      {"timeline_depth", intField(&occlConfig_t::timelineDepth)},
       {"transport", [](occlConfig_t& c, const py::handle& v) {
          c.transport = nameIndex(v, 2, [](int i) { return std::array{"auto", "net"}[i]; }, "transport");
        }},

@@ -9,6 +9,7 @@
 
 #include "daemon/executor.hpp"
 #include "daemon/task_queue.hpp"
+#include "daemon/timeline.hpp"
 #include "device/coll_desc.hpp"
 #include "device/compat.hpp"
 #include "occl/occl.h"
@@ -59,8 +60,16 @@ struct DaemonEnv {
   uint32_t* abortFlag;      // daemon memory: the daemon's copy of hostAbortFlag, which it reads
   uint32_t* hostAbortFlag;  // shared memory: why the communicator was aborted (occlCommAbort, a
                             // peer's failure), 0 = it was not; host only (Backend::raiseAbort)
+  TimelineRing* timeline;   // daemon memory: block b's ring at timeline + b * (timelineDepth + 1)
+  uint32_t timelineDepth;   // records per block (config.timelineDepth); 0 = no timeline
+  uint32_t pad2;
 };
-static_assert(sizeof(DaemonEnv) == 192, "DaemonEnv is a kernel argument: one layout on both sides");
+static_assert(sizeof(DaemonEnv) == 208, "DaemonEnv is a kernel argument: one layout on both sides");
+
+// Block `block`'s timeline ring (daemon/timeline.hpp), where it is kept.
+OCCL_HD inline TimelineRing* timelineOf(const DaemonEnv& env, int block) {
+  return env.timeline + static_cast<uint64_t>(block) * (env.timelineDepth + 1);
+}
 
 // The queue block `block` takes its entries from.
 OCCL_HD inline const SubmissionQueue& sourceOf(const DaemonEnv& env, int block) {
@@ -142,7 +151,8 @@ OCCL_HD inline SpinBudget budgetFor(const DaemonEnv& env, const BlockState& bs, 
 // Publishes the CQE (into daemon block `block`'s ring) once the last part of the collective is
 // done with submission `seq`. Returns true if it waited for the poller to free a slot.
 OCCL_HD inline bool finishTask(const DaemonEnv& env, BlockState& bs, const CollDesc& d, int block,
-                               const TaskEntry& task, uint32_t status) {
+                               const TaskEntry& task, uint32_t status, bool& wroteCqe) {
+  wroteCqe = false;
   if (!exec::isLeader()) return false;
   // The last of its parts to finish the submission publishes it. A one-block collective has one
   // part (daemonParts: block 0 runs it, on every backend), which needs no count.
@@ -164,6 +174,7 @@ OCCL_HD inline bool finishTask(const DaemonEnv& env, BlockState& bs, const CollD
     exec::spinPause();
   }
   bs.cqTail += 1;
+  wroteCqe = true;
   return waited;
 }
 
@@ -241,8 +252,11 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
   const ProgramForm& form = d.forms[task.form];
   TaskBuffers bufs{reinterpret_cast<char*>(task.sendbuf), reinterpret_cast<char*>(task.recvbuf), form.scratch};
   uint64_t deadline = d.timeoutNs != 0 ? task.popNs + d.timeoutNs : 0;
-  BlockExecutor ex(d, form, part, ctx, bufs, budgetFor(env, bs, block, position), env.abortFlag, deadline);
+  SpinBudget budget = budgetFor(env, bs, block, position);
+  budget.stampData = env.timelineDepth != 0;
+  BlockExecutor ex(d, form, part, ctx, bufs, budget, env.abortFlag, deadline);
   TryOutcome out = ex.run();
+  const DataStamps stamps = ex.stamps();
   if (out.status != TryStatus::Done) clock.stale();
   progressed = progressed || out.progressed;
   yielded = out.yielded;
@@ -262,6 +276,7 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
         *saved = ctx;
         bump(stats.contextSaves, 1);
       }
+
     });
     return false;
   }
@@ -272,7 +287,13 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
     if (out.status == TryStatus::Done) bump(stats.executionNs, clock.fresh() - ctx.startNs);
     *saved = BlockContext{task.seq + 1, 0, 0, 0, 0, 0};
   });
-  if (finishTask(env, bs, d, block, task, out.status == TryStatus::Failed ? out.failCode : 0)) clock.stale();
+  bool wroteCqe = false;
+  if (finishTask(env, bs, d, block, task, out.status == TryStatus::Failed ? out.failCode : 0, wroteCqe)) clock.stale();
+  if (env.timelineDepth != 0 && exec::isLeader())
+    appendTimeline(*timelineOf(env, block), env.timelineDepth, task.collId, task.seq, task.popNs, ctx.startNs,
+                   stamps.firstNs,
+                   stamps.lastNs,
+                   task.part | (static_cast<uint64_t>(wroteCqe ? kTimelineWroteCqe : 0) << 32));
   progressed = true;
   return true;
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "device/coll_desc.hpp"
+#include "daemon/timeline.hpp"
 #include "occl/occl.h"
 #include "primitives/peer_read.hpp"
 #include "primitives/primitives.hpp"
@@ -62,6 +63,9 @@ struct SpinBudget {
   // read across the bus (kernel backends), so a wait that a peer ends within 63 rounds, as in
   // most small collectives of ranks that run together, pays none.
   uint32_t arrivalLookRound = 0;
+  // Where the timeline is kept (daemon/timeline.hpp): stamp the try's first and last data
+  // (BlockExecutor::stamps).
+  bool stampData = false;
 };
 
 // The clock of one wait (BlockExecutor::waitFor): when it started, until when it spins on its
@@ -127,6 +131,9 @@ class BlockExecutor {
                         const TaskBuffers& bufs, SpinBudget budget, const uint32_t* abortFlag, uint64_t deadlineNs)
       : d_(desc), form_(form), plan_(form.blocks[block]), block_(block), ctx_(ctx), bufs_(bufs), budget_(budget),
         abortFlag_(abortFlag), deadlineNs_(deadlineNs) {}
+
+  // When this try's primitives first and last moved data, where SpinBudget::stampData asked.
+  OCCL_HD const DataStamps& stamps() const { return stamps_; }
 
   OCCL_HD TryOutcome run() {
     // An aborted communicator runs nothing more: a submission whose data could still flow would
@@ -262,6 +269,7 @@ class BlockExecutor {
 
   OCCL_HD void markProgress() {
     progressed_ = true;
+    if (budget_.stampData) stamps_.mark(exec::nowNs());
     budget_.threshold = boostedThreshold(budget_.threshold, budget_.boost);
   }
 
@@ -474,6 +482,7 @@ class BlockExecutor {
   const uint32_t* abortFlag_;
   uint64_t deadlineNs_;
   bool progressed_ = false;
+  DataStamps stamps_;
 };
 
 }  // namespace occl

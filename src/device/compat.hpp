@@ -23,9 +23,11 @@
 #if defined(__CUDACC__)
 #include <cuda/atomic>
 #define OCCL_HD __host__ __device__
+#define OCCL_NOINLINE __noinline__
 #else
 #include <atomic>
 #define OCCL_HD
+#define OCCL_NOINLINE __attribute__((noinline))
 #endif
 
 #if defined(__CUDA_ARCH__)

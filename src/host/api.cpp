@@ -540,6 +540,27 @@ occlResult_t occlCollGetStats(occlComm_t comm, uint64_t collId, occlCollStats_t*
   return occlSuccess;
 }
 
+occlResult_t occlCommGetTimeline(occlComm_t comm, occlTimelineEntry_t* entries, int capacity, int* count) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  if (count == nullptr) return fail(comm, Status::error(occlInvalidArgument, "count is NULL"));
+  if (capacity < 0)
+    return fail(comm, Status::error(occlInvalidArgument, absl::StrFormat("capacity = %d: expected >= 0", capacity)));
+  if (entries == nullptr && capacity != 0)
+    return fail(comm, Status::error(occlInvalidArgument,
+                                    absl::StrFormat("entries is NULL with capacity = %d: pass 0 to count", capacity)));
+  Result<std::vector<occlTimelineEntry_t>> t = comm->impl->timeline();
+  if (!t.ok()) return fail(comm, t.status());
+  const std::vector<occlTimelineEntry_t>& all = t.value();
+  if (entries == nullptr) {
+    *count = static_cast<int>(all.size());
+    return occlSuccess;
+  }
+  const size_t n = std::min(all.size(), static_cast<size_t>(capacity));
+  std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n), entries);
+  *count = static_cast<int>(n);
+  return occlSuccess;
+}
+
 occlResult_t occlMemAlloc(void** ptr, size_t size) {
   if (ptr == nullptr) return invalid("ptr is NULL");
   Result<void*> p = occl::memory::allocate(size);

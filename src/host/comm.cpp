@@ -1,6 +1,7 @@
 #include "host/comm.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -176,8 +177,10 @@ Status Comm::allocateDaemonState() {
   // Kernel backends with several blocks fan out (daemon.hpp): only block 0 reads the SQ.
   const bool fanOut = backend_->daemonIsKernel() && nBlocks > 1;
   Result<void*> relay = daemon(fanOut ? sizeof(Sqe) * config_.sqDepth + 64 : 64);  // slots, then its published count
+  const auto timelineDepth = static_cast<uint32_t>(config_.timelineDepth);
+  Result<void*> timeline = daemon(timelineDepth != 0 ? sizeof(TimelineRing) * (timelineDepth + 1) * nBlocks : 64);
   for (const Result<void*>* r :
-       {&env, &sq, &cq, &cqHeads, &reports, &counters, &pages, &blocks, &tasks, &abortCopy, &relay})
+       {&env, &sq, &cq, &cqHeads, &reports, &counters, &pages, &blocks, &tasks, &abortCopy, &relay, &timeline})
     if (!r->ok()) return r->status();
 
   DaemonEnv e{};
@@ -206,6 +209,8 @@ Status Comm::allocateDaemonState() {
                                        cpusOfThisHostsRanks_),
                          arrivalEveryTiles(*backend_, config_.connectorSlotBytes), arrivalLookRound(*backend_)};
   e.abortFlag = static_cast<uint32_t*>(abortCopy.value());
+  e.timeline = static_cast<TimelineRing*>(timeline.value());
+  e.timelineDepth = timelineDepth;
   e.hostAbortFlag = reinterpret_cast<uint32_t*>(counterBase + 64);
   // Block states are daemon memory: built here and copied, as the host never dereferences them.
   std::vector<BlockState> initial(nBlocks);
@@ -563,6 +568,45 @@ Result<const std::string*> Comm::algorithmOf(uint64_t collId, bool inPlace) {
   if (it == byId_.end())
     return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));
   return &it->second->algorithmName(inPlace ? kFormInPlace : kFormOutOfPlace);
+}
+
+Result<std::vector<occlTimelineEntry_t>> Comm::timeline() {
+  const uint32_t depth = env_->timelineDepth;
+  if (depth == 0)
+    return Status::error(occlInvalidUsage,
+                         "config.timelineDepth = 0: this communicator keeps no timeline (set it, or OCCL_TIMELINE_DEPTH)");
+  constexpr size_t kRecordWords = sizeof(TimelineRecord) / sizeof(uint64_t);
+  std::vector<occlTimelineEntry_t> out;
+  std::vector<uint64_t> words(kRecordWords * depth);
+  for (uint32_t b = 0; b < env_->nBlocks; ++b) {
+    TimelineRing* ring = timelineOf(*env_, static_cast<int>(b));
+    uint64_t before = 0, after = 0;
+    // The count, the records, the count again: a record is kept if it was complete before the
+    // copy and was not overwritten during it (daemon/timeline.hpp).
+    // (A seqlock's reader: the fences order the record loads after the first count and before the
+    // second, where the daemon memory is this process's.)
+    if (Status s = backend_->readDaemonWords(&before, &ring->count, 1); !s.ok()) return s;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (Status s = backend_->readDaemonWords(words.data(), ring->records()[0].words, words.size()); !s.ok()) return s;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (Status s = backend_->readDaemonWords(&after, &ring->count, 1); !s.ok()) return s;
+    const uint64_t first = after >= depth ? after - depth + 1 : 0;
+    for (uint64_t i = first; i < before; ++i) {
+      const uint64_t* w = &words[(i % depth) * kRecordWords];
+      occlTimelineEntry_t e{};
+      e.collId = w[kTlCollId];
+      e.seq = w[kTlSeq];
+      e.takenNs = w[kTlTaken];
+      e.startedNs = w[kTlStarted];
+      e.firstDataNs = w[kTlFirstData];
+      e.lastDataNs = w[kTlLastData];
+      e.doneNs = w[kTlDone];
+      e.part = static_cast<uint32_t>(w[kTlPartFlags]);
+      e.completed = (w[kTlPartFlags] >> 32) & kTimelineWroteCqe ? 1 : 0;
+      out.push_back(e);
+    }
+  }
+  return out;
 }
 
 Result<occlCollStats_t> Comm::collectiveStats(uint64_t collId) {

@@ -66,6 +66,8 @@ class Comm {
   Status submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg);
   Status waitAll(int64_t timeoutMs);
   Result<occlCollStats_t> collectiveStats(uint64_t collId);
+  // The records each daemon block kept (daemon/timeline.hpp), oldest first, block by block.
+  Result<std::vector<occlTimelineEntry_t>> timeline();
   // occlAlgorithmLoad, and the name of the algorithm a registered collective runs by placement.
   Status loadAlgorithm(const std::string& name, const std::string& path) { return library_.load(name, path); }
   Result<const std::string*> algorithmOf(uint64_t collId, bool inPlace);

@@ -171,6 +171,7 @@ constexpr Variable kVariables[] = {
     integer<&occlConfig_t::simtSmSlots>("OCCL_SIMT_SM_SLOTS", "simtSmSlots"),
     integer<&occlConfig_t::simtJitterSeed>("OCCL_SIMT_JITTER", "simtJitterSeed"),
     choice<&occlConfig_t::transport, kTransports>("OCCL_TRANSPORT", "transport"),
+    integer<&occlConfig_t::timelineDepth>("OCCL_TIMELINE_DEPTH", "timelineDepth"),
 };
 
 Status applyEnvironment(occlConfig_t& c) {
@@ -255,6 +256,8 @@ Status validateConfig(const occlConfig_t& c) {
   if (c.simtLanes < 1 || c.simtLanes > 64) return rangeError(c, "simtLanes", c.simtLanes, "1..64");
   if (c.simtSmSlots < 0 || c.simtSmSlots > 4096) return rangeError(c, "simtSmSlots", c.simtSmSlots, "0..4096 (0 = no limit)");
   if (!isChoice(c.transport, kTransports)) return rangeError(c, "transport", c.transport, "an occlTransport_t");
+  if (c.timelineDepth < 0 || c.timelineDepth > kMaxTimelineDepth)
+    return rangeError(c, "timelineDepth", c.timelineDepth, absl::StrCat("0..", kMaxTimelineDepth, " (0 = none)"));
   return Status::success();
 }
 

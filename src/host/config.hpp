@@ -25,6 +25,8 @@ Status initConfig(occlConfig_t& config);
 inline constexpr size_t kSlotBytesOneHost = size_t{128} * 1024;
 inline constexpr size_t kSlotBytesAcrossHosts = size_t{1024} * 1024;
 inline constexpr size_t kSlotBytesGpu = size_t{1024} * 1024;
+// Records per daemon block of the timeline (config.timelineDepth): 4 MiB of daemon memory a block.
+inline constexpr int kMaxTimelineDepth = 65536;
 void resolveConnectorGeometry(occlConfig_t& config, bool spansHosts, bool anyCudaRank);
 
 // Slots of one connector: config.connectorSlots is 2..this, and a program that needs more than

@@ -29,7 +29,9 @@ void expectStatsConsistent(const std::vector<std::vector<CollPlan>>& plans) {
     for (const CollPlan& p : rankPlan) {
       occlCollStats_t s = sumStats({{p.comm, p.collId}});
       EXPECT_EQ(statsProblems(s), "") << "collId 0x" << std::hex << p.collId;
-      if (p.nBlocks > 0) EXPECT_EQ(s.parts, static_cast<uint32_t>(p.nBlocks)) << "collId 0x" << std::hex << p.collId;
+      if (p.nBlocks > 0) {
+        EXPECT_EQ(s.parts, static_cast<uint32_t>(p.nBlocks)) << "collId 0x" << std::hex << p.collId;
+      }
     }
 }
 

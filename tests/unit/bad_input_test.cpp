@@ -252,6 +252,8 @@ TEST(BadInputTest, ConfigFieldsAreNamed) {
       {"collTimeoutMs", [](occlConfig_t& c) { c.collTimeoutMs = INT64_MAX; }},
       {"initTimeoutMs", [](occlConfig_t& c) { c.initTimeoutMs = INT64_MAX / 1000; }},
       {"forcePreempt", [](occlConfig_t& c) { c.forcePreempt = c.disablePreemption = 1; }},
+      {"timelineDepth", [](occlConfig_t& c) { c.timelineDepth = -1; }},
+      {"timelineDepth", [](occlConfig_t& c) { c.timelineDepth = 65537; }},
   };
   for (const auto& [field, mutate] : cases) {
     occlConfig_t cfg = testConfig();

@@ -310,8 +310,8 @@ RowResult floatSumRow() {
 
 TEST(BenchReport, RowMatchesNcclTestsColumns) {
   RowResult row = floatSumRow();
-  row.outOfPlace = {true, 123.456, 8.49, 12.74, 0, "", std::nullopt};
-  row.inPlace = {true, 12345.6, 0.08, 0.13, -1, "", std::nullopt};
+  row.outOfPlace = {true, 123.456, 8.49, 12.74, 0, "", std::nullopt, std::nullopt};
+  row.inPlace = {true, 12345.6, 0.08, 0.13, -1, "", std::nullopt, std::nullopt};
   EXPECT_EQ(formatRow(row),
             "     1048576        262144     float     sum      -1    123.5    8.49   12.74      0"
             "    12346    0.08    0.13    N/A\n");
@@ -628,8 +628,8 @@ TEST(BenchEndToEnd, JsonNamesTheBackend) {
 
 TEST(BenchReport, NcclRowIsACommentWithOcclOverNcclTime) {
   RowResult row = floatSumRow();
-  row.outOfPlace = {true, 100.0, 10.49, 15.73, 0, "", std::nullopt};
-  row.nccl = {true, 50.0, 20.97, 31.46, -1, "", std::nullopt};
+  row.outOfPlace = {true, 100.0, 10.49, 15.73, 0, "", std::nullopt, std::nullopt};
+  row.nccl = {true, 50.0, 20.97, 31.46, -1, "", std::nullopt, std::nullopt};
   EXPECT_EQ(formatNcclRow(row),
             "# nccl      1048576        262144     float     sum      -1    50.00   20.97   31.46       2.00\n");
   row.error = "occlCollRegister: not implemented";  // occl has no time to compare

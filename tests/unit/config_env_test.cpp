@@ -55,6 +55,7 @@ const std::vector<Variable>& documentedVariables() {
       {"OCCL_SIMT_SM_SLOTS", "12", [](const occlConfig_t& c) { return int64_t{c.simtSmSlots}; }, 12},
       {"OCCL_SIMT_JITTER", "4294967295", [](const occlConfig_t& c) { return int64_t{c.simtJitterSeed}; }, 4294967295},
       {"OCCL_TRANSPORT", "Net", [](const occlConfig_t& c) { return int64_t{c.transport}; }, occlTransportNet},
+      {"OCCL_TIMELINE_DEPTH", "256", [](const occlConfig_t& c) { return int64_t{c.timelineDepth}; }, 256},
   };
   return vars;
 }
