@@ -312,9 +312,11 @@ typedef struct {
   int completed;         /* 1 for the part that wrote the completion entry */
 } occlTimelineEntry_t;
 
-/* Copies the newest records each daemon block kept (config.timelineDepth each, oldest first,
- * block by block) into entries[0..capacity) and sets *count to how many it copied; with
- * entries NULL and capacity 0, *count is how many there are. */
+/* Lists the newest records each daemon block kept (up to config.timelineDepth each, oldest first,
+ * block by block), copies the first `capacity` of that list into entries and sets *count to how
+ * many it copied; with entries NULL and capacity 0, *count is how many there are. A part writes
+ * its record just after it finished (and the completing part after its completion entry), so a
+ * record may appear a moment after the callback has fired. */
 occlResult_t occlCommGetTimeline(occlComm_t comm, occlTimelineEntry_t* entries, int capacity, int* count);
 
 /* Host memory that the ranks in other processes of this host can map, for collectives

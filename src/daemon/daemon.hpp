@@ -60,7 +60,7 @@ struct DaemonEnv {
   uint32_t* abortFlag;      // daemon memory: the daemon's copy of hostAbortFlag, which it reads
   uint32_t* hostAbortFlag;  // shared memory: why the communicator was aborted (occlCommAbort, a
                             // peer's failure), 0 = it was not; host only (Backend::raiseAbort)
-  TimelineRing* timeline;   // daemon memory: block b's ring at timeline + b * (timelineDepth + 1)
+  TimelineRing* timeline;   // daemon memory: block b's ring at timeline + b * (timelineDepth + 2) lines
   uint32_t timelineDepth;   // records per block (config.timelineDepth); 0 = no timeline
   uint32_t pad2;
 };
@@ -68,7 +68,7 @@ static_assert(sizeof(DaemonEnv) == 208, "DaemonEnv is a kernel argument: one lay
 
 // Block `block`'s timeline ring (daemon/timeline.hpp), where it is kept.
 OCCL_HD inline TimelineRing* timelineOf(const DaemonEnv& env, int block) {
-  return env.timeline + static_cast<uint64_t>(block) * (env.timelineDepth + 1);
+  return env.timeline + static_cast<uint64_t>(block) * (env.timelineDepth + 2);
 }
 
 // The queue block `block` takes its entries from.
@@ -130,15 +130,17 @@ OCCL_HD inline bool arrivalsMayGoAhead(const SchedPolicy& p) {
   return p.order == occlOrderPriority || p.order == occlOrderAgreed;
 }
 
-// Priority and agreed order: a try gives way as soon as new SQEs are published (unless the task
-// queue has no room for them: they could not be taken, so giving way would only thrash), since
+// Priority and agreed order: a try gives way as soon as new SQEs are published (unless they
+// could not be taken: the task queue is full, or the last poll left an entry whose parts did not
+// fit or that block 0 could not relay, BlockState::sqBlocked; giving way would only thrash, and a
+// pass that restarts at its front for an entry it cannot take never ends), since
 // an arrival may belong ahead of it; priority order also gives way after every tile while a more
 // urgent task waits ahead. The pass then starts over at the front. Under the agreed order this
 // is what undoes a burst of submissions that began to run before its older part arrived.
 OCCL_HD inline SpinBudget budgetFor(const DaemonEnv& env, const BlockState& bs, int block, uint32_t position) {
   SpinBudget b = spinBudgetFor(env.policy, position);
   if (!arrivalsMayGoAhead(env.policy) || env.policy.disablePreemption) return b;
-  if (bs.nTasks < bs.capacity && !bs.exitSeen) {
+  if (bs.nTasks < bs.capacity && !bs.exitSeen && !bs.sqBlocked) {
     b.sqPublished = sourceOf(env, block).published;
     b.sqSeen = bs.sqCursor;
     b.arrivalLookRound = env.policy.arrivalLookRound;
@@ -276,7 +278,6 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
         *saved = ctx;
         bump(stats.contextSaves, 1);
       }
-
     });
     return false;
   }
@@ -343,10 +344,15 @@ OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int bl
     leaderUpdate([&] {
       if (e.flags & kSqeExit) bs.exitSeen = 1;
       bs.sqCursor += 1;
+      bs.sqBlocked = 0;  // set again below if the poll stops at an entry it cannot take
       if (e.flags & kSqeReport) reportCursor(bs);
     });
   }
-  if (full) leaderUpdate([&] { reportCursor(bs); });
+  if (full)
+    leaderUpdate([&] {
+      reportCursor(bs);
+      bs.sqBlocked = 1;
+    });
   return any;
 }
 

@@ -52,7 +52,8 @@ struct alignas(64) BlockState {
   uint32_t exitSeen;
   uint32_t lastPassIdle;
   uint32_t passesSincePoll;
-  uint32_t pad;
+  uint32_t sqBlocked;      // the last poll left an entry it could not take yet (no room for its
+                           // parts, or in block 0's relay): waits then do not give way to arrivals
   SqeView incoming;        // the SQE the leader just read, for the whole block
   uint64_t relayTicket;    // block 0 of a daemon that fans out: entries relayed so far (daemon.hpp)
   uint64_t relayLimit;     // its cached SubmissionQueue::tryPush limit on the relay

@@ -9,10 +9,12 @@
 // daemon's clock (exec::nowNs: the GPU's globaltimer, the host's steady clock), so only their
 // differences mean something on the host.
 //
-// The block's leader writes record `count % depth`, then stores count + 1 with release. A reader
-// that copies the count, then the records, then the count again keeps record i only if
-// i < the first count (it was complete) and i + depth > the second (nothing overwrote it during the
-// copy): the writer of record i + depth starts only once the count is i + depth.
+// The block's leader writes record `count % slots` (slots = depth + 1), then stores count + 1 with
+// release; a release fence before the record's words keeps them from being seen before the
+// previous count. A reader that copies the count, then the records, then the count again keeps
+// record i only if i < the first count (it was complete) and i + slots > the second (nothing
+// overwrote it during the copy: the writer of record i + slots starts once the count is
+// i + slots), and at most the newest `depth`: a quiet ring gives back all `depth`.
 #pragma once
 
 #include <cstdint>
@@ -40,11 +42,11 @@ struct alignas(64) TimelineRecord {
 };
 static_assert(sizeof(TimelineRecord) == 64, "a timeline record is one line");
 
-// One block's ring: its count on a line of its own, then `depth` records. Daemon memory.
+// One block's ring: its count on a line of its own, then depth + 1 record slots. Daemon memory.
 struct alignas(64) TimelineRing {
   uint64_t count;  // records written so far
   uint64_t pad[7];
-  // TimelineRecord records[depth] follow.
+  // TimelineRecord records[depth + 1] follow.
   OCCL_HD TimelineRecord* records() { return reinterpret_cast<TimelineRecord*>(this + 1); }
 };
 static_assert(sizeof(TimelineRing) == 64, "a ring's count is one line");
@@ -66,7 +68,8 @@ OCCL_HD OCCL_NOINLINE inline void appendTimeline(TimelineRing& ring, uint32_t de
                                                  uint64_t takenNs, uint64_t startedNs, uint64_t firstDataNs,
                                                  uint64_t lastDataNs, uint64_t partFlags) {
   const uint64_t n = atomics::loadRelaxed(&ring.count);
-  uint64_t* w = ring.records()[n % depth].words;
+  atomics::fenceRelease();
+  uint64_t* w = ring.records()[n % (depth + 1)].words;
   atomics::storeRelaxed(&w[kTlCollId], collId);
   atomics::storeRelaxed(&w[kTlSeq], seq);
   atomics::storeRelaxed(&w[kTlTaken], takenNs);

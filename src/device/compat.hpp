@@ -176,6 +176,16 @@ OCCL_HD inline void fenceSeqCst() {
 #endif
 }
 
+// A release fence: orders this thread's earlier loads and stores before its later stores (a
+// seqlock's writer: daemon/timeline.hpp).
+OCCL_HD inline void fenceRelease() {
+#if defined(__CUDACC__)
+  cuda::atomic_thread_fence(OCCL_MO(release), cuda::thread_scope_system);
+#else
+  std::atomic_thread_fence(OCCL_MO(release));
+#endif
+}
+
 }  // namespace occl::atomics
 
 namespace occl::exec {

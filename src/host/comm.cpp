@@ -178,7 +178,8 @@ Status Comm::allocateDaemonState() {
   const bool fanOut = backend_->daemonIsKernel() && nBlocks > 1;
   Result<void*> relay = daemon(fanOut ? sizeof(Sqe) * config_.sqDepth + 64 : 64);  // slots, then its published count
   const auto timelineDepth = static_cast<uint32_t>(config_.timelineDepth);
-  Result<void*> timeline = daemon(timelineDepth != 0 ? sizeof(TimelineRing) * (timelineDepth + 1) * nBlocks : 64);
+  // Per block: a line for the count, then depth + 1 record slots (daemon/timeline.hpp).
+  Result<void*> timeline = daemon(timelineDepth != 0 ? sizeof(TimelineRing) * (timelineDepth + 2) * nBlocks : 64);
   for (const Result<void*>* r :
        {&env, &sq, &cq, &cqHeads, &reports, &counters, &pages, &blocks, &tasks, &abortCopy, &relay, &timeline})
     if (!r->ok()) return r->status();
@@ -577,7 +578,8 @@ Result<std::vector<occlTimelineEntry_t>> Comm::timeline() {
                          "config.timelineDepth = 0: this communicator keeps no timeline (set it, or OCCL_TIMELINE_DEPTH)");
   constexpr size_t kRecordWords = sizeof(TimelineRecord) / sizeof(uint64_t);
   std::vector<occlTimelineEntry_t> out;
-  std::vector<uint64_t> words(kRecordWords * depth);
+  const uint64_t slots = uint64_t{depth} + 1;
+  std::vector<uint64_t> words(kRecordWords * slots);
   for (uint32_t b = 0; b < env_->nBlocks; ++b) {
     TimelineRing* ring = timelineOf(*env_, static_cast<int>(b));
     uint64_t before = 0, after = 0;
@@ -590,9 +592,10 @@ Result<std::vector<occlTimelineEntry_t>> Comm::timeline() {
     if (Status s = backend_->readDaemonWords(words.data(), ring->records()[0].words, words.size()); !s.ok()) return s;
     std::atomic_thread_fence(std::memory_order_acquire);
     if (Status s = backend_->readDaemonWords(&after, &ring->count, 1); !s.ok()) return s;
-    const uint64_t first = after >= depth ? after - depth + 1 : 0;
-    for (uint64_t i = first; i < before; ++i) {
-      const uint64_t* w = &words[(i % depth) * kRecordWords];
+    const uint64_t untouched = after >= slots ? after - slots + 1 : 0;
+    const uint64_t newest = before >= depth ? before - depth : 0;
+    for (uint64_t i = std::max(untouched, newest); i < before; ++i) {
+      const uint64_t* w = &words[(i % slots) * kRecordWords];
       occlTimelineEntry_t e{};
       e.collId = w[kTlCollId];
       e.seq = w[kTlSeq];
