@@ -60,7 +60,7 @@ struct DaemonEnv {
   uint32_t* abortFlag;      // daemon memory: the daemon's copy of hostAbortFlag, which it reads
   uint32_t* hostAbortFlag;  // shared memory: why the communicator was aborted (occlCommAbort, a
                             // peer's failure), 0 = it was not; host only (Backend::raiseAbort)
-  TimelineRing* timeline;   // daemon memory: block b's ring at timeline + b * (timelineDepth + 2) lines
+  TimelineRing* timeline;   // daemon memory: block b's ring at timeline + b * timelineRingLines(timelineDepth)
   uint32_t timelineDepth;   // records per block (config.timelineDepth); 0 = no timeline
   uint32_t pad2;
 };
@@ -68,7 +68,7 @@ static_assert(sizeof(DaemonEnv) == 208, "DaemonEnv is a kernel argument: one lay
 
 // Block `block`'s timeline ring (daemon/timeline.hpp), where it is kept.
 OCCL_HD inline TimelineRing* timelineOf(const DaemonEnv& env, int block) {
-  return env.timeline + static_cast<uint64_t>(block) * (env.timelineDepth + 2);
+  return env.timeline + static_cast<uint64_t>(block) * timelineRingLines(env.timelineDepth);
 }
 
 // The queue block `block` takes its entries from.
@@ -292,9 +292,7 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
   if (finishTask(env, bs, d, block, task, out.status == TryStatus::Failed ? out.failCode : 0, wroteCqe)) clock.stale();
   if (env.timelineDepth != 0 && exec::isLeader())
     appendTimeline(*timelineOf(env, block), env.timelineDepth, task.collId, task.seq, task.popNs, ctx.startNs,
-                   stamps.firstNs,
-                   stamps.lastNs,
-                   task.part | (static_cast<uint64_t>(wroteCqe ? kTimelineWroteCqe : 0) << 32));
+                   stamps.firstNs, stamps.lastNs, task.part | (static_cast<uint64_t>(wroteCqe ? kTimelineWroteCqe : 0) << 32));
   progressed = true;
   return true;
 }

@@ -51,6 +51,11 @@ struct alignas(64) TimelineRing {
 };
 static_assert(sizeof(TimelineRing) == 64, "a ring's count is one line");
 
+// A ring's geometry, for `depth` records kept: one slot more (above), and the count's line before
+// them. The writer, the reader and the allocation all take it from here.
+OCCL_HD constexpr uint64_t timelineSlots(uint32_t depth) { return uint64_t{depth} + 1; }
+OCCL_HD constexpr uint64_t timelineRingLines(uint32_t depth) { return timelineSlots(depth) + 1; }
+
 // The first and last time a try's primitives moved data (BlockExecutor::markProgress), where the
 // timeline is kept.
 struct DataStamps {
@@ -69,7 +74,7 @@ OCCL_HD OCCL_NOINLINE inline void appendTimeline(TimelineRing& ring, uint32_t de
                                                  uint64_t lastDataNs, uint64_t partFlags) {
   const uint64_t n = atomics::loadRelaxed(&ring.count);
   atomics::fenceRelease();
-  uint64_t* w = ring.records()[n % (depth + 1)].words;
+  uint64_t* w = ring.records()[n % timelineSlots(depth)].words;
   atomics::storeRelaxed(&w[kTlCollId], collId);
   atomics::storeRelaxed(&w[kTlSeq], seq);
   atomics::storeRelaxed(&w[kTlTaken], takenNs);

@@ -178,8 +178,8 @@ Status Comm::allocateDaemonState() {
   const bool fanOut = backend_->daemonIsKernel() && nBlocks > 1;
   Result<void*> relay = daemon(fanOut ? sizeof(Sqe) * config_.sqDepth + 64 : 64);  // slots, then its published count
   const auto timelineDepth = static_cast<uint32_t>(config_.timelineDepth);
-  // Per block: a line for the count, then depth + 1 record slots (daemon/timeline.hpp).
-  Result<void*> timeline = daemon(timelineDepth != 0 ? sizeof(TimelineRing) * (timelineDepth + 2) * nBlocks : 64);
+  Result<void*> timeline =
+      daemon(timelineDepth != 0 ? sizeof(TimelineRing) * timelineRingLines(timelineDepth) * nBlocks : 64);
   for (const Result<void*>* r :
        {&env, &sq, &cq, &cqHeads, &reports, &counters, &pages, &blocks, &tasks, &abortCopy, &relay, &timeline})
     if (!r->ok()) return r->status();
@@ -578,7 +578,7 @@ Result<std::vector<occlTimelineEntry_t>> Comm::timeline() {
                          "config.timelineDepth = 0: this communicator keeps no timeline (set it, or OCCL_TIMELINE_DEPTH)");
   constexpr size_t kRecordWords = sizeof(TimelineRecord) / sizeof(uint64_t);
   std::vector<occlTimelineEntry_t> out;
-  const uint64_t slots = uint64_t{depth} + 1;
+  const uint64_t slots = timelineSlots(depth);
   std::vector<uint64_t> words(kRecordWords * slots);
   for (uint32_t b = 0; b < env_->nBlocks; ++b) {
     TimelineRing* ring = timelineOf(*env_, static_cast<int>(b));
