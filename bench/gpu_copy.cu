@@ -1,22 +1,30 @@
 // occl-gpu-copy: how fast one daemon block can copy and reduce, and how fast many can, on a GPU
 // (issue 40: one daemon block copied at 30-35 GB/s where the device copies at ~2 TB/s). It times,
 // with CUDA events, over a buffer in device memory:
-//   occl     : the daemon's own loop (primitives/reduce_copy.hpp: reduceCopyLanes, 4 packs per
-//              lane in flight, written so that a destination may alias a source)
+//   occl     : the daemon's own loop (primitives/reduce_copy.hpp: reduceCopyLanes; a copy keeps 8
+//              packs per lane in flight, a reduction 4 of each operand; a destination may alias a
+//              source exactly)
 //   unroll-U : U = 4, 8, 16 packs of 16 bytes per lane loaded before any is stored, pointers
 //              declared non-aliasing (__restrict__), plain or streaming (ld.global.cs/st.global.cs)
+//   bulk     : Hopper's bulk copies (sm_90 and later; cp.async.bulk global -> shared with an mbarrier,
+//              shared -> global as a bulk group), one lane driving kBulkStages stages of
+//              kBulkStageBytes: whether the daemon's pure copies should take them (issue 40)
 //   memcpy   : cudaMemcpyAsync device to device, the device's own copy, for reference
-// each as a copy (one source) and as a sum of two sources (float), with 1..N blocks of 512
-// threads. One line per (kernel, operation, blocks): GB/s of bytes written plus bytes read.
+// each as a copy (one source) and, but bulk, as a sum of two sources (float), with 1..N blocks of
+// 512 threads. One line per (kernel, operation, blocks): GB/s of bytes written plus bytes read.
+// Every copy's output is compared with its source afterwards; a difference ends the run (exit 1).
 //
 //   occl-gpu-copy [--bytes N] [--iters N] [--blocks 1,2,4,...]
 //
 // Compiled in every CUDA build (here without a GPU it reports "no CUDA device" and exits 1); run by
 // tools/gpu/run_gpu_suite.sh's bench step.
+#include <cuda/ptx>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -89,6 +97,52 @@ __global__ void unrolled(const float* __restrict__ af, const float* __restrict__
   for (; i < packs; i += stride) store<kStreaming>(d + i, kSum ? addFloats(a[i], b[i]) : a[i]);
 }
 
+// A copy by bulk transfers: lane 0 loads stage after stage into shared memory (completion counted
+// in bytes on the stage's mbarrier) and stores each from there as a bulk group; a stage is loaded
+// again once the store reading it has read it. Sizes and addresses are multiples of 16 bytes.
+__global__ void bulkCopy(const float* a, const float*, float* d, size_t n) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace ptx = cuda::ptx;
+  constexpr int kBulkStages = 4;
+  constexpr uint32_t kBulkStageBytes = 8192;  // 4 x 8 KiB: within the 48 KiB of static shared memory
+  __shared__ alignas(128) unsigned char stage[kBulkStages][kBulkStageBytes];
+  __shared__ uint64_t loaded[kBulkStages];
+  size_t begin, count;
+  slice(n, begin, count);
+  if (threadIdx.x != 0 || count == 0) return;
+  const auto* src = reinterpret_cast<const unsigned char*>(a + begin);
+  auto* dst = reinterpret_cast<unsigned char*>(d + begin);
+  const size_t bytes = count * sizeof(float);
+  const size_t chunks = (bytes + kBulkStageBytes - 1) / kBulkStageBytes;
+  auto sizeOf = [&](size_t k) {
+    const size_t left = bytes - k * kBulkStageBytes;
+    return static_cast<uint32_t>(left < kBulkStageBytes ? left : kBulkStageBytes);
+  };
+  for (int s = 0; s < kBulkStages; ++s) ptx::mbarrier_init(&loaded[s], 1);
+  ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);  // the async proxy sees the barriers
+  auto load = [&](size_t k) {
+    const int s = static_cast<int>(k % kBulkStages);
+    ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, &loaded[s], sizeOf(k));
+    ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, stage[s], src + k * kBulkStageBytes, sizeOf(k),
+                       &loaded[s]);
+  };
+  for (size_t k = 0; k < chunks && k < kBulkStages; ++k) load(k);
+  for (size_t k = 0; k < chunks; ++k) {
+    const int s = static_cast<int>(k % kBulkStages);
+    const uint32_t parity = static_cast<uint32_t>((k / kBulkStages) & 1);
+    while (!ptx::mbarrier_try_wait_parity(&loaded[s], parity)) {
+    }
+    ptx::cp_async_bulk(ptx::space_global, ptx::space_shared, dst + k * kBulkStageBytes, stage[s], sizeOf(k));
+    ptx::cp_async_bulk_commit_group();
+    if (k + kBulkStages < chunks) {
+      ptx::cp_async_bulk_wait_group_read(ptx::n32_t<0>{});  // the store above has read stage s
+      load(k + kBulkStages);
+    }
+  }
+  ptx::cp_async_bulk_wait_group(ptx::n32_t<0>{});  // every store complete before the kernel ends
+#endif
+}
+
 struct Options {
   size_t bytes = size_t{64} << 20;
   int iters = 20;
@@ -150,14 +204,36 @@ double gbPerSecond(const Options& o, bool sum, Launch&& launch) {
 
 using Kernel = void (*)(const float*, const float*, float*, size_t);
 
+// The source's bytes: a pattern no copy that drops, repeats or shifts a pack reproduces.
+std::vector<uint32_t> pattern(size_t bytes) {
+  std::vector<uint32_t> v(bytes / sizeof(uint32_t));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<uint32_t>(i * 2654435761u) ^ 0x5bd1e995u;
+  return v;
+}
+
+// Ends the run when a copy's output differs from its source.
+void verifyCopy(const char* name, int nb, const float* d, const std::vector<uint32_t>& want) {
+  std::vector<uint32_t> got(want.size());
+  check(cudaMemcpy(got.data(), d, got.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  if (std::memcmp(got.data(), want.data(), got.size() * sizeof(uint32_t)) == 0) return;
+  size_t i = 0;
+  while (got[i] == want[i]) ++i;
+  std::fprintf(stderr, "occl-gpu-copy: %s copy on %d blocks is wrong at byte %zu\n", name, nb, i * sizeof(uint32_t));
+  std::exit(1);
+}
+
 template <bool kSum>
-void rowsFor(const Options& o, int nb, const float* a, const float* b, float* d, size_t n) {
+void rowsFor(const Options& o, int nb, const float* a, const float* b, float* d, size_t n,
+             const std::vector<uint32_t>& source, bool bulk) {
   const float* second = kSum ? b : nullptr;
   auto row = [&](const char* name, Kernel kernel) {
+    check(cudaMemset(d, 0, n * sizeof(float)), "cudaMemset");
     std::printf("%s %s %d %.1f\n", name, kSum ? "sum" : "copy", nb,
                 gbPerSecond(o, kSum, [&] { kernel<<<nb, kThreads>>>(a, second, d, n); }));
+    if (!kSum) verifyCopy(name, nb, d, source);
   };
   row("occl", occlLoop);
+  if (!kSum && bulk) row("bulk", bulkCopy);
   row("unroll-4", unrolled<4, false, kSum>);
   row("unroll-8", unrolled<8, false, kSum>);
   row("unroll-16", unrolled<16, false, kSum>);
@@ -180,16 +256,19 @@ int main(int argc, char** argv) {
   check(cudaMalloc(&a, o.bytes), "cudaMalloc");
   check(cudaMalloc(&b, o.bytes), "cudaMalloc");
   check(cudaMalloc(&d, o.bytes), "cudaMalloc");
-  check(cudaMemset(a, 0, o.bytes), "cudaMemset");
+  const std::vector<uint32_t> source = pattern(o.bytes);
+  check(cudaMemcpy(a, source.data(), o.bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
   check(cudaMemset(b, 0, o.bytes), "cudaMemset");
+  const bool bulk = prop.major >= 9;
   std::printf("# occl-gpu-copy on %s (%d SMs), %zu bytes, %d iterations, %d threads a block\n", prop.name,
               prop.multiProcessorCount, o.bytes, o.iters, kThreads);
   std::printf("# kernel operation blocks GB/s (bytes read + written per second)\n");
   auto deviceCopy = [&] { check(cudaMemcpyAsync(d, a, o.bytes, cudaMemcpyDeviceToDevice), "cudaMemcpyAsync"); };
   std::printf("memcpy copy - %.1f\n", gbPerSecond(o, false, deviceCopy));
+  verifyCopy("memcpy", 0, d, source);
   for (int nb : o.blocks) {
-    rowsFor<false>(o, nb, a, b, d, n);
-    rowsFor<true>(o, nb, a, b, d, n);
+    rowsFor<false>(o, nb, a, b, d, n, source, bulk);
+    rowsFor<true>(o, nb, a, b, d, n, source, bulk);
   }
   check(cudaFree(a), "cudaFree");
   check(cudaFree(b), "cudaFree");

@@ -36,6 +36,15 @@
 #define OCCL_IVDEP
 #endif
 
+// A loop over a compile-time count, unrolled whole: its array elements stay in registers.
+#if defined(__CUDACC__) || defined(__clang__)
+#define OCCL_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define OCCL_UNROLL _Pragma("GCC unroll 16")
+#else
+#define OCCL_UNROLL
+#endif
+
 namespace occl {
 
 namespace detail {
@@ -214,32 +223,58 @@ OCCL_HD inline void scalarEnds(const T* a, const T* b, T* d0, T* d1, size_t head
   }
 }
 
-// Whole packs, lane-strided. Each lane issues kUnroll independent loads before it stores, so
-// several 16-byte requests per lane are in flight at once.
-template <typename T, typename Op, bool kHasB, bool kDiv>
-OCCL_HD inline void packRange(const Pack16* a, const Pack16* b, Pack16* d0, Pack16* d1, size_t nPacks, int div,
-                              int lane, int nLanes) {
-  constexpr int kUnroll = 4;
-  const size_t stride = static_cast<size_t>(nLanes);
-  size_t i = static_cast<size_t>(lane);
+// The packs a lane loads before it stores any, which is what a block keeps in flight (a block's
+// bandwidth is about bytes in flight / latency). A copy: 8 (32 registers; 512 lanes: 64 KiB), in
+// one loop for every element type; at 16 the tile loop spills on sm_100 (ptxas --resource-usage),
+// and occl-gpu-copy's unroll-16 row says what 16 would be worth. A reduction: 4 of each operand,
+// in one loop per (type, op) pair, ~70 of them: at 8, or with the copy's halving tail, they
+// spill and the kernel's code grows by half on sm_90.
+inline constexpr int kCopyPacksInFlight = 8;
+inline constexpr int kReducePacksInFlight = 4;
+
+// Rounds of kUnroll packs per lane from pack `i` on, while this lane has kUnroll left; returns
+// where it stopped. Every load of a round is issued before any store. A lane reads and writes the
+// same indices, its reads of a round before its writes, so a destination that aliases a source
+// exactly (in place) is safe; nothing here promises the compiler that the buffers are distinct
+// (__restrict__ would let it use the non-coherent load path, wrong for memory the persistent
+// kernel sees rewritten).
+template <int kUnroll, typename T, typename Op, bool kHasB, bool kDiv>
+OCCL_HD inline size_t packRounds(const Pack16* a, const Pack16* b, Pack16* d0, Pack16* d1, size_t nPacks, size_t i,
+                                 size_t stride, int div) {
   for (; i + (kUnroll - 1) * stride < nPacks; i += kUnroll * stride) {
     Pack16 x[kUnroll];
     Pack16 y[kUnroll];
+    OCCL_UNROLL
     for (int u = 0; u < kUnroll; ++u) {
       x[u] = a[i + u * stride];
       if constexpr (kHasB) y[u] = b[i + u * stride];
     }
+    OCCL_UNROLL
     for (int u = 0; u < kUnroll; ++u) {
       const Pack16 r = combinePack<T, Op, kHasB, kDiv>(x[u], y[u], div);
       d0[i + u * stride] = r;
       if (d1 != nullptr) d1[i + u * stride] = r;
     }
   }
-  for (; i < nPacks; i += stride) {
-    const Pack16 r = combinePack<T, Op, kHasB, kDiv>(a[i], kHasB ? b[i] : a[i], div);
-    d0[i] = r;
-    if (d1 != nullptr) d1[i] = r;
-  }
+  return i;
+}
+
+// Whole packs of a copy, lane-strided: rounds of kUnroll packs per lane, then what is left (fewer
+// than kUnroll) in at most one round each of kUnroll/2, ..., 1, so a tile's end costs a few round
+// trips rather than one per pack.
+template <int kUnroll>
+OCCL_HD inline void copyPacks(const Pack16* a, Pack16* d0, Pack16* d1, size_t nPacks, size_t i, size_t stride) {
+  static_assert(kUnroll > 0 && (kUnroll & (kUnroll - 1)) == 0, "rounds halve down to one pack");
+  i = packRounds<kUnroll, uint32_t, ops::Sum, false, false>(a, nullptr, d0, d1, nPacks, i, stride, 0);
+  if constexpr (kUnroll > 1) copyPacks<kUnroll / 2>(a, d0, d1, nPacks, i, stride);
+}
+
+// Whole packs of a reduction, lane-strided: rounds of kReducePacksInFlight, then one pack a round.
+template <typename T, typename Op, bool kHasB, bool kDiv>
+OCCL_HD inline void reducePacks(const Pack16* a, const Pack16* b, Pack16* d0, Pack16* d1, size_t nPacks, size_t i,
+                                size_t stride, int div) {
+  i = packRounds<kReducePacksInFlight, T, Op, kHasB, kDiv>(a, b, d0, d1, nPacks, i, stride, div);
+  packRounds<1, T, Op, kHasB, kDiv>(a, b, d0, d1, nPacks, i, stride, div);
 }
 
 OCCL_HD inline uintptr_t offsetIn16(const void* p) { return reinterpret_cast<uintptr_t>(p) & 15u; }
@@ -280,8 +315,15 @@ OCCL_HD inline void lanesLoop(const T* a, const T* b, T* d0, T* d1, size_t n, in
   if (plan.nPacks != 0) {
     auto in = [](const T* p) { return reinterpret_cast<const Pack16*>(p); };
     auto out = [](T* p) { return reinterpret_cast<Pack16*>(p); };
-    packRange<T, Op, kHasB, kDiv>(in(a + h), kHasB ? in(b + h) : nullptr, out(d0 + h),
-                                  d1 != nullptr ? out(d1 + h) : nullptr, plan.nPacks, div, lane, nLanes);
+    Pack16* e1 = d1 != nullptr ? out(d1 + h) : nullptr;
+    const size_t first = static_cast<size_t>(lane), stride = static_cast<size_t>(nLanes);
+    if constexpr (!kHasB && !kDiv) {
+      // A copy moves bytes whatever T is: one instantiation for every type.
+      copyPacks<kCopyPacksInFlight>(in(a + h), out(d0 + h), e1, plan.nPacks, first, stride);
+    } else {
+      reducePacks<T, Op, kHasB, kDiv>(in(a + h), kHasB ? in(b + h) : nullptr, out(d0 + h), e1, plan.nPacks, first,
+                                      stride, div);
+    }
   }
   scalarEnds<T, Op, kHasB, kDiv>(a, b, d0, d1, h, plan.tail, n, div, lane, nLanes);
 }
