@@ -20,10 +20,11 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  // Zeroed memory that both the host and the daemon read and write (SQ, CQ, block states,
-  // collective table): host memory, or pinned host-mapped memory on the GPU.
+  // Zeroed memory that both the host and the daemon read and write (SQ, CQ, block reports, the
+  // host's abort flag): host memory, or pinned host-mapped memory on the GPU.
   virtual Result<void*> allocShared(size_t bytes) = 0;
-  // Zeroed memory the daemon owns (programs, contexts, scratch); device memory on the GPU.
+  // Zeroed memory the daemon owns (block states, the collective table, programs, contexts,
+  // statistics, scratch); device memory on the GPU, which the host reaches only by copies.
   virtual Result<void*> allocDaemon(size_t bytes) = 0;
   virtual Status copyToDaemon(void* dst, const void* src, size_t bytes) = 0;
   virtual Status copyFromDaemon(void* dst, const void* src, size_t bytes) = 0;

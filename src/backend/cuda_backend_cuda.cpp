@@ -1,13 +1,14 @@
 // The CUDA backend: the daemon is a persistent kernel (daemon_kernel.cu) on a stream of its own,
 // launched and relaunched by the launch control it shares with the simt backend (kernel_backend.hpp).
 //
-// Memory. Shared memory (SQ, CQ, block states, collective table, statistics) is pinned,
-// host-mapped memory; with unified addressing the host pointer is the device pointer. Daemon
-// memory (programs, contexts, task queues, scratch) is device memory from the stream-ordered
-// allocator. Neither path calls cudaFree or cudaFreeHost while the communicator runs: both
-// synchronise the whole device, i.e. wait for every daemon kernel on it — including the peers'
-// this rank may be blocking. Freed shared blocks are kept for reuse and released at destruction;
-// device memory goes back with cudaFreeAsync.
+// Memory. Shared memory (the environment, SQ, CQ rings and heads, block reports, the SQE count,
+// the host's abort flag) is pinned, host-mapped memory; with unified addressing the host pointer
+// is the device pointer. Daemon memory (block states, task queues, the collective table,
+// programs, contexts, statistics, the abort flag's copy, the relay, the timeline, scratch) is
+// device memory from the stream-ordered allocator. Neither path calls cudaFree or cudaFreeHost
+// while the communicator runs: both synchronise the whole device, i.e. wait for every daemon
+// kernel on it — including the peers' this rank may be blocking. Freed shared blocks are kept for
+// reuse and released at destruction; device memory goes back with cudaFreeAsync.
 //
 // Streams (defect D4). Each rank's daemon has a stream of its own: a persistent kernel occupies
 // it. Everything else (allocations, zeroing, copies) goes on one auxiliary stream per device,

@@ -415,8 +415,9 @@ class BlockExecutor {
 
   // A failure of this collective: another block's (failStatus), a poisoned connector or a peer's
   // different registration. Device memory on a GPU, where a connector's peer is in this process:
-  // the looks before the first step and after the last (run()) cross no bus (the abort flag is
-  // host-mapped; run() reads it once at the start of a try).
+  // the looks before the first step and after the last (run()) cross no bus (the abort flag read
+  // here is the daemon-memory copy the host writes with a copy; run() reads it once at the start
+  // of a try).
   OCCL_HD uint32_t failureOfCollective() const {
     if (uint32_t s = atomics::loadAcquire(&d_.shared->failStatus)) return s;
     for (uint32_t i = 0; i < plan_.nSends; ++i)
