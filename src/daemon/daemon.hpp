@@ -110,9 +110,11 @@ struct PassResult {
   bool exit;        // an exit SQE was read and nothing is pending
 };
 
-// Statistics have one writer (the block's leader) and are read by the host at any time.
+// Statistics have one writer (the block's leader) and are read by the host at any time, by a copy
+// (daemon memory: device scope).
 OCCL_HD inline void bump(uint64_t& counter, uint64_t by) {
-  atomics::storeRelaxed(&counter, atomics::loadRelaxed(&counter) + by);
+  using atomics::Scope;
+  atomics::storeRelaxed<Scope::Device>(&counter, atomics::loadRelaxed<Scope::Device>(&counter) + by);
 }
 
 OCCL_HD inline SpinBudget spinBudgetFor(const SchedPolicy& p, uint32_t position) {

@@ -138,7 +138,7 @@ class BlockExecutor {
   OCCL_HD TryOutcome run() {
     // An aborted communicator runs nothing more: a submission whose data could still flow would
     // otherwise complete after occlCommAbort instead of failing with occlAborted.
-    if (exec::broadcastFromLeader([&] { return abortFlag_ != nullptr && atomics::loadAcquire(abortFlag_) != 0; }))
+    if (exec::broadcastFromLeader([&] { return abortFlag_ != nullptr && atomics::loadAcquire<atomics::Scope::Device>(abortFlag_) != 0; }))
       return stop(WaitResult::Failed);
     // A failure already known before this block moved anything (a peer poisoned a connector long
     // before this rank submitted, an earlier submission failed) fails it with the user's buffers
@@ -408,7 +408,7 @@ class BlockExecutor {
   // A failure recorded somewhere: an abort, or one of the collective's (failureOfCollective).
   OCCL_HD uint32_t failureSeen() const {
     if (abortFlag_ != nullptr) {
-      if (uint32_t a = atomics::loadAcquire(abortFlag_)) return a;  // occlAborted or occlRemoteError
+      if (uint32_t a = atomics::loadAcquire<atomics::Scope::Device>(abortFlag_)) return a;  // occlAborted or occlRemoteError
     }
     return failureOfCollective();
   }

@@ -72,18 +72,19 @@ struct DataStamps {
 OCCL_HD OCCL_NOINLINE inline void appendTimeline(TimelineRing& ring, uint32_t depth, uint64_t collId, uint64_t seq,
                                                  uint64_t takenNs, uint64_t startedNs, uint64_t firstDataNs,
                                                  uint64_t lastDataNs, uint64_t partFlags) {
-  const uint64_t n = atomics::loadRelaxed(&ring.count);
-  atomics::fenceRelease();
+  using atomics::Scope;  // daemon memory, which the host reads by copies
+  const uint64_t n = atomics::loadRelaxed<Scope::Device>(&ring.count);
+  atomics::fenceRelease<Scope::Device>();
   uint64_t* w = ring.records()[n % timelineSlots(depth)].words;
-  atomics::storeRelaxed(&w[kTlCollId], collId);
-  atomics::storeRelaxed(&w[kTlSeq], seq);
-  atomics::storeRelaxed(&w[kTlTaken], takenNs);
-  atomics::storeRelaxed(&w[kTlStarted], startedNs);
-  atomics::storeRelaxed(&w[kTlFirstData], firstDataNs);
-  atomics::storeRelaxed(&w[kTlLastData], lastDataNs);
-  atomics::storeRelaxed(&w[kTlDone], exec::nowNs());
-  atomics::storeRelaxed(&w[kTlPartFlags], partFlags);
-  atomics::storeRelease(&ring.count, n + 1);
+  atomics::storeRelaxed<Scope::Device>(&w[kTlCollId], collId);
+  atomics::storeRelaxed<Scope::Device>(&w[kTlSeq], seq);
+  atomics::storeRelaxed<Scope::Device>(&w[kTlTaken], takenNs);
+  atomics::storeRelaxed<Scope::Device>(&w[kTlStarted], startedNs);
+  atomics::storeRelaxed<Scope::Device>(&w[kTlFirstData], firstDataNs);
+  atomics::storeRelaxed<Scope::Device>(&w[kTlLastData], lastDataNs);
+  atomics::storeRelaxed<Scope::Device>(&w[kTlDone], exec::nowNs());
+  atomics::storeRelaxed<Scope::Device>(&w[kTlPartFlags], partFlags);
+  atomics::storeRelease<Scope::Device>(&ring.count, n + 1);
 }
 
 }  // namespace occl

@@ -132,7 +132,8 @@ struct CollTable {
   CollDesc** pages;  // [kMaxPages], each nullptr or [kPageSize] entries
 
   OCCL_HD const CollDesc* get(uint32_t index) const {
-    CollDesc* page = atomics::loadAcquire(&pages[index >> kPageBits]);
+    // Daemon memory: the host writes a page pointer by a copy before any SQE names the page.
+    CollDesc* page = atomics::loadAcquire<atomics::Scope::Device>(&pages[index >> kPageBits]);
     return page == nullptr ? nullptr : &page[index & (kPageSize - 1)];
   }
 };

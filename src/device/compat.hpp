@@ -54,8 +54,10 @@ struct LaneId {
 // The lane a host thread is in an emulated block (device/simt_block.hpp); a thread outside any
 // (the host backend's daemon threads, the host itself) is lane 0 of a block of one.
 extern thread_local LaneId tLane;
+// What a lane did that must stay in emulated device memory.
+enum class DeviceOnly : uint8_t { ReadModifyWrite, DeviceScope };
 // Aborts unless `p` lies in memory the simt backend allocated as device memory.
-void checkAtomicTarget(const void* p);
+void checkAtomicTarget(const void* p, DeviceOnly access);
 }  // namespace occl::exec::simt
 #endif
 
@@ -81,7 +83,7 @@ namespace occl::atomics {
 // A read-modify-write by an emulated lane must stay in (emulated) device memory.
 OCCL_HD inline void checkTarget([[maybe_unused]] const void* p) {
 #if !OCCL_ON_DEVICE
-  if (exec::simt::tLane.block != nullptr) exec::simt::checkAtomicTarget(p);
+  if (exec::simt::tLane.block != nullptr) exec::simt::checkAtomicTarget(p, exec::simt::DeviceOnly::ReadModifyWrite);
 #endif
 }
 
@@ -94,20 +96,41 @@ OCCL_HD inline void noteAccess([[maybe_unused]] const void* p, [[maybe_unused]] 
 #endif
 }
 
+// The threads an atomic access orders with.
+//   System: every thread of the system: the CPU, other GPUs, this one. Memory the host or a peer
+//           touches while the daemon runs (pinned and connector memory).
+//   Device: the threads of this GPU, every kernel on it. Daemon memory that only this rank's
+//           daemon touches and the host reaches only by copies (docs/design.md, Memory scopes);
+//           cheaper on a GPU, which need not order it with the bus.
+// Host builds have one scope. A simt lane's device-scoped access must land in emulated device
+// memory (checked like a read-modify-write), which is what proves a word given device scope is
+// not one the host maps.
+enum class Scope : uint8_t { System, Device };
+
 #if defined(__CUDACC__)
-template <typename T>
-using Ref = cuda::atomic_ref<T, cuda::thread_scope_system>;
+template <typename T, Scope S = Scope::System>
+using Ref = cuda::atomic_ref<T, S == Scope::Device ? cuda::thread_scope_device : cuda::thread_scope_system>;
 #define OCCL_MO(x) cuda::memory_order_##x
 #else
-template <typename T>
+template <typename T, Scope S = Scope::System>
 using Ref = std::atomic_ref<T>;
 #define OCCL_MO(x) std::memory_order_##x
 #endif
 
-template <typename T>
+// A device-scoped access by an emulated lane must stay in (emulated) device memory.
+template <Scope S>
+OCCL_HD inline void checkScope([[maybe_unused]] const void* p) {
+#if !OCCL_ON_DEVICE
+  if constexpr (S == Scope::Device)
+    if (exec::simt::tLane.block != nullptr) exec::simt::checkAtomicTarget(p, exec::simt::DeviceOnly::DeviceScope);
+#endif
+}
+
+template <Scope S = Scope::System, typename T>
 OCCL_HD inline T loadAcquire(T* p) {
+  checkScope<S>(p);
   noteAccess(p, BusAccess::Read);
-  return Ref<T>(*p).load(OCCL_MO(acquire));
+  return Ref<T, S>(*p).load(OCCL_MO(acquire));
 }
 // An acquire load made by a wait that is not ready (BlockExecutor::urgentArrival): counted apart.
 template <typename T>
@@ -115,20 +138,23 @@ OCCL_HD inline T loadAcquireInWait(T* p) {
   noteAccess(p, BusAccess::WaitLook);
   return Ref<T>(*p).load(OCCL_MO(acquire));
 }
-template <typename T>
+template <Scope S = Scope::System, typename T>
 OCCL_HD inline T loadRelaxed(T* p) {
+  checkScope<S>(p);
   noteAccess(p, BusAccess::Read);
-  return Ref<T>(*p).load(OCCL_MO(relaxed));
+  return Ref<T, S>(*p).load(OCCL_MO(relaxed));
 }
-template <typename T>
+template <Scope S = Scope::System, typename T>
 OCCL_HD inline void storeRelease(T* p, T v) {
+  checkScope<S>(p);
   noteAccess(p, BusAccess::Write);
-  Ref<T>(*p).store(v, OCCL_MO(release));
+  Ref<T, S>(*p).store(v, OCCL_MO(release));
 }
-template <typename T>
+template <Scope S = Scope::System, typename T>
 OCCL_HD inline void storeRelaxed(T* p, T v) {
+  checkScope<S>(p);
   noteAccess(p, BusAccess::Write);
-  Ref<T>(*p).store(v, OCCL_MO(relaxed));
+  Ref<T, S>(*p).store(v, OCCL_MO(relaxed));
 }
 template <typename T>
 OCCL_HD inline T fetchAdd(T* p, T v) {
@@ -178,9 +204,10 @@ OCCL_HD inline void fenceSeqCst() {
 
 // A release fence: orders this thread's earlier loads and stores before its later stores (a
 // seqlock's writer: daemon/timeline.hpp).
+template <Scope S = Scope::System>
 OCCL_HD inline void fenceRelease() {
 #if defined(__CUDACC__)
-  cuda::atomic_thread_fence(OCCL_MO(release), cuda::thread_scope_system);
+  cuda::atomic_thread_fence(OCCL_MO(release), S == Scope::Device ? cuda::thread_scope_device : cuda::thread_scope_system);
 #else
   std::atomic_thread_fence(OCCL_MO(release));
 #endif

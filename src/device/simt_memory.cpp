@@ -67,13 +67,21 @@ DeviceAccess::~DeviceAccess() {
   if (deviceKey() >= 0) pkey_set(deviceKey(), static_cast<unsigned>(saved_));
 }
 
-void checkAtomicTarget(const void* p) {
+void checkAtomicTarget(const void* p, DeviceOnly access) {
   if (isDeviceMemory(p)) return;
-  std::fprintf(stderr,
-               "occl simt: lane %d did an atomic read-modify-write at %p, which is not device memory: on a GPU "
-               "that is host-mapped or peer memory, where a device RMW needs native atomics across the bus "
-               "(defect D5); cross the bus with loads and stores only\n",
-               tLane.index, p);
+  if (access == DeviceOnly::ReadModifyWrite) {
+    std::fprintf(stderr,
+                 "occl simt: lane %d did an atomic read-modify-write at %p, which is not device memory: on a GPU "
+                 "that is host-mapped or peer memory, where a device RMW needs native atomics across the bus "
+                 "(defect D5); cross the bus with loads and stores only\n",
+                 tLane.index, p);
+  } else {
+    std::fprintf(stderr,
+                 "occl simt: lane %d made a device-scoped access at %p, which is not device memory: on a GPU "
+                 "that is host-mapped or peer memory, which a device-scoped atomic does not order with the host "
+                 "or the peer; give it system scope (atomics::Scope::System)\n",
+                 tLane.index, p);
+  }
   std::abort();
 }
 

@@ -10,7 +10,9 @@
 // - A lane's atomic read-modify-write (atomics:: fetchAdd, fetchOr, compareExchange) must target
 //   it: elsewhere is pinned host memory or a peer's on a GPU, where a device RMW needs
 //   hostNativeAtomicSupported or native peer atomics, which PCIe systems lack (defect D5). One
-//   outside aborts the process, naming the address (compat.hpp calls checkAtomicTarget).
+//   outside aborts the process, naming the address (compat.hpp calls checkAtomicTarget). So must
+//   every device-scoped access (atomics::Scope::Device): memory the host maps, or a peer's, is
+//   not ordered with them by a device-scoped atomic.
 //
 // Host code only. The registry is process-wide: ranks that share a process share one emulated
 // machine, as ranks on one GPU would share its memory.

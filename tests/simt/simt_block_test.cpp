@@ -172,6 +172,12 @@ TEST(SimtBlockDeathTest, LaneAtomicsOutsideDeviceMemoryAbort) {
                  atomics::compareExchange(word, expected, 1u);
                }),
                "defect D5");
+  // Device scope is for daemon memory only: host-mapped memory would not be ordered with the host.
+  Block(kLanes, 0).run([&] { atomics::loadAcquire<atomics::Scope::Device>(&device[2]); });
+  EXPECT_DEATH(Block(kLanes, 0).run([&] { atomics::loadAcquire<atomics::Scope::Device>(&hostMapped[5]); }),
+               "device-scoped access at 0x[0-9a-f]+, which is not device memory");
+  EXPECT_DEATH(Block(kLanes, 0).run([&] { atomics::storeRelaxed<atomics::Scope::Device>(&hostMapped[6], uint64_t{1}); }),
+               "give it system scope");
   freeDeviceMemory(device);
   EXPECT_FALSE(isDeviceMemory(device));
 }
