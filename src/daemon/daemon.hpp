@@ -158,14 +158,15 @@ OCCL_HD inline bool finishTask(const DaemonEnv& env, BlockState& bs, const CollD
                                const TaskEntry& task, uint32_t status, bool& wroteCqe) {
   wroteCqe = false;
   if (!exec::isLeader()) return false;
+  using atomics::Scope;  // CollShared is daemon memory (docs/design.md, Memory scopes)
   // The last of its parts to finish the submission publishes it. A one-block collective has one
   // part (daemonParts: block 0 runs it, on every backend), which needs no count.
   if (d.nBlocks > 1) {
     uint32_t* counter = &d.shared->finished[task.seq % d.inflightWindow];
-    if (atomics::fetchAdd(counter, 1u) + 1 != d.nBlocks) return false;
-    atomics::storeRelaxed(counter, 0u);
+    if (atomics::fetchAdd<Scope::Device>(counter, 1u) + 1 != d.nBlocks) return false;
+    atomics::storeRelaxed<Scope::Device>(counter, 0u);
   }
-  uint32_t sticky = atomics::loadAcquire(&d.shared->failStatus);
+  uint32_t sticky = atomics::loadAcquire<Scope::Device>(&d.shared->failStatus);
   uint64_t word = cqe::pack(d.collIndex, status != 0 ? status : sticky, task.seq);
   // Counted before the CQE exists: once its callback has fired, the statistics include it.
   bump(d.stats[task.part].completions, 1);
@@ -193,7 +194,7 @@ inline constexpr uint64_t kPeerDrainProcessesNs = 200'000'000;
 OCCL_HD inline void failCollective(const CollDesc& d, int part, uint64_t seq, uint32_t code) {
   if (!exec::isLeader()) return;
   uint32_t expected = 0;
-  atomics::compareExchange(&d.shared->failStatus, expected, code);
+  atomics::compareExchange<atomics::Scope::Device>(&d.shared->failStatus, expected, code);
   const bool asIs = code == occlInvalidUsage || code == occlTimeout;
   const uint32_t remote = asIs ? code : static_cast<uint32_t>(occlRemoteError);
   for (const ProgramForm& form : d.forms) {

@@ -126,6 +126,9 @@ OCCL_HD inline bool progressReached(uint64_t word, uint64_t target) {
 }
 
 class BlockExecutor {
+  // CollShared and the abort flag's copy are daemon memory (docs/design.md, Memory scopes).
+  using Scope = atomics::Scope;
+
  public:
   OCCL_HD BlockExecutor(const CollDesc& desc, const ProgramForm& form, int block, BlockContext& ctx,
                         const TaskBuffers& bufs, SpinBudget budget, const uint32_t* abortFlag, uint64_t deadlineNs)
@@ -138,7 +141,7 @@ class BlockExecutor {
   OCCL_HD TryOutcome run() {
     // An aborted communicator runs nothing more: a submission whose data could still flow would
     // otherwise complete after occlCommAbort instead of failing with occlAborted.
-    if (exec::broadcastFromLeader([&] { return abortFlag_ != nullptr && atomics::loadAcquire<atomics::Scope::Device>(abortFlag_) != 0; }))
+    if (exec::broadcastFromLeader([&] { return abortFlag_ != nullptr && atomics::loadAcquire<Scope::Device>(abortFlag_) != 0; }))
       return stop(WaitResult::Failed);
     // A failure already known before this block moved anything (a peer poisoned a connector long
     // before this rank submitted, an earlier submission failed) fails it with the user's buffers
@@ -156,7 +159,7 @@ class BlockExecutor {
         if (ctx_.sub == 0 && step.depBlock >= 0) {
           uint64_t target = progressWord(ctx_.seq, ctx_.tile, static_cast<uint32_t>(step.depStep) + 1);
           uint64_t* word = &d_.shared->progress[step.depBlock];
-          WaitResult w = waitFor([&] { return progressReached(atomics::loadAcquire(word), target); });
+          WaitResult w = waitFor([&] { return progressReached(atomics::loadAcquire<Scope::Device>(word), target); });
           if (w != WaitResult::Ready) return stop(w);
         }
         for (; ctx_.sub < subSteps(step); ++ctx_.sub) {
@@ -252,7 +255,7 @@ class BlockExecutor {
   OCCL_HD WaitResult failWith(occlResult_t code) {
     if (exec::isLeader()) {
       uint32_t none = 0;
-      atomics::compareExchange(&d_.shared->failStatus, none, static_cast<uint32_t>(code));
+      atomics::compareExchange<Scope::Device>(&d_.shared->failStatus, none, static_cast<uint32_t>(code));
     }
     return WaitResult::Failed;
   }
@@ -274,7 +277,7 @@ class BlockExecutor {
   }
 
   OCCL_HD void publishProgress(uint32_t stepsDone) {
-    if (exec::isLeader()) atomics::storeRelease(&d_.shared->progress[block_], progressWord(ctx_.seq, ctx_.tile, stepsDone));
+    if (exec::isLeader()) atomics::storeRelease<Scope::Device>(&d_.shared->progress[block_], progressWord(ctx_.seq, ctx_.tile, stepsDone));
   }
 
   // Spins until `ready` holds, the threshold passes, or the collective must fail (abort, timeout,
@@ -408,7 +411,7 @@ class BlockExecutor {
   // A failure recorded somewhere: an abort, or one of the collective's (failureOfCollective).
   OCCL_HD uint32_t failureSeen() const {
     if (abortFlag_ != nullptr) {
-      if (uint32_t a = atomics::loadAcquire<atomics::Scope::Device>(abortFlag_)) return a;  // occlAborted or occlRemoteError
+      if (uint32_t a = atomics::loadAcquire<Scope::Device>(abortFlag_)) return a;  // occlAborted or occlRemoteError
     }
     return failureOfCollective();
   }
@@ -419,7 +422,7 @@ class BlockExecutor {
   // here is the daemon-memory copy the host writes with a copy; run() reads it once at the start
   // of a try).
   OCCL_HD uint32_t failureOfCollective() const {
-    if (uint32_t s = atomics::loadAcquire(&d_.shared->failStatus)) return s;
+    if (uint32_t s = atomics::loadAcquire<Scope::Device>(&d_.shared->failStatus)) return s;
     for (uint32_t i = 0; i < plan_.nSends; ++i)
       if (uint32_t c = connectorFailure(plan_.sends[i], /*peerIsReceiver=*/true)) return c;
     for (uint32_t i = 0; i < plan_.nRecvs; ++i)
@@ -443,7 +446,7 @@ class BlockExecutor {
       if (code == 0) code = occlRemoteError;
       if (exec::isLeader()) {
         uint32_t none = 0;  // the first failure's place stays
-        atomics::compareExchange(&d_.shared->failedWhere, none, failurePlace(code == static_cast<uint32_t>(occlTimeout)));
+        atomics::compareExchange<Scope::Device>(&d_.shared->failedWhere, none, failurePlace(code == static_cast<uint32_t>(occlTimeout)));
       }
       return {TryStatus::Failed, progressed_, code, false};
     }
@@ -463,7 +466,7 @@ class BlockExecutor {
     if (!waited || ctx_.tile >= form_.nTiles || ctx_.step >= plan_.nSteps) return 0;  // past its last step: waits for nothing
     const DeviceStep& s = plan_.steps[ctx_.step];
     if (ctx_.sub == 0 && s.depBlock >= 0 &&
-        !progressReached(atomics::loadAcquire(&d_.shared->progress[s.depBlock]),
+        !progressReached(atomics::loadAcquire<Scope::Device>(&d_.shared->progress[s.depBlock]),
                          progressWord(ctx_.seq, ctx_.tile, static_cast<uint32_t>(s.depStep) + 1)))
       return failedWhereWord(FailedAt::OtherBlock, form, block, static_cast<uint32_t>(s.depBlock));
     if (s.recvConn != kNoConnector && !plan_.recvs[s.recvConn].canRecv())

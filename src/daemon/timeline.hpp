@@ -74,7 +74,7 @@ OCCL_HD OCCL_NOINLINE inline void appendTimeline(TimelineRing& ring, uint32_t de
                                                  uint64_t lastDataNs, uint64_t partFlags) {
   using atomics::Scope;  // daemon memory, which the host reads by copies
   const uint64_t n = atomics::loadRelaxed<Scope::Device>(&ring.count);
-  atomics::fenceRelease<Scope::Device>();
+  atomics::fence<atomics::FenceOrder::Release, Scope::Device>();
   uint64_t* w = ring.records()[n % timelineSlots(depth)].words;
   atomics::storeRelaxed<Scope::Device>(&w[kTlCollId], collId);
   atomics::storeRelaxed<Scope::Device>(&w[kTlSeq], seq);

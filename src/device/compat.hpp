@@ -156,24 +156,24 @@ OCCL_HD inline void storeRelaxed(T* p, T v) {
   noteAccess(p, BusAccess::Write);
   Ref<T, S>(*p).store(v, OCCL_MO(relaxed));
 }
-template <typename T>
+template <Scope S = Scope::System, typename T>
 OCCL_HD inline T fetchAdd(T* p, T v) {
   checkTarget(p);
   noteAccess(p, BusAccess::ReadModifyWrite);
-  return Ref<T>(*p).fetch_add(v, OCCL_MO(acq_rel));
+  return Ref<T, S>(*p).fetch_add(v, OCCL_MO(acq_rel));
 }
-template <typename T>
+template <Scope S = Scope::System, typename T>
 OCCL_HD inline T fetchOr(T* p, T v) {
   checkTarget(p);
   noteAccess(p, BusAccess::ReadModifyWrite);
-  return Ref<T>(*p).fetch_or(v, OCCL_MO(acq_rel));
+  return Ref<T, S>(*p).fetch_or(v, OCCL_MO(acq_rel));
 }
 // Strong CAS; on failure `expected` holds the value seen.
-template <typename T>
+template <Scope S = Scope::System, typename T>
 OCCL_HD inline bool compareExchange(T* p, T& expected, T desired) {
   checkTarget(p);
   noteAccess(p, BusAccess::ReadModifyWrite);
-  return Ref<T>(*p).compare_exchange_strong(expected, desired, OCCL_MO(acq_rel), OCCL_MO(acquire));
+  return Ref<T, S>(*p).compare_exchange_strong(expected, desired, OCCL_MO(acq_rel), OCCL_MO(acquire));
 }
 
 // The SQ's poll (SubmissionQueue::tryPop): the eight words of one 64-byte line, read at once. On
@@ -192,24 +192,20 @@ OCCL_HD inline void pollLine(const uint64_t* line, uint64_t (&out)[8]) {
 #endif
 }
 
-// A full fence: orders this thread's earlier stores before its later loads (a store-buffering
-// handshake, e.g. FifoHandle::beginPeerAccess against peerUsersGone).
-OCCL_HD inline void fenceSeqCst() {
-#if defined(__CUDACC__)
-  cuda::atomic_thread_fence(OCCL_MO(seq_cst), cuda::thread_scope_system);
-#else
-  std::atomic_thread_fence(OCCL_MO(seq_cst));
-#endif
-}
+// What a fence orders, besides this thread's earlier loads before its later loads and stores:
+//   Release: earlier loads and stores before later stores (a seqlock's writer:
+//            daemon/timeline.hpp).
+//   SeqCst:  also earlier stores before later loads (a store-buffering handshake, e.g.
+//            FifoHandle::beginPeerAccess against peerUsersGone).
+enum class FenceOrder : uint8_t { Release, SeqCst };
 
-// A release fence: orders this thread's earlier loads and stores before its later stores (a
-// seqlock's writer: daemon/timeline.hpp).
-template <Scope S = Scope::System>
-OCCL_HD inline void fenceRelease() {
+template <FenceOrder O, Scope S = Scope::System>
+OCCL_HD inline void fence() {
+  constexpr auto order = O == FenceOrder::SeqCst ? OCCL_MO(seq_cst) : OCCL_MO(release);
 #if defined(__CUDACC__)
-  cuda::atomic_thread_fence(OCCL_MO(release), S == Scope::Device ? cuda::thread_scope_device : cuda::thread_scope_system);
+  cuda::atomic_thread_fence(order, S == Scope::Device ? cuda::thread_scope_device : cuda::thread_scope_system);
 #else
-  std::atomic_thread_fence(OCCL_MO(release));
+  std::atomic_thread_fence(order);
 #endif
 }
 

@@ -251,14 +251,14 @@ struct FifoHandle {
   // full fence.
   OCCL_HD bool beginPeerAccess() const {
     atomics::fetchAdd(&header->peerUsers, 1u);
-    atomics::fenceSeqCst();
+    atomics::fence<atomics::FenceOrder::SeqCst>();
     if (poisonStatus() == 0) return true;
     endPeerAccess();
     return false;
   }
   OCCL_HD void endPeerAccess() const { atomics::fetchAdd(&header->peerUsers, ~0u); }  // - 1
   OCCL_HD bool peerUsersGone() const {
-    atomics::fenceSeqCst();
+    atomics::fence<atomics::FenceOrder::SeqCst>();
     return atomics::loadAcquire(&header->peerUsers) == 0;
   }
 
