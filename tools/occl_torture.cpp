@@ -44,7 +44,9 @@ const char* kUsage =
     "  --timeout-ms T       bound of one iteration, default 20000\n"
     "  --no-switch-cost     skip the second run that estimates the cost of a context switch\n"
     "  --seed S             seed of the per-rank orders, default 1\n"
-    "  --lag-us L           rank 0 submits each iteration L us late (the lagging GPU of OCCL Fig. 9)\n";
+    "  --lag-us L           rank 0 submits each iteration L us late (the lagging GPU of OCCL Fig. 9)\n"
+    "  --gates              submit gated (occlSubmitGated) before the inputs exist; another thread\n"
+    "                       writes each input and opens its gate, in an order of its own per rank\n";
 
 std::optional<size_t> parseBytes(std::string_view v) {
   size_t n = 0;
@@ -134,6 +136,7 @@ bool parseArgs(int argc, char** argv, TortureOptions& o) {
     else if (a == "--force-preempt") o.forcePreempt = true;
     else if (a == "--no-preempt") o.noPreempt = true;
     else if (a == "--no-switch-cost") o.switchCost = false;
+    else if (a == "--gates") o.gates = true;
     else {
       std::string_view value;
       if (auto eq = a.find('='); eq != std::string_view::npos) {

@@ -24,6 +24,7 @@ struct TortureOptions {
   int64_t timeoutMs = 20000;
   uint64_t seed = 1;
   int lagUs = 0;
+  bool gates = false;  // gated submission: inputs written and gates opened later, in another order
   // One rank per process, from the launcher's environment (mpirun, torchrun): --mpi, or implied
   // by OMPI_COMM_WORLD_SIZE / WORLD_SIZE. `ranks` is then the job's size.
   bool processes = false;

@@ -44,6 +44,7 @@ RunOptions runOptionsFor(const TortureOptions& o) {
   ro.seed = o.seed;
   ro.iterTimeout = std::chrono::milliseconds(o.timeoutMs);
   ro.lagRank0 = std::chrono::microseconds(o.lagUs);
+  ro.gates = o.gates;
   return ro;
 }
 

@@ -281,11 +281,45 @@ occlResult_t occlCollGetAlgorithm(occlComm_t comm, uint64_t collId, int inPlace,
  * catches its std::function's and rethrows them from waitAll). Buffers must stay valid until
  * then. Submissions of one collId run in submission order. On a CUDA rank the buffers must be
  * memory its device can address (device, mapped pinned or managed memory), and their contents
- * ready when occlSubmit is called: there is no stream argument, so synchronise the work that
- * produces them first.
+ * ready when occlSubmit is called: synchronise the work that produces them first, or submit with
+ * occlSubmitOnStream.
  */
 occlResult_t occlSubmit(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf,
                         occlCallback_t callback, void* arg);
+/*
+ * Gated submission: occlSubmitGated queues a submission as occlSubmit does, but this rank does not
+ * start it before occlGateOpen(comm, *gate), which any thread may call at any time, a callback
+ * too: the buffers' contents must be ready then, not at submission. Gates may open in any order on
+ * any rank: a submission whose peers' gates are still closed waits like any other, preempted
+ * while the daemon runs the rest, so no order deadlocks. config.collTimeoutMs counts from the
+ * opening. A gate never opened holds its submission: occlCommFinalize waits for it (up to
+ * config.collTimeoutMs), occlCommAbort fails it. Submissions of one collId still run in
+ * submission order, so a closed gate also holds the later submissions of its collId.
+ */
+typedef struct {
+  uint64_t collId;
+  uint64_t seq; /* the submission's number within collId, from 0 */
+} occlGate_t;
+occlResult_t occlSubmitGated(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf,
+                             occlCallback_t callback, void* arg, occlGate_t* gate);
+/* Opens a gate of occlSubmitGated, once; occlInvalidUsage for a gate that is open already or names
+ * no outstanding gated submission. */
+occlResult_t occlGateOpen(occlComm_t comm, occlGate_t gate);
+
+/*
+ * Stream-ordered submission (CUDA ranks): the submission starts when `stream` reaches it (the
+ * stream's earlier work has written sendbuf) and the stream's later work waits until it completed
+ * (recvbuf holds the result), with no host thread between them: the stream writes the
+ * submission's gate and waits on its completion word with CUDA stream memory operations. The
+ * callback still fires, with the status; a failed collective releases the stream too (check the
+ * callback or occlCommGetAsyncError). Any order across ranks and streams is deadlock-free, as
+ * with occlSubmitGated. `stream` is a cudaStream_t of this rank's device (struct CUstream_st* is
+ * what cudaStream_t names); occlInvalidUsage on a communicator that is not on the CUDA backend.
+ */
+struct CUstream_st;
+occlResult_t occlSubmitOnStream(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf,
+                                struct CUstream_st* stream, occlCallback_t callback, void* arg);
+
 /* Waits until the callbacks of every submission made before this call have fired (later
  * submissions, such as a callback's next step, are not waited for, even if they fire first): at most timeoutMs
  * (0..OCCL_MAX_TIMEOUT_MS) milliseconds, or without bound when timeoutMs < 0. On the host backend

@@ -123,6 +123,29 @@ class Comm {
     return f;
   }
 
+  // occlSubmitGated: the submission starts once openGate(gate) says its input is ready.
+  occlGate_t submitGated(uint64_t collId, const void* sendbuf, void* recvbuf, Callback callback) {
+    occlGate_t gate{};
+    auto* heap = new Pending{std::move(callback), thrown_};
+    occlResult_t r = occlSubmitGated(comm_, collId, sendbuf, recvbuf, &Comm::trampoline, heap, &gate);
+    if (r != occlSuccess) {
+      delete heap;
+      check(r, comm_);
+    }
+    return gate;
+  }
+  void openGate(const occlGate_t& gate) { check(occlGateOpen(comm_, gate), comm_); }
+  // occlSubmitOnStream (CUDA ranks): `stream` is a cudaStream_t.
+  void submitOnStream(uint64_t collId, const void* sendbuf, void* recvbuf, struct CUstream_st* stream,
+                      Callback callback) {
+    auto* heap = new Pending{std::move(callback), thrown_};
+    occlResult_t r = occlSubmitOnStream(comm_, collId, sendbuf, recvbuf, stream, &Comm::trampoline, heap);
+    if (r != occlSuccess) {
+      delete heap;
+      check(r, comm_);
+    }
+  }
+
   // Throws occl::Error when the wait fails, else the first exception a callback threw since the
   // last waitAll(), if any.
   void waitAll(int64_t timeoutMs = -1) {

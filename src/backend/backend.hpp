@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "absl/functional/function_ref.h"
+#include "absl/strings/str_format.h"
 #include "daemon/daemon.hpp"
 #include "occl/occl.h"
 #include "queues/yield_board.hpp"
@@ -97,6 +98,24 @@ class Backend {
   virtual bool daemonMayStillRun() { return false; }
 
   virtual const char* name() const = 0;
+
+  // Stream-ordered submission (occlSubmitOnStream, device/gate.hpp). checkStream: whether
+  // `stream` is one this backend can order a submission on. enqueueGate: enqueues on `stream` a
+  // write of `value` to `open` after the stream's earlier work, then a wait until `done` reaches
+  // `value` (cyclic) before its later work. Both words are daemon memory. Only the CUDA backend
+  // has streams.
+  virtual Status checkStream(void* stream) {
+    (void)stream;
+    return Status::error(occlInvalidUsage,
+                         absl::StrFormat("occlSubmitOnStream needs a CUDA rank: this communicator runs on the %s "
+                                         "backend; submit with occlSubmitGated and open the gate with occlGateOpen "
+                                         "once the input is ready",
+                                         name()));
+  }
+  virtual Status enqueueGate(void* stream, uint32_t* open, const uint32_t* done, uint32_t value) {
+    (void)open, (void)done, (void)value;
+    return checkStream(stream);
+  }
 
   // The daemon's blocks: config.daemonBlocks, or the backend's choice where it is 0 (auto).
   virtual int daemonBlocks() const = 0;

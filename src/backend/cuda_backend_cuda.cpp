@@ -25,6 +25,11 @@
 #include <mutex>
 #include <unordered_map>
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <string>
+
 #include "absl/strings/str_format.h"
 #include "backend/kernel_backend.hpp"
 #include "backend/residency.hpp"
@@ -106,6 +111,8 @@ class CudaBackend final : public KernelBackend {
   void freeDaemon(void* p) override;
   Status checkUserBuffers(const void* sendbuf, const void* recvbuf) override;
   const char* name() const override { return "cuda"; }
+  Status checkStream(void* stream) override;
+  Status enqueueGate(void* stream, uint32_t* open, const uint32_t* done, uint32_t value) override;
 
  protected:
   Status launchKernel(const DaemonEnv& env, const DaemonLaunch& launch) override;
@@ -296,6 +303,70 @@ void CudaBackend::freeDaemon(void* p) {
   } else {
     cudaFree(p);
   }
+}
+
+// The driver's 32-bit stream memory operations (cuda.h, CUDA_MEMOP), which every device supports
+// since CUDA 12 (the attribute that once told, CAN_USE_STREAM_MEM_OPS, went with the v1 API), so
+// a stream-ordered submission needs no host function. Reached through the runtime's entry-point
+// query: liboccl links no libcuda, which a machine without a driver lacks.
+struct StreamMemOps {
+  PFN_cuStreamWriteValue32_v11070 write = nullptr;
+  PFN_cuStreamWaitValue32_v11070 wait = nullptr;
+  std::string missing;  // why they are not there, "" when they are
+};
+
+const StreamMemOps& streamMemOps() {
+  static const StreamMemOps ops = [] {
+    StreamMemOps o;
+    auto find = [&o](const char* symbol, void** fn) {
+      cudaDriverEntryPointQueryResult found{};
+      cudaError_t e = cudaGetDriverEntryPointByVersion(symbol, fn, 12000, cudaEnableDefault, &found);
+      if (e != cudaSuccess || found != cudaDriverEntryPointSuccess || *fn == nullptr) {
+        cudaGetLastError();  // ours, not the application's
+        if (o.missing.empty())
+          o.missing = absl::StrFormat("the CUDA driver has no %s (%s)", symbol, cudaGetErrorString(e));
+      }
+    };
+    find("cuStreamWriteValue32", reinterpret_cast<void**>(&o.write));
+    find("cuStreamWaitValue32", reinterpret_cast<void**>(&o.wait));
+    return o;
+  }();
+  return ops;
+}
+
+Status CudaBackend::checkStream(void* stream) {
+  if (const StreamMemOps& ops = streamMemOps(); !ops.missing.empty())
+    return Status::error(occlUnhandledCudaError, absl::StrFormat("occlSubmitOnStream: %s", ops.missing));
+  int device = -1;
+  if (cudaError_t e = cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &device); e != cudaSuccess) {
+    cudaGetLastError();  // ours, not the application's
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("stream %p: CUDA does not know this stream (%s)", stream, cudaGetErrorString(e)));
+  }
+  if (device != device_)
+    return Status::error(occlInvalidArgument, absl::StrFormat("stream %p belongs to CUDA device %d; this rank's daemon "
+                                                              "runs on device %d",
+                                                              stream, device, device_));
+  return Status::success();
+}
+
+Status CudaBackend::enqueueGate(void* stream, uint32_t* open, const uint32_t* done, uint32_t value) {
+  const StreamMemOps& ops = streamMemOps();
+  if (!ops.missing.empty()) return checkStream(stream);
+  auto driver = [&](CUresult r, const char* api) {
+    if (r == CUDA_SUCCESS) return Status::success();
+    return Status::error(occlUnhandledCudaError, absl::StrFormat("%s on stream %p failed: CUresult %d (cuda.h's CUresult)",
+                                                                 api, stream, static_cast<int>(r)));
+  };
+  auto* s = static_cast<CUstream>(stream);
+  // The default flags put a memory barrier before the write: the input the stream's earlier work
+  // wrote is visible to the daemon once it sees the gate open.
+  if (Status st = driver(ops.write(s, reinterpret_cast<CUdeviceptr>(open), value, CU_STREAM_WRITE_VALUE_DEFAULT),
+                         "cuStreamWriteValue32");
+      !st.ok())
+    return st;
+  return driver(ops.wait(s, reinterpret_cast<CUdeviceptr>(done), value, CU_STREAM_WAIT_VALUE_GEQ),
+                "cuStreamWaitValue32");
 }
 
 Status CudaBackend::checkUserBuffers(const void* sendbuf, const void* recvbuf) {

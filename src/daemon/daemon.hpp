@@ -12,6 +12,7 @@
 #include "daemon/timeline.hpp"
 #include "device/coll_desc.hpp"
 #include "device/compat.hpp"
+#include "device/gate.hpp"
 #include "occl/occl.h"
 #include "queues/cq.hpp"
 #include "queues/sq.hpp"
@@ -152,6 +153,12 @@ OCCL_HD inline SpinBudget budgetFor(const DaemonEnv& env, const BlockState& bs, 
   return b;
 }
 
+// Tells a stream waiting for submission `seq` of `d` that it completed (device/gate.hpp): its
+// reader is the stream, not a daemon thread, hence system scope. Out of line, as gateOpened.
+OCCL_HD OCCL_NOINLINE inline void gateDone(const CollDesc& d, uint64_t seq) {
+  atomics::storeRelease(&d.shared->gateDone[seq % d.inflightWindow], gateValue(seq));
+}
+
 // Publishes the CQE (into daemon block `block`'s ring) once the last part of the collective is
 // done with submission `seq`. Returns true if it waited for the poller to free a slot.
 OCCL_HD inline bool finishTask(const DaemonEnv& env, BlockState& bs, const CollDesc& d, int block,
@@ -168,6 +175,9 @@ OCCL_HD inline bool finishTask(const DaemonEnv& env, BlockState& bs, const CollD
   }
   uint32_t sticky = atomics::loadAcquire<Scope::Device>(&d.shared->failStatus);
   uint64_t word = cqe::pack(d.collIndex, status != 0 ? status : sticky, task.seq);
+  // A stream waiting for this submission (device/gate.hpp) goes on once every part is done,
+  // failed or not: its reader is the stream, not a daemon thread.
+  if (task.gate != kGateNone) gateDone(d, task.seq);
   // Counted before the CQE exists: once its callback has fired, the statistics include it.
   bump(d.stats[task.part].completions, 1);
   bool waited = false;
@@ -236,10 +246,32 @@ struct PassClock {
   OCCL_HD void stale() { ns = 0; }
 };
 
+// Whether gated task `position` may start (device/gate.hpp): its gate is open, or the
+// communicator was aborted, which fails it without waiting, so abort and finalize never wait for a
+// gate nobody will open. On opening, its queue wait and timeout restart from `nowNs` (an earlier
+// submission of its collective may still be running: its clock starts as an ungated one's does,
+// when it is startable but queued). Out of line, so the look at a gate costs the path of ungated
+// tasks no registers.
+OCCL_HD OCCL_NOINLINE inline bool gateOpened(const DaemonEnv& env, BlockState& bs, uint32_t position, uint64_t nowNs) {
+  const uint64_t seq = bs.tasks[position].seq;
+  const CollDesc& d = *env.colls.get(bs.tasks[position].collIndex);
+  const bool open = exec::broadcastFromLeader([&] {
+    return gateReached(atomics::loadAcquire(&d.shared->gateOpen[seq % d.inflightWindow]), seq) ||
+           (env.abortFlag != nullptr && atomics::loadAcquire<atomics::Scope::Device>(env.abortFlag) != 0);
+  });
+  if (!open) return false;
+  leaderUpdate([&] {
+    bs.tasks[position].gate = kGateOpen;
+    bs.tasks[position].popNs = nowNs;
+  });
+  return true;
+}
+
 // One try of task `position`; returns true when the task left the queue. Every lane runs the
 // executor on its own copy of the context; decisions inside it are made uniform by the leader.
 OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uint32_t position, bool& progressed,
                             bool& yielded, PassClock& clock) {
+  if (bs.tasks[position].gate == kGateClosed && !gateOpened(env, bs, position, clock.now())) return false;
   const TaskEntry task = bs.tasks[position];
   const CollDesc& d = *env.colls.get(task.collIndex);
   const int part = static_cast<int>(task.part);
@@ -338,8 +370,9 @@ OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int bl
     const uint32_t form = (e.flags & kSqeInPlace) ? kFormInPlace : kFormOutOfPlace;
     for (uint32_t i = 0; i < parts; ++i) {
       const uint32_t part = static_cast<uint32_t>(block) + i * env.nBlocks;
+      const uint16_t gate = (e.flags & kSqeGated) ? kGateClosed : kGateNone;
       TaskEntry t{e.collIndex, env.policy.order == occlOrderPriority ? d->priority : 0, e.seq, e.sendbuf, e.recvbuf,
-                  clock.now(), form, part, d->collId};
+                  clock.now(), static_cast<uint16_t>(form), gate, part, d->collId};
       insertTask(bs, t, env.policy.order);
     }
     leaderUpdate([&] {

@@ -56,8 +56,10 @@ struct alignas(64) CollShared {
   uint32_t failStatus;                  // sticky occlResult_t once a submission failed
   uint32_t failedWhere;                 // where the first failure was seen (failedWhereWord), 0 = unknown
   uint32_t finished[kMaxInflightPerColl];  // blocks done with submission seq, at seq % window
+  uint32_t gateOpen[kMaxInflightPerColl];  // gated submission seq may start: gateValue(seq) at seq % window
+  uint32_t gateDone[kMaxInflightPerColl];  // gated submission seq completed (device/gate.hpp)
 };
-static_assert(sizeof(CollShared) == 832, "CollShared layout is shared by host and device");
+static_assert(sizeof(CollShared) == 1344, "CollShared layout is shared by host and device");
 static_assert(offsetof(CollShared, failStatus) % 8 == 0 && offsetof(CollShared, failedWhere) == offsetof(CollShared, failStatus) + 4,
               "failStatus and failedWhere share one word, which the host reads whole");
 

@@ -526,6 +526,23 @@ occlResult_t occlSubmit(occlComm_t comm, uint64_t collId, const void* sendbuf, v
   return fail(comm, comm->impl->submit(collId, sendbuf, recvbuf, callback, arg));
 }
 
+occlResult_t occlSubmitGated(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf,
+                             occlCallback_t callback, void* arg, occlGate_t* gate) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  return fail(comm, comm->impl->submitGated(collId, sendbuf, recvbuf, callback, arg, gate));
+}
+
+occlResult_t occlGateOpen(occlComm_t comm, occlGate_t gate) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  return fail(comm, comm->impl->openGate(gate));
+}
+
+occlResult_t occlSubmitOnStream(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf,
+                                struct CUstream_st* stream, occlCallback_t callback, void* arg) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  return fail(comm, comm->impl->submitOnStream(collId, sendbuf, recvbuf, stream, callback, arg));
+}
+
 occlResult_t occlCommWaitAll(occlComm_t comm, int64_t timeoutMs) {
   if (occlResult_t r = checkComm(comm)) return r;
   return fail(comm, comm->impl->waitAll(timeoutMs));

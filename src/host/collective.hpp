@@ -29,6 +29,7 @@ struct CallbackSlot {
   uint32_t status = 0;
   bool done = false;  // CQE seen, callback not fired yet (an earlier seq is still running)
   uint8_t generation = 0;  // of occlCommWaitAll's (Comm::generation_ when it was submitted)
+  uint8_t gate = 0;        // GateState (device/gate.hpp) as the host knows it, under the submit lock
 };
 
 struct CollectiveSetup {
@@ -73,6 +74,9 @@ class Collective {
   // writer at a time (addByOneWriter).
   uint64_t nextSeq() const { return nextSeq_.load(std::memory_order_acquire); }
   CallbackSlot& slotFor(uint64_t seq) { return callbacks_[seq % window()]; }
+  // Submission seq's gate words (device/gate.hpp), in daemon memory: addresses only.
+  uint32_t* gateOpenWord(uint64_t seq) const { return &desc_.shared->gateOpen[seq % window()]; }
+  uint32_t* gateDoneWord(uint64_t seq) const { return &desc_.shared->gateDone[seq % window()]; }
   // Counted before the SQE is published, so its CQE always falls inside the in-flight window.
   // The release also publishes the submission's callback slot, written just before, to the
   // thread that handles its CQE (which reads nextSeq() first: Comm::processCqe).

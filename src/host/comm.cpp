@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "bootstrap/bootstrap.hpp"
 #include "device/coll_types.hpp"
+#include "device/gate.hpp"
 #include "memory/shared_buffers.hpp"
 #include "primitives/dtypes.hpp"
 #include "util/cpus.hpp"
@@ -312,6 +313,7 @@ Status Comm::abort(occlResult_t reason) {
   // From the oldest submission whose callback has not fired: normally every one has (the daemon
   // failed and poisoned what was pending, and shutdown() drained the CQ), but a daemon whose stop
   // gave up (a kernel fault, the stop timeout) left its pending ones unpoisoned.
+  releaseGateWaiters();
   std::lock_guard<std::mutex> lock(submitMu_);
   Status poisoned;
   for (const auto& [collId, coll] : byId_) {
@@ -503,7 +505,8 @@ bool Comm::inPlace(const Collective& c, const void* sendbuf, const void* recvbuf
   return s - sendAt * eb == r - recvAt * eb;
 }
 
-Status Comm::submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg) {
+Status Comm::submitEntry(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
+                         Start start, void* stream, uint64_t* seqOut) {
   if (stopped_) return Status::error(occlInvalidUsage, "the communicator is finalized or aborted");
   if (atomics::loadAcquire(env_->hostAbortFlag) != 0) {
     std::lock_guard<std::mutex> error(errorMu_);
@@ -541,8 +544,12 @@ Status Comm::submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCal
   // No other thread touches this slot now: it was freed (advanceCompleted, a release that
   // inFlight() acquired above), its next CQE cannot come before this SQE, and a poller that saw
   // an undone count (a failed push, below) has let go of registryMu_.
-  c.slotFor(seq) = CallbackSlot{callback, arg, 0, false, static_cast<uint8_t>(generation_.load(std::memory_order_relaxed))};
-  const uint16_t flags = inPlace(c, sendbuf, recvbuf) ? kSqeInPlace : kSqeSubmit;
+  // A stream opens its gate itself: occlGateOpen refuses it (kGateOpen).
+  const uint8_t gate = start == Start::Now ? kGateNone : start == Start::AtGate ? kGateClosed : kGateOpen;
+  c.slotFor(seq) =
+      CallbackSlot{callback, arg, 0, false, static_cast<uint8_t>(generation_.load(std::memory_order_relaxed)), gate};
+  const uint16_t flags = static_cast<uint16_t>((inPlace(c, sendbuf, recvbuf) ? kSqeInPlace : kSqeSubmit) |
+                                               (start == Start::Now ? 0 : kSqeGated));
   const SqeView e{flags, c.nParts(), c.index(), seq, reinterpret_cast<uint64_t>(sendbuf),
                   reinterpret_cast<uint64_t>(recvbuf)};
   c.noteSubmitted();
@@ -557,6 +564,21 @@ Status Comm::submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCal
     }
     addSubmitted(~uint64_t{0}, 0 - tasks);
     return s;
+  }
+  if (seqOut != nullptr) *seqOut = seq;
+  if (start == Start::OnStream) {
+    // Under the submit lock, so one stream's submissions open in their submission order. The SQE
+    // is out: were its gate never opened, only an abort would fail it, so a stream that cannot
+    // take the gate (checkStream passed, so the driver itself refused) aborts the communicator.
+    if (Status s = backend_->enqueueGate(stream, c.gateOpenWord(seq), c.gateDoneWord(seq), gateValue(seq)); !s.ok()) {
+      lock.unlock();
+      const Status failed = s.withContext("occlSubmitOnStream: the submission was queued but its stream refused "
+                                          "the gate, so the communicator is aborted");
+      setAsyncError(failed.code, failed.message);
+      raiseAbort(failed.code, /*keepFirst=*/true);
+      backend_->notifySubmission();
+      return failed;
+    }
   }
   lock.unlock();
   backend_->notifySubmission();

@@ -63,7 +63,17 @@ class Comm {
 
   Status registerCollective(uint64_t collId, const occlCollDesc_t& desc);
   Status deregisterCollective(uint64_t collId);
-  Status submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg);
+  Status submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg) {
+    return submitEntry(collId, sendbuf, recvbuf, callback, arg, Start::Now, nullptr, nullptr);
+  }
+  // occlSubmitGated: the submission starts once openGate(*gate) (device/gate.hpp).
+  Status submitGated(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
+                     occlGate_t* gate);
+  Status openGate(const occlGate_t& gate);
+  // occlSubmitOnStream: the submission starts when `stream` reaches it, and the stream's later
+  // work waits for its completion (Backend::enqueueGate).
+  Status submitOnStream(uint64_t collId, const void* sendbuf, void* recvbuf, void* stream, occlCallback_t callback,
+                        void* arg);
   Status waitAll(int64_t timeoutMs);
   Result<occlCollStats_t> collectiveStats(uint64_t collId);
   // The records each daemon block kept (daemon/timeline.hpp), oldest first, block by block.
@@ -94,6 +104,15 @@ class Comm {
   Status start();
   void shutdown();
   Status pushSqe(const SqeView& e);
+  // How a submission starts (device/gate.hpp): at once, when openGate opens its gate, or when a
+  // stream reaches it.
+  enum class Start { Now, AtGate, OnStream };
+  // submit(), submitGated() and submitOnStream(); `seq` receives the submission's number.
+  Status submitEntry(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
+                     Start start, void* stream, uint64_t* seq);
+  // After an abort: writes the done word of every gated submission that has not completed, so a
+  // stream waiting for one goes on even where the daemon stopped before it failed them.
+  void releaseGateWaiters();
   // Sets the abort flag and the daemon's copy (Backend::raiseAbort). `keepFirst`: an abort already
   // under way keeps its own reason.
   void raiseAbort(occlResult_t reason, bool keepFirst);

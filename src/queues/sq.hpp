@@ -32,6 +32,7 @@ enum SqeFlags : uint16_t {
   kSqeExit = 1u << 0,     // the daemon stops after this entry (finalize)
   kSqeInPlace = 1u << 1,  // an in-place call (NCCL's definition): run the collective's in-place form
   kSqeReport = 1u << 2,   // the producer asks each consumer to report its cursor once it has copied this entry
+  kSqeGated = 1u << 3,    // the submission starts once its gate is open (device/gate.hpp)
 };
 
 // What an entry says; the producer writes it, a consumer copies it.

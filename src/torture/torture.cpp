@@ -17,13 +17,15 @@ PendingTracker::Slot* PendingTracker::slot(int rank, uint64_t collId) {
   return it->second;
 }
 
-occlResult_t PendingTracker::submit(occlComm_t comm, Slot* s, const void* sendbuf, void* recvbuf) {
+occlResult_t PendingTracker::submit(occlComm_t comm, Slot* s, const void* sendbuf, void* recvbuf, occlGate_t* gate) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     s->outstanding += 1;
     outstandingByRank_[static_cast<size_t>(s->rank)] += 1;
   }
-  occlResult_t r = occlSubmit(comm, s->collId, sendbuf, recvbuf, &PendingTracker::callback, s);
+  occlResult_t r = gate != nullptr
+                       ? occlSubmitGated(comm, s->collId, sendbuf, recvbuf, &PendingTracker::callback, s, gate)
+                       : occlSubmit(comm, s->collId, sendbuf, recvbuf, &PendingTracker::callback, s);
   if (r != occlSuccess) {
     std::lock_guard<std::mutex> lock(mu_);
     s->outstanding -= 1;

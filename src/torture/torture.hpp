@@ -36,8 +36,8 @@ class PendingTracker {
 
   Slot* slot(int rank, uint64_t collId);
   // Counts the submission before it exists (its callback may fire at once), submits it, and
-  // undoes the count when occlSubmit fails.
-  occlResult_t submit(occlComm_t comm, Slot* s, const void* sendbuf, void* recvbuf);
+  // undoes the count when occlSubmit fails. With `gate`, submits with occlSubmitGated instead.
+  occlResult_t submit(occlComm_t comm, Slot* s, const void* sendbuf, void* recvbuf, occlGate_t* gate = nullptr);
   static void callback(uint64_t collId, occlResult_t status, void* arg);
 
   // Waits until `rank` (every rank when rank < 0) has nothing outstanding. False on timeout or
@@ -114,6 +114,11 @@ struct RunOptions {
   // Rank 0 sleeps this long before submitting each iteration: the lagging rank of paper Fig. 9,
   // whose peers fetch their collectives early and preempt them while they wait for it.
   std::chrono::microseconds lagRank0{0};
+  // Gated submission (occlSubmitGated): a rank submits its collectives before their inputs exist;
+  // a thread of its own then writes each input and opens its gate, in an order of its own per
+  // rank and iteration, while the rank waits. Checks that nothing starts before its gate and that
+  // gates opened in any order across ranks complete.
+  bool gates = false;
 };
 
 struct RankResult {

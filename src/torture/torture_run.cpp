@@ -148,19 +148,42 @@ RankResult runRank(int rank, const std::vector<CollPlan>& plan, const RunOptions
     recv[c].assign(plan[c].count, -1.0f);
     slots[c] = tracker.slot(rank, plan[c].collId);
   }
+  std::vector<occlGate_t> gates(k);
   for (int iter = 0; iter < o.iters; ++iter) {
-    for (size_t c = 0; c < k; ++c) fillInput(send[c], InputRule::of(iter, plan[c].collId), rank);
+    if (!o.gates)
+      for (size_t c = 0; c < k; ++c) fillInput(send[c], InputRule::of(iter, plan[c].collId), rank);
     if (rank == 0 && o.lagRank0.count() > 0) std::this_thread::sleep_for(o.lagRank0);
     for (size_t c : submissionOrder(rank, iter, k, o.order, o.seed)) {
-      occlResult_t r = tracker.submit(plan[c].comm, slots[c], send[c].data(), recv[c].data());
+      occlResult_t r = tracker.submit(plan[c].comm, slots[c], send[c].data(), recv[c].data(), o.gates ? &gates[c] : nullptr);
       if (r != occlSuccess) {
         reportHang(tracker, "rank " + std::to_string(rank) + ": occlSubmit failed: " + occlGetLastError(plan[c].comm));
         result.timedOut = true;
         return result;
       }
     }
+    // The opener writes each input only now, after its submission, then opens its gate: were a
+    // collective started before its gate, it would send stale data (a wrong result, and a race
+    // under ThreadSanitizer). Its order is a shuffle of its own, unrelated to the submission's.
+    std::string openFailed;
+    std::thread opener;
+    if (o.gates)
+      opener = std::thread([&, iter] {
+        for (size_t c : submissionOrder(rank, iter, k, Order::Shuffled, o.seed ^ 0x6a7e5eedull)) {
+          fillInput(send[c], InputRule::of(iter, plan[c].collId), rank);
+          if (occlGateOpen(plan[c].comm, gates[c]) != occlSuccess && openFailed.empty())
+            openFailed = std::string("occlGateOpen: ") + occlGetLastError(plan[c].comm);
+          std::this_thread::yield();
+        }
+      });
     waitInOccl(plan, o.iterTimeout);
-    if (!tracker.wait(rank, o.iterTimeout)) {
+    const bool done = tracker.wait(rank, o.iterTimeout);
+    if (opener.joinable()) opener.join();
+    if (!openFailed.empty()) {
+      reportHang(tracker, "rank " + std::to_string(rank) + " iteration " + std::to_string(iter) + ": " + openFailed);
+      result.timedOut = true;
+      return result;
+    }
+    if (!done) {
       reportHang(tracker, "rank " + std::to_string(rank) + " iteration " + std::to_string(iter) + " not complete after " +
                               std::to_string(o.iterTimeout.count()) + " ms");
       result.timedOut = true;

@@ -57,7 +57,7 @@ bool exchangeId(int rank, int nRanks, const std::vector<std::array<int, 2>>& pip
   return true;
 }
 
-int runChild(int rank, int nRanks, int iters, const std::vector<std::array<int, 2>>& pipes) {
+int runChild(int rank, int nRanks, int iters, bool gates, const std::vector<std::array<int, 2>>& pipes) {
   occlUniqueId id{};
   if (!exchangeId(rank, nRanks, pipes, id)) {
     std::fprintf(stderr, "[torture] rank %d: unique id exchange failed\n", rank);
@@ -88,6 +88,7 @@ int runChild(int rank, int nRanks, int iters, const std::vector<std::array<int, 
   PendingTracker tracker(nRanks);
   RunOptions o;
   o.iters = iters;
+  o.gates = gates;
   o.iterTimeout = 30s;
   RankBuffers buffers;  // outlives the abort below
   RankResult result = runRank(rank, plan, o, tracker, buffers);
@@ -134,9 +135,9 @@ std::vector<int> reap(const std::vector<pid_t>& pids, std::chrono::steady_clock:
   return codes;
 }
 
-TEST(DisorderProcessTest, PaperWorkloadWithEightProcesses) {
-  constexpr int kRanks = 8, kIters = 200;
-  std::vector<std::array<int, 2>> pipes(kRanks);
+// Forks `kRanks` children that each run runChild, and expects every one to exit kOk.
+void runProcesses(int kRanks, int kIters, bool gates) {
+  std::vector<std::array<int, 2>> pipes(static_cast<size_t>(kRanks));
   for (auto& p : pipes) ASSERT_EQ(pipe(p.data()), 0);
   std::fflush(stdout);
   std::fflush(stderr);
@@ -145,7 +146,7 @@ TEST(DisorderProcessTest, PaperWorkloadWithEightProcesses) {
     pid_t pid = fork();
     ASSERT_GE(pid, 0) << "fork failed";
     if (pid == 0) {
-      int code = runChild(r, kRanks, kIters, pipes);
+      int code = runChild(r, kRanks, kIters, gates, pipes);
       std::fflush(stdout);
       std::fflush(stderr);
       _exit(code);  // no gtest teardown or static destructors in the child
@@ -159,13 +160,19 @@ TEST(DisorderProcessTest, PaperWorkloadWithEightProcesses) {
   auto started = std::chrono::steady_clock::now();
   std::vector<int> codes = reap(pids, started + 150s);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
-  std::printf("[torture] %d processes x 8 allreduces x %d iterations: %lld ms\n", kRanks, kIters,
-              static_cast<long long>(ms));
+  std::printf("[torture] %d processes x 8 allreduces x %d iterations%s: %lld ms\n", kRanks, kIters,
+              gates ? " gated" : "", static_cast<long long>(ms));
   for (int r = 0; r < kRanks; ++r)
     EXPECT_EQ(codes[static_cast<size_t>(r)], kOk)
         << "rank " << r << ": 1 = wrong data, 2 = hang (its pending collectives are printed above), 3 = init, "
         << "-1 = killed or crashed";
 }
+
+TEST(DisorderProcessTest, PaperWorkloadWithEightProcesses) { runProcesses(8, 200, /*gates=*/false); }
+
+// Gated submission across processes (gate_test.cpp has the threads): each rank submits before its
+// inputs exist and a thread of its own opens the gates in another order.
+TEST(DisorderProcessTest, GatedWorkloadWithFourProcesses) { runProcesses(4, 40, /*gates=*/true); }
 
 }  // namespace
 }  // namespace occl::torture

@@ -1,0 +1,72 @@
+// Gated and stream-ordered submission (device/gate.hpp): the host's side of the gate protocol.
+#include <mutex>
+
+#include "absl/strings/str_format.h"
+#include "device/gate.hpp"
+#include "host/comm.hpp"
+
+namespace occl::host {
+
+Status Comm::submitGated(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
+                         occlGate_t* gate) {
+  if (gate == nullptr) return Status::error(occlInvalidArgument, "gate is NULL: occlSubmitGated returns the gate there");
+  uint64_t seq = 0;
+  if (Status s = submitEntry(collId, sendbuf, recvbuf, callback, arg, Start::AtGate, nullptr, &seq); !s.ok()) return s;
+  *gate = occlGate_t{collId, seq};
+  return Status::success();
+}
+
+Status Comm::submitOnStream(uint64_t collId, const void* sendbuf, void* recvbuf, void* stream, occlCallback_t callback,
+                            void* arg) {
+  // Before anything is queued: a stream the backend refuses leaves nothing behind.
+  if (Status s = backend_->checkStream(stream); !s.ok()) return s;
+  return submitEntry(collId, sendbuf, recvbuf, callback, arg, Start::OnStream, stream, nullptr);
+}
+
+Status Comm::openGate(const occlGate_t& gate) {
+  if (stopped_) return Status::error(occlInvalidUsage, "the communicator is finalized or aborted");
+  {
+    std::lock_guard<std::mutex> lock(submitMu_);
+    auto it = byId_.find(gate.collId);
+    if (it == byId_.end())
+      return Status::error(occlInvalidArgument,
+                           absl::StrFormat("gate.collId 0x%x is not registered on rank %d", gate.collId, rank_));
+    Collective& c = *it->second;
+    // A gated submission cannot complete before its gate opens: one that completed had it opened.
+    if (gate.seq >= c.nextSeq() || gate.seq < c.completedSeq())
+      return Status::error(occlInvalidUsage,
+                           absl::StrFormat("gate {collId 0x%x, seq %d} names no outstanding submission (collId 0x%x "
+                                           "has submissions %d..%d outstanding)",
+                                           gate.collId, gate.seq, gate.collId, c.completedSeq(), c.nextSeq()));
+    CallbackSlot& slot = c.slotFor(gate.seq);
+    if (slot.gate != kGateClosed)
+      return Status::error(occlInvalidUsage,
+                           absl::StrFormat("gate {collId 0x%x, seq %d} is %s", gate.collId, gate.seq,
+                                           slot.gate == kGateNone ? "not a gate: the submission was made with "
+                                                                    "occlSubmit"
+                                                                  : "open already (by occlGateOpen or its stream)"));
+    // Marked open before the word is written: once written, the submission may complete and the
+    // thread that fires its callback frees the slot (Comm::fireInOrder), ordered after this store
+    // by the word's release and the CQE.
+    slot.gate = kGateOpen;
+    if (Status s = backend_->writeDaemonWord(c.gateOpenWord(gate.seq), gateValue(gate.seq)); !s.ok()) {
+      slot.gate = kGateClosed;  // not written: still closed
+      return s.withContext("opening a gate");
+    }
+  }
+  backend_->notifySubmission();  // a parked or departed daemon has a task to run now
+  return Status::success();
+}
+
+void Comm::releaseGateWaiters() {
+  std::lock_guard<std::mutex> lock(submitMu_);
+  for (const auto& [collId, coll] : byId_) {
+    for (uint64_t seq = coll->completedSeq(); seq < coll->nextSeq(); ++seq) {
+      if (coll->slotFor(seq).gate == kGateNone) continue;
+      if (Status s = backend_->writeDaemonWord(coll->gateDoneWord(seq), gateValue(seq)); !s.ok())
+        (void)record(s.withContext(absl::StrFormat("releasing the stream waiting for collId 0x%x", collId)));
+    }
+  }
+}
+
+}  // namespace occl::host
