@@ -286,8 +286,17 @@ void Comm::sweep() {
   }
 }
 
-py::object Comm::submit(uint64_t collId, const py::object& send, const py::object& recv, const py::object& callback) {
+py::object Comm::submit(uint64_t collId, const py::object& send, const py::object& recv, const py::object& callback,
+                        bool gated, const py::object& stream) {
   occlComm_t comm = live();
+  if (gated && !stream.is_none())
+    throw py::value_error("gated=True and stream: a submission is started by its gate or by its stream, not both");
+  struct CUstream_st* cudaStream = nullptr;
+  if (!stream.is_none()) {
+    if (!py::isinstance<py::int_>(stream))
+      throw py::type_error("stream: expected a CUDA stream handle as an int (e.g. torch.cuda.Stream.cuda_stream)");
+    cudaStream = reinterpret_cast<struct CUstream_st*>(stream.cast<uintptr_t>());
+  }
   auto reg = registered_.find(collId);
   if (reg == registered_.end())
     throw OcclError{occlInvalidArgument, "collId " + std::to_string(collId) + " is not registered on rank " +
@@ -303,16 +312,38 @@ py::object Comm::submit(uint64_t collId, const py::object& send, const py::objec
   f.callback = callback;
   auto pending = std::make_unique<Pending>(Pending{completion, nullptr, comm});
   if (!callback.is_none()) pending->future = future.inc_ref().ptr();
-  const occlResult_t r =
-      withoutGil([&] { return occlSubmit(comm, collId, f.send.data, f.recv.data, &onComplete, pending.get()); });
+  occlGate_t gate{};
+  const occlResult_t r = withoutGil([&] {
+    if (gated) return occlSubmitGated(comm, collId, f.send.data, f.recv.data, &onComplete, pending.get(), &gate);
+    if (!stream.is_none())
+      return occlSubmitOnStream(comm, collId, f.send.data, f.recv.data, cudaStream, &onComplete, pending.get());
+    return occlSubmit(comm, collId, f.send.data, f.recv.data, &onComplete, pending.get());
+  });
   if (r != occlSuccess) {
     if (pending->future != nullptr) future.dec_ref();
     raise(r, comm);
   }
   pending.release();  // onComplete owns it now
+  if (gated) f.gate = gate;
   sweep();
   inflight_.push_back(future);
   return future;
+}
+
+void Comm::openGate(const py::object& gate) {
+  occlComm_t comm = live();
+  occlGate_t g{};
+  if (py::isinstance<Future>(gate)) {
+    const Future& f = gate.cast<const Future&>();
+    if (!f.gate)
+      throw py::value_error("gate: this Future's submission is not gated (submit it with gated=True)");
+    g = *f.gate;
+  } else if (py::isinstance<py::tuple>(gate) && py::len(gate) == 2) {
+    g = occlGate_t{gate[py::int_(0)].cast<uint64_t>(), gate[py::int_(1)].cast<uint64_t>()};
+  } else {
+    throw py::type_error("gate: expected a gated submission's Future or its (coll_id, seq) pair");
+  }
+  check(withoutGil([&] { return occlGateOpen(comm, g); }), comm);
 }
 
 double Comm::timeLoop(uint64_t collId, const py::object& send, const py::object& recv, int iters) {

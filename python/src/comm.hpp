@@ -69,6 +69,7 @@ class Future {
 
   View send, recv;  // kept alive until the callback has fired
   py::object callback;
+  std::optional<occlGate_t> gate;  // a gated submission's gate (Comm::openGate)
 
  private:
   uint64_t collId_;
@@ -95,7 +96,13 @@ class Comm {
                           const py::object& op, int root, int priority, const std::optional<std::string>& algorithm,
                           int nBlocks);
   void deregister(uint64_t collId);
-  py::object submit(uint64_t collId, const py::object& send, const py::object& recv, const py::object& callback);
+  // `gated`: the submission starts once openGate(its Future) (occlSubmitGated). `stream`: a CUDA
+  // stream handle (an int, e.g. torch.cuda.Stream.cuda_stream) that starts it and waits for it
+  // (occlSubmitOnStream). At most one of them.
+  py::object submit(uint64_t collId, const py::object& send, const py::object& recv, const py::object& callback,
+                    bool gated, const py::object& stream);
+  // occlGateOpen: `gate` is a gated submission's Future or its (coll_id, seq) pair.
+  void openGate(const py::object& gate);
   void waitAll(std::optional<double> timeout);
   py::dict stats(uint64_t collId) const;
   std::string algorithm(uint64_t collId, bool inPlace) const;

@@ -52,7 +52,14 @@ PYBIND11_MODULE(_occl, m) {
            "True once complete, False when `timeout` seconds passed first (None: no bound).")
       .def("result", &Future::result, py::arg("timeout") = py::none(),
            "None on success; raises occl.OcclError if the collective failed, TimeoutError on timeout.")
-      .def_property_readonly("status", &Future::status, "None while pending or on success, else the occl result code.");
+      .def_property_readonly("status", &Future::status, "None while pending or on success, else the occl result code.")
+      .def_property_readonly(
+          "gate",
+          [](const Future& f) -> py::object {
+            if (!f.gate) return py::none();
+            return py::make_tuple(f.gate->collId, f.gate->seq);
+          },
+          "A gated submission's (coll_id, seq), which Comm.open_gate opens; None otherwise.");
 
   py::class_<Comm>(m, "Comm", "One rank's communicator.")
       .def(py::init([](int nranks, const py::bytes& uniqueId, int rank, const py::kwargs& config) {
@@ -70,7 +77,12 @@ PYBIND11_MODULE(_occl, m) {
            py::arg("algorithm") = py::none(), py::arg("n_blocks") = 0)
       .def("deregister", &Comm::deregister, py::arg("coll_id"))
       .def("submit", &Comm::submit, py::arg("coll_id"), py::arg("send"), py::arg("recv"),
-           py::arg("callback") = py::none())
+           py::arg("callback") = py::none(), py::kw_only(), py::arg("gated") = false, py::arg("stream") = py::none(),
+           "Submits one run of coll_id; returns its Future. gated=True: it starts once open_gate(future) says "
+           "its input is ready (any thread). stream=<int>: a CUDA stream handle that starts it and waits for it "
+           "(CUDA ranks).")
+      .def("open_gate", &Comm::openGate, py::arg("gate"),
+           "Opens a gated submission's gate: its Future, or its (coll_id, seq) pair.")
       .def("_time_loop", &Comm::timeLoop, py::arg("coll_id"), py::arg("send"), py::arg("recv"), py::arg("iters"),
            "For bench/torch_allreduce.py: seconds for `iters` submit-and-wait runs done in C++.")
       .def("wait_all", &Comm::waitAll, py::arg("timeout") = py::none())

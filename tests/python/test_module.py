@@ -369,5 +369,63 @@ class Processes(unittest.TestCase):
             self.assertEqual(got, [11, 12])
 
 
+class Gates(unittest.TestCase):
+    """submit(gated=True) and open_gate: nothing starts before its gate, gates open from any thread in
+    any order, misuse names itself; stream= needs a CUDA rank."""
+
+    def test_gates_opened_from_another_thread_in_the_opposite_order(self):
+        n = 2
+        with Ranks(n) as ranks:
+            for c in ranks.comms:
+                c.register(1, "allreduce", COUNT, "float32")
+                c.register(2, "allreduce", 3 * COUNT, "float32")
+            sends = {(r, i): np.full(i * COUNT if i == 1 else 3 * COUNT, -1, np.float32) for r in range(n) for i in (1, 2)}
+            recvs = {k: np.zeros_like(v) for k, v in sends.items()}
+            futures = {}
+            for r, c in enumerate(ranks.comms):
+                order = (1, 2) if r == 0 else (2, 1)
+                for i in order:
+                    futures[(r, i)] = c.submit(i, sends[(r, i)], recvs[(r, i)], gated=True)
+            self.assertEqual(futures[(0, 1)].gate, (1, 0))
+            self.assertFalse(futures[(0, 1)].wait(timeout=0.05))  # its input does not exist yet
+
+            def opener(r):
+                for i in ((2, 1) if r == 0 else (1, 2)):
+                    sends[(r, i)][:] = pattern(r, len(sends[(r, i)]), "float32")
+                    ranks.comms[r].open_gate(futures[(r, i)] if i == 1 else futures[(r, i)].gate)
+
+            threads = [threading.Thread(target=opener, args=(r,)) for r in range(n)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            for k, f in futures.items():
+                f.result(timeout=60)
+                want = sum(pattern(q, len(recvs[k]), "float32") for q in range(n))
+                np.testing.assert_array_equal(recvs[k], want)
+
+    def test_misuse_names_itself(self):
+        with Ranks(2) as ranks:
+            for rc in ranks.comms:
+                rc.register(1, "allreduce", 4, "float32")
+            c = ranks.comms[0]
+            x = np.zeros(4, np.float32)
+            with self.assertRaisesRegex(ValueError, "not both"):
+                c.submit(1, x, x, gated=True, stream=0)
+            with self.assertRaisesRegex(TypeError, "stream: expected a CUDA stream handle"):
+                c.submit(1, x, x, stream="s")
+            with self.assertRaisesRegex(occl.OcclError, "needs a CUDA rank"):
+                c.submit(1, x, x, stream=0)
+            with self.assertRaisesRegex(TypeError, "gate: expected"):
+                c.open_gate(3)
+            with self.assertRaisesRegex(occl.OcclError, "names no outstanding submission"):
+                c.open_gate((1, 5))
+            futures = [rc.submit(1, np.ones(4, np.float32), np.zeros(4, np.float32)) for rc in ranks.comms]
+            with self.assertRaisesRegex(ValueError, "not gated"):
+                c.open_gate(futures[0])
+            for f in futures:
+                f.result(timeout=60)
+
+
 if __name__ == "__main__":
     unittest.main()
