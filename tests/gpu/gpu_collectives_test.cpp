@@ -4,13 +4,15 @@
 //
 // Buffers are filled before a submission and read after its callback with the legacy default
 // stream, then that stream is synchronised: occlSubmit has no stream argument, so the data a
-// collective reads must be in place when it is submitted.
+// collective reads must be in place when it is submitted. The stream-ordered tests
+// (occlSubmitOnStream) order their copies on the rank's own stream instead.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <numeric>
 #include <random>
 #include <string>
@@ -434,6 +436,110 @@ TEST_F(Gpu, AbortFailsAPendingSubmissionAndThePeersLaterOne) {
   ASSERT_TRUE(peer.waitFor(1, std::chrono::seconds(10))) << "the peer's collective hung instead of failing";
   EXPECT_EQ(peer.fired()[0].second, occlRemoteError);
   for (float* b : bufs) cudaFree(b);
+}
+
+// ---- Stream-ordered submission (occlSubmitOnStream, issue 41) ----
+
+// Holds `stream` for `ms` milliseconds (a host function on it), so that what follows on the stream
+// happens well after the host's submission returned.
+void CUDART_CB holdStream(void* ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(reinterpret_cast<intptr_t>(ms)));
+}
+
+// On each rank's own stream: a hold, the input copied in, the AllReduce (in place), the result
+// copied out. A gate opened at submission would sum the garbage the buffer held before the copy
+// in; a stream not held by the completion would copy out before the sum.
+TEST_F(Gpu, StreamOrderedAllReduceBetweenCopies) {
+  constexpr int kRanks = 2, kIters = 4;
+  constexpr size_t kCount = 4099;
+  GpuComms g(kRanks);
+  const uint64_t collId = nextCollId();
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.count = kCount;
+  for (int r = 0; r < kRanks; ++r) expectOk(occlCollRegister(g[r], collId, &d), g[r], "occlCollRegister");
+  CallbackCounter counter;
+  runRanks(kRanks, [&](int r) {
+    checkCuda(cudaSetDevice(0), "cudaSetDevice");
+    float *in = nullptr, *out = nullptr, *dev = nullptr;
+    cudaStream_t stream = nullptr;
+    checkCuda(cudaMallocHost(reinterpret_cast<void**>(&in), kCount * sizeof(float)), "cudaMallocHost");
+    checkCuda(cudaMallocHost(reinterpret_cast<void**>(&out), kCount * sizeof(float)), "cudaMallocHost");
+    checkCuda(cudaMalloc(reinterpret_cast<void**>(&dev), kCount * sizeof(float)), "cudaMalloc");
+    checkCuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    for (size_t i = 0; i < kCount; ++i) in[i] = inputValue(r, i);
+    for (int iter = 0; iter < kIters; ++iter) {
+      std::fill(out, out + kCount, -1.0f);
+      checkCuda(cudaMemsetAsync(dev, 0xff, kCount * sizeof(float), stream), "cudaMemsetAsync");  // NaNs
+      checkCuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      checkCuda(cudaLaunchHostFunc(stream, holdStream, reinterpret_cast<void*>(intptr_t{20})), "cudaLaunchHostFunc");
+      checkCuda(cudaMemcpyAsync(dev, in, kCount * sizeof(float), cudaMemcpyHostToDevice, stream), "copy in");
+      expectOk(occlSubmitOnStream(g[r], collId, dev, dev, stream, CallbackCounter::callback, counter.arg()), g[r],
+               "occlSubmitOnStream");
+      checkCuda(cudaMemcpyAsync(out, dev, kCount * sizeof(float), cudaMemcpyDeviceToHost, stream), "copy out");
+      checkCuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      for (size_t i = 0; i < kCount; ++i) {
+        float want = 0;
+        for (int q = 0; q < kRanks; ++q) want += inputValue(q, i);
+        if (out[i] != want)
+          throw std::runtime_error("rank " + std::to_string(r) + " iteration " + std::to_string(iter) + " element " +
+                                   std::to_string(i) + ": " + std::to_string(out[i]) + ", expected " +
+                                   std::to_string(want));
+      }
+    }
+    cudaStreamDestroy(stream);
+    cudaFree(dev);
+    cudaFreeHost(in);
+    cudaFreeHost(out);
+  });
+  ASSERT_TRUE(counter.waitFor(kRanks * kIters, std::chrono::seconds(30)));
+  for (const auto& [id, status] : counter.fired()) EXPECT_EQ(status, occlSuccess);
+}
+
+// OCCL Fig. 1(c) with streams: rank 0 enqueues A on one stream and B on another, rank 1 B then A,
+// and both call cudaDeviceSynchronize, which returns once every stream's wait was released (both
+// collectives done on both ranks) and the daemons, idle, have quit.
+TEST_F(Gpu, Fig1cOppositeOrdersOnStreamsThenDeviceSynchronize) {
+  GpuComms g(2);
+  Spec s;
+  s.count = 1 << 16;
+  const uint64_t a = nextCollId(), b = nextCollId();
+  ASSERT_EQ(registerCase(g, s, a), Outcome::Ran);
+  ASSERT_EQ(registerCase(g, s, b), Outcome::Ran);
+  std::vector<RankIo> io = prepare(s, 2);
+  std::vector<std::unique_ptr<DeviceIo>> devA, devB;
+  for (const RankIo& x : io) {
+    devA.push_back(std::make_unique<DeviceIo>(x));
+    devB.push_back(std::make_unique<DeviceIo>(x));
+  }
+  CallbackCounter counter;
+  runRanks(2, [&](int r) {
+    checkCuda(cudaSetDevice(0), "cudaSetDevice");
+    const auto i = static_cast<size_t>(r);
+    const uint64_t first = r == 0 ? a : b, second = r == 0 ? b : a;
+    const DeviceIo& d1 = r == 0 ? *devA[i] : *devB[i];
+    const DeviceIo& d2 = r == 0 ? *devB[i] : *devA[i];
+    cudaStream_t s1 = nullptr, s2 = nullptr;
+    checkCuda(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    checkCuda(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    expectOk(occlSubmitOnStream(g[r], first, d1.send, d1.recv, s1, CallbackCounter::callback, counter.arg()), g[r],
+             "occlSubmitOnStream");
+    expectOk(occlSubmitOnStream(g[r], second, d2.send, d2.recv, s2, CallbackCounter::callback, counter.arg()), g[r],
+             "occlSubmitOnStream");
+    checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize on rank " + std::to_string(r));
+    cudaStreamDestroy(s1);
+    cudaStreamDestroy(s2);
+  });
+  ASSERT_TRUE(counter.waitFor(4, std::chrono::seconds(30)));
+  for (const auto& [id, status] : counter.fired()) EXPECT_EQ(status, occlSuccess);
+  for (int r = 0; r < 2; ++r)
+    for (const auto* dev : {&devA, &devB}) {
+      std::vector<RankIo> got = prepare(s, 2);
+      (*dev)[static_cast<size_t>(r)]->download(got[static_cast<size_t>(r)]);
+      EXPECT_EQ(mismatch(s, r, got[static_cast<size_t>(r)]), "");
+    }
+  deregisterCase(g, s, a);
+  deregisterCase(g, s, b);
 }
 
 // ---- Eight ranks on one GPU: eight persistent kernels resident together ----
