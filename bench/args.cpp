@@ -173,6 +173,15 @@ const std::vector<Flag>& flags() {
        }},
       {'\0', "mpi", false, [](auto, Options& o) { o.mpi = true; return std::string(); }},
       {'\0', "timeline", false, [](auto, Options& o) { o.timeline = true; return std::string(); }},
+      {'\0', "submit", true,
+       [](auto v, Options& o) -> std::string {
+         const std::string mode = lower(v);
+         if (mode == "plain") o.submit = SubmitMode::Plain;
+         else if (mode == "gated") o.submit = SubmitMode::Gated;
+         else if (mode == "stream") o.submit = SubmitMode::Stream;
+         else return "plain, gated or stream";
+         return "";
+       }},
       {'h', "help", false, [](auto, Options& o) { o.help = true; return std::string(); }},
   };
   return table;
@@ -359,6 +368,9 @@ std::string usage(const std::string& program) {
          "  --timeline             keep the daemon's timeline (config.timelineDepth) and print, per\n"
          "                         row, when the timed submissions were tried, moved data and were\n"
          "                         done after the daemon took them (medians, rank 0)\n"
+         "  --submit M             plain | gated | stream, default plain: occlSubmit; occlSubmitGated\n"
+         "                         with the gate opened right after; occlSubmitOnStream on a stream\n"
+         "                         of the rank's device, synchronised each run (--backend cuda)\n"
          "  -h,--help              this text\n";
 }
 

@@ -198,6 +198,8 @@ BenchOutcome runBench(const Options& requested, std::ostream& out, std::ostream&
   o.backend = placed.placement.backend;  // what the report prints: auto is resolved
   if (o.sharedBuffers == 1 && o.backend != occlBackendHost)
     return fail(err, kExitUsage, "--shared-buffers 1: occlMemAlloc memory is host memory; expected --backend host");
+  if (o.submit == SubmitMode::Stream && o.backend != occlBackendCuda)
+    return fail(err, kExitUsage, "--submit stream: a CUDA stream orders the submission; expected --backend cuda");
   // Auto: where it changes what runs, ranks as processes on the host backend (threads read each
   // other's buffers whatever memory they are).
   if (o.sharedBuffers < 0) o.sharedBuffers = o.backend == occlBackendHost && launcher ? 1 : 0;

@@ -27,4 +27,15 @@ bool buildHasCuda();
 // without CUDA there is no device memory: it throws at once (callers check cudaDevices() first).
 std::unique_ptr<RunBuffer> makeDeviceBuffer(int device);
 
+// A stream of CUDA device `device` for --submit stream: what occlSubmitOnStream takes, and its
+// synchronisation. Both throw std::runtime_error naming the CUDA call that failed; in a build
+// without CUDA, making one throws at once.
+class RunStream {
+ public:
+  virtual ~RunStream() = default;
+  virtual void* handle() = 0;
+  virtual void synchronize() = 0;
+};
+std::unique_ptr<RunStream> makeRunStream(int device);
+
 }  // namespace occl::bench

@@ -90,7 +90,35 @@ class DeviceBuffer final : public RunBuffer {
   HostBuffer staging_;
 };
 
+class DeviceStream final : public RunStream {
+ public:
+  explicit DeviceStream(int device) : device_(device) {
+    occl::DeviceGuard guard(device_);
+    check(guard.status());
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", device_);
+  }
+  DeviceStream(const DeviceStream&) = delete;
+  DeviceStream& operator=(const DeviceStream&) = delete;
+  ~DeviceStream() override {
+    occl::DeviceGuard guard(device_);
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+  void* handle() override { return stream_; }
+  void synchronize() override {
+    occl::DeviceGuard guard(device_);
+    check(guard.status());
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", device_);
+  }
+
+ private:
+  int device_;
+  cudaStream_t stream_ = nullptr;
+};
+
 }  // namespace
+
+std::unique_ptr<RunStream> makeRunStream(int device) { return std::make_unique<DeviceStream>(device); }
 
 DeviceCount cudaDevices() {
   occl::Result<int> n = occl::cudaDeviceCount();

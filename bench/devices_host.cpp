@@ -19,4 +19,8 @@ std::unique_ptr<RunBuffer> makeDeviceBuffer(int device) {
   throw std::runtime_error("CUDA device " + std::to_string(device) + ": " + kNoCuda);
 }
 
+std::unique_ptr<RunStream> makeRunStream(int device) {
+  throw std::runtime_error("CUDA device " + std::to_string(device) + ": " + kNoCuda);
+}
+
 }  // namespace occl::bench

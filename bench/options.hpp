@@ -17,6 +17,12 @@ namespace occl::bench {
 // occlCollRecv from the previous one, as nccl-tests' sendrecv_perf does.
 enum class Coll { AllReduce, AllGather, ReduceScatter, Reduce, Broadcast, AllToAll, SendRecv };
 
+// --submit: how a timed submission starts (docs/design.md, Gates and streams). Plain: occlSubmit.
+// Gated: occlSubmitGated, its gate opened by the submitting thread right after (the gate's own
+// cost). Stream: occlSubmitOnStream on a stream of the rank's device, which is synchronised
+// before the callback is awaited (CUDA ranks).
+enum class SubmitMode { Plain, Gated, Stream };
+
 struct Options {
   Coll coll = Coll::AllReduce;
   bool collGiven = false;  // named on the command line or by the program name (all_gather_perf)
@@ -54,6 +60,7 @@ struct Options {
   std::string jsonPath;
   bool mpi = false;  // --mpi: one rank per process even without a launcher's variables
   bool timeline = false;  // --timeline: config.timelineDepth, and a footer line per row from it
+  SubmitMode submit = SubmitMode::Plain;  // --submit
   bool help = false;
 };
 

@@ -253,7 +253,10 @@ RunStatus RankRunner::runOnce(const Row& row, const RunBuffers& buffers) {
   size_t n = 0;
   for (const Registration& reg : row.regs)
     parts[n++] = {reg.collId, reg.usesSend ? buffers.send : nullptr, reg.usesRecv ? buffers.recv : nullptr};
-  return submitAndWait(comm_, std::span<const Submission>(parts, n), done_, bound_);
+  // Made at the first run, inside run()'s handling of errors (it throws a CUDA failure).
+  if (options_.submit == SubmitMode::Stream && stream_ == nullptr) stream_ = makeRunStream(device_);
+  return submitAndWait(comm_, std::span<const Submission>(parts, n), done_, bound_,
+                       SubmitPath{options_.submit, stream_.get()});
 }
 
 RunStatus RankRunner::barrier() {

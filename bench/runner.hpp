@@ -95,6 +95,7 @@ class RankRunner {
   Completion done_;
   std::unique_ptr<RunBuffer> send_;
   std::unique_ptr<RunBuffer> recv_;
+  std::unique_ptr<RunStream> stream_;  // --submit stream: the rank's stream
 };
 
 }  // namespace occl::bench

@@ -1,6 +1,8 @@
 #include "submit.hpp"
 
 #include <cstdio>
+#include <exception>
+#include <string_view>
 
 namespace occl::bench {
 
@@ -34,18 +36,58 @@ bool Completion::wait(std::chrono::milliseconds bound) {
   return ok;
 }
 
+namespace {
+
+// Submits one part the way `path` says; the name of the call that failed, or nullptr.
+const char* submitPart(occlComm_t comm, const Submission& p, Completion& done, const SubmitPath& path,
+                       occlResult_t& r) {
+  switch (path.mode) {
+    case SubmitMode::Plain:
+      r = occlSubmit(comm, p.collId, p.send, p.recv, &Completion::callback, &done);
+      return r == occlSuccess ? nullptr : "occlSubmit";
+    case SubmitMode::Gated: {
+      occlGate_t gate{};
+      r = occlSubmitGated(comm, p.collId, p.send, p.recv, &Completion::callback, &done, &gate);
+      if (r != occlSuccess) return "occlSubmitGated";
+      r = occlGateOpen(comm, gate);
+      return r == occlSuccess ? nullptr : "occlGateOpen";  // submitted: its callback still fires
+    }
+    case SubmitMode::Stream:
+      r = occlSubmitOnStream(comm, p.collId, p.send, p.recv, static_cast<struct CUstream_st*>(path.stream->handle()),
+                             &Completion::callback, &done);
+      return r == occlSuccess ? nullptr : "occlSubmitOnStream";
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 RunStatus submitAndWait(occlComm_t comm, std::span<const Submission> parts, Completion& done,
-                        std::chrono::milliseconds bound) {
+                        std::chrono::milliseconds bound, const SubmitPath& path) {
   RunStatus status;
   const int n = static_cast<int>(parts.size());
   done.arm(n);
   for (int i = 0; i < n; ++i) {
-    const Submission& p = parts[static_cast<size_t>(i)];
-    const occlResult_t r = occlSubmit(comm, p.collId, p.send, p.recv, &Completion::callback, &done);
-    if (r != occlSuccess) {
-      status.error = std::string("occlSubmit: ") + occlGetErrorString(r) + ": " + occlGetLastError(comm);
+    occlResult_t r = occlSuccess;
+    if (const char* call = submitPart(comm, parts[static_cast<size_t>(i)], done, path, r)) {
+      status.error = std::string(call) + ": " + occlGetErrorString(r) + ": " + occlGetLastError(comm);
+      // A gated part whose gate did not open is submitted and will not complete: its callback
+      // comes only with the abort the caller does for a lost run.
+      status.lost = std::string_view(call) == "occlGateOpen";
+      if (status.lost) return status;
       done.cancel(n - i);  // this part and the ones never submitted
       break;
+    }
+  }
+  // A stream-ordered run ends where the stream is released: the host waits for the stream first,
+  // as a framework's next kernel would, and then for the callbacks.
+  if (status.ok() && path.mode == SubmitMode::Stream) {
+    try {
+      path.stream->synchronize();
+    } catch (const std::exception& e) {
+      status.error = e.what();
+      status.lost = true;
+      return status;
     }
   }
   // Waits as a blocking caller does, in occlCommWaitAll (only this run is in flight on `comm`),

@@ -11,7 +11,9 @@
 #include <span>
 #include <string>
 
+#include "devices.hpp"
 #include "occl/occl.h"
+#include "options.hpp"
 
 namespace occl::bench {
 
@@ -56,7 +58,13 @@ struct RunStatus {
   bool ok() const { return error.empty(); }
 };
 
+// How submitAndWait starts its parts (Options::submit); `stream` is the rank's for Stream.
+struct SubmitPath {
+  SubmitMode mode = SubmitMode::Plain;
+  RunStream* stream = nullptr;
+};
+
 RunStatus submitAndWait(occlComm_t comm, std::span<const Submission> parts, Completion& done,
-                        std::chrono::milliseconds bound);
+                        std::chrono::milliseconds bound, const SubmitPath& path = {});
 
 }  // namespace occl::bench

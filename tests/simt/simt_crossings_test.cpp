@@ -32,8 +32,8 @@ struct PerCollective {
 
 // Runs `iters` 8 B AllReduces one after another on every rank of a simt communicator with
 // `blocks` daemon blocks and returns the crossings of the last `iters - warmup`, per collective
-// and rank.
-PerCollective measure(int nRanks, int iters, int warmup, int blocks = 1) {
+// and rank. `gated`: each is submitted with occlSubmitGated and its gate opened right after.
+PerCollective measure(int nRanks, int iters, int warmup, int blocks = 1, bool gated = false) {
   exec::simt::countCrossings(true);  // before the first launch: its lanes count
   occlConfig_t cfg = testConfig();
   cfg.backend = occlBackendSimt;
@@ -51,8 +51,16 @@ PerCollective measure(int nRanks, int iters, int warmup, int blocks = 1) {
   auto runOne = [&] {
     runRanks(nRanks, [&](int r) {
       CallbackCounter done;
-      expectOk(occlSubmit(comms[r], 1, bufs[r].data(), bufs[r].data(), &CallbackCounter::callback, done.arg()), comms[r],
-               "submit");
+      if (gated) {
+        occlGate_t gate{};
+        expectOk(occlSubmitGated(comms[r], 1, bufs[r].data(), bufs[r].data(), &CallbackCounter::callback, done.arg(),
+                                 &gate),
+                 comms[r], "occlSubmitGated");
+        expectOk(occlGateOpen(comms[r], gate), comms[r], "occlGateOpen");
+      } else {
+        expectOk(occlSubmit(comms[r], 1, bufs[r].data(), bufs[r].data(), &CallbackCounter::callback, done.arg()),
+                 comms[r], "submit");
+      }
       if (!done.waitFor(1) || done.fired()[0].second != occlSuccess) throw std::runtime_error("collective failed");
     });
   };
@@ -96,6 +104,15 @@ TEST(SimtCrossings, FourRanksOfOneProcessCrossAsOneRank) {
 // each of the four blocks would read every entry.
 TEST(SimtCrossings, FourDaemonBlocksReadASmallCollectiveOnce) {
   const PerCollective c = measure(1, 60, 10, /*blocks=*/4);
+  EXPECT_EQ(c.reads, kReadsPerSmallCollective);
+  EXPECT_EQ(c.writes, kWritesPerSmallCollective);
+  EXPECT_EQ(c.rmws, 0);
+}
+
+// A gated submission (device/gate.hpp): the gate's words are daemon memory, so neither the
+// daemon's looks at a closed gate nor the done word cross the bus.
+TEST(SimtCrossings, AGatedCollectiveCrossesAsAPlainOne) {
+  const PerCollective c = measure(2, 40, 10, /*blocks=*/1, /*gated=*/true);
   EXPECT_EQ(c.reads, kReadsPerSmallCollective);
   EXPECT_EQ(c.writes, kWritesPerSmallCollective);
   EXPECT_EQ(c.rmws, 0);

@@ -119,6 +119,7 @@ TEST(BenchArgs, BadValuesNameTheFlagAndTheExpectation) {
       {{"--bogus"}, "unknown flag"},      {{"-b", "64K", "-e", "8"}, "must not exceed"},
       {{"allreduce", "allgather"}, "second collective"}, {{"--mpi=1"}, "takes no value"},
       {{"-b", "0", "-f", "2"}, "-b/--minbytes"}, {{"-b", "1", "-e", "1G", "-i", "1"}, "-i/--stepbytes"},
+      {{"--submit", "later"}, "--submit: invalid value \"later\"; expected plain, gated or stream"},
   };
   for (const Case& c : cases) {
     const ParsedArgs p = parse(c.args);
@@ -462,6 +463,24 @@ TEST(BenchEndToEnd, SimtPrintsTheHostCrossings) {
   EXPECT_GT(writes, 0);
   EXPECT_NE(r.out.find("# host crossings per MiB: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("writes (1048576 B out of place)\n"), std::string::npos) << r.out;
+}
+
+// --submit gated: every timed run goes through occlSubmitGated and occlGateOpen, results checked;
+// the gate costs a simt collective no bus crossing (its words are daemon memory).
+TEST(BenchEndToEnd, GatedSubmissionRunsCheckedAndCrossesNoMoreTheBus) {
+  const CliRun host = runMain({"allreduce", "-b", "8", "-e", "64K", "-f", "64", "-g", "3", "-n", "3", "-w", "1",
+                               "--submit", "gated"});
+  EXPECT_EQ(host.exitCode, kExitOk) << host.out << host.err;
+  EXPECT_NE(host.out.find("# Out of bounds values : 0 OK"), std::string::npos) << host.out;
+  const CliRun simt = runMain({"allreduce", "-b", "8", "-e", "8", "-g", "2", "-n", "3", "-w", "1", "--backend", "simt",
+                               "--submit", "gated"});
+  EXPECT_EQ(simt.exitCode, kExitOk) << simt.out << simt.err;
+  EXPECT_NE(simt.out.find("# host crossings per collective: 1.0 reads, 1.0 writes (8 B"), std::string::npos) << simt.out;
+  const CliRun stream = runMain({"allreduce", "-b", "8", "-e", "8", "--submit", "stream"});
+  EXPECT_EQ(stream.exitCode, kExitUsage);
+  EXPECT_NE(stream.err.find("--submit stream: a CUDA stream orders the submission; expected --backend cuda"),
+            std::string::npos)
+      << stream.err;
 }
 
 TEST(BenchEndToEnd, HostRunsPrintNoCrossings) {

@@ -177,6 +177,8 @@ run_quick() {
   # Where a small collective's time goes: the daemon's phase stamps (config.timelineDepth).
   step quick-timeline-g1 30 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 1M -f 16 -g 1 -n 100 -w 10 --timeline
   step quick-timeline-g4 30 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 8 -g 4 --devlist 0,0,0,0 -n 100 -w 10 --timeline
+  # Stream-ordered submission (occlSubmitOnStream) against the plain rows above: same sizes.
+  step quick-stream-g1 30 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 1M -f 16 -g 1 -n 100 -w 10 --submit stream
   step quick-allreduce-g1 90 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 256M -f 4 -g 1 -n 10 -w 3 "${nccl[@]}" \
     --json "$OUT/quick-allreduce-g1.json"
   step quick-allreduce-g4 60 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 64M -f 8 -g 4 --devlist 0,0,0,0 -n 10 -w 3 \
