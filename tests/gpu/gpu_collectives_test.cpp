@@ -359,46 +359,64 @@ TEST_F(Gpu, TortureEightAllReducesInRandomOrders) {
 
 // ---- OCCL Fig. 1(c): a device-wide synchronisation between submissions ----
 
+// Two collectives A and B of one AllReduce case on two ranks of GPU 0, each rank's buffers in
+// device memory: what both Fig. 1(c) tests submit in opposite orders and then check.
+struct CrossedPair {
+  explicit CrossedPair(GpuComms& comms) : g(comms) {
+    s.count = 1 << 16;
+    if (registerCase(g, s, a) != Outcome::Ran || registerCase(g, s, b) != Outcome::Ran)
+      throw std::runtime_error("registering the crossed pair failed");
+    for (const RankIo& x : prepare(s, 2)) {
+      devA.push_back(std::make_unique<DeviceIo>(x));
+      devB.push_back(std::make_unique<DeviceIo>(x));
+    }
+  }
+  ~CrossedPair() {
+    deregisterCase(g, s, a);
+    deregisterCase(g, s, b);
+  }
+  // Rank r's collectives in its order (rank 0: A then B, rank 1: B then A) and their buffers.
+  uint64_t first(int r) const { return r == 0 ? a : b; }
+  uint64_t second(int r) const { return r == 0 ? b : a; }
+  const DeviceIo& firstIo(int r) const { return r == 0 ? *devA[static_cast<size_t>(r)] : *devB[static_cast<size_t>(r)]; }
+  const DeviceIo& secondIo(int r) const { return r == 0 ? *devB[static_cast<size_t>(r)] : *devA[static_cast<size_t>(r)]; }
+  void expectResults() const {
+    for (int r = 0; r < 2; ++r)
+      for (const auto* dev : {&devA, &devB}) {
+        std::vector<RankIo> got = prepare(s, 2);
+        (*dev)[static_cast<size_t>(r)]->download(got[static_cast<size_t>(r)]);
+        EXPECT_EQ(mismatch(s, r, got[static_cast<size_t>(r)]), "");
+      }
+  }
+
+  GpuComms& g;
+  Spec s;
+  const uint64_t a = nextCollId(), b = nextCollId();
+  std::vector<std::unique_ptr<DeviceIo>> devA, devB;
+};
+
 // Rank 0 submits A then B, rank 1 B then A, and each calls cudaDeviceSynchronize after its first
 // submission. Both daemons wait for a peer that is blocked in the synchronisation, which waits for
 // the daemons: only the daemon's voluntary quit on being stuck lets the synchronisations return.
 TEST_F(Gpu, Fig1cDeviceSynchronizeBetweenSubmissionsCompletes) {
   GpuComms g(2);
-  Spec s;
-  s.count = 1 << 16;
-  const uint64_t a = nextCollId(), b = nextCollId();
-  ASSERT_EQ(registerCase(g, s, a), Outcome::Ran);
-  ASSERT_EQ(registerCase(g, s, b), Outcome::Ran);
-  std::vector<RankIo> io = prepare(s, 2);
-  std::vector<std::unique_ptr<DeviceIo>> devA, devB;
-  for (const RankIo& x : io) {
-    devA.push_back(std::make_unique<DeviceIo>(x));
-    devB.push_back(std::make_unique<DeviceIo>(x));
-  }
+  CrossedPair pair(g);
   CallbackCounter counter;
   const auto start = std::chrono::steady_clock::now();
   runRanks(2, [&](int r) {
-    const auto i = static_cast<size_t>(r);
-    const uint64_t first = r == 0 ? a : b, second = r == 0 ? b : a;
-    const DeviceIo& d1 = r == 0 ? *devA[i] : *devB[i];
-    const DeviceIo& d2 = r == 0 ? *devB[i] : *devA[i];
-    expectOk(occlSubmit(g[r], first, d1.send, d1.recv, CallbackCounter::callback, counter.arg()), g[r], "occlSubmit");
+    expectOk(occlSubmit(g[r], pair.first(r), pair.firstIo(r).send, pair.firstIo(r).recv, CallbackCounter::callback,
+                        counter.arg()),
+             g[r], "occlSubmit");
     checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize on rank " + std::to_string(r));
-    expectOk(occlSubmit(g[r], second, d2.send, d2.recv, CallbackCounter::callback, counter.arg()), g[r], "occlSubmit");
+    expectOk(occlSubmit(g[r], pair.second(r), pair.secondIo(r).send, pair.secondIo(r).recv, CallbackCounter::callback,
+                        counter.arg()),
+             g[r], "occlSubmit");
   });
   ASSERT_TRUE(counter.waitFor(4, std::chrono::seconds(30))) << "Fig. 1(c) did not complete within 30 s";
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   RecordProperty("seconds", std::to_string(seconds));
   for (const auto& [id, status] : counter.fired()) EXPECT_EQ(status, occlSuccess);
-  for (int r = 0; r < 2; ++r) {
-    for (const auto* dev : {&devA, &devB}) {
-      std::vector<RankIo> got = prepare(s, 2);
-      (*dev)[static_cast<size_t>(r)]->download(got[static_cast<size_t>(r)]);
-      EXPECT_EQ(mismatch(s, r, got[static_cast<size_t>(r)]), "");
-    }
-  }
-  deregisterCase(g, s, a);
-  deregisterCase(g, s, b);
+  pair.expectResults();
 }
 
 // ---- occlCommAbort on the GPU ----
@@ -501,45 +519,26 @@ TEST_F(Gpu, StreamOrderedAllReduceBetweenCopies) {
 // collectives done on both ranks) and the daemons, idle, have quit.
 TEST_F(Gpu, Fig1cOppositeOrdersOnStreamsThenDeviceSynchronize) {
   GpuComms g(2);
-  Spec s;
-  s.count = 1 << 16;
-  const uint64_t a = nextCollId(), b = nextCollId();
-  ASSERT_EQ(registerCase(g, s, a), Outcome::Ran);
-  ASSERT_EQ(registerCase(g, s, b), Outcome::Ran);
-  std::vector<RankIo> io = prepare(s, 2);
-  std::vector<std::unique_ptr<DeviceIo>> devA, devB;
-  for (const RankIo& x : io) {
-    devA.push_back(std::make_unique<DeviceIo>(x));
-    devB.push_back(std::make_unique<DeviceIo>(x));
-  }
+  CrossedPair pair(g);
   CallbackCounter counter;
   runRanks(2, [&](int r) {
     checkCuda(cudaSetDevice(0), "cudaSetDevice");
-    const auto i = static_cast<size_t>(r);
-    const uint64_t first = r == 0 ? a : b, second = r == 0 ? b : a;
-    const DeviceIo& d1 = r == 0 ? *devA[i] : *devB[i];
-    const DeviceIo& d2 = r == 0 ? *devB[i] : *devA[i];
     cudaStream_t s1 = nullptr, s2 = nullptr;
     checkCuda(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     checkCuda(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    expectOk(occlSubmitOnStream(g[r], first, d1.send, d1.recv, s1, CallbackCounter::callback, counter.arg()), g[r],
-             "occlSubmitOnStream");
-    expectOk(occlSubmitOnStream(g[r], second, d2.send, d2.recv, s2, CallbackCounter::callback, counter.arg()), g[r],
-             "occlSubmitOnStream");
+    expectOk(occlSubmitOnStream(g[r], pair.first(r), pair.firstIo(r).send, pair.firstIo(r).recv, s1,
+                                CallbackCounter::callback, counter.arg()),
+             g[r], "occlSubmitOnStream");
+    expectOk(occlSubmitOnStream(g[r], pair.second(r), pair.secondIo(r).send, pair.secondIo(r).recv, s2,
+                                CallbackCounter::callback, counter.arg()),
+             g[r], "occlSubmitOnStream");
     checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize on rank " + std::to_string(r));
     cudaStreamDestroy(s1);
     cudaStreamDestroy(s2);
   });
   ASSERT_TRUE(counter.waitFor(4, std::chrono::seconds(30)));
   for (const auto& [id, status] : counter.fired()) EXPECT_EQ(status, occlSuccess);
-  for (int r = 0; r < 2; ++r)
-    for (const auto* dev : {&devA, &devB}) {
-      std::vector<RankIo> got = prepare(s, 2);
-      (*dev)[static_cast<size_t>(r)]->download(got[static_cast<size_t>(r)]);
-      EXPECT_EQ(mismatch(s, r, got[static_cast<size_t>(r)]), "");
-    }
-  deregisterCase(g, s, a);
-  deregisterCase(g, s, b);
+  pair.expectResults();
 }
 
 // ---- Eight ranks on one GPU: eight persistent kernels resident together ----
