@@ -465,9 +465,11 @@ TEST(BenchEndToEnd, SimtPrintsTheHostCrossings) {
   EXPECT_NE(r.out.find("writes (1048576 B out of place)\n"), std::string::npos) << r.out;
 }
 
-// --submit gated: every timed run goes through occlSubmitGated and occlGateOpen, results checked;
-// the gate costs a simt collective no bus crossing (its words are daemon memory).
-TEST(BenchEndToEnd, GatedSubmissionRunsCheckedAndCrossesNoMoreTheBus) {
+// --submit gated: every timed run goes through occlSubmitGated and occlGateOpen, results checked
+// on host and simt ranks. (What the gate costs in bus crossings is pinned by simt_crossings_test,
+// whose daemon does not quit between collectives; a short bench run's daemon may, and each quit
+// writes its reports.)
+TEST(BenchEndToEnd, GatedSubmissionRunsCheckedOnHostAndSimt) {
   const CliRun host = runMain({"allreduce", "-b", "8", "-e", "64K", "-f", "64", "-g", "3", "-n", "3", "-w", "1",
                                "--submit", "gated"});
   EXPECT_EQ(host.exitCode, kExitOk) << host.out << host.err;
@@ -475,7 +477,7 @@ TEST(BenchEndToEnd, GatedSubmissionRunsCheckedAndCrossesNoMoreTheBus) {
   const CliRun simt = runMain({"allreduce", "-b", "8", "-e", "8", "-g", "2", "-n", "3", "-w", "1", "--backend", "simt",
                                "--submit", "gated"});
   EXPECT_EQ(simt.exitCode, kExitOk) << simt.out << simt.err;
-  EXPECT_NE(simt.out.find("# host crossings per collective: 1.0 reads, 1.0 writes (8 B"), std::string::npos) << simt.out;
+  EXPECT_NE(simt.out.find("# Out of bounds values : 0 OK"), std::string::npos) << simt.out;
   const CliRun stream = runMain({"allreduce", "-b", "8", "-e", "8", "--submit", "stream"});
   EXPECT_EQ(stream.exitCode, kExitUsage);
   EXPECT_NE(stream.err.find("--submit stream: a CUDA stream orders the submission; expected --backend cuda"),
