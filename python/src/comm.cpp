@@ -291,8 +291,9 @@ py::object Comm::submit(uint64_t collId, const py::object& send, const py::objec
   occlComm_t comm = live();
   if (gated && !stream.is_none())
     throw py::value_error("gated=True and stream: a submission is started by its gate or by its stream, not both");
+  const bool onStream = !stream.is_none();  // read here, under the GIL, not in the call below
   struct CUstream_st* cudaStream = nullptr;
-  if (!stream.is_none()) {
+  if (onStream) {
     if (!py::isinstance<py::int_>(stream))
       throw py::type_error("stream: expected a CUDA stream handle as an int (e.g. torch.cuda.Stream.cuda_stream)");
     cudaStream = reinterpret_cast<struct CUstream_st*>(stream.cast<uintptr_t>());
@@ -315,7 +316,7 @@ py::object Comm::submit(uint64_t collId, const py::object& send, const py::objec
   occlGate_t gate{};
   const occlResult_t r = withoutGil([&] {
     if (gated) return occlSubmitGated(comm, collId, f.send.data, f.recv.data, &onComplete, pending.get(), &gate);
-    if (!stream.is_none())
+    if (onStream)
       return occlSubmitOnStream(comm, collId, f.send.data, f.recv.data, cudaStream, &onComplete, pending.get());
     return occlSubmit(comm, collId, f.send.data, f.recv.data, &onComplete, pending.get());
   });
