@@ -93,8 +93,11 @@ typedef enum {
 } occlSpinPolicy_t;
 
 typedef enum {
-  occlTransportAuto = 0, /* shared memory between processes of one host, the network (UCX) between hosts */
-  occlTransportNet = 1   /* the network between any two processes, also on one host */
+  occlTransportAuto = 0, /* device memory (CUDA IPC) or shared memory between processes of one host, the
+                            network (UCX) between hosts */
+  occlTransportNet = 1,  /* the network between any two processes, also on one host */
+  occlTransportShm = 2   /* shared memory between processes of one host, also where device memory could
+                            carry it; the network between hosts */
 } occlTransport_t;
 
 /* The longest timeout any field or argument takes: 100 years, so that a deadline in nanoseconds

@@ -159,7 +159,7 @@ occlConfig_t configFrom(const py::dict& config) {
       {"simt_lanes", intField(&occlConfig_t::simtLanes)},
       {"timeline_depth", intField(&occlConfig_t::timelineDepth)},
       {"transport", [](occlConfig_t& c, const py::handle& v) {
-         c.transport = nameIndex(v, 2, [](int i) { return std::array{"auto", "net"}[i]; }, "transport");
+         c.transport = nameIndex(v, 3, [](int i) { return std::array{"auto", "net", "shm"}[i]; }, "transport");
        }},
   };
   for (auto [key, value] : config) {

@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "absl/strings/str_format.h"
-#include "ir_loader/fingerprint.hpp"
+#include "util/fnv1a.hpp"
 
 namespace occl::bootstrap {
 namespace {
@@ -47,7 +47,7 @@ Result<int> parsePort(std::string_view variable, const std::string& value) {
   return port;
 }
 
-uint64_t fnv1a(std::string_view s) { return ir::Fnv1a().add(s).value(); }
+uint64_t fnv1a(std::string_view s) { return Fnv1a().add(s).value(); }
 
 // Rank and size from one launcher's pair of variables; nullopt when neither is set.
 Result<std::optional<LauncherEnv>> rankAndSize(const char* rankVar, const char* sizeVar, const char* source) {

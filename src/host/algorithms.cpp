@@ -8,6 +8,7 @@
 #include "device/coll_desc.hpp"
 #include "device/coll_types.hpp"
 #include "ir_loader/fingerprint.hpp"
+#include "util/fnv1a.hpp"
 #include "ir_loader/ring.hpp"
 #include "ir_loader/validate.hpp"
 #include "primitives/dtypes.hpp"
@@ -231,7 +232,7 @@ const char* builtInAlgorithm(const occlCollDesc_t& d, int nRanks, const PartsRul
 // (sender, receiver) pair instead of their opposite types.
 uint64_t registrationSignature(const occlCollDesc_t& d, int rank, int nRanks, const AlgorithmChoice& choice,
                                uint32_t slots, uint64_t slotBytes) {
-  ir::Fnv1a h;
+  Fnv1a h;
   if (pointToPoint(d.type)) {
     const Endpoints e = endpoints(d, rank);
     h.add(int64_t{occlCollSend}).add(int64_t{e.sender}).add(int64_t{e.receiver});

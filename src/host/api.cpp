@@ -16,6 +16,9 @@
 #include "host/config.hpp"
 #include "memory/shared_buffers.hpp"
 #include "occl/occl.h"
+#include "transport/ipc/fd_exchange.hpp"
+#include "transport/ipc/ipc.hpp"
+#include "transport/ipc/ipc_device.hpp"
 #include "transport/select.hpp"
 #include "util/cpus.hpp"
 #if OCCL_HAVE_UCX
@@ -135,37 +138,34 @@ std::unique_ptr<occl::transport::ConnectorFactory> shmConnectorsFor(uint64_t non
 
 // Where every rank of a communicator runs, and the transport this rank takes to each peer.
 struct Topology {
-  std::vector<occl::transport::PeerInfo> ranks;
-  std::vector<occl::transport::Transport> byPeer;  // this rank's transport to each rank
+  std::vector<occl::transport::RankInfo> ranks;   // places first; daemons once gathered (choosePeers)
+  std::vector<occl::transport::Transport> byPeer;  // this rank's transport to each rank (choosePeers)
   int localRank = 0;                               // among the ranks of this host
   int localRanks = 0;                              // ranks of this host, this one included
   bool anyNet = false;                             // some pair of ranks (not only this one) uses NET
-  bool shmPeersSharePids = true;                   // every shm peer is in this rank's pid namespace
+  bool anyIpc = false;                             // some pair of ranks uses device memory (IPC)
+  bool shmPeersSharePids = true;                   // every peer of this host is in this rank's pid namespace
   int hostCpus = 0;                                // CPUs the ranks of this host may run on together
 };
 
-Result<Topology> discoverTopology(occl::bootstrap::Bootstrap& boot, int rank, int nranks, const occlConfig_t& c) {
+// Where each rank runs (its host, process, /dev/shm): enough to know the local rank, which
+// decides the device.
+Result<Topology> discoverTopology(occl::bootstrap::Bootstrap& boot, int rank, int nranks) {
   using namespace occl::transport;
   Topology t;
-  t.ranks.resize(static_cast<size_t>(nranks));
-  t.ranks[static_cast<size_t>(rank)] =
+  std::vector<PeerInfo> places(static_cast<size_t>(nranks));
+  places[static_cast<size_t>(rank)] =
       makePeerInfo(occl::bootstrap::hostIdentity(), {.pidNamespace = occl::bootstrap::pidNamespace(),
                                                      .shmDevice = occl::bootstrap::shmDevice(),
                                                      .process = static_cast<uint64_t>(getpid())});
-  if (Status s = boot.allGather(t.ranks.data(), sizeof(PeerInfo)); !s.ok()) return s;
-  const SelectionPolicy policy{c.transport == occlTransportNet};
-  const PeerInfo& self = t.ranks[static_cast<size_t>(rank)];
+  if (Status s = boot.allGather(places.data(), sizeof(PeerInfo)); !s.ok()) return s;
+  const PeerInfo& self = places[static_cast<size_t>(rank)];
   for (int r = 0; r < nranks; ++r) {
-    t.byPeer.push_back(selectTransport(self, t.ranks[static_cast<size_t>(r)], policy));
-    if (sameHost(self, t.ranks[static_cast<size_t>(r)])) {
+    t.ranks.push_back(RankInfo{places[static_cast<size_t>(r)], {}});
+    if (sameHost(self, places[static_cast<size_t>(r)])) {
       t.localRanks += 1;
       if (r < rank) t.localRank += 1;
     }
-    if (t.byPeer.back() == Transport::Shm && t.ranks[static_cast<size_t>(r)].pidNamespace != self.pidNamespace)
-      t.shmPeersSharePids = false;
-    for (int q = 0; q < nranks; ++q)
-      t.anyNet = t.anyNet || selectTransport(t.ranks[static_cast<size_t>(r)], t.ranks[static_cast<size_t>(q)], policy) ==
-                                 Transport::Net;
   }
   // The union of this host's ranks' affinity masks: a launcher that binds each rank to a core of
   // its own (mpirun -np 2 binds to cores by default) leaves every mask one CPU wide, and only the
@@ -175,9 +175,102 @@ Result<Topology> discoverTopology(occl::bootstrap::Bootstrap& boot, int rank, in
   if (Status s = boot.allGather(masks.data(), sizeof(cpu_set_t)); !s.ok()) return s;
   std::vector<cpu_set_t> here;
   for (int r = 0; r < nranks; ++r)
-    if (sameHost(self, t.ranks[static_cast<size_t>(r)])) here.push_back(masks[static_cast<size_t>(r)]);
+    if (sameHost(self, places[static_cast<size_t>(r)])) here.push_back(masks[static_cast<size_t>(r)]);
   t.hostCpus = occl::cpusCovered(here);
   return t;
+}
+
+// What runs this rank's daemon: host threads, simt, or the CUDA `device`.
+Result<occl::transport::DaemonInfo> describeDaemon(const occlConfig_t& c, int device) {
+  occl::transport::DaemonInfo info;
+  if (c.backend == occlBackendSimt) info.kind = occl::transport::DaemonKind::Simt;
+#if OCCL_HAVE_CUDA
+  if (device >= 0) return occl::transport::ipc::describeCudaDaemon(device);
+#else
+  (void)device;  // device ranks exist only in CUDA builds
+#endif
+  return info;
+}
+
+// Every rank's daemon (known once each has its device), then the transport table
+// (transport/select.hpp) for every pair.
+Status choosePeers(occl::bootstrap::Bootstrap& boot, Topology& t, int rank, const occlConfig_t& c,
+                   const occl::transport::DaemonInfo& mine) {
+  using namespace occl::transport;
+  const auto nranks = static_cast<int>(t.ranks.size());
+  std::vector<DaemonInfo> daemons(static_cast<size_t>(nranks));
+  daemons[static_cast<size_t>(rank)] = mine;
+  if (Status s = boot.allGather(daemons.data(), sizeof(DaemonInfo)); !s.ok()) return s;
+  for (int r = 0; r < nranks; ++r) t.ranks[static_cast<size_t>(r)].daemon = daemons[static_cast<size_t>(r)];
+  const SelectionPolicy policy{.forceNet = c.transport == occlTransportNet, .forceShm = c.transport == occlTransportShm};
+  const RankInfo& self = t.ranks[static_cast<size_t>(rank)];
+  for (int r = 0; r < nranks; ++r) {
+    const RankInfo& peer = t.ranks[static_cast<size_t>(r)];
+    t.byPeer.push_back(selectTransport(self, peer, policy));
+    if ((t.byPeer.back() == Transport::Shm || t.byPeer.back() == Transport::DeviceIpc) &&
+        peer.place.pidNamespace != self.place.pidNamespace)
+      t.shmPeersSharePids = false;
+    for (int q = 0; q < nranks; ++q) {
+      const Transport between = selectTransport(peer, t.ranks[static_cast<size_t>(q)], policy);
+      t.anyNet = t.anyNet || between == Transport::Net;
+      t.anyIpc = t.anyIpc || between == Transport::DeviceIpc;
+    }
+  }
+  return Status::success();
+}
+
+// A simt rank's IPC arena (sparse: only the pages of its connectors are memory).
+constexpr size_t kSimtIpcArenaBytes = size_t{1} << 30;
+
+// The IPC connector of a device rank (transport/ipc/): its device memory, the pools exchanged
+// with its IPC peers over Unix sockets. Every rank takes part in the exchange's barrier where any
+// pair of ranks uses IPC (anyIpc), also one that has no IPC peer; it then returns nullptr.
+Result<std::unique_ptr<occl::transport::ConnectorFactory>> ipcConnectors(occl::bootstrap::Bootstrap& boot, const Topology& t,
+                                                                          int rank, const occlConfig_t& c, int device) {
+  namespace ipc = occl::transport::ipc;
+  std::vector<int> peers;
+  for (size_t r = 0; r < t.byPeer.size(); ++r)
+    if (t.byPeer[r] == occl::transport::Transport::DeviceIpc) peers.push_back(static_cast<int>(r));
+  Result<std::shared_ptr<ipc::IpcDevice>> memory = std::shared_ptr<ipc::IpcDevice>();
+  if (!peers.empty() && c.backend == occlBackendSimt) memory = ipc::makeSimtIpcDevice(rank, kSimtIpcArenaBytes);
+#if OCCL_HAVE_CUDA
+  if (!peers.empty() && device >= 0) {
+    std::vector<uint64_t> gpus;
+    for (const occl::transport::RankInfo& r : t.ranks) gpus.push_back(r.daemon.gpu);
+    memory = ipc::makeCudaIpcDevice(rank, device, gpus);
+  }
+#else
+  (void)device;
+#endif
+  // A rank whose device memory failed still joins the barrier; its peers then fail to reach it.
+  std::shared_ptr<ipc::IpcDevice> made = memory.ok() ? memory.value() : nullptr;
+  if (!peers.empty() && made == nullptr && memory.ok())
+    memory = Status::error(occlInternalError, "an IPC peer, but no backend whose device memory can be shared");
+  Result<std::map<int, std::vector<ipc::PoolFd>>> received = ipc::exchangeFds(
+      boot.nonce(), rank, made != nullptr ? peers : std::vector<int>{},
+      [&](int peer) { return made->exportPools(peer); },
+      [&]() -> Status {
+        // Whether each rank has its device memory: one that has not fails them all now, not
+        // after the exchange's timeout.
+        std::vector<int32_t> ready(t.ranks.size());
+        ready[static_cast<size_t>(rank)] = memory.ok() ? 1 : 0;
+        if (Status s = boot.allGather(ready.data(), sizeof(int32_t)); !s.ok()) return s;
+        for (size_t r = 0; r < ready.size(); ++r)
+          if (ready[r] == 0 && static_cast<int>(r) != rank)
+            return Status::error(occlRemoteError, absl::StrFormat("rank %d could not set up its IPC device memory", r));
+        return Status::success();
+      },
+      c.initTimeoutMs);
+  if (!memory.ok()) return memory.status().withContext("the IPC connector's device memory");
+  if (!received.ok()) return received.status().withContext("exchanging the IPC connector's pools");
+  Status imported = Status::success();
+  for (auto& [peer, fds] : received.value()) {
+    Status s = made->importPools(peer, fds);  // closes them either way
+    if (imported.ok() && !s.ok()) imported = s.withContext(absl::StrFormat("importing rank %d's pools", peer));
+  }
+  if (!imported.ok()) return imported;
+  if (made == nullptr) return std::unique_ptr<occl::transport::ConnectorFactory>();
+  return ipc::makeIpcFactory(boot.nonce(), c.initTimeoutMs, rank, made);
 }
 
 #if OCCL_HAVE_UCX
@@ -223,29 +316,26 @@ Result<std::unique_ptr<occl::transport::ConnectorFactory>> netConnectors(occl::b
 }
 #endif
 
-// Which ranks are CUDA ranks (1) is known only once each has its device (which follows its local
-// rank, so after the topology).
-Result<std::vector<int32_t>> gatherCudaRanks(occl::bootstrap::Bootstrap& boot, int rank, int nranks, int device) {
-  std::vector<int32_t> cudaRank(static_cast<size_t>(nranks), 0);
-  cudaRank[static_cast<size_t>(rank)] = device >= 0 ? 1 : 0;
-  if (Status s = boot.allGather(cudaRank.data(), sizeof(int32_t)); !s.ok()) return s;
-  return cudaRank;
-}
-
 // The connector factory of a rank in its own process: each peer's transport (transport/select.hpp).
 Result<std::unique_ptr<occl::transport::ConnectorFactory>> connectorsFor(occl::bootstrap::Bootstrap& boot, const Topology& t,
                                                                          int rank, int nranks, const occlConfig_t& c,
-                                                                         int device, const std::vector<int32_t>& cudaRank) {
+                                                                         int device) {
   using occl::transport::Transport;
   std::map<Transport, std::unique_ptr<occl::transport::ConnectorFactory>> factories;
-  const occl::transport::ShmRanges ranges = occl::transport::shmRangesFor(t.ranks, cudaRank, rank);
+  const occl::transport::ShmRanges ranges = occl::transport::shmRangesFor(t.ranks, rank);
   // A rank's connectors to itself pair up within the process, like shm between two processes.
   factories[Transport::InProcess] = shmConnectorsFor(boot.nonce(), c.initTimeoutMs, device, ranges);
   factories[Transport::Shm] = shmConnectorsFor(boot.nonce(), c.initTimeoutMs, device, ranges);
+  if (t.anyIpc) {
+    Result<std::unique_ptr<occl::transport::ConnectorFactory>> ipc = ipcConnectors(boot, t, rank, c, device);
+    if (!ipc.ok()) return ipc.status();
+    if (ipc.value() != nullptr) factories[Transport::DeviceIpc] = std::move(ipc.value());
+  }
   if (t.anyNet) {
     const auto peer = std::find(t.byPeer.begin(), t.byPeer.end(), Transport::Net);
     const int other = peer == t.byPeer.end() ? rank : static_cast<int>(peer - t.byPeer.begin());
-    const occl::transport::PeerInfo &mine = t.ranks[static_cast<size_t>(rank)], &theirs = t.ranks[static_cast<size_t>(other)];
+    const occl::transport::PeerInfo &mine = t.ranks[static_cast<size_t>(rank)].place,
+                                    &theirs = t.ranks[static_cast<size_t>(other)].place;
     const std::string where =
         sameHost(mine, theirs) && mine.shmDevice != theirs.shmDevice
             ? absl::StrFormat("ranks %d and %d run on host \"%s\" with a /dev/shm each (devices 0x%x and 0x%x)", rank,
@@ -336,10 +426,14 @@ static occlResult_t initRankFrom(occlComm_t* comm, int nranks, const occl::boots
                                        absl::StrFormat("rank = %d: expected 0..%d (nranks = %d)", rank, nranks - 1, nranks)));
   auto boot = occl::bootstrap::Bootstrap::connect(id, rank, nranks, cfg.value().initTimeoutMs);
   if (!boot.ok()) return fail(nullptr, boot.status());
-  Result<Topology> topology = discoverTopology(*boot.value(), rank, nranks, cfg.value());
+  Result<Topology> topology = discoverTopology(*boot.value(), rank, nranks);
   if (!topology.ok()) return fail(nullptr, topology.status());
   Result<int> device = daemonDevice(cfg.value(), nullptr, rank, topology.value().localRank, /*autoPrefersGpu=*/true);
   if (!device.ok()) return fail(nullptr, device.status());
+  Result<occl::transport::DaemonInfo> daemon = describeDaemon(cfg.value(), device.value());
+  if (!daemon.ok()) return fail(nullptr, daemon.status());
+  if (Status s = choosePeers(*boot.value(), topology.value(), rank, cfg.value(), daemon.value()); !s.ok())
+    return fail(nullptr, s);
   Result<std::unique_ptr<occl::backend::Backend>> backend = backendFor(cfg.value(), device.value());
   if (!backend.ok()) return fail(nullptr, backend.status());
   occl::host::CommOptions options;
@@ -349,13 +443,12 @@ static occlResult_t initRankFrom(occlComm_t* comm, int nranks, const occl::boots
   options.shmPeersSharePids = topology.value().shmPeersSharePids;
   options.ranksOnThisHost = topology.value().localRanks;
   options.cpusOfThisHostsRanks = topology.value().hostCpus;
-  Result<std::vector<int32_t>> cudaRank = gatherCudaRanks(*boot.value(), rank, nranks, device.value());
-  if (!cudaRank.ok()) return fail(nullptr, cudaRank.status());
-  const bool anyCuda = std::find(cudaRank.value().begin(), cudaRank.value().end(), 1) != cudaRank.value().end();
+  const bool anyCuda = std::any_of(topology.value().ranks.begin(), topology.value().ranks.end(),
+                                   [](const occl::transport::RankInfo& r) { return r.daemon.kind == occl::transport::DaemonKind::Cuda; });
   occl::host::resolveConnectorGeometry(options.config, topology.value().anyNet, anyCuda);
   options.backend = std::move(backend.value());
   Result<std::unique_ptr<occl::transport::ConnectorFactory>> connectors =
-      connectorsFor(*boot.value(), topology.value(), rank, nranks, cfg.value(), device.value(), cudaRank.value());
+      connectorsFor(*boot.value(), topology.value(), rank, nranks, cfg.value(), device.value());
   if (!connectors.ok()) return fail(nullptr, connectors.status());
   options.connectors = std::move(connectors.value());
   occl::bootstrap::Bootstrap* bootstrap = boot.value().get();

@@ -110,7 +110,7 @@ constexpr Choice kBackends[] = {
     {"auto", occlBackendAuto}, {"host", occlBackendHost}, {"cuda", occlBackendCuda}, {"simt", occlBackendSimt}};
 constexpr Choice kOrders[] = {{"fifo", occlOrderFifo}, {"priority", occlOrderPriority}, {"agreed", occlOrderAgreed}};
 constexpr Choice kSpinPolicies[] = {{"stickiness", occlSpinPolicyStickiness}, {"fixed", occlSpinPolicyFixed}};
-constexpr Choice kTransports[] = {{"auto", occlTransportAuto}, {"net", occlTransportNet}};
+constexpr Choice kTransports[] = {{"auto", occlTransportAuto}, {"net", occlTransportNet}, {"shm", occlTransportShm}};
 
 // Whether `value` is one of the table's: the values a config field of that enum may hold.
 bool isChoice(int value, std::span<const Choice> choices) {

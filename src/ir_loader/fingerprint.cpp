@@ -1,5 +1,7 @@
 #include "ir_loader/fingerprint.hpp"
 
+#include "util/fnv1a.hpp"
+
 namespace occl::ir {
 namespace {
 

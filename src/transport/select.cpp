@@ -4,30 +4,57 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "util/fnv1a.hpp"
 
 namespace occl::transport {
 namespace {
 
 struct TransportEntry {
   Transport kind;
-  bool (*canConnect)(const PeerInfo& self, const PeerInfo& peer, const SelectionPolicy& policy);
+  bool (*canConnect)(const RankInfo& self, const RankInfo& peer, const SelectionPolicy& policy);
 };
+
+bool sharesDevShm(const PeerInfo& self, const PeerInfo& peer) {
+  return sameHost(self, peer) && self.shmDevice == peer.shmDevice;
+}
+
+bool reaches(const DaemonInfo& from, uint64_t gpu) {
+  for (size_t i = 0; i < from.nReach && i < DaemonInfo::kMaxReach; ++i)
+    if (from.reach[i] == gpu) return true;
+  return false;
+}
 
 // In order of preference; the last one reaches everything.
 constexpr TransportEntry kTransports[] = {
     // A pid names a process only within its pid namespace: two ranks in containers that share
     // the host's network and /dev/shm may both be pid 1.
     {Transport::InProcess,
-     [](const PeerInfo& self, const PeerInfo& peer, const SelectionPolicy&) {
-       return sameHost(self, peer) && self.pidNamespace == peer.pidNamespace && self.process == peer.process;
+     [](const RankInfo& self, const RankInfo& peer, const SelectionPolicy&) {
+       return sameHost(self.place, peer.place) && self.place.pidNamespace == peer.place.pidNamespace &&
+              self.place.process == peer.place.process;
+     }},
+    // Device ranks of one kind in two processes: FIFOs in device memory that one exports and the
+    // other imports (transport/ipc/). The ends pair through the job's shm pool, so the shm row's
+    // condition holds too. CUDA: both GPUs' pools export as file descriptors, and the GPUs are
+    // one, or each reaches the other by peer access as its own process sees it (NVLink or PCIe
+    // P2P; a GPU outside a process's CUDA_VISIBLE_DEVICES is not seen to be reached); otherwise
+    // pinned shm. simt: its processes emulate GPUs that all reach each other.
+    {Transport::DeviceIpc,
+     [](const RankInfo& self, const RankInfo& peer, const SelectionPolicy& policy) {
+       if (policy.forceNet || policy.forceShm || !sharesDevShm(self.place, peer.place)) return false;
+       const DaemonInfo &a = self.daemon, &b = peer.daemon;
+       if (a.kind != b.kind) return false;
+       if (a.kind == DaemonKind::Simt) return true;
+       return a.kind == DaemonKind::Cuda && a.canExport != 0 && b.canExport != 0 &&
+              (a.gpu == b.gpu || (reaches(a, b.gpu) && reaches(b, a.gpu)));
      }},
     // Segments are named in /dev/shm: two containers with one each would each make their own
     // and wait for a peer that never writes there.
     {Transport::Shm,
-     [](const PeerInfo& self, const PeerInfo& peer, const SelectionPolicy& policy) {
-       return !policy.forceNet && sameHost(self, peer) && self.shmDevice == peer.shmDevice;
+     [](const RankInfo& self, const RankInfo& peer, const SelectionPolicy& policy) {
+       return !policy.forceNet && sharesDevShm(self.place, peer.place);
      }},
-    {Transport::Net, [](const PeerInfo&, const PeerInfo&, const SelectionPolicy&) { return true; }},
+    {Transport::Net, [](const RankInfo&, const RankInfo&, const SelectionPolicy&) { return true; }},
 };
 
 }  // namespace
@@ -35,6 +62,7 @@ constexpr TransportEntry kTransports[] = {
 const char* transportName(Transport t) {
   switch (t) {
     case Transport::InProcess: return "in-process";
+    case Transport::DeviceIpc: return "device-ipc";
     case Transport::Shm: return "shm";
     case Transport::Net: return "net";
   }
@@ -52,17 +80,22 @@ PeerInfo makePeerInfo(const std::string& host, const ProcessPlace& place) {
 
 bool sameHost(const PeerInfo& a, const PeerInfo& b) { return std::strncmp(a.host, b.host, PeerInfo::kHostBytes) == 0; }
 
-Transport selectTransport(const PeerInfo& self, const PeerInfo& peer, const SelectionPolicy& policy) {
+uint64_t gpuIdentity(const unsigned char (&uuid)[16]) {
+  Fnv1a h;  // the same on every rank
+  for (unsigned char c : uuid) h.add(c);
+  return h.value() == 0 ? 1 : h.value();
+}
+
+Transport selectTransport(const RankInfo& self, const RankInfo& peer, const SelectionPolicy& policy) {
   for (const TransportEntry& t : kTransports)
     if (t.canConnect(self, peer, policy)) return t.kind;
   return Transport::Net;
 }
 
-ShmRanges shmRangesFor(const std::vector<PeerInfo>& ranks, const std::vector<int32_t>& cudaRank, int rank) {
-  const PeerInfo& self = ranks.at(static_cast<size_t>(rank));
-  for (size_t r = 0; r < ranks.size(); ++r)
-    if (cudaRank.at(r) != 0 && sameHost(self, ranks[r]) && ranks[r].shmDevice == self.shmDevice)
-      return ShmRanges::WholePages;
+ShmRanges shmRangesFor(const std::vector<RankInfo>& ranks, int rank) {
+  const PeerInfo& self = ranks.at(static_cast<size_t>(rank)).place;
+  for (const RankInfo& r : ranks)
+    if (r.daemon.kind == DaemonKind::Cuda && sharesDevShm(self, r.place)) return ShmRanges::WholePages;
   return ShmRanges::Packed;
 }
 
@@ -94,7 +127,7 @@ Result<std::shared_ptr<ConnectorMemory>> RoutedFactory::attach(const ConnectorKe
 YieldBoard* RoutedFactory::yieldBoard() {
   // The rank's own connectors pair up in the job's pool as shm peers' do: one board for all.
   for (const Transport t : byPeer_)
-    if (t == Transport::Net) return nullptr;
+    if (t == Transport::Net || t == Transport::DeviceIpc) return nullptr;
   auto it = factories_.find(Transport::Shm);
   return it == factories_.end() ? nullptr : it->second->yieldBoard();
 }

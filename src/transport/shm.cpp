@@ -11,7 +11,6 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <mutex>
 #include <utility>
 
@@ -22,27 +21,6 @@
 
 namespace occl::transport {
 namespace {
-
-// Every segment of a job is named /occl-<nonce>-...: glibc's shm_open keeps it as /dev/shm/occl-...
-std::string jobPrefix(uint64_t nonce) { return absl::StrFormat("occl-%016x-", nonce); }
-
-// Unlinks, when the last of a communicator's shm connectors and its factory are gone, every name
-// of the job's nonce left in /dev/shm: those whose peer never joined, this rank's or a dead peer's.
-class JobSegments {
- public:
-  explicit JobSegments(uint64_t nonce) : prefix_(jobPrefix(nonce)) {}
-  ~JobSegments() {
-    std::error_code ec;
-    for (auto it = std::filesystem::directory_iterator("/dev/shm", ec); !ec && it != std::filesystem::end(it);
-         it.increment(ec)) {
-      const std::string file = it->path().filename().string();
-      if (file.rfind(prefix_, 0) == 0) shm_unlink(("/" + file).c_str());
-    }
-  }
-
- private:
-  std::string prefix_;
-};
 
 class ShmMemory : public ConnectorMemory {
  public:

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -34,6 +35,18 @@ size_t rangeBytes(size_t bytes, bool packed) {
   size_t range = kMinPackedBytes;
   while (range < bytes) range *= 2;
   return range;
+}
+
+// Every segment of a job is named /occl-<nonce>-...: glibc's shm_open keeps it as /dev/shm/occl-...
+JobSegments::JobSegments(uint64_t nonce) : prefix_(absl::StrFormat("occl-%016x-", nonce)) {}
+
+JobSegments::~JobSegments() {
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/dev/shm", ec); !ec && it != std::filesystem::end(it);
+       it.increment(ec)) {
+    const std::string file = it->path().filename().string();
+    if (file.rfind(prefix_, 0) == 0) shm_unlink(("/" + file).c_str());
+  }
 }
 
 Status noRoomInDevShm(uint64_t bytes, const std::string& why) {

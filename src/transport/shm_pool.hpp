@@ -111,6 +111,20 @@ class ShmPool {
   YieldBoard* board_ = nullptr;  // yieldBoard(), once its pages are reserved
 };
 
+// Unlinks, when the last of a communicator's users of the job's pool is gone (its shm and IPC
+// connectors and their factories hold one each), every name of the job's nonce left in /dev/shm:
+// those whose peer never joined, this rank's or a dead peer's.
+class JobSegments {
+ public:
+  explicit JobSegments(uint64_t nonce);
+  ~JobSegments();
+  JobSegments(const JobSegments&) = delete;
+  JobSegments& operator=(const JobSegments&) = delete;
+
+ private:
+  std::string prefix_;
+};
+
 // The error of `bytes` of pages /dev/shm could not give; callers name the segment (withContext).
 Status noRoomInDevShm(uint64_t bytes, const std::string& why);
 
