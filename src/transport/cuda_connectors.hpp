@@ -5,9 +5,9 @@
 // receiver polls local memory and the sender writes across. GPU pairs without peer access share
 // pinned, mapped host memory instead.
 //
-// Ranks in different processes: the POSIX shm mapping of makeShmFactory, registered with CUDA
-// (pinned and mapped), so the daemon kernel reads and writes it at its host address. Device
-// memory across processes (CUDA IPC) is not implemented.
+// Ranks in different processes whose GPUs cannot share device memory (select.cpp): the POSIX shm
+// mapping of makeShmFactory, registered with CUDA (pinned and mapped), so the daemon kernel reads
+// and writes it at its host address. Where they can, transport/ipc/ (cuda-ipc) carries them.
 #pragma once
 
 #include <cstdint>
