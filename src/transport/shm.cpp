@@ -73,13 +73,13 @@ class ShmMemory : public ConnectorMemory {
 class ShmFactory : public ConnectorFactory {
  public:
   ShmFactory(uint64_t nonce, int64_t timeoutMs, ShmRanges ranges)
-      : nonce_(nonce), timeoutMs_(timeoutMs), packed_(ranges == ShmRanges::Packed) {}
+      : nonce_(nonce), packed_(ranges == ShmRanges::Packed), access_(nonce, timeoutMs) {}
 
   Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
                                                   uint64_t slotBytes) override {
-    Result<std::shared_ptr<ShmPool>> pool = openPool();
+    Result<std::shared_ptr<ShmPool>> pool = access_.pool();
     if (!pool.ok()) return pool.status();
-    const PoolKey poolKey{key, nextGeneration(key, end)};
+    const PoolKey poolKey{key, access_.nextGeneration(key, end)};
     const size_t bytes = fifoBytes(nSlots, slotBytes);
     Result<ShmPool::Range> range = pool.value()->attach(poolKey, bytes, packed_);
     if (!range.ok()) return range.status();
@@ -103,36 +103,15 @@ class ShmFactory : public ConnectorFactory {
   // In the pool, which this opens if no attach has yet; nullptr where it cannot be opened (the
   // first attach will say why).
   YieldBoard* yieldBoard() override {
-    Result<std::shared_ptr<ShmPool>> pool = openPool();
+    Result<std::shared_ptr<ShmPool>> pool = access_.pool();
     return pool.ok() ? pool.value()->yieldBoard() : nullptr;
   }
 
  private:
-  // The pool is opened at the first attach: a factory that never attaches (no peer of this host
-  // takes it) maps nothing.
-  Result<std::shared_ptr<ShmPool>> openPool() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (pool_ == nullptr) {
-      Result<std::shared_ptr<ShmPool>> opened = ShmPool::open(nonce_, timeoutMs_);
-      if (!opened.ok()) return opened.status();
-      pool_ = opened.value();
-    }
-    return pool_;
-  }
-  // How often this end attached `key` before: a rank is always the same end of a key, so both
-  // ends count their registrations alike and the k-th ones meet in one range.
-  uint64_t nextGeneration(const ConnectorKey& key, ConnectorEnd end) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return generations_[std::pair{key, end}]++;
-  }
-
   uint64_t nonce_;
-  int64_t timeoutMs_;
   bool packed_;
   std::shared_ptr<JobSegments> segments_ = std::make_shared<JobSegments>(nonce_);
-  std::mutex mu_;
-  std::shared_ptr<ShmPool> pool_;
-  absl::flat_hash_map<std::pair<ConnectorKey, ConnectorEnd>, uint64_t> generations_;
+  PoolAccess access_;
 };
 
 }  // namespace

@@ -37,6 +37,21 @@ size_t rangeBytes(size_t bytes, bool packed) {
   return range;
 }
 
+Result<std::shared_ptr<ShmPool>> PoolAccess::pool() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (pool_ == nullptr) {
+    Result<std::shared_ptr<ShmPool>> opened = ShmPool::open(nonce_, timeoutMs_);
+    if (!opened.ok()) return opened.status();
+    pool_ = opened.value();
+  }
+  return pool_;
+}
+
+uint64_t PoolAccess::nextGeneration(const ConnectorKey& key, ConnectorEnd end) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return generations_[std::pair{key, end}]++;
+}
+
 // Every segment of a job is named /occl-<nonce>-...: glibc's shm_open keeps it as /dev/shm/occl-...
 JobSegments::JobSegments(uint64_t nonce) : prefix_(absl::StrFormat("occl-%016x-", nonce)) {}
 

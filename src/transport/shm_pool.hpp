@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "transport/connector.hpp"
 #include "util/status.hpp"
 
@@ -109,6 +110,24 @@ class ShmPool {
   std::vector<int> arenaFds_;
   std::once_flag boardOnce_;
   YieldBoard* board_ = nullptr;  // yieldBoard(), once its pages are reserved
+};
+
+// A factory's way into the job's pool (shm.cpp, ipc/ipc.cpp): opened at the first use, so a
+// factory that never attaches (no peer of this host takes it) maps nothing; and how often each
+// end attached each key before, its generation: a rank is always the same end of a key, so both
+// ends count their registrations alike and the k-th ones meet in one range. Thread-safe.
+class PoolAccess {
+ public:
+  PoolAccess(uint64_t nonce, int64_t timeoutMs) : nonce_(nonce), timeoutMs_(timeoutMs) {}
+  Result<std::shared_ptr<ShmPool>> pool();
+  uint64_t nextGeneration(const ConnectorKey& key, ConnectorEnd end);
+
+ private:
+  const uint64_t nonce_;
+  const int64_t timeoutMs_;
+  std::mutex mu_;
+  std::shared_ptr<ShmPool> pool_;
+  absl::flat_hash_map<std::pair<ConnectorKey, ConnectorEnd>, uint64_t> generations_;
 };
 
 // Unlinks, when the last of a communicator's users of the job's pool is gone (its shm and IPC

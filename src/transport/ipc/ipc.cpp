@@ -6,7 +6,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "device/compat.hpp"
 #include "transport/shm_pool.hpp"
@@ -46,19 +45,7 @@ class IpcWorld {
   int rank() const { return rank_; }
   int64_t timeoutMs() const { return timeoutMs_; }
 
-  Result<std::shared_ptr<ShmPool>> pool() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (pool_ == nullptr) {
-      Result<std::shared_ptr<ShmPool>> opened = ShmPool::open(nonce_, timeoutMs_);
-      if (!opened.ok()) return opened.status();
-      pool_ = opened.value();
-    }
-    return pool_;
-  }
-  uint64_t nextGeneration(const ConnectorKey& key, ConnectorEnd end) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return generations_[std::pair{key, end}]++;
-  }
+  PoolAccess& access() { return access_; }
 
   // The owner is done with its FIFO: freed now if the importer has let go, else kept for later.
   void retire(const PoolKey& key, Record* record, void* fifo) {
@@ -87,7 +74,7 @@ class IpcWorld {
   }
   void freeAndRelease(const Retained& r) {
     device_->free(r.fifo);
-    pool_->release(r.key);
+    if (Result<std::shared_ptr<ShmPool>> pool = access_.pool(); pool.ok()) pool.value()->release(r.key);  // opened: r came from it
   }
 
   const uint64_t nonce_;
@@ -95,9 +82,8 @@ class IpcWorld {
   const int rank_;
   std::shared_ptr<IpcDevice> device_;
   std::shared_ptr<JobSegments> segments_ = std::make_shared<JobSegments>(nonce_);  // after the pool's users
+  PoolAccess access_{nonce_, timeoutMs_};
   std::mutex mu_;
-  std::shared_ptr<ShmPool> pool_;
-  absl::flat_hash_map<std::pair<ConnectorKey, ConnectorEnd>, uint64_t> generations_;
   std::vector<Retained> retained_;
 };
 
@@ -156,9 +142,9 @@ class IpcFactory : public ConnectorFactory {
   Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
                                                   uint64_t slotBytes) override {
     world_->sweepRetained();
-    Result<std::shared_ptr<ShmPool>> pool = world_->pool();
+    Result<std::shared_ptr<ShmPool>> pool = world_->access().pool();
     if (!pool.ok()) return pool.status();
-    const PoolKey poolKey{key, world_->nextGeneration(key, end)};
+    const PoolKey poolKey{key, world_->access().nextGeneration(key, end)};
     Result<ShmPool::Range> range = pool.value()->attach(poolKey, sizeof(Record), /*packed=*/true);
     if (!range.ok()) return range.status();
     auto* record = reinterpret_cast<Record*>(range.value().base);
