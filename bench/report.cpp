@@ -100,8 +100,8 @@ std::string formatPreamble(const Options& o, int nRanks, const std::vector<RankI
   s += "#\n# Using devices\n";
   for (size_t r = 0; r < ranks.size(); ++r) {
     std::string peers;
-    static constexpr const char* kKinds[] = {"in-process", "shm", "net"};
-    for (int kind = 0; kind < 3; ++kind)
+    static constexpr const char* kKinds[] = {"in-process", "shm", "net", "ipc"};
+    for (int kind = 0; kind < 4; ++kind)
       if (ranks[r].peersBy[kind] > 0) peers += printf_("%s %d %s", peers.empty() ? " peers:" : ",", ranks[r].peersBy[kind], kKinds[kind]);
     s += printf_("#  Rank %2zu Group  0 Pid %6lld on %10s device %2d %s%s\n", r, static_cast<long long>(ranks[r].pid),
                  ranks[r].host.c_str(), ranks[r].device,

@@ -64,7 +64,8 @@ struct RankInfo {
   int64_t pid = 0;
   std::string host;
   int device = -1;  // the rank's CUDA device; -1: host ranks
-  int peersBy[3] = {0, 0, 0};  // its peers reached in-process, through shared memory, over the NET connector
+  int peersBy[4] = {0, 0, 0, 0};  // its peers reached in-process, through shared memory, over the NET connector,
+                                  // through device memory (cuda-ipc, simt-ipc)
 };
 
 // Fills algBw/busBw of `place` from its time and the row's size.

@@ -22,7 +22,10 @@ int64_t packTransports(occlComm_t comm, int rank, int nRanks) {
     const char* t = nullptr;
     if (p == rank || occlCommPeerTransport(comm, p, &t) != occlSuccess) continue;
     const std::string name = t;
-    const int kind = name.find("net") != std::string::npos ? 2 : name.find("shm") != std::string::npos ? 1 : 0;
+    const int kind = name.find("net") != std::string::npos   ? 2
+                     : name.find("ipc") != std::string::npos ? 3
+                     : name.find("shm") != std::string::npos ? 1
+                                                             : 0;
     packed += int64_t{1} << (16 * kind);
   }
   return packed;
@@ -113,7 +116,7 @@ std::string RankRunner::introduce() {
     const int64_t* w = &words[r * kInfoWords];
     ranks[r].pid = w[0];
     ranks[r].device = static_cast<int>(w[1]);
-    for (int kind = 0; kind < 3; ++kind) ranks[r].peersBy[kind] = static_cast<int>((w[kTransportWord] >> (16 * kind)) & 0xffff);
+    for (int kind = 0; kind < 4; ++kind) ranks[r].peersBy[kind] = static_cast<int>((w[kTransportWord] >> (16 * kind)) & 0xffff);
     std::memcpy(host, &w[kHostWord], sizeof host);
     host[sizeof host - 1] = '\0';
     ranks[r].host = host;

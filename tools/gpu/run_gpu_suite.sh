@@ -6,7 +6,8 @@
 # With no step names it runs env build test sanitize bench, in that order. `quick` is the prepared
 # run for a lent GPU (about 15 minutes of device time, all tries together): with a packed build,
 # env, the GPU tests, the copy micro-benchmark, occl against NCCL on one rank and occl on 4 and 8
-# ranks of one GPU, each step capped, in about 6 minutes; run it first and commit $OUT under
+# ranks of one GPU, two processes on one GPU over cuda-ipc and over shm, each step capped, in
+# about 6 minutes; run it first and commit $OUT under
 # bench/results/. Every step is bounded by `timeout` and
 # writes its log (and JSON/XML results where the tools can) under $OUT; a failing step is
 # recorded in $OUT/summary.txt and the next step still runs. Steps can be run one per call
@@ -161,6 +162,50 @@ run_copy() {
   step gpu-copy 90 "$COPY_BIN" --iters 10 --blocks 1,2,4,8,16,32,132
 }
 
+# Ranks as processes of one job on this host (torchrun's variables; each takes GPU local rank %
+# device count, so all share GPU 0 on a one-GPU machine): run_ranks N PORT TRANSPORT COMMAND...
+# starts N copies of COMMAND with OCCL_TRANSPORT=TRANSPORT, waits for all, then prints each
+# rank's output. Called through the script itself (`__ranks`) so that `step` can bound it.
+run_ranks() {
+  local n="$1" port="$2" transport="$3"
+  shift 3
+  local pids=() r rc=0 dir
+  dir="$(mktemp -d)"
+  for r in $(seq 0 $((n - 1))); do
+    RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r LOCAL_WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      OCCL_TRANSPORT=$transport "$@" >"$dir/rank$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for r in "${!pids[@]}"; do wait "${pids[$r]}" || rc=$?; done
+  for r in $(seq 0 $((n - 1))); do
+    echo "--- rank $r"
+    cat "$dir/rank$r.log"
+  done
+  rm -rf "$dir"
+  return "$rc"
+}
+
+# Two processes on one GPU (issue 41): their connectors in device memory (cuda-ipc) against
+# pinned shm (OCCL_TRANSPORT=shm), same sizes. Under MPS where nvidia-cuda-mps-control exists (the
+# two daemon kernels then run side by side); without it the two contexts time-slice the GPU,
+# which the summary says.
+run_ipc() {
+  local mps=""
+  if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+    export CUDA_MPS_PIPE_DIRECTORY="$OUT/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$OUT/mps-log"
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    nvidia-cuda-mps-control -d && mps=1
+  fi
+  if [ -n "$mps" ]; then
+    echo "== ipc: under MPS (nvidia-cuda-mps-control -d)" | tee -a "$SUMMARY"
+  else
+    echo "== ipc: no MPS (nvidia-cuda-mps-control missing or failed): the two contexts time-slice GPU 0" | tee -a "$SUMMARY"
+  fi
+  step quick-ipc-p2 75 "$0" __ranks 2 29611 auto "$BENCH_BIN" allreduce --backend cuda -b 8 -e 64M -f 8 -n 10 -w 3
+  step quick-ipc-shm-p2 75 "$0" __ranks 2 29612 shm "$BENCH_BIN" allreduce --backend cuda -b 8 -e 64M -f 8 -n 10 -w 3
+  if [ -n "$mps" ]; then echo quit | nvidia-cuda-mps-control; fi
+}
+
 # The prepared run (see the top): every step capped so that the whole takes about 6 minutes.
 run_quick() {
   : "${OCCL_GPU_STEP_MAX_S:=120}"
@@ -185,7 +230,14 @@ run_quick() {
     --json "$OUT/quick-allreduce-g4.json"
   step quick-allreduce-g8 60 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 64M -f 8 -g 8 --devlist 0,0,0,0,0,0,0,0 \
     -n 10 -w 3 --json "$OUT/quick-allreduce-g8.json"
+  run_ipc
 }
+
+if [ "${1:-}" = "__ranks" ]; then
+  shift
+  run_ranks "$@"
+  exit $?
+fi
 
 steps=("$@")
 [ "${#steps[@]}" -eq 0 ] && steps=(env build test sanitize bench)
