@@ -3,8 +3,9 @@
 //
 // - Each process allocates from pools of its own, one per GPU the memory lies on. Memory lies on
 //   the GPU of the connector's receiver, whichever end allocates it, so a receiver polls its own
-//   GPU's memory and the only read-modify-write a connector sees (FifoHandle::beginPeerAccess,
-//   the receiver's) stays on its GPU: native atomics across PCIe are not to be had.
+//   GPU's memory, and the only read-modify-write a connector can see (FifoHandle::beginPeerAccess,
+//   the receiver's, in the peer program, which device ranks do not run between processes today)
+//   would stay on its GPU: native atomics across PCIe are not to be had.
 // - A pool is exported once per peer process as file descriptors (exportPools), which travel over
 //   a Unix socket at communicator set-up (fd_exchange.hpp) and are imported there (importPools).
 // - An allocation is exported as a few plain bytes (Export) that travel through the job's shm
