@@ -251,8 +251,11 @@ occlResult_t occlCommCount(occlComm_t comm, int* count);
 occlResult_t occlCommUserRank(occlComm_t comm, int* rank);
 /* The transport that carries this rank's connectors to rank `peer` (itself included): "in-process"
  * (ranks that are threads of one process), "shm" (processes of one host), "net" (the NET
- * connector over UCX: another host, or OCCL_TRANSPORT=net), or "cuda-in-process" / "cuda-shm" on
- * CUDA ranks. A static string; NCCL prints the same with NCCL_DEBUG=INFO ("via P2P/IPC"). */
+ * connector over UCX: another host, or OCCL_TRANSPORT=net), or on CUDA ranks "cuda-in-process",
+ * "cuda-ipc" (device memory of another process: one GPU, or GPUs that reach each other by peer
+ * access) and "cuda-shm" (pinned shared memory otherwise, or OCCL_TRANSPORT=shm); "simt-ipc"
+ * between simt ranks of two processes. A static string; NCCL prints the same with
+ * NCCL_DEBUG=INFO ("via P2P/IPC"). */
 occlResult_t occlCommPeerTransport(occlComm_t comm, int peer, const char** transport);
 /* The configuration this rank's communicator runs with: what its init call was given, with the
  * "auto" fields resolved (connectorSlotBytes = 0 becomes the size the communicator chose). */

@@ -2,6 +2,7 @@
 (once each, on the poller thread or in wait_all, allowed to submit again, never deadlocking with the GIL), the
 buffers' lifetime, errors that name the argument, and ranks in separate processes."""
 
+import functools
 import gc
 import threading
 import unittest
@@ -301,7 +302,7 @@ class Errors(unittest.TestCase):
         comms[1].close()
 
 
-def _process_rank(rank, nranks, ids):
+def _process_rank(rank, nranks, ids, **config):
     if rank == 0:
         uid = occl.get_unique_id()
         for _ in range(nranks - 1):
@@ -309,7 +310,7 @@ def _process_rank(rank, nranks, ids):
     else:
         uid = ids.get(timeout=60)
     got = []
-    with occl.Comm(nranks, uid, rank, init_timeout_ms=60000) as comm:
+    with occl.Comm(nranks, uid, rank, init_timeout_ms=60000, **config) as comm:
         comm.register(11, "allreduce", 1000, "int64")
         comm.register(12, "broadcast", 1000, "float32", root=0)
         x = np.full(1000, rank + 1, np.int64)
@@ -360,10 +361,17 @@ class Processes(unittest.TestCase):
         self.assertEqual(x0, [10.0] * 4)
 
     def test_ranks_in_processes_submit_in_opposite_orders(self):
+        self._opposite_orders("shm", backend="host")
+
+    def test_simt_ranks_in_processes_share_device_memory_unless_told_shm(self):
+        self._opposite_orders("simt-ipc", backend="simt")
+        self._opposite_orders("shm", backend="simt", transport="shm")
+
+    def _opposite_orders(self, expected_transport, **config):
         ids = support._CTX.Queue()
-        results = support.run(_process_rank, 3, ids, timeout=120)
+        results = support.run(functools.partial(_process_rank, **config), 3, ids, timeout=120)
         for transport, total, bcast_ok, got in results:
-            self.assertEqual(transport, "shm")
+            self.assertEqual(transport, expected_transport)
             self.assertEqual(total, 1000 * 6)
             self.assertTrue(bcast_ok)
             self.assertEqual(got, [11, 12])
