@@ -71,10 +71,4 @@ Result<ResidencyReservation> reserveResidency(const std::string& device, int blo
   return ResidencyReservation(device, blocks);
 }
 
-int residentBlocks(const std::string& device) {
-  std::lock_guard<std::mutex> lock(registryMu());
-  auto it = registry().find(device);
-  return it == registry().end() ? 0 : it->second;
-}
-
 }  // namespace occl::backend

@@ -43,7 +43,4 @@ Result<ResidencyReservation> reserveResidency(const std::string& device, int blo
 inline constexpr int kAutoDaemonBlocks = 16;
 int autoDaemonBlocks(int capacity, int inUse);
 
-// Blocks reserved on `device` now (tests and messages).
-int residentBlocks(const std::string& device);
-
 }  // namespace occl::backend

@@ -42,10 +42,6 @@ OCCL_HD inline bool stepReadsSrc(StepOp op) {
   return op == StepOp::Send || op == StepOp::RecvReduceSend || op == StepOp::RecvReduceCopy ||
          op == StepOp::RecvReduceCopySend || op == StepOp::Copy || op == StepOp::Reduce;
 }
-OCCL_HD inline bool stepWritesDst(StepOp op) {
-  return op == StepOp::Recv || op == StepOp::RecvCopySend || op == StepOp::RecvReduceCopy ||
-         op == StepOp::RecvReduceCopySend || op == StepOp::Copy || op == StepOp::Reduce;
-}
 
 // Chunk geometry of form `f`: chunk c of any buffer, tile t of that chunk.
 OCCL_HD inline uint64_t chunkStart(const CollDesc& d, const ProgramForm& f, uint64_t c) {

@@ -165,8 +165,6 @@ struct OpOf<occlAvg> {
 template <int O>
 using OpOf_t = typename OpOf<O>::type;
 
-OCCL_HD constexpr bool opValid(int op) { return op >= 0 && op < occlNumOps; }
-
 OCCL_HD constexpr const char* opName(int op) {
   switch (op) {
     case occlSum: return "sum";
