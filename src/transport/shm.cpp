@@ -11,10 +11,8 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <mutex>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "transport/connector.hpp"
 #include "transport/shm_pool.hpp"

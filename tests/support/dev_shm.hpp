@@ -1,11 +1,12 @@
 // Test support: the names a job leaves in /dev/shm. Every shared-memory name of a job is
-// occl-<nonce>-... (src/transport/shm.cpp: the connector pool and its arenas), which the job's
+// occl-<nonce>-... (src/transport/shm_pool.cpp: the connector pool and its arenas), which the job's
 // last communicator unlinks.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,17 @@ inline std::vector<std::string> jobShmNames(const std::string& nonceHex) {
   for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
     if (e.path().filename().string().rfind(prefix, 0) == 0) found.push_back(e.path().filename().string());
   return found;
+}
+
+// The nonce (16 hex digits) of the job whose shm segments this process maps, read from
+// /proc/self/maps; "" while it maps none.
+inline std::string mappedJobNonce() {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    const size_t at = line.find("/dev/shm/occl-");
+    if (at != std::string::npos) return line.substr(at + 14, 16);
+  }
+  return "";
 }
 
 inline std::vector<std::string> jobShmNames(uint64_t nonce) {

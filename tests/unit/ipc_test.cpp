@@ -288,13 +288,7 @@ std::vector<Case> jobCases(int nRanks) {
 
 // The nonce of the job's segments: the part after "occl-" of a /dev/shm mapping of this process.
 void reportNonce(const std::string& dir, int rank) {
-  std::ifstream maps("/proc/self/maps");
-  for (std::string line; std::getline(maps, line);) {
-    const size_t at = line.find("/dev/shm/occl-");
-    if (at == std::string::npos) continue;
-    proc::touch(dir + "/nonce." + std::to_string(rank), line.substr(at + 14, 16));
-    return;
-  }
+  if (const std::string nonce = mappedJobNonce(); !nonce.empty()) proc::touch(dir + "/nonce." + std::to_string(rank), nonce);
 }
 
 void expectEveryPeerIsSimtIpc(occlComm_t comm, int rank, int nRanks) {

@@ -127,13 +127,7 @@ void holdBackUntilKilled(const Child& c, const std::string& marker) {
 
 // The nonce of the job's segments: the part after "occl-" of a /dev/shm mapping of this process.
 void reportNonce(const Child& c) {
-  std::ifstream maps("/proc/self/maps");
-  for (std::string line; std::getline(maps, line);) {
-    const size_t at = line.find("/dev/shm/occl-");
-    if (at == std::string::npos) continue;
-    proc::touch(c.file("nonce." + std::to_string(c.rank)), line.substr(at + 14, 16));
-    return;
-  }
+  if (const std::string nonce = mappedJobNonce(); !nonce.empty()) proc::touch(c.file("nonce." + std::to_string(c.rank)), nonce);
 }
 
 occlConfig_t childConfig() {

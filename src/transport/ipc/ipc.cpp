@@ -1,5 +1,6 @@
 #include "transport/ipc/ipc.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -47,15 +48,16 @@ class IpcWorld {
 
   PoolAccess& access() { return access_; }
 
-  // The owner is done with its FIFO: freed now if the importer has let go, else kept for later.
+  // The owner is done with its FIFO: kept until its importer has let go.
   void retire(const PoolKey& key, Record* record, void* fifo) {
     std::lock_guard<std::mutex> lock(mu_);
     retained_.push_back({key, record, fifo});
-    sweep();
+    sweepIfGrown();
   }
+  // At each attach: what was retained goes back to the device once its importer let go.
   void sweepRetained() {
     std::lock_guard<std::mutex> lock(mu_);
-    sweep();
+    sweepIfGrown();
   }
 
  private:
@@ -64,6 +66,15 @@ class IpcWorld {
     Record* record;
     void* fifo;
   };
+  // Under mu_. A sweep reads every retained record, so it runs once the list has doubled since the
+  // last one (at least kMinSweep entries): a burst of deregistrations whose importers have not yet
+  // let go costs linear time, not quadratic, and holds back at most twice what it must.
+  static constexpr size_t kMinSweep = 16;
+  void sweepIfGrown() {
+    if (retained_.size() < sweepAt_) return;
+    sweep();
+    sweepAt_ = std::max(kMinSweep, 2 * retained_.size());
+  }
   // Under mu_.
   void sweep() {
     std::erase_if(retained_, [&](const Retained& r) {
@@ -85,6 +96,7 @@ class IpcWorld {
   PoolAccess access_{nonce_, timeoutMs_};
   std::mutex mu_;
   std::vector<Retained> retained_;
+  size_t sweepAt_ = kMinSweep;  // sweepIfGrown
 };
 
 class IpcFifo : public ConnectorMemory {
@@ -102,7 +114,6 @@ class IpcFifo : public ConnectorMemory {
     world_->device().closeImport(base_);
     atomics::storeRelease(&record_->importerDone, 1u);
     pool_->release(key_);
-    world_->sweepRetained();
   }
 
   Result<uint64_t> exchangeSignature(bool isSender, uint64_t signature) override {
