@@ -76,6 +76,27 @@ class DeviceIo {
       checkCuda(cudaMemcpy(io.second.data(), second_, secondBytes_, cudaMemcpyDeviceToHost), "download");
   }
 
+  // The same copies ordered on `stream`, from and to pinned host buffers laid out as `io`'s two
+  // (PinnedIo), so that the host enqueues them without waiting for the stream.
+  void uploadOn(cudaStream_t stream, const std::byte* first, const std::byte* second) const {
+    if (firstBytes_ > 0)
+      checkCuda(cudaMemcpyAsync(first_, first, firstBytes_, cudaMemcpyHostToDevice, stream), "upload on stream");
+    if (secondBytes_ > 0)
+      checkCuda(cudaMemcpyAsync(second_, second, secondBytes_, cudaMemcpyHostToDevice, stream), "upload on stream");
+  }
+  void downloadOn(cudaStream_t stream, std::byte* first, std::byte* second) const {
+    if (firstBytes_ > 0)
+      checkCuda(cudaMemcpyAsync(first, first_, firstBytes_, cudaMemcpyDeviceToHost, stream), "download on stream");
+    if (secondBytes_ > 0)
+      checkCuda(cudaMemcpyAsync(second, second_, secondBytes_, cudaMemcpyDeviceToHost, stream), "download on stream");
+  }
+  // Fills both device buffers with 0xff bytes (NaN floats), so that data a collective read before
+  // its input arrived shows in the result.
+  void poisonOn(cudaStream_t stream) const {
+    if (firstBytes_ > 0) checkCuda(cudaMemsetAsync(first_, 0xff, firstBytes_, stream), "cudaMemsetAsync");
+    if (secondBytes_ > 0) checkCuda(cudaMemsetAsync(second_, 0xff, secondBytes_, stream), "cudaMemsetAsync");
+  }
+
   void* send = nullptr;
   void* recv = nullptr;
 
@@ -92,6 +113,41 @@ class DeviceIo {
   size_t firstBytes_, secondBytes_;
   void* first_ = nullptr;
   void* second_ = nullptr;
+};
+
+// Pinned host copies of a RankIo's two buffers: what stream-ordered copies read from (`in`, the
+// rank's input) and write to (`out`, copied back into a RankIo for mismatch()).
+class PinnedIo {
+ public:
+  explicit PinnedIo(const RankIo& io) : bytes_{io.first.size(), io.second.size()} {
+    const std::vector<std::byte>* src[2] = {&io.first, &io.second};
+    for (size_t k = 0; k < 2; ++k) {
+      if (bytes_[k] == 0) continue;
+      checkCuda(cudaMallocHost(reinterpret_cast<void**>(&in[k]), bytes_[k]), "cudaMallocHost");
+      checkCuda(cudaMallocHost(reinterpret_cast<void**>(&out[k]), bytes_[k]), "cudaMallocHost");
+      std::copy(src[k]->begin(), src[k]->end(), in[k]);
+    }
+  }
+  ~PinnedIo() {
+    for (size_t k = 0; k < 2; ++k) {
+      cudaFreeHost(in[k]);
+      cudaFreeHost(out[k]);
+    }
+  }
+  PinnedIo(const PinnedIo&) = delete;
+  PinnedIo& operator=(const PinnedIo&) = delete;
+
+  // Overwrites `io`'s buffers with what `out` holds.
+  void copyOutTo(RankIo& io) const {
+    if (bytes_[0] > 0) std::copy(out[0], out[0] + bytes_[0], io.first.begin());
+    if (bytes_[1] > 0) std::copy(out[1], out[1] + bytes_[1], io.second.begin());
+  }
+
+  std::byte* in[2] = {nullptr, nullptr};
+  std::byte* out[2] = {nullptr, nullptr};
+
+ private:
+  size_t bytes_[2];
 };
 
 // n device ranks on GPU 0.
@@ -531,6 +587,82 @@ TEST_F(Gpu, Fig1cOppositeOrdersOnStreamsThenDeviceSynchronize) {
   ASSERT_TRUE(counter.waitFor(4, std::chrono::seconds(30)));
   for (const auto& [id, status] : counter.fired()) EXPECT_EQ(status, occlSuccess);
   pair.expectResults();
+}
+
+// ---- Torture with streams: gates that open in a different order on every rank ----
+
+// Four ranks, eight collectives of both dtype classes, each rank with four streams of its own.
+// Stream k carries collectives k and k + 4, in that order, on every rank (two collectives of one
+// stream in opposite orders on two ranks would be a cycle the streams themselves make, which no
+// runtime can break); what differs per rank and iteration is the order in which the host enqueues
+// the streams' work and how long each stream is held before it, so that the submissions' gates
+// open in a different order on every rank. Per collective on its stream: a hold, the buffers
+// poisoned, the input copied in, occlSubmitOnStream, the result copied out. The host never waits
+// between enqueues (pinned copies only); each rank synchronises its streams once per iteration,
+// then every byte is checked.
+TEST_F(Gpu, TortureStreamOrderedGatesInRandomOrders) {
+  constexpr int kRanks = 4, kColls = 8, kStreams = 4, kIterations = 6;
+  constexpr size_t kCounts[kColls] = {1, 1000, 4099, 65536, 100003, 262147, 5, 33};
+  GpuComms g(kRanks);
+  std::vector<Spec> specs(kColls);
+  std::vector<uint64_t> ids(kColls);
+  std::vector<std::vector<RankIo>> io(kColls);
+  std::vector<std::vector<std::unique_ptr<DeviceIo>>> dev(kColls);
+  std::vector<std::vector<std::unique_ptr<PinnedIo>>> pinned(kColls);
+  for (int c = 0; c < kColls; ++c) {
+    specs[c].count = kCounts[c];
+    specs[c].dtype = c % 2 == 0 ? occlFloat32 : occlInt32;
+    specs[c].inPlace = c % 3 == 0;
+    ids[c] = nextCollId();
+    registerCase(g, specs[c], ids[c]);
+    io[c] = prepare(specs[c], kRanks);
+    for (const RankIo& x : io[c]) {
+      dev[c].push_back(std::make_unique<DeviceIo>(x));
+      pinned[c].push_back(std::make_unique<PinnedIo>(x));
+    }
+  }
+  CallbackCounter counter;
+  runRanks(kRanks, [&](int r) {
+    const auto i = static_cast<size_t>(r);
+    checkCuda(cudaSetDevice(0), "cudaSetDevice");
+    std::vector<cudaStream_t> streams(kStreams);
+    for (cudaStream_t& st : streams)
+      checkCuda(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    std::mt19937 rng(static_cast<unsigned>(r * 7919 + 17));
+    for (int iter = 0; iter < kIterations; ++iter) {
+      // Which stream enqueues next: each stream k twice (collective k, then k + kStreams), shuffled.
+      std::vector<int> turns;
+      for (int k = 0; k < kStreams; ++k) turns.insert(turns.end(), {k, k});
+      std::shuffle(turns.begin(), turns.end(), rng);
+      int enqueued[kStreams] = {};
+      for (int k : turns) {
+        const int c = k + kStreams * enqueued[k]++;
+        cudaStream_t st = streams[static_cast<size_t>(k)];
+        const auto holdMs = static_cast<intptr_t>(std::uniform_int_distribution<int>(0, 8)(rng));
+        checkCuda(cudaLaunchHostFunc(st, holdStream, reinterpret_cast<void*>(holdMs)), "cudaLaunchHostFunc");
+        const DeviceIo& d = *dev[c][i];
+        const PinnedIo& p = *pinned[c][i];
+        d.poisonOn(st);
+        d.uploadOn(st, p.in[0], p.in[1]);
+        expectOk(occlSubmitOnStream(g[r], ids[c], d.send, d.recv, st, CallbackCounter::callback, counter.arg()), g[r],
+                 "occlSubmitOnStream");
+        d.downloadOn(st, p.out[0], p.out[1]);
+      }
+      for (cudaStream_t st : streams) checkCuda(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+      for (int c = 0; c < kColls; ++c) {
+        RankIo got = prepare(specs[c], kRanks)[i];
+        pinned[c][i]->copyOutTo(got);
+        const std::string bad = mismatch(specs[c], r, got);
+        if (!bad.empty())
+          throw std::runtime_error("rank " + std::to_string(r) + " iteration " + std::to_string(iter) + " " +
+                                   describe(specs[c]) + ": " + bad);
+      }
+    }
+    for (cudaStream_t st : streams) cudaStreamDestroy(st);
+  });
+  ASSERT_TRUE(counter.waitFor(kRanks * kColls * kIterations, std::chrono::seconds(30)));
+  for (const auto& [id, status] : counter.fired()) EXPECT_EQ(status, occlSuccess) << "collId " << id;
+  for (int c = 0; c < kColls; ++c) deregisterCase(g, specs[c], ids[c]);
 }
 
 // ---- Eight ranks on one GPU: eight persistent kernels resident together ----
