@@ -230,6 +230,17 @@ occlResult_t occlCommInitFromEnv(occlComm_t* comm, const occlConfig_t* config);
  * NULL for host ranks. */
 occlResult_t occlCommInitAll(occlComm_t* comms, int ndev, const int* devlist, const occlConfig_t* config);
 
+/* As ncclCommSplit: every rank of `comm` calls it; the ranks that pass one `color` (>= 0) form a
+ * new communicator, ranked by `key` and then by their rank in `comm`. OCCL_SPLIT_NOCOLOR takes
+ * part and gets *newcomm = NULL. config NULL inherits the parent's config (as it was given, before
+ * occl resolved its automatic fields); a config may not move the child to another backend: a
+ * child runs where its parent does (same device). No new rendezvous: the ranks meet through the
+ * parent (ranks of occlCommInitAll: each calls it from its own thread). Parent and children are
+ * independent communicators: their collectives may be submitted in any order, interleaved, and
+ * either may be destroyed first. A bad argument on one rank fails the call on every rank. */
+#define OCCL_SPLIT_NOCOLOR (-1)
+occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t* newcomm, const occlConfig_t* config);
+
 /* Waits (bounded by collTimeoutMs) for every submitted collective to complete, then stops. With
  * ranks in several processes it is collective: it returns once every rank has called it (bounded
  * by initTimeoutMs), so a rank may destroy its communicator right after without taking away data

@@ -58,6 +58,17 @@ class Comm {
     return out;
   }
 
+  // An empty Comm, holding no communicator: what split gives a rank without a color.
+  Comm() = default;
+  // occlCommSplit: every rank of this communicator calls it. OCCL_SPLIT_NOCOLOR gives a Comm
+  // that holds no communicator (get() == nullptr, explicit bool false).
+  Comm split(int color, int key, const occlConfig_t* config = nullptr) const {
+    occlComm_t c = nullptr;
+    check(occlCommSplit(comm_, color, key, &c, config), comm_);
+    return Comm(c);
+  }
+  explicit operator bool() const { return comm_ != nullptr; }
+
   Comm(Comm&& o) noexcept : comm_(std::exchange(o.comm_, nullptr)), thrown_(o.thrown_) {}
   Comm& operator=(Comm&& o) noexcept {
     if (this != &o) {

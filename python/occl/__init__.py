@@ -21,10 +21,10 @@ occl.torch (import it to register "occl").
 import atexit as _atexit
 import weakref as _weakref
 
-from ._occl import KINDS, Future, OcclError, __version__, get_unique_id
+from ._occl import KINDS, SPLIT_NOCOLOR, Future, OcclError, __version__, get_unique_id
 from ._occl import Comm as _Comm
 
-__all__ = ["Comm", "Future", "OcclError", "KINDS", "get_unique_id", "__version__"]
+__all__ = ["Comm", "Future", "OcclError", "KINDS", "SPLIT_NOCOLOR", "get_unique_id", "__version__"]
 
 # Communicators still open at interpreter exit are closed before Python tears down, while the
 # poller thread may still take the GIL to run callbacks.
@@ -45,6 +45,16 @@ class Comm(_Comm):
         for c in comms:
             _open_comms.add(c)
         return comms
+
+    def split(self, color, key=0, **config):
+        """occlCommSplit: every rank calls it; the ranks of one color (an int >= 0) form a new
+        communicator, ranked by key and then by their rank here. color=None (SPLIT_NOCOLOR) takes
+        part and returns None. Config keywords give the child its own config; without them it
+        inherits this one's. The child is independent: close it on its own."""
+        child = super().split(color, key, **config)
+        if child is not None:
+            _open_comms.add(child)
+        return child
 
 
 @_atexit.register

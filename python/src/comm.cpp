@@ -200,6 +200,16 @@ std::vector<std::unique_ptr<Comm>> Comm::all(int n, const py::dict& config) {
   return out;
 }
 
+std::unique_ptr<Comm> Comm::split(int color, int key, const py::dict& config) {
+  occlComm_t parent = live();
+  std::optional<occlConfig_t> c;
+  if (!config.empty()) c = configFrom(config);
+  occlComm_t child = nullptr;
+  check(withoutGil([&] { return occlCommSplit(parent, color, key, &child, c ? &*c : nullptr); }), parent);
+  if (child == nullptr) return nullptr;
+  return std::unique_ptr<Comm>(new Comm(child));
+}
+
 Comm::~Comm() {
   try {
     close();

@@ -89,6 +89,8 @@ class Comm {
   static std::vector<std::unique_ptr<Comm>> all(int n, const py::dict& config);
   ~Comm();
 
+  // occlCommSplit: None for OCCL_SPLIT_NOCOLOR (color None); no config inherits the parent's.
+  std::unique_ptr<Comm> split(int color, int key, const py::dict& config);
   int rank() const;
   int size() const;
   std::string peerTransport(int peer) const;

@@ -34,6 +34,7 @@ PYBIND11_MODULE(_occl, m) {
   py::list kinds;
   for (int t = 0; t < occlNumCollTypes; ++t) kinds.append(occl::collTypeName(t));
   m.attr("KINDS") = kinds;
+  m.attr("SPLIT_NOCOLOR") = OCCL_SPLIT_NOCOLOR;
 
   m.def(
       "get_unique_id",
@@ -68,6 +69,15 @@ PYBIND11_MODULE(_occl, m) {
            py::arg("nranks"), py::arg("unique_id"), py::arg("rank"))
       .def_static("all", [](int n, const py::kwargs& config) { return Comm::all(n, config); }, py::arg("n"),
                   "n ranks as threads of this process; returns their communicators.")
+      .def(
+          "split",
+          [](Comm& c, const py::object& color, int key, const py::kwargs& config) {
+            return c.split(color.is_none() ? OCCL_SPLIT_NOCOLOR : color.cast<int>(), key, config);
+          },
+          py::arg("color"), py::arg("key") = 0,
+          "occlCommSplit: every rank calls it; ranks of one color (an int >= 0) form a new communicator, "
+          "ranked by key, then by rank here. color=None takes part and returns None. Config keywords give the "
+          "child its own config; none inherits this one's.")
       .def_property_readonly("rank", &Comm::rank)
       .def_property_readonly("size", &Comm::size)
       .def_property_readonly("closed", &Comm::closed)

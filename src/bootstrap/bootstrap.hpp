@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "bootstrap/group.hpp"
 #include "bootstrap/socket.hpp"
 #include "occl/occl.h"
 #include "util/status.hpp"
@@ -71,7 +72,7 @@ uint64_t randomNonce();
 
 using FailureCallback = std::function<void(int rank, const std::string& why)>;
 
-class Bootstrap {
+class Bootstrap final : public Group {
  public:
   // Rendezvous of `nranks` ranks, bounded by timeoutMs, which also bounds every later
   // allGather/barrier. Errors name the rank, the address and the cause: occlTimeout (root not
@@ -79,14 +80,14 @@ class Bootstrap {
   // nonce), occlInvalidArgument (bad arguments), occlSystemError.
   static Result<std::unique_ptr<Bootstrap>> connect(const UniqueIdData& id, int rank, int nranks,
                                                     int64_t timeoutMs);
-  ~Bootstrap();
+  ~Bootstrap() override;
   Bootstrap(const Bootstrap&) = delete;
   Bootstrap& operator=(const Bootstrap&) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return nranks_; }
+  int rank() const override { return rank_; }
+  int size() const override { return nranks_; }
   // The nonce all ranks agreed on: the id's nonce, or rank 0's random one for kBindAny ids.
-  uint64_t nonce() const { return nonce_; }
+  uint64_t nonce() const override { return nonce_; }
   // This rank's end of its bootstrap connection (the root: its listener), i.e. an address of
   // an interface that reaches the other ranks; transports may advertise it.
   const SockAddr& localAddress() const { return localAddress_; }
@@ -95,8 +96,8 @@ class Bootstrap {
   // r's bytes are at data + r * bytesPerRank. A mismatch of order or size across ranks fails
   // every rank with occlInvalidUsage; a dead peer with occlRemoteError. After one failure the
   // bootstrap stays failed.
-  Status allGather(void* data, size_t bytesPerRank);
-  Status barrier();
+  Status allGather(void* data, size_t bytesPerRank) override;
+  Status barrier() override;
 
   // Called once, from the monitor thread (or from here if a failure already happened), with the
   // failed rank (-1 if unknown) and a message. It may call close() but must not destroy this.

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_format.h"
 #include "bootstrap/bootstrap.hpp"
+#include "bootstrap/group.hpp"
 #include "device/coll_types.hpp"
 #include "device/gate.hpp"
 #include "memory/shared_buffers.hpp"
@@ -133,13 +134,21 @@ Comm::Comm(CommOptions& o)
       ranksOnThisHost_(o.ranksOnThisHost),
       cpusOfThisHostsRanks_(o.cpusOfThisHostsRanks),
       config_(withBackendsBlocks(o.config, o.backend.get())),
+      requested_(o.requested),
+      device_(o.device),
       backend_(std::move(o.backend)),
       connectors_(std::move(o.connectors)),
       peerReads_(ranksShareMemory(backend_.get(), connectors_.get(), rank_, nRanks_, /*shmToo=*/false)),
       peerShared_(o.shmPeersSharePids && ranksShareMemory(backend_.get(), connectors_.get(), rank_, nRanks_, /*shmToo=*/true)),
       yieldBoard_(yieldBoardFor(backend_.get(), connectors_.get())),
       yieldWord_(yieldBoard_ != nullptr ? yieldBoard_->of(rank_) : nullptr),
-      bootstrap_(std::move(o.bootstrap)) {}
+      bootstrap_(std::move(o.bootstrap)),
+      threadGroup_(std::move(o.threadGroup)) {}
+
+bootstrap::Group& Comm::setupGroup() {
+  if (bootstrap_) return *bootstrap_;
+  return *threadGroup_;
+}
 
 Result<std::unique_ptr<Comm>> Comm::create(CommOptions options) {
   if (options.nRanks < 1)
@@ -147,6 +156,8 @@ Result<std::unique_ptr<Comm>> Comm::create(CommOptions options) {
   if (options.rank < 0 || options.rank >= options.nRanks)
     return Status::error(occlInvalidArgument,
                          absl::StrFormat("rank = %d: expected 0..%d (nranks = %d)", options.rank, options.nRanks - 1, options.nRanks));
+  if (!options.bootstrap && !options.threadGroup)
+    return Status::error(occlInternalError, "a communicator needs a group to meet its ranks through");
   std::unique_ptr<Comm> comm(new Comm(options));
   if (Status s = comm->allocateDaemonState(); !s.ok()) return s;
   if (Status s = comm->start(); !s.ok()) return s;

@@ -28,6 +28,7 @@
 
 namespace occl::bootstrap {
 class Bootstrap;
+class Group;
 }  // namespace occl::bootstrap
 
 namespace occl::host {
@@ -39,6 +40,10 @@ struct CommOptions {
   std::unique_ptr<backend::Backend> backend;
   std::unique_ptr<transport::ConnectorFactory> connectors;
   std::unique_ptr<bootstrap::Bootstrap> bootstrap;  // multi-process communicators keep it for failure detection
+  // Ranks that are threads of one process (occlCommInitAll) meet here instead, to split.
+  std::unique_ptr<bootstrap::Group> threadGroup;
+  int device = -1;             // the CUDA device of a cuda rank, -1 otherwise
+  occlConfig_t requested{};    // the config before occl resolved its automatic fields: what a split inherits
   // Every shm peer runs in this rank's pid namespace, so it can reach this rank's occlMemAlloc
   // memory (memory/shared_buffers.hpp); otherwise desc.sharedBuffers never selects the peer program.
   bool shmPeersSharePids = true;
@@ -60,6 +65,12 @@ class Comm {
   int size() const { return nRanks_; }
   const occlConfig_t& config() const { return config_; }
   const char* transportTo(int peer) const { return connectors_->transportTo(peer); }
+  int device() const { return device_; }
+  const occlConfig_t& requestedConfig() const { return requested_; }
+  // Where this communicator's ranks meet again (host/comm_setup.cpp, split): the TCP bootstrap
+  // of ranks that are processes, else the group of this process's threads.
+  bootstrap::Group& setupGroup();
+  bool bootstrapped() const { return bootstrap_ != nullptr; }
 
   Status registerCollective(uint64_t collId, const occlCollDesc_t& desc);
   Status deregisterCollective(uint64_t collId);
@@ -148,6 +159,8 @@ class Comm {
   const int ranksOnThisHost_;
   const int cpusOfThisHostsRanks_;
   const occlConfig_t config_;
+  const occlConfig_t requested_;
+  const int device_;
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<transport::ConnectorFactory> connectors_;
   // (declared after connectors_: initialised from it) every rank may read every other's buffers
@@ -159,6 +172,7 @@ class Comm {
   YieldWord* yieldWord_;
   AlgorithmLibrary library_;
   std::unique_ptr<bootstrap::Bootstrap> bootstrap_;
+  std::unique_ptr<bootstrap::Group> threadGroup_;
 
   // Daemon-visible state (Backend::allocShared / allocDaemon).
   DaemonEnv* env_ = nullptr;

@@ -129,6 +129,11 @@ occlResult_t CommSet::initFromEnv(const occlConfig_t& config, size_t* first) {
   return occlSuccess;
 }
 
+size_t CommSet::adopt(occlComm_t comm) {
+  comms_.push_back(comm);
+  return comms_.size() - 1;
+}
+
 void CommSet::abortAll() {
   for (occlComm_t& c : comms_) {
     if (c != nullptr) occlCommAbort(c);

@@ -79,6 +79,9 @@ class CommSet {
   occlResult_t initAll(int n, const occlConfig_t& config, size_t* first);
   // occlCommInitFromEnv: this process's one rank of a job started by mpirun or torchrun.
   occlResult_t initFromEnv(const occlConfig_t& config, size_t* first);
+  // Takes ownership of a communicator made elsewhere (occlCommSplit's; NULL is kept as a hole)
+  // and returns its index.
+  size_t adopt(occlComm_t comm);
   occlComm_t operator[](size_t i) const { return comms_[i]; }
   size_t size() const { return comms_.size(); }
   // Fails every pending submission (callbacks fire with occlAborted) and frees the comms.

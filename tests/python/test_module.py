@@ -435,5 +435,54 @@ class Gates(unittest.TestCase):
                 f.result(timeout=60)
 
 
+class Split(unittest.TestCase):
+    def test_halves_by_key_and_a_rank_without_color(self):
+        """Four thread ranks split at once: colors 0/1 with keys that reverse each half, and rank 3
+        sitting out (None); each child's AllReduce sums its own members exactly."""
+        with Ranks(4) as ranks:
+            children = [None] * 4
+
+            def split(r):
+                color = None if r == 3 else r % 2
+                children[r] = ranks.comms[r].split(color, key=-r)
+
+            threads = [threading.Thread(target=split, args=(r,)) for r in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=60)
+            self.assertIsNone(children[3])
+            self.assertEqual([c.size for c in children[:3]], [2, 1, 2])
+            self.assertEqual([c.rank for c in children[:3]], [1, 0, 0])  # world 2 leads color 0
+            for c in children[:3]:
+                c.register(5, "allreduce", 8, "float32")
+            bufs = [pattern(r, 8, "float32") for r in range(3)]
+            futures = [c.submit(5, b, b) for c, b in zip(children[:3], bufs)]
+            for f in futures:
+                f.result(timeout=60)
+            np.testing.assert_array_equal(bufs[0], pattern(0, 8, "float32") + pattern(2, 8, "float32"))
+            np.testing.assert_array_equal(bufs[1], pattern(1, 8, "float32"))
+            for c in children[:3]:
+                c.close()
+
+    def test_a_bad_color_fails_every_rank(self):
+        with Ranks(2) as ranks:
+            errors = [None, None]
+
+            def split(r):
+                try:
+                    ranks.comms[r].split(-7 if r == 0 else 0)
+                except occl.OcclError as e:
+                    errors[r] = str(e)
+
+            threads = [threading.Thread(target=split, args=(r,)) for r in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=60)
+            self.assertIn("color = -7", errors[0])
+            self.assertIn("rank 0 passed an invalid argument", errors[1])
+
+
 if __name__ == "__main__":
     unittest.main()

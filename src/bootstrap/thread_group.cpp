@@ -1,0 +1,116 @@
+#include "bootstrap/thread_group.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "bootstrap/bootstrap.hpp"
+
+namespace occl::bootstrap {
+namespace {
+
+enum class Op { kAllGather, kBarrier };
+const char* opName(Op op) { return op == Op::kAllGather ? "allGather" : "barrier"; }
+
+class Shared {
+ public:
+  Shared(int n, int64_t timeoutMs) : n_(n), timeoutMs_(timeoutMs), nonce_(detail::randomNonce()), arrived_(n, false) {}
+
+  uint64_t nonce() const { return nonce_; }
+
+  Status collective(int rank, Op op, void* data, size_t bytes) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (failure_) return *failure_;
+    if (count_ == 0) {
+      op_ = op;
+      bytes_ = bytes;
+      buffers_[generation_ % 2].assign(bytes * static_cast<size_t>(n_), 0);
+    } else if (op != op_ || bytes != bytes_) {
+      return fail(Status::error(occlInvalidUsage,
+                                absl::StrFormat("rank %d called %s with %d bytes per rank while another rank called %s "
+                                                "with %d: every rank must make the same calls in the same order",
+                                                rank, opName(op), bytes, opName(op_), bytes_)));
+    }
+    std::vector<char>& buffer = buffers_[generation_ % 2];
+    if (bytes > 0) std::memcpy(buffer.data() + bytes * static_cast<size_t>(rank), static_cast<char*>(data) + bytes * static_cast<size_t>(rank), bytes);
+    arrived_[static_cast<size_t>(rank)] = true;
+    const uint64_t mine = generation_;
+    if (++count_ == n_) {
+      count_ = 0;
+      std::fill(arrived_.begin(), arrived_.end(), false);
+      ++generation_;
+      cv_.notify_all();
+    } else {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs_);
+      while (generation_ == mine && !failure_) {
+        if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && generation_ == mine && !failure_) {
+          std::vector<int> missing;
+          for (int r = 0; r < n_; ++r)
+            if (!arrived_[static_cast<size_t>(r)]) missing.push_back(r);
+          return fail(Status::error(occlTimeout, absl::StrFormat("rank %d waited %d ms in %s for rank(s) %s of this "
+                                                                 "process's %d-rank group",
+                                                                 rank, timeoutMs_, opName(op),
+                                                                 absl::StrJoin(missing, ", "), n_)));
+        }
+      }
+      if (generation_ == mine) return *failure_;
+    }
+    if (bytes > 0) std::memcpy(data, buffers_[mine % 2].data(), bytes * static_cast<size_t>(n_));
+    return Status::success();
+  }
+
+ private:
+  Status fail(Status s) {
+    if (!failure_) failure_ = s;
+    cv_.notify_all();
+    return s;
+  }
+
+  const int n_;
+  const int64_t timeoutMs_;
+  const uint64_t nonce_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t generation_ = 0;
+  int count_ = 0;
+  Op op_ = Op::kBarrier;
+  size_t bytes_ = 0;
+  std::vector<bool> arrived_;
+  std::array<std::vector<char>, 2> buffers_;
+  std::optional<Status> failure_;
+};
+
+class Member final : public Group {
+ public:
+  Member(std::shared_ptr<Shared> shared, int rank, int n) : shared_(std::move(shared)), rank_(rank), n_(n) {}
+  int rank() const override { return rank_; }
+  int size() const override { return n_; }
+  uint64_t nonce() const override { return shared_->nonce(); }
+  Status allGather(void* data, size_t bytesPerRank) override {
+    return shared_->collective(rank_, Op::kAllGather, data, bytesPerRank);
+  }
+  Status barrier() override { return shared_->collective(rank_, Op::kBarrier, nullptr, 0); }
+
+ private:
+  std::shared_ptr<Shared> shared_;
+  const int rank_;
+  const int n_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Group>> makeThreadGroup(int n, int64_t timeoutMs) {
+  auto shared = std::make_shared<Shared>(n, timeoutMs);
+  std::vector<std::unique_ptr<Group>> members;
+  for (int r = 0; r < n; ++r) members.push_back(std::make_unique<Member>(shared, r, n));
+  return members;
+}
+
+}  // namespace occl::bootstrap

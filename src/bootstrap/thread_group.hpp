@@ -1,0 +1,22 @@
+// The ranks of one process meeting as threads (bootstrap/group.hpp): occlCommInitAll's ranks,
+// which have no TCP bootstrap, meet here when each calls occlCommSplit from its own thread.
+//
+// One generation per collective: a rank writes its part into the generation's buffer, the last
+// to arrive publishes it, and everyone copies it out. Two buffers alternate, which is enough: a
+// rank can reach generation g + 2 only once every rank has arrived at g + 1, so each has copied
+// g out. A wait is bounded by the group's timeout; one that passes fails the group for every
+// rank and names the ranks that never came.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "bootstrap/group.hpp"
+
+namespace occl::bootstrap {
+
+// Makes the `n` members of a new group, member r for rank r; each may move to its own thread.
+std::vector<std::unique_ptr<Group>> makeThreadGroup(int n, int64_t timeoutMs);
+
+}  // namespace occl::bootstrap

@@ -1,0 +1,31 @@
+// Building communicators (comm_setup.cpp says how): api.cpp checks the arguments of the init and
+// split calls and wraps what these return in handles.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "host/comm.hpp"
+#include "occl/occl.h"
+#include "util/status.hpp"
+
+namespace occl::host {
+
+// occlCommInitRank / occlCommInitFromEnv: rank `rank` of `nranks`, meeting the others at `id`.
+Result<std::unique_ptr<Comm>> initRank(const bootstrap::UniqueIdData& id, int rank, int nranks,
+                                       const occlConfig_t& config);
+
+// occlCommInitAll: `ndev` ranks as threads of this process, on devlist's CUDA devices or (NULL)
+// host threads. On failure none is left.
+Result<std::vector<std::unique_ptr<Comm>>> initAll(int ndev, const int* devlist, const occlConfig_t& config);
+
+// occlCommSplit: every rank of `parent` calls it (the ranks of occlCommInitAll each from its own
+// thread). Ranks of one `color` form a child, ranked by `key` and then by their rank in the
+// parent; OCCL_SPLIT_NOCOLOR takes part and gets nullptr. `config` NULL inherits the parent's
+// (as it asked, before occl resolved its automatic fields). The child runs where its parent
+// does (same backend, same device) and meets through the parent: no new rendezvous. A bad
+// argument on any rank fails the call on every rank, naming the rank.
+Result<std::unique_ptr<Comm>> split(Comm& parent, int color, int key, const occlConfig_t* config);
+
+}  // namespace occl::host
