@@ -241,6 +241,28 @@ occlResult_t occlCommInitAll(occlComm_t* comms, int ndev, const int* devlist, co
 #define OCCL_SPLIT_NOCOLOR (-1)
 occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t* newcomm, const occlConfig_t* config);
 
+/* As ncclCommRevoke: fails every pending submission of this rank (callbacks fire with occlAborted,
+ * "revoked"), poisons its connectors so that its peers fail theirs at once instead of at their
+ * timeout, and stops its daemon, without waiting for anyone and without freeing the communicator:
+ * afterwards only occlCommShrink, occlCommDestroy and the queries are useful (submissions are
+ * refused with occlInvalidUsage; occlCommFinalize returns at once). revokeFlags: OCCL_REVOKE_DEFAULT. */
+#define OCCL_REVOKE_DEFAULT 0
+occlResult_t occlCommRevoke(occlComm_t comm, int revokeFlags);
+
+/* As ncclCommShrink: every rank of `comm` except the excluded ones calls it with the same list, and
+ * gets a communicator of the others, in their order. For ranks that are processes: it works after
+ * an excluded rank died or hangs, the bootstrap root included (the survivors meet at a rendezvous
+ * made when `comm` was, in the lowest survivor's process). OCCL_SHRINK_DEFAULT refuses a `comm`
+ * with pending submissions; OCCL_SHRINK_ABORT revokes it first (its pending submissions fail).
+ * The new communicator keeps, under the same collIds, the registered AllReduces on the automatic
+ * algorithm or "ring": a training loop goes on with occlSubmit. Everything else (the other kinds,
+ * which scale with or name ranks, and MSCCL-IR programs) must be registered again. config NULL
+ * inherits the parent's. Destroy `comm` afterwards. */
+#define OCCL_SHRINK_DEFAULT 0
+#define OCCL_SHRINK_ABORT 1
+occlResult_t occlCommShrink(occlComm_t comm, const int* excludeRanksList, int excludeRanksCount, occlComm_t* newcomm,
+                            const occlConfig_t* config, int shrinkFlags);
+
 /* Waits (bounded by collTimeoutMs) for every submitted collective to complete, then stops. With
  * ranks in several processes it is collective: it returns once every rank has called it (bounded
  * by initTimeoutMs), so a rank may destroy its communicator right after without taking away data

@@ -68,6 +68,17 @@ class Comm {
     return Comm(c);
   }
   explicit operator bool() const { return comm_ != nullptr; }
+  // occlCommRevoke: pending submissions fail, later ones are refused; shrink() or let it go.
+  void revoke() { check(occlCommRevoke(comm_, OCCL_REVOKE_DEFAULT), comm_); }
+  // occlCommShrink without the ranks in `exclude` (every other rank calls it with the same list).
+  // `abortPending`: OCCL_SHRINK_ABORT (revokes this communicator first).
+  Comm shrink(const std::vector<int>& exclude, bool abortPending = false, const occlConfig_t* config = nullptr) {
+    occlComm_t c = nullptr;
+    check(occlCommShrink(comm_, exclude.data(), static_cast<int>(exclude.size()), &c, config,
+                         abortPending ? OCCL_SHRINK_ABORT : OCCL_SHRINK_DEFAULT),
+          comm_);
+    return Comm(c);
+  }
 
   Comm(Comm&& o) noexcept : comm_(std::exchange(o.comm_, nullptr)), thrown_(o.thrown_) {}
   Comm& operator=(Comm&& o) noexcept {

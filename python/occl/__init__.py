@@ -56,6 +56,15 @@ class Comm(_Comm):
             _open_comms.add(child)
         return child
 
+    def shrink(self, exclude, *, abort=False, **config):
+        """occlCommShrink: every rank not in `exclude` calls it with the same list (ranks that are
+        processes), after a rank died or hangs. abort=True fails this communicator's pending work
+        first. The new communicator keeps the registered AllReduces under the same ids; close this
+        one afterwards."""
+        child = super().shrink(exclude, abort=abort, **config)
+        _open_comms.add(child)
+        return child
+
 
 @_atexit.register
 def _close_open_comms():

@@ -210,6 +210,27 @@ std::unique_ptr<Comm> Comm::split(int color, int key, const py::dict& config) {
   return std::unique_ptr<Comm>(new Comm(child));
 }
 
+void Comm::revoke() {
+  occlComm_t comm = live();
+  check(withoutGil([&] { return occlCommRevoke(comm, OCCL_REVOKE_DEFAULT); }), comm);
+}
+
+std::unique_ptr<Comm> Comm::shrink(const std::vector<int>& exclude, bool abort, const py::dict& config) {
+  occlComm_t parent = live();
+  std::optional<occlConfig_t> c;
+  if (!config.empty()) c = configFrom(config);
+  occlComm_t child = nullptr;
+  check(withoutGil([&] {
+          return occlCommShrink(parent, exclude.data(), static_cast<int>(exclude.size()), &child, c ? &*c : nullptr,
+                                abort ? OCCL_SHRINK_ABORT : OCCL_SHRINK_DEFAULT);
+        }),
+        parent);
+  std::unique_ptr<Comm> shrunk(new Comm(child));
+  for (const auto& [collId, reg] : registered_)
+    if (reg.keptByShrink) shrunk->registered_[collId] = reg;
+  return shrunk;
+}
+
 Comm::~Comm() {
   try {
     close();
@@ -256,7 +277,8 @@ void Comm::registerCollective(uint64_t collId, const py::object& kind, size_t co
   d.nBlocks = nBlocks;
   occlComm_t comm = live();
   check(withoutGil([&] { return occlCollRegister(comm, collId, &d); }), comm);
-  registered_[collId] = Registration{d.type, d.datatype, count, root};
+  const bool kept = d.type == occlCollAllReduce && (!algorithm || *algorithm == "ring");
+  registered_[collId] = Registration{d.type, d.datatype, count, root, kept};
 }
 
 void Comm::deregister(uint64_t collId) {

@@ -80,6 +80,7 @@ struct Registration {
   int type, datatype;
   size_t count;
   int root;
+  bool keptByShrink;  // what occlCommShrink registers again (host/comm_setup.hpp, carriedByShrink)
 };
 
 class Comm {
@@ -91,6 +92,9 @@ class Comm {
 
   // occlCommSplit: None for OCCL_SPLIT_NOCOLOR (color None); no config inherits the parent's.
   std::unique_ptr<Comm> split(int color, int key, const py::dict& config);
+  // occlCommRevoke, and occlCommShrink (`abort`: OCCL_SHRINK_ABORT).
+  void revoke();
+  std::unique_ptr<Comm> shrink(const std::vector<int>& exclude, bool abort, const py::dict& config);
   int rank() const;
   int size() const;
   std::string peerTransport(int peer) const;

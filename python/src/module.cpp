@@ -78,6 +78,17 @@ PYBIND11_MODULE(_occl, m) {
           "occlCommSplit: every rank calls it; ranks of one color (an int >= 0) form a new communicator, "
           "ranked by key, then by rank here. color=None takes part and returns None. Config keywords give the "
           "child its own config; none inherits this one's.")
+      .def("revoke", &Comm::revoke,
+           "occlCommRevoke: fails what is pending (their futures raise), refuses later work; then shrink or close.")
+      .def(
+          "shrink",
+          [](Comm& c, const std::vector<int>& exclude, bool abort, const py::kwargs& config) {
+            return c.shrink(exclude, abort, config);
+          },
+          py::arg("exclude"), py::kw_only(), py::arg("abort") = false,
+          "occlCommShrink: every rank not in `exclude` calls it with the same list (ranks that are processes). "
+          "abort=True fails this communicator's pending work first (OCCL_SHRINK_ABORT). The new communicator keeps "
+          "the registered AllReduces under the same ids.")
       .def_property_readonly("rank", &Comm::rank)
       .def_property_readonly("size", &Comm::size)
       .def_property_readonly("closed", &Comm::closed)

@@ -58,6 +58,8 @@ Result<UniqueIdData> unpackUniqueId(const occlUniqueId& id);
 // and keeps it in a process-wide table keyed by nonce until rank 0's Bootstrap takes it, so
 // ranks may connect before rank 0 calls Bootstrap::connect (as with ncclGetUniqueId).
 Result<UniqueIdData> createUniqueId();
+// Closes the listener createUniqueId left in this process for `id`, if no Bootstrap took it.
+void discardUniqueId(const UniqueIdData& id);
 // An id for a launcher-provided address (MASTER_ADDR/MASTER_PORT, OCCL_COMM_ID): rank 0 binds
 // `port` on all interfaces, the others connect to `host`. Every rank must pass the same
 // nonceSeed; the nonce ranks finally agree on (Bootstrap::nonce) is chosen at random by rank 0.

@@ -142,6 +142,8 @@ Result<UniqueIdData> createUniqueId() {
   return lastError.withContext("createUniqueId: cannot listen on any address of this host");
 }
 
+void discardUniqueId(const UniqueIdData& id) { (void)ListenerTable::instance().take(id.nonce); }
+
 Result<UniqueIdData> uniqueIdFromAddress(const std::string& host, int port, uint64_t nonceSeed) {
   if (port < 1 || port > 65535) {
     return Status::error(occlInvalidArgument, absl::StrFormat("port %d is outside 1..65535", port));

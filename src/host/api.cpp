@@ -165,6 +165,28 @@ occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t* newc
   return occlSuccess;
 }
 
+occlResult_t occlCommRevoke(occlComm_t comm, int revokeFlags) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  if (revokeFlags != OCCL_REVOKE_DEFAULT)
+    return fail(comm, Status::error(occlInvalidArgument,
+                                    absl::StrFormat("revokeFlags = %d: expected OCCL_REVOKE_DEFAULT (0)", revokeFlags)));
+  if (comm->impl->inCallback()) return refuseInCallback(comm, "occlCommRevoke");
+  return fail(comm, comm->impl->revoke());
+}
+
+occlResult_t occlCommShrink(occlComm_t comm, const int* excludeRanksList, int excludeRanksCount, occlComm_t* newcomm,
+                            const occlConfig_t* config, int shrinkFlags) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  if (newcomm == nullptr) return fail(comm, Status::error(occlInvalidArgument, "newcomm is NULL"));
+  *newcomm = nullptr;
+  if (comm->impl->inCallback()) return refuseInCallback(comm, "occlCommShrink");
+  Result<std::unique_ptr<Comm>> child =
+      occl::host::shrink(*comm->impl, excludeRanksList, excludeRanksCount, config, shrinkFlags);
+  if (!child.ok()) return fail(comm, child.status().withContext("occlCommShrink"));
+  *newcomm = new occlComm{std::move(child.value())};
+  return occlSuccess;
+}
+
 occlResult_t occlCommFinalize(occlComm_t comm) {
   if (occlResult_t r = checkComm(comm)) return r;
   return fail(comm, comm->impl->finalize());

@@ -92,7 +92,8 @@ Result<std::unique_ptr<Collective>> Collective::create(const CollectiveSetup& se
 
 Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& desc) {
   user_ = desc;
-  user_.algorithm = nullptr;  // the caller's string need not outlive registration
+  user_.algorithm = nullptr;  // the caller's string need not outlive registration: kept below
+  requestedAlgorithm_ = desc.algorithm != nullptr ? desc.algorithm : "";
   const occlConfig_t& cfg = *setup.config;
   if (desc.sharedBuffers == 1 && std::string_view(setup.backend->name()) != "host")
     return Status::error(occlInvalidArgument, "desc.sharedBuffers = 1 needs the host backend: occlMemAlloc memory is "

@@ -61,6 +61,8 @@ class Collective {
   // Its parts (program blocks), which each SQE names (SqeView::nParts).
   uint16_t nParts() const { return static_cast<uint16_t>(desc_.nBlocks); }
   const occlCollDesc_t& userDesc() const { return user_; }
+  // desc.algorithm as registered ("" for NULL): userDesc() holds no pointer to it.
+  const std::string& requestedAlgorithm() const { return requestedAlgorithm_; }
   uint32_t window() const { return desc_.inflightWindow; }
   // Elements of the user's send and receive buffers, for validation.
   uint64_t sendElems() const { return sendElems_; }
@@ -156,6 +158,7 @@ class Collective {
   }
 
   occlCollDesc_t user_{};
+  std::string requestedAlgorithm_;
   CollDesc desc_{};
   backend::Backend* backend_ = nullptr;
   std::vector<void*> daemonAllocations_;

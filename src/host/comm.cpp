@@ -143,7 +143,8 @@ Comm::Comm(CommOptions& o)
       yieldBoard_(yieldBoardFor(backend_.get(), connectors_.get())),
       yieldWord_(yieldBoard_ != nullptr ? yieldBoard_->of(rank_) : nullptr),
       bootstrap_(std::move(o.bootstrap)),
-      threadGroup_(std::move(o.threadGroup)) {}
+      threadGroup_(std::move(o.threadGroup)),
+      spareIds_(std::move(o.spareIds)) {}
 
 bootstrap::Group& Comm::setupGroup() {
   if (bootstrap_) return *bootstrap_;
@@ -260,6 +261,8 @@ Status Comm::start() {
 Comm::~Comm() {
   if (started_ && !stopped_) (void)abort(occlAborted);
   shutdown();
+  // This rank's spare rendezvous, unless a shrink's new rank 0 (this process) took it.
+  if (static_cast<size_t>(rank_) < spareIds_.size()) bootstrap::discardUniqueId(spareIds_[static_cast<size_t>(rank_)]);
   if (backend_->daemonMayStillRun()) {
     // Its stop timed out (reported then): the daemon may still read the collectives' connectors,
     // plans and tables, so they leak with the backend's own memory instead of being freed under it.
@@ -298,7 +301,8 @@ void Comm::shutdown() {
 Status Comm::finalize() {
   if (inCallback())
     return Status::error(occlInvalidUsage, "occlCommFinalize called from a callback: it would wait for itself");
-  if (stopped_) return Status::error(occlInvalidUsage, "the communicator is already finalized or aborted");
+  // A revoked communicator has nothing left to wait for: finalize then destroy, as for any other.
+  if (stopped_) return revoked() ? Status::success() : Status::error(occlInvalidUsage, "the communicator is already finalized or aborted");
   int64_t timeout = config_.collTimeoutMs > 0 ? config_.collTimeoutMs : -1;
   Status waited = waitAll(timeout);
   if (!waited.ok()) {
@@ -315,8 +319,19 @@ Status Comm::finalize() {
 }
 
 Status Comm::abort(occlResult_t reason) {
-  setAsyncError(reason, reason == occlAborted ? "the communicator was aborted"
-                                              : "finalize timed out: pending submissions were failed");
+  return stopAndFail(reason, reason == occlAborted ? "the communicator was aborted"
+                                                   : "finalize timed out: pending submissions were failed");
+}
+
+Status Comm::revoke() {
+  if (revoked_.exchange(true, std::memory_order_acq_rel))
+    return Status::error(occlInvalidUsage, "the communicator is already revoked");
+  if (stopped_) return Status::success();  // finalized or aborted already: nothing left to fail
+  return stopAndFail(occlAborted, "the communicator was revoked (occlCommRevoke)");
+}
+
+Status Comm::stopAndFail(occlResult_t reason, const std::string& why) {
+  setAsyncError(reason, why);
   raiseAbort(reason, /*keepFirst=*/false);
   shutdown();
   // The daemon poisoned the connectors of what was pending; those of every other registered
@@ -332,6 +347,19 @@ Status Comm::abort(occlResult_t reason) {
     if (poisoned.ok() && !s.ok()) poisoned = s.withContext(absl::StrFormat("poisoning the connectors of collId 0x%x", collId));
   }
   return poisoned;
+}
+
+Status Comm::stoppedError() const {
+  if (revoked()) return Status::error(occlInvalidUsage, "the communicator is revoked: shrink it or destroy it");
+  return Status::error(occlInvalidUsage, "the communicator is finalized or aborted");
+}
+
+std::vector<Comm::Registration> Comm::registrations() {
+  std::lock_guard<std::mutex> lock(submitMu_);
+  std::vector<Registration> out;
+  for (const auto& [collId, coll] : byId_) out.push_back(Registration{collId, coll->userDesc(), coll->requestedAlgorithm()});
+  std::sort(out.begin(), out.end(), [](const Registration& a, const Registration& b) { return a.collId < b.collId; });
+  return out;
 }
 
 void Comm::failFromPeer(const std::string& why) {
@@ -412,11 +440,11 @@ Result<uint32_t> Comm::allocateIndex() {
 }
 
 Status Comm::registerCollective(uint64_t collId, const occlCollDesc_t& desc) {
-  if (stopped_) return Status::error(occlInvalidUsage, "the communicator is finalized or aborted");
+  if (stopped_) return stoppedError();
   std::lock_guard<std::mutex> lock(submitMu_);
   // Again under the lock (as submit): a registration that lands after shutdown() has its
   // connectors poisoned by nobody, and a peer would wait on them until its timeout.
-  if (stopped_) return Status::error(occlInvalidUsage, "the communicator is finalized or aborted");
+  if (stopped_) return stoppedError();
   if (byId_.contains(collId))
     return Status::error(occlInvalidUsage, absl::StrFormat("collId 0x%x is already registered on rank %d", collId, rank_));
   Result<uint32_t> index = allocateIndex();
@@ -518,7 +546,7 @@ bool Comm::inPlace(const Collective& c, const void* sendbuf, const void* recvbuf
 
 Status Comm::submitEntry(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
                          Start start, void* stream, uint64_t* seqOut) {
-  if (stopped_) return Status::error(occlInvalidUsage, "the communicator is finalized or aborted");
+  if (stopped_) return stoppedError();
   if (atomics::loadAcquire(env_->hostAbortFlag) != 0) {
     std::lock_guard<std::mutex> error(errorMu_);
     occlResult_t code = asyncError();  // a peer failed: say which, not "finalized"
@@ -528,7 +556,7 @@ Status Comm::submitEntry(uint64_t collId, const void* sendbuf, void* recvbuf, oc
   // Again under the lock, which shutdown() takes to push the exit SQE after setting stopped_: a
   // submission that passed the first look while shutdown began would otherwise go in behind the
   // exit SQE, where no daemon reads it, and its callback would never fire.
-  if (stopped_) return Status::error(occlInvalidUsage, "the communicator is finalized or aborted");
+  if (stopped_) return stoppedError();
   auto it = byId_.find(collId);
   if (it == byId_.end())
     return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));

@@ -17,6 +17,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "backend/backend.hpp"
 #include "backend/doorbell.hpp"
+#include "bootstrap/bootstrap.hpp"
+#include "bootstrap/group.hpp"
 #include "daemon/daemon.hpp"
 #include "host/algorithm_library.hpp"
 #include "host/collective.hpp"
@@ -26,10 +28,6 @@
 #include "util/one_writer.hpp"
 #include "util/status.hpp"
 
-namespace occl::bootstrap {
-class Bootstrap;
-class Group;
-}  // namespace occl::bootstrap
 
 namespace occl::host {
 
@@ -52,6 +50,9 @@ struct CommOptions {
   // they decide whether a wait may spin on its core before it yields (comm.cpp, spinInPlaceNs).
   int ranksOnThisHost = 1;
   int cpusOfThisHostsRanks = 0;
+  // Ranks that are processes: every rank's spare unique id, whose listener waits in that rank's
+  // process, where the survivors of a shrink meet (host/comm_setup.cpp).
+  std::vector<bootstrap::UniqueIdData> spareIds;
 };
 
 class Comm {
@@ -95,6 +96,23 @@ class Comm {
   Status finalize();
   // Fails every pending submission with `reason` and stops the daemon without waiting for peers.
   Status abort(occlResult_t reason);
+  // occlCommRevoke: abort() that keeps the communicator (for occlCommShrink and Destroy), its
+  // pending submissions failed with occlAborted as revoked, later calls refused as revoked.
+  Status revoke();
+  bool revoked() const { return revoked_.load(std::memory_order_acquire); }
+  // Submissions whose callbacks have not fired (occlCommShrink's default refuses to leave them).
+  uint64_t pendingSubmissions() const {
+    return submittedTotal_.load(std::memory_order_acquire) - firedTotal_.load(std::memory_order_acquire);
+  }
+  // What each registration asked for, for a shrink to register again.
+  struct Registration {
+    uint64_t collId;
+    occlCollDesc_t desc;    // desc.algorithm NULL: see `algorithm`
+    std::string algorithm;  // as registered, "" for NULL
+  };
+  std::vector<Registration> registrations();
+  // Each rank's spare rendezvous (host/comm_setup.cpp, shrink): empty for thread ranks.
+  const std::vector<bootstrap::UniqueIdData>& spareIds() const { return spareIds_; }
   // A peer process died (called on the bootstrap's monitor thread): fails what is pending and
   // every later submission with occlRemoteError. It stops nothing: finalize/destroy do that on
   // the user's thread, so a destroy that races with this call never frees what it uses.
@@ -153,6 +171,10 @@ class Comm {
   void processCqe(uint64_t word);
   void fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock);
   void setAsyncError(occlResult_t code, const std::string& why);
+  // Why a call finds the communicator stopped: finalized, aborted or revoked.
+  Status stoppedError() const;
+  // abort() and revoke(): `why` becomes the asynchronous error's message.
+  Status stopAndFail(occlResult_t reason, const std::string& why);
 
   const int rank_;
   const int nRanks_;
@@ -173,6 +195,8 @@ class Comm {
   AlgorithmLibrary library_;
   std::unique_ptr<bootstrap::Bootstrap> bootstrap_;
   std::unique_ptr<bootstrap::Group> threadGroup_;
+  const std::vector<bootstrap::UniqueIdData> spareIds_;
+  std::atomic<bool> revoked_{false};
 
   // Daemon-visible state (Backend::allocShared / allocDaemon).
   DaemonEnv* env_ = nullptr;

@@ -24,7 +24,7 @@ Status Comm::submitOnStream(uint64_t collId, const void* sendbuf, void* recvbuf,
 }
 
 Status Comm::openGate(const occlGate_t& gate) {
-  if (stopped_) return Status::error(occlInvalidUsage, "the communicator is finalized or aborted");
+  if (stopped_) return stoppedError();
   {
     std::lock_guard<std::mutex> lock(submitMu_);
     auto it = byId_.find(gate.collId);

@@ -120,7 +120,7 @@ std::string Comm::completionFailure(uint64_t collId, uint64_t seq, occlResult_t 
       std::lock_guard<std::mutex> error(errorMu_);
       return head + "a peer failed it" + (asyncWhy_.empty() ? "" : ": " + asyncWhy_);
     }
-    case occlAborted: return head + "the communicator was aborted";
+    case occlAborted: return head + (revoked() ? "the communicator was revoked" : "the communicator was aborted");
     default: return head + occlGetErrorString(status);
   }
 }

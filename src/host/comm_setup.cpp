@@ -25,6 +25,7 @@
 #include "transport/ipc/ipc_device.hpp"
 #include "transport/select.hpp"
 #include "util/cpus.hpp"
+#include "util/fnv1a.hpp"
 #if OCCL_HAVE_UCX
 #include "transport/net/net_factory.hpp"
 #endif
@@ -329,6 +330,20 @@ struct Placement {
   int device = -1;        // CUDA device, -1 for host threads and simt
 };
 
+// Every rank's spare rendezvous: a unique id whose listener waits in that rank's process, where the
+// survivors of a shrink meet without the communicator's bootstrap (its root may be the rank that
+// died, or hangs). A rank that could not listen sends an empty id: a shrink rooted there fails.
+Result<std::vector<bootstrap::UniqueIdData>> exchangeSpareIds(bootstrap::Group& boot) {
+  std::vector<bootstrap::UniqueIdData> spares(static_cast<size_t>(boot.size()));
+  Result<bootstrap::UniqueIdData> mine = bootstrap::createUniqueId();
+  if (mine.ok()) spares[static_cast<size_t>(boot.rank())] = mine.value();
+  if (Status s = boot.allGather(spares.data(), sizeof(bootstrap::UniqueIdData)); !s.ok()) {
+    if (mine.ok()) bootstrap::discardUniqueId(mine.value());
+    return s.withContext("exchanging the ranks' spare rendezvous");
+  }
+  return spares;
+}
+
 // A communicator of one rank whose ranks meet through `boot` (a TCP bootstrap): its topology, its
 // device (`fixedDevice` when it has one already: a child's is its parent's), its peers'
 // transports and connectors.
@@ -363,10 +378,17 @@ Result<std::unique_ptr<Comm>> buildOverBootstrap(std::unique_ptr<bootstrap::Boot
       connectorsFor(*boot, topology.value(), rank, nranks, config, device.value());
   if (!connectors.ok()) return connectors.status();
   options.connectors = std::move(connectors.value());
+  Result<std::vector<bootstrap::UniqueIdData>> spares = exchangeSpareIds(*boot);
+  if (!spares.ok()) return spares.status();
+  options.spareIds = std::move(spares.value());
   bootstrap::Bootstrap* watched = boot.get();
   options.bootstrap = std::move(boot);
+  const bootstrap::UniqueIdData spare = options.spareIds[static_cast<size_t>(rank)];
   Result<std::unique_ptr<Comm>> comm = Comm::create(std::move(options));
-  if (!comm.ok()) return comm.status();
+  if (!comm.ok()) {
+    bootstrap::discardUniqueId(spare);
+    return comm.status();
+  }
   // The Comm itself, not a handle: occlCommDestroy may reset the handle's pointer (libc++ does,
   // before ~Comm runs) while the monitor thread still reports, and ~Comm joins that thread
   // (Bootstrap::close) before any of the Comm goes away.
@@ -567,6 +589,96 @@ Result<std::unique_ptr<Comm>> split(Comm& parent, int color, int key, const occl
   if (!child.ok())
     return child.status().withContext(absl::StrFormat("occlCommSplit: color %d, new rank %d of %d", color, newRank, newSize));
   return child;
+}
+
+Result<std::unique_ptr<Comm>> shrink(Comm& parent, const int* excludeRanks, int excludeCount,
+                                     const occlConfig_t* config, int flags) {
+  const int n = parent.size(), rank = parent.rank();
+  if (flags != OCCL_SHRINK_DEFAULT && flags != OCCL_SHRINK_ABORT)
+    return Status::error(occlInvalidArgument, absl::StrFormat("shrinkFlags = %d: expected OCCL_SHRINK_DEFAULT (%d) or "
+                                                              "OCCL_SHRINK_ABORT (%d)",
+                                                              flags, OCCL_SHRINK_DEFAULT, OCCL_SHRINK_ABORT));
+  if (excludeCount < 0 || excludeCount >= n)
+    return Status::error(occlInvalidArgument, absl::StrFormat("excludeRanksCount = %d: expected 0..%d (this "
+                                                              "communicator has %d ranks, this one stays)",
+                                                              excludeCount, n - 1, n));
+  if (excludeCount > 0 && excludeRanks == nullptr)
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("excludeRanksList is NULL with excludeRanksCount = %d", excludeCount));
+  std::vector<bool> excluded(static_cast<size_t>(n), false);
+  for (int i = 0; i < excludeCount; ++i) {
+    const int r = excludeRanks[i];
+    if (r < 0 || r >= n)
+      return Status::error(occlInvalidArgument, absl::StrFormat("excludeRanksList[%d] = %d: expected a rank 0..%d", i,
+                                                                r, n - 1));
+    if (r == rank)
+      return Status::error(occlInvalidArgument,
+                           absl::StrFormat("excludeRanksList[%d] = %d is this rank: an excluded rank does not call "
+                                           "occlCommShrink",
+                                           i, r));
+    if (excluded[static_cast<size_t>(r)])
+      return Status::error(occlInvalidArgument, absl::StrFormat("excludeRanksList names rank %d twice", r));
+    excluded[static_cast<size_t>(r)] = true;
+  }
+  if (!parent.bootstrapped())
+    return Status::error(occlInvalidUsage, "occlCommShrink needs ranks that are processes (occlCommInitRank or "
+                                           "occlCommInitFromEnv): the threads of one occlCommInitAll fail together, "
+                                           "and occlCommSplit makes their subsets");
+  Result<occlConfig_t> cfg = childConfig(parent, 0, config);
+  if (!cfg.ok()) return cfg.status();
+  if (flags == OCCL_SHRINK_DEFAULT) {
+    if (const uint64_t pending = parent.pendingSubmissions(); pending != 0)
+      return Status::error(occlInvalidUsage,
+                           absl::StrFormat("%d submission(s) are pending: wait for them (occlCommWaitAll), or pass "
+                                           "OCCL_SHRINK_ABORT to fail them",
+                                           pending));
+  } else if (!parent.revoked()) {
+    if (Status s = parent.revoke(); !s.ok()) return s.withContext("occlCommShrink: revoking the parent");
+  }
+  std::vector<int> survivors;
+  for (int r = 0; r < n; ++r)
+    if (!excluded[static_cast<size_t>(r)]) survivors.push_back(r);
+  const int newRank = static_cast<int>(std::find(survivors.begin(), survivors.end(), rank) - survivors.begin());
+  const int newSize = static_cast<int>(survivors.size());
+  const std::vector<bootstrap::UniqueIdData>& spares = parent.spareIds();
+  const bootstrap::UniqueIdData& id = spares[static_cast<size_t>(survivors.front())];
+  if (id.magicVersion == 0)
+    return Status::error(occlRemoteError, absl::StrFormat("rank %d, the shrunk communicator's new rank 0, could not "
+                                                          "listen for it when this communicator was made",
+                                                          survivors.front()));
+  const std::string who = absl::StrFormat("occlCommShrink (new rank %d of %d, meeting at rank %d)", newRank, newSize,
+                                          survivors.front());
+  Result<std::unique_ptr<bootstrap::Bootstrap>> boot =
+      bootstrap::Bootstrap::connect(id, newRank, newSize, cfg.value().initTimeoutMs);
+  if (!boot.ok()) return boot.status().withContext(who);
+  // Every survivor must have excluded the same ranks: a rank one survivor kept and another
+  // excluded would make two communicators of different members.
+  std::vector<uint64_t> agreed(static_cast<size_t>(newSize));
+  Fnv1a hash;
+  for (int r = 0; r < n; ++r) hash.add(excluded[static_cast<size_t>(r)] ? uint8_t{1} : uint8_t{0});
+  agreed[static_cast<size_t>(newRank)] = hash.value();
+  if (Status s = boot.value()->allGather(agreed.data(), sizeof(uint64_t)); !s.ok()) return s.withContext(who);
+  for (int r = 0; r < newSize; ++r)
+    if (agreed[static_cast<size_t>(r)] != agreed[static_cast<size_t>(newRank)])
+      return Status::error(occlInvalidUsage,
+                           absl::StrFormat("%s: rank %d excluded other ranks than this one (every survivor must pass "
+                                           "the same excludeRanksList)",
+                                           who, survivors[static_cast<size_t>(r)]));
+  Result<std::unique_ptr<Comm>> child = buildOverBootstrap(std::move(boot.value()), cfg.value(), parent.device());
+  if (!child.ok()) return child.status().withContext(who);
+  // What does not depend on the rank count goes along: AllReduce with the built-in algorithms.
+  for (const Comm::Registration& reg : parent.registrations()) {
+    if (!carriedByShrink(reg.desc, reg.algorithm)) continue;
+    occlCollDesc_t d = reg.desc;
+    d.algorithm = reg.algorithm.empty() ? nullptr : reg.algorithm.c_str();
+    if (Status s = child.value()->registerCollective(reg.collId, d); !s.ok())
+      return s.withContext(absl::StrFormat("%s: registering collId 0x%x again", who, reg.collId));
+  }
+  return child;
+}
+
+bool carriedByShrink(const occlCollDesc_t& desc, const std::string& algorithm) {
+  return desc.type == occlCollAllReduce && (algorithm.empty() || algorithm == "ring");
 }
 
 }  // namespace occl::host

@@ -4,6 +4,8 @@ buffers' lifetime, errors that name the argument, and ranks in separate processe
 
 import functools
 import gc
+import os
+import signal
 import threading
 import unittest
 import weakref
@@ -349,7 +351,58 @@ def _late_rank(rank, nranks, ids, barrier):
         return outcome, x.tolist()
 
 
+def _shrink_after_a_kill(rank, nranks, ids):
+    """Rank 2 dies (SIGKILL) after one AllReduce; the others see it, shrink without it and go on on
+    the same id with occlSubmit alone; returns what each survivor saw."""
+    if rank == 0:
+        uid = occl.get_unique_id()
+        for _ in range(nranks - 1):
+            ids.put(uid)
+    else:
+        uid = ids.get(timeout=60)
+    comm = occl.Comm(nranks, uid, rank, init_timeout_ms=60000, coll_timeout_ms=20000)
+    comm.register(3, "allreduce", 64, "float32")
+    x = pattern(rank, 64, "float32")
+    comm.submit(3, x, x).result(timeout=60)
+    if rank == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    with self_assert_raises(occl.OcclError) as failed:
+        comm.submit(3, x, x).result(timeout=60)
+    shrunk = comm.shrink([2], abort=True)
+    y = pattern(rank, 64, "float32")
+    shrunk.submit(3, y, y).result(timeout=60)
+    comm.close()
+    size, new_rank = shrunk.size, shrunk.rank
+    shrunk.close()
+    return failed[0], size, new_rank, y.tolist()
+
+
+class self_assert_raises:
+    """assertRaises for a rank in a child process: records the exception's message."""
+
+    def __init__(self, kind):
+        self.kind, self.seen = kind, [None]
+
+    def __enter__(self):
+        return self.seen
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None or not issubclass(exc_type, self.kind):
+            raise AssertionError(f"expected {self.kind.__name__}, got {exc_type}")
+        self.seen[0] = str(exc)
+        return True
+
+
 class Processes(unittest.TestCase):
+    def test_survivors_shrink_after_a_rank_is_killed_and_go_on(self):
+        ids = support._CTX.Queue()
+        results = support.run(_shrink_after_a_kill, 3, ids, timeout=120, expect_killed=(2,))
+        want = (pattern(0, 64, "float32") + pattern(1, 64, "float32")).tolist()
+        for rank, (why, size, new_rank, y) in enumerate(results[:2]):
+            self.assertIn("rank 2", why)
+            self.assertEqual((size, new_rank), (2, rank))
+            self.assertEqual(y, want)
+
     def test_a_rank_that_submits_after_its_peer_timed_out_fails_too(self):
         ids = support._CTX.Queue()
         barrier = support._CTX.Barrier(2)
