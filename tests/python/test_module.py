@@ -304,13 +304,18 @@ class Errors(unittest.TestCase):
         comms[1].close()
 
 
-def _process_rank(rank, nranks, ids, **config):
+def _unique_id(rank, nranks, ids):
+    """Rank 0 makes the job's id and hands it to the others through `ids`."""
     if rank == 0:
         uid = occl.get_unique_id()
         for _ in range(nranks - 1):
             ids.put(uid)
-    else:
-        uid = ids.get(timeout=60)
+        return uid
+    return ids.get(timeout=60)
+
+
+def _process_rank(rank, nranks, ids, **config):
+    uid = _unique_id(rank, nranks, ids)
     got = []
     with occl.Comm(nranks, uid, rank, init_timeout_ms=60000, **config) as comm:
         comm.register(11, "allreduce", 1000, "int64")
@@ -354,12 +359,7 @@ def _late_rank(rank, nranks, ids, barrier):
 def _shrink_after_a_kill(rank, nranks, ids):
     """Rank 2 dies (SIGKILL) after one AllReduce; the others see it, shrink without it and go on on
     the same id with occlSubmit alone; returns what each survivor saw."""
-    if rank == 0:
-        uid = occl.get_unique_id()
-        for _ in range(nranks - 1):
-            ids.put(uid)
-    else:
-        uid = ids.get(timeout=60)
+    uid = _unique_id(rank, nranks, ids)
     comm = occl.Comm(nranks, uid, rank, init_timeout_ms=60000, coll_timeout_ms=20000)
     comm.register(3, "allreduce", 64, "float32")
     x = pattern(rank, 64, "float32")
