@@ -1,6 +1,8 @@
 // Configuration: built-in defaults, the OCCL_* environment variables that override them, and
-// validation. This file and config.cpp are the one place where occl reads its environment
-// (besides the launcher variables of launcher_env.hpp); docs/configuration.md lists the same.
+// validation. This file and config.cpp are where occl reads its environment, besides the
+// launcher variables of launcher_env.hpp and OCCL_SOCKET_IFNAME, which bootstrap/socket.cpp reads
+// where it picks the address to listen on (occlGetUniqueId has no config to carry it);
+// docs/configuration.md lists them all.
 #pragma once
 
 #include <cstddef>

@@ -1,31 +1,16 @@
 #include "torch_backend/coll_key.hpp"
 
-#include <cstring>
 #include <string_view>
 
 #include "device/coll_types.hpp"
 #include "primitives/dtypes.hpp"
 #include "primitives/reduce_ops.hpp"
+#include "util/fnv1a.hpp"
 
 namespace occl::torch_backend {
 namespace {
 
 thread_local std::optional<uint64_t> tCurrentTag;
-
-class Fnv1a {
- public:
-  template <typename T>
-  Fnv1a& add(const T& value) {
-    unsigned char bytes[sizeof(T)];
-    std::memcpy(bytes, &value, sizeof(T));
-    for (unsigned char b : bytes) hash_ = (hash_ ^ b) * 0x100000001b3ULL;
-    return *this;
-  }
-  uint64_t value() const { return hash_; }
-
- private:
-  uint64_t hash_ = 0xcbf29ce484222325ULL;
-};
 
 constexpr std::string_view kCallNames[] = {"allreduce", "broadcast", "reduce", "allgather",
                                            "reduce_scatter", "alltoall", "send/recv", "barrier",
