@@ -250,9 +250,10 @@ occlResult_t occlCommSplit(occlComm_t comm, int color, int key, occlComm_t* newc
 occlResult_t occlCommRevoke(occlComm_t comm, int revokeFlags);
 
 /* As ncclCommShrink: every rank of `comm` except the excluded ones calls it with the same list, and
- * gets a communicator of the others, in their order. For ranks that are processes: it works after
- * an excluded rank died or hangs, the bootstrap root included (the survivors meet at a rendezvous
- * made when `comm` was, in the lowest survivor's process). OCCL_SHRINK_DEFAULT refuses a `comm`
+ * gets a communicator of the others, in their order. It works after an excluded rank died or
+ * hangs, the bootstrap root included (processes meet at a rendezvous made when `comm` was, in the
+ * lowest survivor's process; the threads of one occlCommInitAll each call it from their own
+ * thread). OCCL_SHRINK_DEFAULT refuses a `comm`
  * with pending submissions; OCCL_SHRINK_ABORT revokes it first (its pending submissions fail).
  * The new communicator keeps, under the same collIds, the registered AllReduces on the automatic
  * algorithm or "ring": a training loop goes on with occlSubmit. Everything else (the other kinds,

@@ -57,8 +57,8 @@ class Comm(_Comm):
         return child
 
     def shrink(self, exclude, *, abort=False, **config):
-        """occlCommShrink: every rank not in `exclude` calls it with the same list (ranks that are
-        processes), after a rank died or hangs. abort=True fails this communicator's pending work
+        """occlCommShrink: every rank not in `exclude` calls it with the same list (threads of one
+        Comm.all each from their own thread), after a rank died or hangs. abort=True fails this communicator's pending work
         first. The new communicator keeps the registered AllReduces under the same ids; close this
         one afterwards."""
         child = super().shrink(exclude, abort=abort, **config)

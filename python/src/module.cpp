@@ -86,7 +86,7 @@ PYBIND11_MODULE(_occl, m) {
             return c.shrink(exclude, abort, config);
           },
           py::arg("exclude"), py::kw_only(), py::arg("abort") = false,
-          "occlCommShrink: every rank not in `exclude` calls it with the same list (ranks that are processes). "
+          "occlCommShrink: every rank not in `exclude` calls it with the same list. "
           "abort=True fails this communicator's pending work first (OCCL_SHRINK_ABORT). The new communicator keeps "
           "the registered AllReduces under the same ids.")
       .def_property_readonly("rank", &Comm::rank)

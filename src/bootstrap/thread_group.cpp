@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -24,6 +25,16 @@ class Shared {
   Shared(int n, int64_t timeoutMs) : n_(n), timeoutMs_(timeoutMs), nonce_(detail::randomNonce()), arrived_(n, false) {}
 
   uint64_t nonce() const { return nonce_; }
+
+  // The group of `ranks`: made by the first of them to ask, forgotten once all have.
+  std::shared_ptr<Shared> subgroup(const std::vector<int>& ranks, int64_t timeoutMs) {
+    std::lock_guard<std::mutex> lock(subgroupsMu_);
+    auto& [group, joined] = subgroups_[ranks];
+    if (!group) group = std::make_shared<Shared>(static_cast<int>(ranks.size()), timeoutMs);
+    std::shared_ptr<Shared> out = group;
+    if (++joined == static_cast<int>(ranks.size())) subgroups_.erase(ranks);
+    return out;
+  }
 
   Status collective(int rank, Op op, void* data, size_t bytes) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -76,6 +87,9 @@ class Shared {
   const int n_;
   const int64_t timeoutMs_;
   const uint64_t nonce_;
+  // threadSubgroup's groups being joined: the list of ranks -> (its group, how many have joined).
+  std::mutex subgroupsMu_;
+  std::map<std::vector<int>, std::pair<std::shared_ptr<Shared>, int>> subgroups_;
   std::mutex mu_;
   std::condition_variable cv_;
   uint64_t generation_ = 0;
@@ -97,6 +111,7 @@ class Member final : public Group {
     return shared_->collective(rank_, Op::kAllGather, data, bytesPerRank);
   }
   Status barrier() override { return shared_->collective(rank_, Op::kBarrier, nullptr, 0); }
+  Shared& shared() const { return *shared_; }
 
  private:
   std::shared_ptr<Shared> shared_;
@@ -105,6 +120,17 @@ class Member final : public Group {
 };
 
 }  // namespace
+
+Result<std::unique_ptr<Group>> threadSubgroup(Group& member, const std::vector<int>& ranks, int64_t timeoutMs) {
+  auto* mine = dynamic_cast<Member*>(&member);
+  if (mine == nullptr) return Status::error(occlInternalError, "threadSubgroup of a group that is not of threads");
+  const auto at = std::find(ranks.begin(), ranks.end(), mine->rank());
+  if (at == ranks.end())
+    return Status::error(occlInternalError, absl::StrFormat("threadSubgroup: rank %d is not in its list", mine->rank()));
+  const int n = static_cast<int>(ranks.size());
+  return std::unique_ptr<Group>(
+      std::make_unique<Member>(mine->shared().subgroup(ranks, timeoutMs), static_cast<int>(at - ranks.begin()), n));
+}
 
 std::vector<std::unique_ptr<Group>> makeThreadGroup(int n, int64_t timeoutMs) {
   auto shared = std::make_shared<Shared>(n, timeoutMs);

@@ -13,10 +13,17 @@
 #include <vector>
 
 #include "bootstrap/group.hpp"
+#include "util/status.hpp"
 
 namespace occl::bootstrap {
 
 // Makes the `n` members of a new group, member r for rank r; each may move to its own thread.
 std::vector<std::unique_ptr<Group>> makeThreadGroup(int n, int64_t timeoutMs);
+
+// The ranks `ranks` of `member`'s thread group meeting as a group of their own, without the
+// others (a shrink's survivors): each of them calls it with the same list and gets its member,
+// ranked by its place in the list. Ranks that pass different lists meet different groups, whose
+// collectives time out naming who never came. Fails when `member` is not a thread group's.
+Result<std::unique_ptr<Group>> threadSubgroup(Group& member, const std::vector<int>& ranks, int64_t timeoutMs);
 
 }  // namespace occl::bootstrap

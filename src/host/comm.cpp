@@ -146,7 +146,7 @@ Comm::Comm(CommOptions& o)
       threadGroup_(std::move(o.threadGroup)),
       spareIds_(std::move(o.spareIds)) {}
 
-bootstrap::Group& Comm::setupGroup() {
+bootstrap::Group& Comm::setupGroup() const {
   if (bootstrap_) return *bootstrap_;
   return *threadGroup_;
 }

@@ -70,7 +70,7 @@ class Comm {
   const occlConfig_t& requestedConfig() const { return requested_; }
   // Where this communicator's ranks meet again (host/comm_setup.cpp, split): the TCP bootstrap
   // of ranks that are processes, else the group of this process's threads.
-  bootstrap::Group& setupGroup();
+  bootstrap::Group& setupGroup() const;
   bool bootstrapped() const { return bootstrap_ != nullptr; }
 
   Status registerCollective(uint64_t collId, const occlCollDesc_t& desc);

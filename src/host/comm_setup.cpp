@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/launcher_env.hpp"
@@ -507,19 +508,24 @@ Result<std::vector<std::unique_ptr<Comm>>> initAll(int ndev, const int* devlist,
   return comms;
 }
 
-Result<std::unique_ptr<Comm>> split(Comm& parent, int color, int key, const occlConfig_t* config) {
-  bootstrap::Group& group = parent.setupGroup();
+namespace {
+
+// The split of `group`'s ranks (the parent's, or for a shrink of thread ranks the survivors'):
+// `mine` is this rank's config for the child or why its arguments were bad; `overTcp`: the child
+// meets through a new TCP bootstrap, else through a thread group of this process; `what` names
+// the call in messages.
+Result<std::unique_ptr<Comm>> splitOver(bootstrap::Group& group, bool overTcp, const Comm& parent, int color, int key,
+                                        const Result<occlConfig_t>& mine, const char* what) {
   const int n = group.size(), rank = group.rank();
-  const Result<occlConfig_t> mine = childConfig(parent, color, config);
   std::vector<SplitRequest> requests(static_cast<size_t>(n));
   requests[static_cast<size_t>(rank)] = SplitRequest{color, key, parent.device(), mine.ok() ? 1 : 0};
   if (Status s = group.allGather(requests.data(), sizeof(SplitRequest)); !s.ok())
-    return s.withContext("occlCommSplit: gathering every rank's color and key");
-  if (!mine.ok()) return mine.status().withContext("occlCommSplit");
+    return s.withContext(absl::StrCat(what, ": gathering every rank's color and key"));
+  if (!mine.ok()) return mine.status().withContext(what);
   for (int r = 0; r < n; ++r)
     if (requests[static_cast<size_t>(r)].valid == 0)
       return Status::error(occlInvalidArgument,
-                           absl::StrFormat("occlCommSplit: rank %d passed an invalid argument (its error says which)", r));
+                           absl::StrFormat("%s: rank %d passed an invalid argument (its error says which)", what, r));
 
   // The child's ranks in the parent, in their new order.
   std::vector<int> members;
@@ -533,7 +539,6 @@ Result<std::unique_ptr<Comm>> split(Comm& parent, int color, int key, const occl
   const auto at = std::find(members.begin(), members.end(), rank);
   const int newRank = static_cast<int>(at - members.begin());
   const int newSize = static_cast<int>(members.size());
-  const bool overTcp = parent.bootstrapped();
 
   // The new rank 0 makes what its child meets through and hands it over.
   std::vector<SplitHandoff> handoffs(static_cast<size_t>(n));
@@ -558,8 +563,8 @@ Result<std::unique_ptr<Comm>> split(Comm& parent, int color, int key, const occl
     h.ready = made.ok() ? 1 : 0;
   }
   if (Status s = group.allGather(handoffs.data(), sizeof(SplitHandoff)); !s.ok())
-    return s.withContext("occlCommSplit: handing each child's rendezvous to its ranks");
-  if (!made.ok()) return made.withContext("occlCommSplit: making the child's rendezvous");
+    return s.withContext(absl::StrCat(what, ": handing each child's rendezvous to its ranks"));
+  if (!made.ok()) return made.withContext(absl::StrCat(what, ": making the child's rendezvous"));
   const SplitHandoff* handoff = color != OCCL_SPLIT_NOCOLOR ? &handoffs[static_cast<size_t>(members.front())] : nullptr;
   std::unique_ptr<bootstrap::Group> childGroup;
   std::unique_ptr<transport::ConnectorFactory> childConnectors;
@@ -571,13 +576,13 @@ Result<std::unique_ptr<Comm>> split(Comm& parent, int color, int key, const occl
     anyCuda = theirs->anyCuda;
   }
   // Every rank has taken its part of the kits: their makers may let them go.
-  if (Status s = group.barrier(); !s.ok()) return s.withContext("occlCommSplit: waiting for every rank's handoff");
+  if (Status s = group.barrier(); !s.ok()) return s.withContext(absl::StrCat(what, ": waiting for every rank's handoff"));
   kit.reset();
   if (color == OCCL_SPLIT_NOCOLOR) return std::unique_ptr<Comm>();
   if (handoff->ready == 0)
-    return Status::error(occlRemoteError, absl::StrFormat("occlCommSplit: rank %d, the new rank 0 of color %d, could "
-                                                          "not make the child's rendezvous",
-                                                          members.front(), color));
+    return Status::error(occlRemoteError, absl::StrFormat("%s: rank %d, the new rank 0 of color %d, could not make "
+                                                          "the child's rendezvous",
+                                                          what, members.front(), color));
   Result<std::unique_ptr<Comm>> child = [&]() -> Result<std::unique_ptr<Comm>> {
     if (!overTcp) return buildThreadRank(std::move(childGroup), mine.value(), parent.device(), anyCuda,
                                          std::move(childConnectors));
@@ -587,9 +592,65 @@ Result<std::unique_ptr<Comm>> split(Comm& parent, int color, int key, const occl
     return buildOverBootstrap(std::move(boot.value()), mine.value(), parent.device());
   }();
   if (!child.ok())
-    return child.status().withContext(absl::StrFormat("occlCommSplit: color %d, new rank %d of %d", color, newRank, newSize));
+    return child.status().withContext(absl::StrFormat("%s: color %d, new rank %d of %d", what, color, newRank, newSize));
   return child;
 }
+
+}  // namespace
+
+Result<std::unique_ptr<Comm>> split(Comm& parent, int color, int key, const occlConfig_t* config) {
+  return splitOver(parent.setupGroup(), parent.bootstrapped(), parent, color, key, childConfig(parent, color, config),
+                   "occlCommSplit");
+}
+
+namespace {
+
+// A shrink of ranks that are processes: the survivors meet at the lowest one's spare rendezvous
+// and check that they all excluded the same ranks.
+Result<std::unique_ptr<Comm>> shrinkOverTcp(const Comm& parent, const std::vector<int>& survivors,
+                                            const std::vector<bool>& excluded, const occlConfig_t& cfg) {
+  const int newRank =
+      static_cast<int>(std::find(survivors.begin(), survivors.end(), parent.rank()) - survivors.begin());
+  const int newSize = static_cast<int>(survivors.size());
+  const bootstrap::UniqueIdData& id = parent.spareIds()[static_cast<size_t>(survivors.front())];
+  if (id.magicVersion == 0)
+    return Status::error(occlRemoteError, absl::StrFormat("occlCommShrink: rank %d, the shrunk communicator's new rank "
+                                                          "0, could not listen for it when this communicator was made",
+                                                          survivors.front()));
+  const std::string who = absl::StrFormat("occlCommShrink (new rank %d of %d, meeting at rank %d)", newRank, newSize,
+                                          survivors.front());
+  Result<std::unique_ptr<bootstrap::Bootstrap>> boot = bootstrap::Bootstrap::connect(id, newRank, newSize, cfg.initTimeoutMs);
+  if (!boot.ok()) return boot.status().withContext(who);
+  // Every survivor must have excluded the same ranks: a rank one survivor kept and another
+  // excluded would make two communicators of different members.
+  std::vector<uint64_t> agreed(static_cast<size_t>(newSize));
+  Fnv1a hash;
+  for (bool e : excluded) hash.add(e ? uint8_t{1} : uint8_t{0});
+  agreed[static_cast<size_t>(newRank)] = hash.value();
+  if (Status s = boot.value()->allGather(agreed.data(), sizeof(uint64_t)); !s.ok()) return s.withContext(who);
+  for (int r = 0; r < newSize; ++r)
+    if (agreed[static_cast<size_t>(r)] != agreed[static_cast<size_t>(newRank)])
+      return Status::error(occlInvalidUsage,
+                           absl::StrFormat("%s: rank %d excluded other ranks than this one (every survivor must pass "
+                                           "the same excludeRanksList)",
+                                           who, survivors[static_cast<size_t>(r)]));
+  Result<std::unique_ptr<Comm>> child = buildOverBootstrap(std::move(boot.value()), cfg, parent.device());
+  if (!child.ok()) return child.status().withContext(who);
+  return child;
+}
+
+// A shrink of the threads of one process: the survivors meet as a subgroup of the parent's thread
+// group (ranks that passed another list meet another one, which times out naming who never came),
+// then split it as occlCommSplit does, all with one color, in their order.
+Result<std::unique_ptr<Comm>> shrinkThreads(const Comm& parent, const std::vector<int>& survivors,
+                                            const occlConfig_t& cfg) {
+  Result<std::unique_ptr<bootstrap::Group>> group =
+      bootstrap::threadSubgroup(parent.setupGroup(), survivors, cfg.initTimeoutMs);
+  if (!group.ok()) return group.status();
+  return splitOver(*group.value(), /*overTcp=*/false, parent, 0, group.value()->rank(), cfg, "occlCommShrink");
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Comm>> shrink(Comm& parent, const int* excludeRanks, int excludeCount,
                                      const occlConfig_t* config, int flags) {
@@ -620,10 +681,6 @@ Result<std::unique_ptr<Comm>> shrink(Comm& parent, const int* excludeRanks, int 
       return Status::error(occlInvalidArgument, absl::StrFormat("excludeRanksList names rank %d twice", r));
     excluded[static_cast<size_t>(r)] = true;
   }
-  if (!parent.bootstrapped())
-    return Status::error(occlInvalidUsage, "occlCommShrink needs ranks that are processes (occlCommInitRank or "
-                                           "occlCommInitFromEnv): the threads of one occlCommInitAll fail together, "
-                                           "and occlCommSplit makes their subsets");
   Result<occlConfig_t> cfg = childConfig(parent, 0, config);
   if (!cfg.ok()) return cfg.status();
   if (flags == OCCL_SHRINK_DEFAULT) {
@@ -639,33 +696,11 @@ Result<std::unique_ptr<Comm>> shrink(Comm& parent, const int* excludeRanks, int 
   for (int r = 0; r < n; ++r)
     if (!excluded[static_cast<size_t>(r)]) survivors.push_back(r);
   const int newRank = static_cast<int>(std::find(survivors.begin(), survivors.end(), rank) - survivors.begin());
-  const int newSize = static_cast<int>(survivors.size());
-  const std::vector<bootstrap::UniqueIdData>& spares = parent.spareIds();
-  const bootstrap::UniqueIdData& id = spares[static_cast<size_t>(survivors.front())];
-  if (id.magicVersion == 0)
-    return Status::error(occlRemoteError, absl::StrFormat("rank %d, the shrunk communicator's new rank 0, could not "
-                                                          "listen for it when this communicator was made",
-                                                          survivors.front()));
-  const std::string who = absl::StrFormat("occlCommShrink (new rank %d of %d, meeting at rank %d)", newRank, newSize,
-                                          survivors.front());
-  Result<std::unique_ptr<bootstrap::Bootstrap>> boot =
-      bootstrap::Bootstrap::connect(id, newRank, newSize, cfg.value().initTimeoutMs);
-  if (!boot.ok()) return boot.status().withContext(who);
-  // Every survivor must have excluded the same ranks: a rank one survivor kept and another
-  // excluded would make two communicators of different members.
-  std::vector<uint64_t> agreed(static_cast<size_t>(newSize));
-  Fnv1a hash;
-  for (int r = 0; r < n; ++r) hash.add(excluded[static_cast<size_t>(r)] ? uint8_t{1} : uint8_t{0});
-  agreed[static_cast<size_t>(newRank)] = hash.value();
-  if (Status s = boot.value()->allGather(agreed.data(), sizeof(uint64_t)); !s.ok()) return s.withContext(who);
-  for (int r = 0; r < newSize; ++r)
-    if (agreed[static_cast<size_t>(r)] != agreed[static_cast<size_t>(newRank)])
-      return Status::error(occlInvalidUsage,
-                           absl::StrFormat("%s: rank %d excluded other ranks than this one (every survivor must pass "
-                                           "the same excludeRanksList)",
-                                           who, survivors[static_cast<size_t>(r)]));
-  Result<std::unique_ptr<Comm>> child = buildOverBootstrap(std::move(boot.value()), cfg.value(), parent.device());
-  if (!child.ok()) return child.status().withContext(who);
+  Result<std::unique_ptr<Comm>> child = parent.bootstrapped()
+                                            ? shrinkOverTcp(parent, survivors, excluded, cfg.value())
+                                            : shrinkThreads(parent, survivors, cfg.value());
+  if (!child.ok()) return child.status();
+  const std::string who = absl::StrFormat("occlCommShrink (new rank %d of %d)", newRank, static_cast<int>(survivors.size()));
   // What does not depend on the rank count goes along: AllReduce with the built-in algorithms.
   for (const Comm::Registration& reg : parent.registrations()) {
     if (!carriedByShrink(reg.desc, reg.algorithm)) continue;

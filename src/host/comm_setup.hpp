@@ -28,10 +28,10 @@ Result<std::vector<std::unique_ptr<Comm>>> initAll(int ndev, const int* devlist,
 // argument on any rank fails the call on every rank, naming the rank.
 Result<std::unique_ptr<Comm>> split(Comm& parent, int color, int key, const occlConfig_t* config);
 
-// occlCommShrink: every rank of `parent` not in excludeRanks calls it (ranks that are processes).
-// The survivors meet at the lowest survivor's spare rendezvous, made when `parent` was, so neither
-// the parent's bootstrap nor its root is needed (either may be dead or hung); they check that they
-// all excluded the same ranks. OCCL_SHRINK_DEFAULT refuses a parent with pending submissions;
+// occlCommShrink: every rank of `parent` not in excludeRanks calls it. Processes meet at the
+// lowest survivor's spare rendezvous, made when `parent` was, so neither the parent's bootstrap
+// nor its root is needed (either may be dead or hung), and check that they all excluded the same
+// ranks; threads meet as a subgroup of the parent's thread group and split it. OCCL_SHRINK_DEFAULT refuses a parent with pending submissions;
 // OCCL_SHRINK_ABORT revokes the parent first. The child registers again, under the same collIds,
 // the parent's collectives that carriedByShrink.
 Result<std::unique_ptr<Comm>> shrink(Comm& parent, const int* excludeRanks, int excludeCount,

@@ -1,6 +1,6 @@
 // occlCommSplit: children ranked by key, NOCOLOR, bad arguments that fail every rank, inherited
-// config, a child that outlives its parent; and the torture over a parent and its children at
-// once (halves, pairs and a reversed copy of the world), each rank submitting across all of them
+// config, a child that outlives its parent; the shrink of thread ranks (a split of the
+// survivors); and the torture over a parent and its children at once (halves, pairs and a reversed copy of the world), each rank submitting across all of them
 // in an order of its own, every byte checked, with ranks as threads and as processes.
 #include <gtest/gtest.h>
 
@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -319,6 +320,70 @@ TEST(SplitTest, CppWrapperSplitsAndThrows) {
     }
   });
   for (occlResult_t c : codes) EXPECT_EQ(c, occlInvalidArgument);
+}
+
+// ---- The shrink of thread ranks: a split of the survivors ----
+
+// Four thread ranks; rank 3 stops taking part (a hung thread) in the middle of an iteration of
+// three AllReduces in random orders. The others revoke by shrinking with OCCL_SHRINK_ABORT, each
+// from its own thread, and run 100 more iterations on the same collIds, exact against the sum over
+// ranks 0-2. TSan and simt cover the subgroup's meeting.
+TEST(ThreadShrinkTest, SurvivorsOfAHungThreadShrinkAndGoOn) {
+  constexpr int kRanks = 4, kHung = 3, kIters = 100;
+  constexpr size_t kCounts[3] = {7, 1000, 40000};
+  test::CommGroup world(kRanks);
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  for (int r = 0; r < kRanks; ++r)
+    for (uint64_t c = 0; c < 3; ++c) {
+      d.count = kCounts[c];
+      expectOk(occlCollRegister(world[r], 0x70 + c, &d), world[r], "occlCollRegister");
+    }
+  std::vector<occlComm_t> shrunk(kRanks, nullptr);
+  test::CallbackCounter lost;
+  std::vector<std::vector<std::vector<float>>> bufs(kRanks);
+  test::runRanks(kRanks, [&](int r) {
+    auto& mine = bufs[static_cast<size_t>(r)];
+    for (size_t count : kCounts) mine.emplace_back(count, 1.0f);
+    // The hung rank submits one collective and nothing more.
+    for (uint64_t c = 0; c < (r == kHung ? 1u : 3u); ++c)
+      expectOk(occlSubmit(world[r], 0x70 + c, mine[c].data(), mine[c].data(), &test::CallbackCounter::callback,
+                          lost.arg()),
+               world[r], "occlSubmit");
+    if (r == kHung) return;
+    const int excluded[] = {kHung};
+    expectOk(occlCommShrink(world[r], excluded, 1, &shrunk[static_cast<size_t>(r)], nullptr, OCCL_SHRINK_ABORT),
+             world[r], "occlCommShrink");
+  });
+  for (int r = 0; r < kHung; ++r) {
+    int rank = -1, size = 0;
+    expectOk(occlCommUserRank(shrunk[static_cast<size_t>(r)], &rank), nullptr, "occlCommUserRank");
+    expectOk(occlCommCount(shrunk[static_cast<size_t>(r)], &size), nullptr, "occlCommCount");
+    EXPECT_EQ(rank, r);
+    EXPECT_EQ(size, kHung);
+  }
+  for (int iter = 0; iter < kIters; ++iter) {
+    test::CallbackCounter done;
+    test::runRanks(kHung, [&](int r) {
+      auto& mine = bufs[static_cast<size_t>(r)];
+      for (uint64_t c = 0; c < 3; ++c)
+        for (size_t i = 0; i < kCounts[c]; ++i) mine[c][i] = inputValue(r, i);
+      std::vector<uint64_t> order = {0, 1, 2};
+      std::shuffle(order.begin(), order.end(), std::mt19937(static_cast<unsigned>(iter * 31 + r)));
+      for (uint64_t c : order)
+        expectOk(occlSubmit(shrunk[static_cast<size_t>(r)], 0x70 + c, mine[c].data(), mine[c].data(),
+                            &test::CallbackCounter::callback, done.arg()),
+                 shrunk[static_cast<size_t>(r)], "occlSubmit(shrunk)");
+    });
+    ASSERT_TRUE(done.waitFor(3 * kHung, 60s)) << "iteration " << iter;
+    for (const auto& [id, status] : done.fired()) ASSERT_EQ(status, occlSuccess) << "collId " << id;
+    for (int r = 0; r < kHung; ++r)
+      for (uint64_t c = 0; c < 3; ++c)
+        for (size_t i = 0; i < kCounts[c]; ++i)
+          ASSERT_EQ(bufs[static_cast<size_t>(r)][c][i], inputValue(0, i) + inputValue(1, i) + inputValue(2, i))
+              << "iteration " << iter << " rank " << r << " collId " << 0x70 + c << " element " << i;
+  }
+  destroyAll(shrunk);
 }
 
 // ---- Ranks as processes ----
