@@ -453,15 +453,6 @@ int backendOf(const Comm& parent) {
   return parent.requestedConfig().backend == occlBackendSimt ? occlBackendSimt : occlBackendHost;
 }
 
-const char* backendName(int backend) {
-  switch (backend) {
-    case occlBackendCuda: return "cuda";
-    case occlBackendSimt: return "simt";
-    case occlBackendHost: return "host";
-    default: return "auto";
-  }
-}
-
 // This rank's split arguments: the config the child gets, or why not.
 Result<occlConfig_t> childConfig(const Comm& parent, int color, const occlConfig_t* config) {
   if (color < 0 && color != OCCL_SPLIT_NOCOLOR)

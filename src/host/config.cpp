@@ -206,6 +206,12 @@ Status rangeError(const occlConfig_t& c, const char* field, int64_t value, std::
 
 }  // namespace
 
+const char* backendName(int backend) {
+  for (const Choice& c : kBackends)
+    if (c.second == backend) return c.first;
+  return "?";
+}
+
 Status initConfig(occlConfig_t& config) {
   setDefaults(config);
   return applyEnvironment(config);

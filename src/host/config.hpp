@@ -38,4 +38,7 @@ inline constexpr int kMaxConnectorSlots = 1024;
 // Checks every field; the message names the field and the accepted range.
 Status validateConfig(const occlConfig_t& config);
 
+// config.backend's name as OCCL_BACKEND spells it ("auto", "host", "cuda", "simt"), "?" if none.
+const char* backendName(int backend);
+
 }  // namespace occl::host
