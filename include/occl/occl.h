@@ -393,6 +393,45 @@ typedef struct {
  * record may appear a moment after the callback has fired. */
 occlResult_t occlCommGetTimeline(occlComm_t comm, occlTimelineEntry_t* entries, int capacity, int* count);
 
+/* Who is missing, live: why a pending submission has not completed, one row per peer it waits on
+ * (occlCommGetPending). Each rank's registrations and submission counts are gathered every 50 ms
+ * (by the bootstrap root for ranks that are processes, in the process for occlCommInitAll's
+ * threads), so a row may be that much behind. */
+typedef enum {
+  occlWaitNotSubmitted = 0,  /* the peer has not made this submission of collId yet */
+  occlWaitNotRegistered = 1, /* the peer has no collective registered under collId */
+  occlWaitMismatch = 2,      /* the peer registered collId differently (type, count, datatype, op,
+                                root or algorithm; for send/recv, not the matching half) */
+  occlWaitSilent = 3,        /* the peer made it, but has not been heard from for over a second:
+                                stopped, hung, or starved */
+  occlWaitInFlight = 4,      /* every peer made it: the data is on its way (peer = -1) */
+  occlWaitUnknown = 5,       /* the ranks' status could not be read: the bootstrap root did not answer
+                                (peer = 0 if it is silent, else -1) or the communicator failed */
+  occlNumWaitReasons = 6
+} occlWaitReason_t;
+
+typedef struct {
+  uint64_t collId;
+  uint64_t seq;            /* the pending submission's number on this rank, from 0 */
+  int peer;                /* the rank it waits on, or -1 (see occlWaitReason_t) */
+  int reason;              /* occlWaitReason_t */
+  uint64_t peerSubmitted;  /* submissions of collId the peer has made (0 unless registered alike) */
+  uint64_t peerLastCollId; /* what the peer did last: the collId whose registration or submission */
+  uint64_t peerLastCount;  /*   changed last there, and its submission count then; */
+  int64_t peerLastAgoMs;   /*   how long ago (-1: nothing known) */
+  int64_t peerSilentMs;    /* since the peer was last heard from; -1 where not tracked (threads of
+                              one process, a root that did not answer) */
+} occlPendingWait_t;
+
+/* Lists, for every submission of this rank whose callback has not fired, the peers it waits on
+ * and why (as occlCommGetTimeline: the first `capacity` rows into waits, *count set to how many
+ * were copied; with waits NULL and capacity 0, how many there are). A submission that waits on
+ * nobody in particular has one row with peer -1. Bounded: a root that does not answer within
+ * 300 ms gives occlWaitUnknown rows. */
+occlResult_t occlCommGetPending(occlComm_t comm, occlPendingWait_t* waits, int capacity, int* count);
+/* "not submitted", "not registered", ...; "unknown reason" outside the enum. */
+const char* occlWaitReasonString(int reason);
+
 /* Host memory that the ranks in other processes of this host can map, for collectives
  * registered with desc.sharedBuffers = 1 (as ncclMemAlloc's memory is for NCCL's user-buffer
  * registration): `size` bytes (> 0), page-aligned, zeroed. Ranks reach it through

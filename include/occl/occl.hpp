@@ -179,6 +179,15 @@ class Comm {
     check(occlCollGetStats(comm_, collId, &s), comm_);
     return s;
   }
+  // occlCommGetPending: for each pending submission, the peers it waits on and why.
+  std::vector<occlPendingWait_t> pending() const {
+    int n = 0;
+    check(occlCommGetPending(comm_, nullptr, 0, &n), comm_);
+    std::vector<occlPendingWait_t> rows(static_cast<size_t>(n));
+    check(occlCommGetPending(comm_, rows.data(), n, &n), comm_);  // as many or fewer by now
+    rows.resize(static_cast<size_t>(n));
+    return rows;
+  }
   occlResult_t asyncError() const {
     occlResult_t e = occlSuccess;
     check(occlCommGetAsyncError(comm_, &e), comm_);

@@ -427,6 +427,36 @@ py::dict Comm::stats(uint64_t collId) const {
   return d;
 }
 
+py::list Comm::pending() const {
+  occlComm_t comm = live();
+  std::vector<occlPendingWait_t> rows;
+  occlResult_t r = withoutGil([&] {  // may wait up to 300 ms for the bootstrap root's answer
+    int n = 0;
+    occlResult_t got = occlCommGetPending(comm, nullptr, 0, &n);
+    if (got != occlSuccess) return got;
+    rows.resize(static_cast<size_t>(n));
+    got = occlCommGetPending(comm, rows.data(), n, &n);
+    rows.resize(static_cast<size_t>(n));
+    return got;
+  });
+  check(r, comm);
+  py::list out;
+  for (const occlPendingWait_t& w : rows) {
+    py::dict d;
+    d["coll_id"] = w.collId;
+    d["seq"] = w.seq;
+    d["peer"] = w.peer;
+    d["reason"] = occlWaitReasonString(w.reason);
+    d["peer_submitted"] = w.peerSubmitted;
+    d["peer_last_coll_id"] = w.peerLastCollId;
+    d["peer_last_count"] = w.peerLastCount;
+    d["peer_last_ago_ms"] = w.peerLastAgoMs;
+    d["peer_silent_ms"] = w.peerSilentMs;
+    out.append(std::move(d));
+  }
+  return out;
+}
+
 std::string Comm::algorithm(uint64_t collId, bool inPlace) const {
   const char* a = nullptr;
   check(occlCollGetAlgorithm(live(), collId, inPlace ? 1 : 0, &a), comm_);

@@ -111,6 +111,8 @@ class Comm {
   void openGate(const py::object& gate);
   void waitAll(std::optional<double> timeout);
   py::dict stats(uint64_t collId) const;
+  // occlCommGetPending: a dict per (pending submission, peer it waits on), reason as text.
+  py::list pending() const;
   std::string algorithm(uint64_t collId, bool inPlace) const;
   // For bench/torch_allreduce.py: `iters` runs of collId, each submitted and waited for from C++
   // (the C API's own cost, no Python per run); returns the seconds they took.

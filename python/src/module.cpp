@@ -108,6 +108,11 @@ PYBIND11_MODULE(_occl, m) {
            "For bench/torch_allreduce.py: seconds for `iters` submit-and-wait runs done in C++.")
       .def("wait_all", &Comm::waitAll, py::arg("timeout") = py::none())
       .def("stats", &Comm::stats, py::arg("coll_id"))
+      .def("pending", &Comm::pending,
+           "occlCommGetPending: who is missing. A dict per pending submission and peer it waits on: coll_id, seq, "
+           "peer (-1: nobody in particular), reason ('not submitted', 'not registered', 'registered differently', "
+           "'silent', 'in flight', 'unknown'), peer_submitted, peer_last_coll_id, peer_last_count, "
+           "peer_last_ago_ms, peer_silent_ms (-1: not tracked).")
       .def("algorithm", &Comm::algorithm, py::arg("coll_id"), py::arg("in_place") = false)
       .def("close", &Comm::close, "Waits for what was submitted (finalize), then frees the communicator.")
       .def("abort", &Comm::abort, "Fails what is pending (callbacks fire) and frees the communicator at once.")

@@ -1,4 +1,5 @@
 #include "bootstrap/bootstrap.hpp"
+#include "bootstrap/link.hpp"
 
 #include <arpa/inet.h>
 #include <poll.h>
@@ -168,25 +169,12 @@ std::string peerName(const Socket& socket) {
 
 // ---- rendezvous ----
 
-struct Bootstrap::Link {
-  int peer = -1;
-  Socket socket;
-  std::string name;         // "rank 2 (10.0.0.2:41234)", for messages
-  std::mutex sendMu;        // frames must not interleave: user thread and monitor both send
-  FrameReader reader;       // monitor thread only
-  bool polled = true;       // monitor thread only
-  std::deque<Frame> inbox;  // guarded by Bootstrap::mu_
-  bool closed = false;      // guarded by mu_: EOF or error seen
-  bool saidGoodbye = false; // guarded by mu_
-
-  Status send(uint32_t type, uint32_t seq, const void* data, size_t bytes, Deadline deadline) {
-    std::lock_guard lk(sendMu);
-    return sendFrame(socket, type, seq, data, bytes, deadline).withContext("sending to " + name);
-  }
-};
-
 Bootstrap::Bootstrap(int rank, int nranks, int64_t timeoutMs)
-    : rank_(rank), nranks_(nranks), timeoutMs_(timeoutMs), wakeFd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+    : rank_(rank),
+      nranks_(nranks),
+      timeoutMs_(timeoutMs),
+      wakeFd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      board_(nranks) {}
 
 Bootstrap::~Bootstrap() {
   (void)close();
@@ -477,7 +465,8 @@ void Bootstrap::monitorLoop() {
       fds.push_back(pollfd{link->socket.fd(), POLLIN, 0});
       polled.push_back(link.get());
     }
-    if (::poll(fds.data(), fds.size(), -1) < 0) {
+    // Woken every board tick as well (bootstrap_board.cpp).
+    if (::poll(fds.data(), fds.size(), static_cast<int>(kBoardTickMs)) < 0) {
       if (errno == EINTR) continue;
       reportFailure(-1, Status::systemError(absl::StrFormat("bootstrap monitor of rank %d: poll", rank_), errno).message);
       return;
@@ -489,6 +478,7 @@ void Bootstrap::monitorLoop() {
     for (size_t i = 0; i < polled.size() && !stopping_.load(); ++i) {
       if (fds[i + 1].revents != 0) serviceLink(*polled[i]);
     }
+    if (!stopping_.load()) boardTick();
   }
 }
 
@@ -504,6 +494,10 @@ void Bootstrap::serviceLink(Link& link) {
 }
 
 void Bootstrap::dispatch(Link& link, Frame frame) {
+  if (isBoardFrame(frame.type)) {
+    boardFrame(link, std::move(frame));
+    return;
+  }
   if (frame.type == kPeerFailed) {
     auto [rank, why] = decodeNote(frame.payload);
     reportFailure(rank, why);

@@ -20,7 +20,9 @@
 #include <vector>
 
 #include "bootstrap/group.hpp"
+#include "absl/container/flat_hash_map.h"
 #include "bootstrap/socket.hpp"
+#include "bootstrap/status_board.hpp"
 #include "occl/occl.h"
 #include "util/status.hpp"
 
@@ -101,6 +103,12 @@ class Bootstrap final : public Group {
   Status allGather(void* data, size_t bytesPerRank) override;
   Status barrier() override;
 
+  // The status board (status_board.hpp, bootstrap_board.cpp): the root gathers the tables, leaves
+  // send their deltas and keepalives from the monitor thread and ask the root. After a failure
+  // (the root half-closes every connection) a leaf's query is unanswered.
+  void setBoardSource(BoardSource source) override;
+  BoardView queryBoard(std::span<const uint64_t> keys, int64_t timeoutMs) override;
+
   // Called once, from the monitor thread (or from here if a failure already happened), with the
   // failed rank (-1 if unknown) and a message. It may call close() but must not destroy this.
   void setFailureCallback(FailureCallback callback);
@@ -133,6 +141,16 @@ class Bootstrap final : public Group {
   Status leafCollective(Op op, uint32_t seq, char* data, size_t bytes, Deadline deadline);
   Result<Frame> waitFrame(Link& link, Deadline deadline);
   void broadcastError(const Status& status);
+
+  // Frame types of the status board (bootstrap_board.cpp); the others are in bootstrap.cpp.
+  enum BoardFrame : uint32_t { kBoardDelta = 8, kBoardAlive = 9, kBoardQuery = 10, kBoardAnswer = 11 };
+  static bool isBoardFrame(uint32_t type) { return type >= kBoardDelta && type <= kBoardAnswer; }
+  // On the monitor thread: every kBoardTickMs, and for each board frame that arrives.
+  void boardTick();
+  void boardFrame(Link& link, Frame frame);
+  // Sends a board frame from the monitor thread only if it cannot block it: the link's lock is
+  // free and its socket has room (a stopped peer stops reading; its board frames are dropped).
+  void sendBoardFrame(Link& link, uint32_t type, const std::vector<char>& payload);
 
   void monitorLoop();
   void serviceLink(Link& link);
@@ -167,6 +185,20 @@ class Bootstrap final : public Group {
   std::atomic<bool> closed_{false};
   std::atomic<bool> stopping_{false};
   int wakeFd_ = -1;  // eventfd that interrupts the monitor's poll
+
+  // Status board. The table (the root's: every rank's; a leaf's: its own only, for nranks 1).
+  std::mutex boardMu_;  // guards board_, answers_, lastQueryUnanswered_
+  BoardTable board_;
+  std::mutex sourceMu_;  // held while the source runs, so that setBoardSource waits for it
+  BoardSource source_;
+  BoardSender sender_;         // monitor thread only
+  int64_t lastBoardSendMs_ = 0;  // monitor thread only: a leaf's last delta, the root's last keepalive
+  std::atomic<int64_t> rootHeardMs_{0};  // a leaf: when a frame last came from the root
+  std::atomic<uint64_t> nextQueryId_{0};
+  absl::flat_hash_map<uint64_t, std::vector<char>> answers_;  // a leaf: answers not yet taken
+  bool lastQueryUnanswered_ = false;  // and nothing came from the root since: ask no more
+  std::condition_variable answerCv_;
+
   std::thread monitor_;
 };
 

@@ -9,10 +9,12 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "bootstrap/bootstrap.hpp"
+#include "util/thread_name.hpp"
 
 namespace occl::bootstrap {
 namespace {
@@ -20,9 +22,23 @@ namespace {
 enum class Op { kAllGather, kBarrier };
 const char* opName(Op op) { return op == Op::kAllGather ? "allGather" : "barrier"; }
 
+int64_t steadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 class Shared {
  public:
-  Shared(int n, int64_t timeoutMs) : n_(n), timeoutMs_(timeoutMs), nonce_(detail::randomNonce()), arrived_(n, false) {}
+  Shared(int n, int64_t timeoutMs)
+      : n_(n), timeoutMs_(timeoutMs), nonce_(detail::randomNonce()), arrived_(n, false), board_(n), sources_(n) {}
+  ~Shared() {
+    {
+      std::lock_guard<std::mutex> lock(tickMu_);
+      stopTicker_ = true;
+    }
+    tickCv_.notify_all();
+    if (ticker_.joinable()) ticker_.join();
+  }
 
   uint64_t nonce() const { return nonce_; }
 
@@ -77,7 +93,42 @@ class Shared {
     return Status::success();
   }
 
+ // The status board (status_board.hpp): one thread reads every member's source each tick into
+  // the one table that queries read; thread ranks are never silent while their process lives.
+  void setBoardSource(int rank, BoardSource source) {
+    std::lock_guard<std::mutex> lock(sourcesMu_);
+    sources_[static_cast<size_t>(rank)] = std::move(source);
+    std::lock_guard<std::mutex> tick(tickMu_);
+    if (!ticker_.joinable()) ticker_ = std::thread([this] { tickerLoop(); });
+  }
+
+  BoardView queryBoard(int rank, std::span<const uint64_t> keys) {
+    std::lock_guard<std::mutex> lock(boardMu_);
+    return board_.query(keys, steadyMs(), /*tracked=*/false, rank);
+  }
+
  private:
+  void tickerLoop() {
+    nameThisThread("occl-board");
+    std::vector<BoardEntry> entries;
+    std::unique_lock<std::mutex> tick(tickMu_);
+    while (!stopTicker_) {
+      tick.unlock();
+      {
+        std::lock_guard<std::mutex> lock(sourcesMu_);
+        for (int r = 0; r < n_; ++r) {
+          const BoardSource& source = sources_[static_cast<size_t>(r)];
+          entries.clear();
+          if (!source || !source(entries)) continue;
+          std::lock_guard<std::mutex> board(boardMu_);
+          board_.replace(r, entries, steadyMs());
+        }
+      }
+      tick.lock();
+      tickCv_.wait_for(tick, std::chrono::milliseconds(kBoardTickMs), [this] { return stopTicker_; });
+    }
+  }
+
   Status fail(Status s) {
     if (!failure_) failure_ = s;
     cv_.notify_all();
@@ -99,6 +150,15 @@ class Shared {
   std::vector<bool> arrived_;
   std::array<std::vector<char>, 2> buffers_;
   std::optional<Status> failure_;
+
+  std::mutex boardMu_;  // guards board_
+  BoardTable board_;
+  std::mutex sourcesMu_;  // held while a source runs, so that setBoardSource waits for it
+  std::vector<BoardSource> sources_;
+  std::mutex tickMu_;  // guards stopTicker_ and the ticker's start
+  std::condition_variable tickCv_;
+  bool stopTicker_ = false;
+  std::thread ticker_;  // declared last: it uses everything above
 };
 
 class Member final : public Group {
@@ -111,6 +171,8 @@ class Member final : public Group {
     return shared_->collective(rank_, Op::kAllGather, data, bytesPerRank);
   }
   Status barrier() override { return shared_->collective(rank_, Op::kBarrier, nullptr, 0); }
+  void setBoardSource(BoardSource source) override { shared_->setBoardSource(rank_, std::move(source)); }
+  BoardView queryBoard(std::span<const uint64_t> keys, int64_t) override { return shared_->queryBoard(rank_, keys); }
   Shared& shared() const { return *shared_; }
 
  private:

@@ -62,6 +62,28 @@ occlResult_t refuseInCallback(occlComm_t comm, const char* what) {
                                   absl::StrFormat("%s called from a callback: it would wait for itself", what)));
 }
 
+// The arguments of a call that lists (occlCommGetTimeline, occlCommGetPending): `items` may be
+// NULL with capacity 0 to count.
+occlResult_t checkList(occlComm_t comm, const char* name, const void* items, int capacity, const int* count) {
+  if (count == nullptr) return fail(comm, Status::error(occlInvalidArgument, "count is NULL"));
+  if (capacity < 0)
+    return fail(comm, Status::error(occlInvalidArgument, absl::StrFormat("capacity = %d: expected >= 0", capacity)));
+  if (items == nullptr && capacity != 0)
+    return fail(comm, Status::error(occlInvalidArgument,
+                                    absl::StrFormat("%s is NULL with capacity = %d: pass 0 to count", name, capacity)));
+  return occlSuccess;
+}
+
+// Copies the first `capacity` of `all` (or counts them, with items NULL).
+template <typename T>
+occlResult_t copyList(occlComm_t comm, const occl::Result<std::vector<T>>& all, T* items, int capacity, int* count) {
+  if (!all.ok()) return fail(comm, all.status());
+  const size_t n = items == nullptr ? all->size() : std::min(all->size(), static_cast<size_t>(capacity));
+  if (items != nullptr) std::copy(all->begin(), all->begin() + static_cast<std::ptrdiff_t>(n), items);
+  *count = static_cast<int>(n);
+  return occlSuccess;
+}
+
 }  // namespace
 
 extern "C" {
@@ -314,23 +336,26 @@ occlResult_t occlCollGetStats(occlComm_t comm, uint64_t collId, occlCollStats_t*
 
 occlResult_t occlCommGetTimeline(occlComm_t comm, occlTimelineEntry_t* entries, int capacity, int* count) {
   if (occlResult_t r = checkComm(comm)) return r;
-  if (count == nullptr) return fail(comm, Status::error(occlInvalidArgument, "count is NULL"));
-  if (capacity < 0)
-    return fail(comm, Status::error(occlInvalidArgument, absl::StrFormat("capacity = %d: expected >= 0", capacity)));
-  if (entries == nullptr && capacity != 0)
-    return fail(comm, Status::error(occlInvalidArgument,
-                                    absl::StrFormat("entries is NULL with capacity = %d: pass 0 to count", capacity)));
-  Result<std::vector<occlTimelineEntry_t>> t = comm->impl->timeline();
-  if (!t.ok()) return fail(comm, t.status());
-  const std::vector<occlTimelineEntry_t>& all = t.value();
-  if (entries == nullptr) {
-    *count = static_cast<int>(all.size());
-    return occlSuccess;
+  if (occlResult_t r = checkList(comm, "entries", entries, capacity, count)) return r;
+  return copyList(comm, comm->impl->timeline(), entries, capacity, count);
+}
+
+occlResult_t occlCommGetPending(occlComm_t comm, occlPendingWait_t* waits, int capacity, int* count) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  if (occlResult_t r = checkList(comm, "waits", waits, capacity, count)) return r;
+  return copyList(comm, comm->impl->pendingWaits(), waits, capacity, count);
+}
+
+const char* occlWaitReasonString(int reason) {
+  switch (reason) {
+    case occlWaitNotSubmitted: return "not submitted";
+    case occlWaitNotRegistered: return "not registered";
+    case occlWaitMismatch: return "registered differently";
+    case occlWaitSilent: return "silent";
+    case occlWaitInFlight: return "in flight";
+    case occlWaitUnknown: return "unknown";
+    default: return "unknown reason";
   }
-  const size_t n = std::min(all.size(), static_cast<size_t>(capacity));
-  std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n), entries);
-  *count = static_cast<int>(n);
-  return occlSuccess;
 }
 
 occlResult_t occlMemAlloc(void** ptr, size_t size) {

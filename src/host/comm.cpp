@@ -255,6 +255,7 @@ Status Comm::start() {
     shutdown();  // the daemon leaves; no poller to join
     return Status::error(occlSystemError, absl::StrFormat("starting the poller thread failed: %s", e.what()));
   }
+  setupGroup().setBoardSource([this](std::vector<bootstrap::BoardEntry>& out) { return fillBoard(out); });
   return Status::success();
 }
 
@@ -278,6 +279,8 @@ Comm::~Comm() {
 }
 
 void Comm::shutdown() {
+  // The group's thread reads this rank's table no more (the group may outlive this communicator).
+  if (started_) setupGroup().setBoardSource({});
   if (!started_ || stopped_.exchange(true)) return;
   {
     // An SQ that stayed full for initTimeoutMs holds tasks that cannot finish: aborted, the daemon

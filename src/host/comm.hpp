@@ -118,6 +118,8 @@ class Comm {
   // the user's thread, so a destroy that races with this call never frees what it uses.
   void failFromPeer(const std::string& why);
   occlResult_t asyncError() const { return asyncError_.load(std::memory_order_acquire); }
+  // occlCommGetPending (comm_pending.cpp): per pending submission, the peers it waits on and why.
+  Result<std::vector<occlPendingWait_t>> pendingWaits();
   // Callbacks run on the poller, or on a thread in waitAll that takes the poller's part while it
   // waits: waiting for or stopping the communicator inside one would wait for the very thread
   // that asks.
@@ -167,7 +169,23 @@ class Comm {
   // waitAll for one generation: true once its callbacks have all fired, false at `deadline`.
   bool waitForGeneration(int generation, std::optional<Clock::time_point> deadline,
                          std::optional<Clock::time_point> readAt);
-  std::string completionFailure(uint64_t collId, uint64_t seq, occlResult_t status) const;
+  // Who is missing (comm_pending.cpp): this rank's status table, read by the group's thread every
+  // tick; a pending submission (its board entry, its seq) and the waits the board explains.
+  struct Waiting {
+    bootstrap::BoardEntry entry;
+    uint64_t seq;
+  };
+  struct Wait {
+    occlPendingWait_t row;
+    std::string text;  // "rank 2 has not submitted it (...)", for messages
+  };
+  static bootstrap::BoardEntry boardEntry(const Collective& c);
+  bool fillBoard(std::vector<bootstrap::BoardEntry>& out);
+  std::vector<Wait> waitsOf(const std::vector<Waiting>& pending);
+  std::string describeWaits(const Waiting& failed);
+
+  // `failed`: the submission, for a timeout's message to say whom it waited on.
+  std::string completionFailure(const Waiting& failed, occlResult_t status);
   void processCqe(uint64_t word);
   void fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock);
   void setAsyncError(occlResult_t code, const std::string& why);

@@ -106,7 +106,9 @@ void Comm::processCqe(uint64_t word) {
 }
 
 // What a failed completion means, for occlGetLastError: the CQE carries only the code.
-std::string Comm::completionFailure(uint64_t collId, uint64_t seq, occlResult_t status) const {
+std::string Comm::completionFailure(const Waiting& failed, occlResult_t status) {
+  const uint64_t collId = failed.entry.key;
+  const uint64_t seq = failed.seq;
   const std::string head = absl::StrFormat("collId 0x%x, submission %d: ", collId, seq);
   switch (status) {
     case occlInvalidUsage:
@@ -114,8 +116,8 @@ std::string Comm::completionFailure(uint64_t collId, uint64_t seq, occlResult_t 
                     "connector geometry must match on every rank)";
     case occlTimeout:
       return head + absl::StrFormat("did not complete within config.collTimeoutMs = %d ms (here, or on a peer "
-                                    "whose timeout then failed it here)",
-                                    config_.collTimeoutMs);
+                                    "whose timeout then failed it here): %s",
+                                    config_.collTimeoutMs, describeWaits(failed));
     case occlRemoteError: {
       std::lock_guard<std::mutex> error(errorMu_);
       return head + "a peer failed it" + (asyncWhy_.empty() ? "" : ": " + asyncWhy_);
@@ -146,9 +148,11 @@ void Comm::fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock) {
     const auto status = static_cast<occlResult_t>(fired.status);
     // Where this rank saw the failure, while the registry lock keeps the collective alive.
     const std::string place = status == occlSuccess ? std::string() : c->failurePlace(*backend_);
+    std::optional<Waiting> failed;
+    if (status != occlSuccess) failed = Waiting{boardEntry(*c), seq};
     lock.unlock();
     // Before the callback: a callback that asks occlGetLastError finds why.
-    if (status != occlSuccess) (void)record(Status::error(status, completionFailure(collId, seq, status) + place));
+    if (failed) (void)record(Status::error(status, completionFailure(*failed, status) + place));
     if (fired.fn != nullptr) fire(fired.fn, collId, status, fired.arg);
     addByOneWriter(generationOut_[fired.generation], uint64_t{1});
     // seq_cst with waitAll's increment of waiters_ and its read of firedTotal_ (before it looks

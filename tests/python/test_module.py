@@ -7,6 +7,7 @@ import gc
 import os
 import signal
 import threading
+import time
 import unittest
 import weakref
 
@@ -346,14 +347,39 @@ def _late_rank(rank, nranks, ids, barrier):
         if rank == 1:
             barrier.wait(timeout=60)  # rank 0's submission has failed
         f = comm.submit(1, x, x)
+        why = ""
         try:
             f.result(timeout=30)
             outcome = "success"
         except occl.OcclError as e:
-            outcome = e.code
+            outcome, why = e.code, str(e)
         if rank == 0:
             barrier.wait(timeout=60)
-        return outcome, x.tolist()
+        return outcome, x.tolist(), why
+
+
+def _pending_names_the_late_rank(rank, nranks, ids, barrier):
+    """Rank 0 submits; until rank 1 does, Comm.pending() on rank 0 names rank 1 as 'not
+    submitted'; then both complete and nothing is pending."""
+    uid = _unique_id(rank, nranks, ids)
+    with occl.Comm(nranks, uid, rank, init_timeout_ms=60000, coll_timeout_ms=60000) as comm:
+        comm.register(7, "allreduce", 8, "float32")
+        x = pattern(rank, 8, "float32")
+        seen = []
+        if rank == 0:
+            f = comm.submit(7, x, x)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                seen = comm.pending()
+                if [(w["peer"], w["reason"]) for w in seen] == [(1, "not submitted")]:
+                    break
+                time.sleep(0.02)
+            barrier.wait(timeout=60)
+        else:
+            barrier.wait(timeout=60)
+            f = comm.submit(7, x, x)
+        f.result(timeout=60)
+        return seen, comm.pending(), x.tolist()
 
 
 def _shrink_after_a_kill(rank, nranks, ids):
@@ -407,11 +433,25 @@ class Processes(unittest.TestCase):
             self.assertEqual((size, new_rank), (2, rank))
             self.assertEqual(y, want)
 
+    def test_pending_names_the_rank_that_has_not_submitted(self):
+        ids = support._CTX.Queue()
+        barrier = support._CTX.Barrier(2)
+        (seen, after0, y0), (_, after1, y1) = support.run(_pending_names_the_late_rank, 2, ids, barrier, timeout=120)
+        self.assertEqual(len(seen), 1, seen)
+        self.assertEqual((seen[0]["coll_id"], seen[0]["seq"], seen[0]["peer"]), (7, 0, 1))
+        self.assertEqual(seen[0]["reason"], "not submitted")
+        self.assertEqual(seen[0]["peer_submitted"], 0)
+        self.assertGreaterEqual(seen[0]["peer_silent_ms"], 0)  # processes are tracked
+        self.assertEqual((after0, after1), ([], []))
+        want = (pattern(0, 8, "float32") + pattern(1, 8, "float32")).tolist()
+        self.assertEqual((y0, y1), (want, want))
+
     def test_a_rank_that_submits_after_its_peer_timed_out_fails_too(self):
         ids = support._CTX.Queue()
         barrier = support._CTX.Barrier(2)
         results = support.run(_late_rank, 2, ids, barrier, timeout=120)
-        (early, x0), (late, x1) = results
+        (early, x0, why), (late, x1, _) = results
+        self.assertIn("rank 1 has not submitted it", why)
         self.assertEqual(early, 8)  # occlTimeout
         self.assertEqual(late, 8, "the late rank must fail what its peer failed")
         self.assertEqual(x1, [1.0] * 4, "the late rank's buffer must be untouched")
