@@ -165,7 +165,8 @@ std::vector<Comm::Wait> Comm::waitsOf(const std::vector<Waiting>& pending) {
       }
       if (r.reason != occlWaitSilent && silent) absl::StrAppend(&why, absl::StrFormat("; silent for %s", describeMs(b.silentMs)));
       if (r.peerLastAgoMs >= 0 && r.reason != occlWaitSilent) {
-        absl::StrAppend(&why, absl::StrFormat("; its last change: collId 0x%x at %d submission%s, %s ago", r.peerLastCollId,
+        absl::StrAppend(&why, absl::StrFormat("; its last change: collId 0x%x (%s) at %d submission%s, %s ago",
+                                              r.peerLastCollId, describeSignature(b.newest.value[0], b.newest.value[1]),
                                               r.peerLastCount, r.peerLastCount == 1 ? "" : "s",
                                               describeMs(r.peerLastAgoMs)));
       }

@@ -63,6 +63,15 @@ class AnyOrder(unittest.TestCase):
             self.assertEqual(group_rank, rank % 2)
 
 
+class Diagnostics(unittest.TestCase):
+    def test_mismatched_sizes_time_out_naming_the_peer_and_what_it_ran(self):
+        for rank, why in enumerate(support.run(torch_jobs.mismatched_sizes, 2, support.store_path(), timeout=120)):
+            other = 1 - rank
+            self.assertIn("did not complete within", why, f"rank {rank}")
+            self.assertIn(f"rank {other} has not registered collId", why, f"rank {rank}")
+            self.assertIn("its last change: collId", why, f"rank {rank}")
+
+
 class KilledPeer(unittest.TestCase):
     def check_survivors(self, victim):
         results = support.run(torch_jobs.killed_peer, 3, support.store_path(), victim, timeout=120,

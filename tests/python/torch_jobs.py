@@ -208,6 +208,19 @@ def any_order(rank, size, store, seed):
     return order, wrong
 
 
+def mismatched_sizes(rank, size, store):
+    """Rank r all_reduces 4 * (r + 1) floats: no two ranks issue the same collective, so each
+    times out, and its error says what the others registered and ran instead."""
+    init(rank, size, store, timeout_s=8)
+    try:
+        dist.all_reduce(torch.ones(4 * (rank + 1)))
+        outcome = "completed"
+    except RuntimeError as e:
+        outcome = str(e)
+    dist.destroy_process_group()
+    return outcome
+
+
 def killed_peer(rank, size, store, victim):
     """`victim` dies by SIGKILL while the others wait on an all_reduce: their wait() raises."""
     init(rank, size, store, timeout_s=60)

@@ -230,6 +230,44 @@ TEST(PendingThreads, APeerThatNeverRegisteredTheCollIdIsNamedAsSuch) {
   EXPECT_EQ(done.fired()[0].second, occlAborted);
 }
 
+// Rank 0 receives from rank 1 under collId 0x50, but rank 1 registered 0x50 as a receive from
+// rank 2 (which sends to it): that pair completes, and rank 0's receive waits on a peer that
+// registered the collId otherwise. No connector of theirs meets, so registration cannot catch it.
+TEST(PendingThreads, APeerThatRegisteredTheCollIdDifferentlyIsNamedAsSuch) {
+  CommGroup comms(3);
+  auto p2p = [](int type, int peer) {
+    occlCollDesc_t d;
+    occlCollDescInit(&d);
+    d.type = type;
+    d.count = 32;
+    d.root = peer;
+    return d;
+  };
+  const occlCollDesc_t recv01 = p2p(occlCollRecv, 1), recv12 = p2p(occlCollRecv, 2), send21 = p2p(occlCollSend, 1);
+  expectOk(occlCollRegister(comms[0], 0x50, &recv01), comms[0], "occlCollRegister");
+  expectOk(occlCollRegister(comms[1], 0x50, &recv12), comms[1], "occlCollRegister");
+  expectOk(occlCollRegister(comms[2], 0x50, &send21), comms[2], "occlCollRegister");
+  std::vector<float> in0(32, 0.0f), in1(32, 0.0f), out2(32, 3.0f);
+  CallbackCounter lost, pair;
+  expectOk(occlSubmit(comms[0], 0x50, nullptr, in0.data(), &CallbackCounter::callback, lost.arg()), comms[0],
+           "occlSubmit");
+  expectOk(occlSubmit(comms[1], 0x50, nullptr, in1.data(), &CallbackCounter::callback, pair.arg()), comms[1],
+           "occlSubmit");
+  expectOk(occlSubmit(comms[2], 0x50, out2.data(), nullptr, &CallbackCounter::callback, pair.arg()), comms[2],
+           "occlSubmit");
+  ASSERT_TRUE(pair.waitFor(2, 30s));
+  for (const auto& [id, status] : pair.fired()) EXPECT_EQ(status, occlSuccess);
+  EXPECT_EQ(in1, out2);
+  auto mismatch = [](const std::vector<occlPendingWait_t>& rows) {
+    return rows.size() == 1 && rows[0].peer == 1 && rows[0].reason == occlWaitMismatch;
+  };
+  const std::vector<occlPendingWait_t> rows = pendingUntil(comms[0], mismatch);
+  EXPECT_TRUE(mismatch(rows)) << show(rows);
+  expectOk(occlCommRevoke(comms[0], OCCL_REVOKE_DEFAULT), comms[0], "occlCommRevoke");
+  ASSERT_TRUE(lost.waitFor(1, 30s));
+  EXPECT_EQ(lost.fired()[0].second, occlAborted);
+}
+
 TEST(PendingThreads, SubmittedEverywhereBehindClosedGatesWaitsOnNobodyInParticular) {
   CommGroup comms(2);
   const occlCollDesc_t d = allReduceOf(100);
