@@ -5,6 +5,7 @@ buffers' lifetime, errors that name the argument, and ranks in separate processe
 import functools
 import gc
 import os
+import re
 import signal
 import threading
 import time
@@ -220,6 +221,14 @@ class Callbacks(unittest.TestCase):
             for c in ranks.comms:
                 c.wait_all(timeout=30)
         self.assertEqual(results, [3.0, 3.0])
+
+
+class Version(unittest.TestCase):
+    def test_the_package_reports_the_version_occl_h_defines(self):
+        header = os.path.join(os.path.dirname(__file__), "..", "..", "include", "occl", "occl.h")
+        with open(header) as f:
+            parts = dict(re.findall(r"^#define OCCL_(MAJOR|MINOR|PATCH) (\d+)$", f.read(), re.M))
+        self.assertEqual(occl.__version__, f"{parts['MAJOR']}.{parts['MINOR']}.{parts['PATCH']}")
 
 
 class Errors(unittest.TestCase):
