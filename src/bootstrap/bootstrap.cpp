@@ -201,6 +201,9 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::connect(const UniqueIdData& id, in
   Deadline deadline = deadlineAfterMs(timeoutMs);
   Status st = rank == 0 ? bs->rendezvousAsRoot(id, deadline) : bs->rendezvousAsLeaf(id, deadline);
   if (!st.ok()) return st.withContext(absl::StrFormat("bootstrap rank %d of %d", rank, nranks));
+  if (logEnabled(LogLevel::Info, LogSubsys::Bootstrap))
+    logInfo(LogSubsys::Bootstrap, absl::StrFormat("rank %d of %d met the others (nonce %016x, local address %s)", rank,
+                                                  nranks, bs->nonce_, bs->localAddress_.toString()));
   if (nranks > 1) bs->monitor_ = std::thread([raw = bs.get()] {
     nameThisThread("occl-bootstrap");
     raw->monitorLoop();
@@ -542,6 +545,7 @@ void Bootstrap::reportFailure(int rank, const std::string& why) {
       callback = callback_;
     }
   }
+  logInfo(LogSubsys::Bootstrap, absl::StrFormat("rank %d learnt that rank %d failed: %s", rank_, rank, why));
   // Tell the others first: the callback may close this bootstrap, and its goodbyes must not
   // overtake the notice.
   if (rank_ == 0) propagateFailure(rank, why);

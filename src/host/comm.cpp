@@ -15,9 +15,11 @@
 #include "bootstrap/group.hpp"
 #include "device/coll_types.hpp"
 #include "device/gate.hpp"
+#include "host/config.hpp"
 #include "memory/shared_buffers.hpp"
 #include "primitives/dtypes.hpp"
 #include "util/cpus.hpp"
+#include "util/log.hpp"
 #include "util/thread_name.hpp"
 
 namespace occl::host {
@@ -162,7 +164,20 @@ Result<std::unique_ptr<Comm>> Comm::create(CommOptions options) {
   std::unique_ptr<Comm> comm(new Comm(options));
   if (Status s = comm->allocateDaemonState(); !s.ok()) return s;
   if (Status s = comm->start(); !s.ok()) return s;
+  if (logEnabled(LogLevel::Info, LogSubsys::Init)) logInfo(LogSubsys::Init, comm->describe());
   return comm;
+}
+
+std::string Comm::describe() const {
+  std::string peers;
+  constexpr int kPeersNamed = 16;
+  for (int p = 0; p < nRanks_ && p < kPeersNamed; ++p)
+    absl::StrAppend(&peers, p == 0 ? "" : ", ", p, " ", p == rank_ ? "self" : transportTo(p));
+  if (nRanks_ > kPeersNamed) absl::StrAppend(&peers, ", ...");
+  return absl::StrFormat("rank %d of %d ready: backend %s, %d daemon block(s)%s, %s; peers: %s", rank_, nRanks_,
+                         backend_->name(), config_.daemonBlocks,
+                         device_ >= 0 ? absl::StrFormat(" on CUDA device %d", device_) : std::string(),
+                         bootstrap_ ? "ranks are processes" : "ranks are threads of this process", peers);
 }
 
 Status Comm::allocateDaemonState() {
@@ -334,6 +349,7 @@ Status Comm::revoke() {
 }
 
 Status Comm::stopAndFail(occlResult_t reason, const std::string& why) {
+  logInfo(LogSubsys::Init, absl::StrFormat("rank %d of %d: %s", rank_, nRanks_, why));
   setAsyncError(reason, why);
   raiseAbort(reason, /*keepFirst=*/false);
   shutdown();
@@ -464,6 +480,10 @@ Status Comm::registerCollective(uint64_t collId, const occlCollDesc_t& desc) {
     freeIndices_.push_back(index.value());
     return published;
   }
+  if (logEnabled(LogLevel::Trace, LogSubsys::Coll))
+    logTrace(LogSubsys::Coll, absl::StrFormat("rank %d registered collId 0x%x: %s, count %d, datatype %s, algorithm %s",
+                                              rank_, collId, collTypeName(desc.type), desc.count,
+                                              dtypeName(desc.datatype), coll.value()->algorithmName(kFormOutOfPlace)));
   std::lock_guard<std::mutex> registry(registryMu_);
   setByIndex(index.value(), coll.value().get());
   byId_.emplace(collId, std::move(coll.value()));

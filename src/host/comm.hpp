@@ -125,6 +125,8 @@ class Comm {
   // that asks.
   bool inCallback() const;
 
+  // "rank 0 of 4 ready: backend host, ...; peers: 0 self, 1 shm, ...", for the init log line.
+  std::string describe() const;
   // Records `s` as this communicator's last error and returns its code.
   occlResult_t record(const Status& s);
   std::string lastError() const;

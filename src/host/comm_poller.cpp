@@ -12,6 +12,7 @@
 #include "device/compat.hpp"
 #include "host/comm.hpp"
 #include "queues/cq.hpp"
+#include "util/log.hpp"
 #include "util/one_writer.hpp"
 
 namespace occl::host {
@@ -152,7 +153,11 @@ void Comm::fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock) {
     if (status != occlSuccess) failed = Waiting{boardEntry(*c), seq};
     lock.unlock();
     // Before the callback: a callback that asks occlGetLastError finds why.
-    if (failed) (void)record(Status::error(status, completionFailure(*failed, status) + place));
+    if (failed) {
+      const std::string why = completionFailure(*failed, status) + place;
+      logInfo(LogSubsys::Coll, absl::StrFormat("rank %d: %s: %s", rank_, occlGetErrorString(status), why));
+      (void)record(Status::error(status, why));
+    }
     if (fired.fn != nullptr) fire(fired.fn, collId, status, fired.arg);
     addByOneWriter(generationOut_[fired.generation], uint64_t{1});
     // seq_cst with waitAll's increment of waiters_ and its read of firedTotal_ (before it looks

@@ -4,15 +4,20 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
+#include <mutex>
 #include <strings.h>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unistd.h>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "device/step.hpp"
+#include "util/log.hpp"
 
 namespace occl::host {
 namespace {
@@ -181,6 +186,62 @@ Status applyEnvironment(occlConfig_t& c) {
   return Status::success();
 }
 
+// OCCL_* variables the library reads outside kVariables (docs/configuration.md), and those of occl's
+// scripts, tools and tests (names and prefixes): an OCCL_* variable that is none of these is
+// warned about once, with the closest variable the library reads.
+constexpr const char* kOtherVariables[] = {"OCCL_COMM_ID", "OCCL_SOCKET_IFNAME", "OCCL_HOSTID",
+                                           "OCCL_DEBUG",   "OCCL_DEBUG_SUBSYS",  "OCCL_DEBUG_FILE"};
+constexpr const char* kToolVariables[] = {"OCCL_BENCH_BIN",         "OCCL_TORTURE_ITERS",   "OCCL_SIMT_TORTURE_ITERS",
+                                          "OCCL_PACKAGES",          "OCCL_SHARED_DIR",      "OCCL_WRITE_KERNEL_RESOURCES",
+                                          "OCCL_KERNEL_RESOURCES_LOG", "OCCL_PYTHON_DIR",   "OCCL_PYTHON_EXECUTABLE",
+                                          "OCCL_TORCH_PYTHON_LIBRARY", "OCCL_WARNINGS"};
+constexpr const char* kToolPrefixes[] = {"OCCL_MP_", "OCCL_MH_", "OCCL_GPU_", "OCCL_FUZZ_", "OCCL_SOAK_", "OCCL_NET_TEST_"};
+
+size_t editDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+bool knownVariable(std::string_view name) {
+  auto is = [&](const char* known) { return name == known; };
+  if (std::any_of(std::begin(kVariables), std::end(kVariables), [&](const Variable& v) { return is(v.name); }) ||
+      std::any_of(std::begin(kOtherVariables), std::end(kOtherVariables), is) ||
+      std::any_of(std::begin(kToolVariables), std::end(kToolVariables), is))
+    return true;
+  if (name.ends_with("_BUILD_DIR")) return true;
+  return std::any_of(std::begin(kToolPrefixes), std::end(kToolPrefixes),
+                     [&](const char* prefix) { return name.starts_with(prefix); });
+}
+
+void warnUnknownVariables() {
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const std::string_view text(*entry);
+    const std::string_view name = text.substr(0, text.find('='));
+    if (!name.starts_with("OCCL_") || knownVariable(name)) continue;
+    std::string_view closest;
+    size_t best = 4;  // suggest only names within 3 edits
+    auto consider = [&](std::string_view known) {
+      const size_t d = editDistance(name, known);
+      if (d < best) best = d, closest = known;
+    };
+    for (const Variable& v : kVariables) consider(v.name);
+    for (const char* other : kOtherVariables) consider(other);
+    const std::string hint = closest.empty() ? "" : " (did you mean " + std::string(closest) + "?)";
+    logWarning("environment variable " + std::string(name) + " is not one occl reads; it is ignored" + hint +
+               " (docs/configuration.md lists them)");
+  }
+}
+
 // When `field` holds the value its OCCL_* variable gives it, that variable is where the value came
 // from: the message says so, since the program never wrote it.
 std::string variableOrigin(const occlConfig_t& c, std::string_view field) {
@@ -213,6 +274,8 @@ const char* backendName(int backend) {
 }
 
 Status initConfig(occlConfig_t& config) {
+  static std::once_flag warned;
+  std::call_once(warned, warnUnknownVariables);
   setDefaults(config);
   return applyEnvironment(config);
 }
