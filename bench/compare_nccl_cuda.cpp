@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "compare_nccl.hpp"
-#include "host/nccl_compare.hpp"
+#include "nccl_compare.hpp"
 #include "plan.hpp"
 
 namespace occl::bench {

@@ -1,6 +1,8 @@
 // The layers of src/: README.md's Layout table says which folders each folder of src/ may include;
 // this test reads that table and checks every quoted #include of every file under src/ against it,
-// and that every folder of src/ has a row (a new folder must say where it sits).
+// and that every folder of src/ has a row (a new folder must say where it sits). The rows of
+// python/, bench/ and tools/ say which folders of src/ they may reach into; their other includes
+// (their own headers, the test and benchmark libraries) are theirs.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -36,6 +38,23 @@ std::map<std::string, std::set<std::string>> layersFromReadme(std::vector<std::s
     if (names.empty() && cell.find("every folder above") != std::string::npos) names.insert(order->begin(), order->end());
     allowed[folder] = names;
     order->push_back(folder);
+  }
+  return allowed;
+}
+
+// The rows "| `python/` | ... | `a`, `b` |" of the folders beside src/ that reach into it.
+std::map<std::string, std::set<std::string>> reachFromReadme() {
+  std::ifstream readme(kSource / "README.md");
+  const std::regex row(R"(^\| `(python|bench|tools)/` \|.*\|([^|]*)\|\s*$)");
+  const std::regex name("`([a-z_]+)`");
+  std::map<std::string, std::set<std::string>> allowed;
+  for (std::string line; std::getline(readme, line);) {
+    std::smatch m;
+    if (!std::regex_match(line, m, row)) continue;
+    const std::string cell = m[2];
+    std::set<std::string>& names = allowed[m[1]];
+    for (auto it = std::sregex_iterator(cell.begin(), cell.end(), name); it != std::sregex_iterator(); ++it)
+      names.insert((*it)[1]);
   }
   return allowed;
 }
@@ -90,6 +109,28 @@ TEST(LayeringTest, NoFolderIncludesOneAboveIt) {
     }
   }
   EXPECT_GT(files, 50) << "found too few files under " << kSource / "src";
+}
+
+TEST(LayeringTest, PythonBenchAndToolsReachOnlyTheFoldersOfSrcTheirRowsName) {
+  std::vector<std::string> order;
+  const auto layers = layersFromReadme(&order);
+  const std::set<std::string> srcFolders(order.begin(), order.end());
+  const auto reach = reachFromReadme();
+  ASSERT_EQ(reach.size(), 3u) << "README.md's Layout table needs rows for `python/`, `bench/` and `tools/`";
+  int files = 0;
+  for (const auto& [top, allowed] : reach) {
+    for (const auto& entry : fs::recursive_directory_iterator(kSource / top)) {
+      const std::string ext = entry.path().extension().string();
+      if (!entry.is_regular_file() || (ext != ".cpp" && ext != ".hpp" && ext != ".h" && ext != ".cu")) continue;
+      ++files;
+      for (const auto& [line, to] : includedFolders(entry.path())) {
+        EXPECT_TRUE(!srcFolders.count(to) || allowed.count(to))
+            << fs::relative(entry.path(), kSource).string() << ":" << line << " includes \"" << to
+            << "/...\" of src/, which README.md's Layout table does not let " << top << "/ reach";
+      }
+    }
+  }
+  EXPECT_GT(files, 30) << "found too few files under python/, bench/ and tools/";
 }
 
 // The table is a strict order: a folder includes only folders of earlier rows, so there is no cycle.

@@ -1,5 +1,5 @@
 // NCCL timing and copy bandwidth for occl-bench's --compare nccl; see nccl_compare.hpp.
-#include "host/nccl_compare.hpp"
+#include "nccl_compare.hpp"
 
 #include <nccl.h>
 

@@ -4,7 +4,7 @@
 //
 // Built only when CUDA and NCCL are found: link the CMake target occl_nccl_compare, which defines
 // OCCL_HAVE_NCCL_COMPARE=1 for its users; without it these declarations do not exist. The
-// library proper (libocc) never links NCCL.
+// library proper (liboccl) never links NCCL.
 #pragma once
 
 #if OCCL_HAVE_NCCL_COMPARE
