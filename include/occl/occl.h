@@ -147,6 +147,13 @@ typedef struct {
 } occlConfig_t;
 
 occlResult_t occlConfigInit(occlConfig_t* config);
+/* Sets the field `field`, named as above ("sqDepth", "collTimeoutMs", "transport"), from `value`
+ * written as its OCCL_* variable takes it (docs/configuration.md): a decimal integer, 0 or 1 for
+ * the test knobs, a word of the choices or the enum's value for backend, orderPolicy, spinPolicy
+ * and transport. The one table behind the environment variables, so a binding (Python's
+ * Comm(**config)) needs no list of its own. occlInvalidArgument names an unknown field or a bad
+ * value; the config is then unchanged. Ranges are checked by the init call, as for any field. */
+occlResult_t occlConfigSetField(occlConfig_t* config, const char* field, const char* value);
 
 #define OCCL_UNIQUE_ID_BYTES 128
 typedef struct {

@@ -1,6 +1,7 @@
 #include "comm.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <array>
 #include <chrono>
 #include <functional>
@@ -118,63 +119,62 @@ std::optional<int> Future::status() const {
   return completion_->status;
 }
 
+// "coll_timeout_ms" <-> "collTimeoutMs": Python's keywords and occlConfig_t's field names.
+std::string camelCase(const std::string& snake) {
+  std::string out;
+  for (size_t i = 0; i < snake.size(); ++i)
+    out += snake[i] == '_' && i + 1 < snake.size() ? static_cast<char>(std::toupper(static_cast<unsigned char>(snake[++i])))
+                                                   : snake[i];
+  return out;
+}
+std::string snakeCase(std::string_view camel) {
+  std::string out;
+  for (char ch : camel) {
+    if (std::isupper(static_cast<unsigned char>(ch))) out += '_';
+    out += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  }
+  return out;
+}
+
+// The library's "unknown config field 'x': expected one of a, bC" in Python's spelling.
+std::string unknownFieldMessage(const std::string& keyword, const std::string& why) {
+  const std::string head = "expected one of ";
+  const size_t at = why.find(head);
+  std::string names;
+  for (std::string_view rest = at == std::string::npos ? "" : std::string_view(why).substr(at + head.size());
+       !rest.empty();) {
+    const size_t comma = rest.find(", ");
+    names += (names.empty() ? "" : ", ") + snakeCase(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? "" : rest.substr(comma + 2);
+  }
+  return "unknown config field '" + keyword + "': expected one of " + names;
+}
+
+// Comm(**config): each keyword is an occlConfig_t field in snake_case, set through
+// occlConfigSetField, the table the OCCL_* variables use, so this binding keeps no list of
+// fields: an int, a bool, or a word of the field's choices ("simt", "shm").
 occlConfig_t configFrom(const py::dict& config) {
   occlConfig_t c;
   check(occlConfigInit(&c), nullptr);
-  // Field name -> setter; the names are occlConfig_t's in snake_case.
-  auto intField = [](int occlConfig_t::*f) {
-    return [f](occlConfig_t& c, const py::handle& v) { c.*f = v.cast<int>(); };
-  };
-  auto u32Field = [](uint32_t occlConfig_t::*f) {
-    return [f](occlConfig_t& c, const py::handle& v) { c.*f = v.cast<uint32_t>(); };
-  };
-  auto i64Field = [](int64_t occlConfig_t::*f) {
-    return [f](occlConfig_t& c, const py::handle& v) { c.*f = v.cast<int64_t>(); };
-  };
-  using Setter = std::function<void(occlConfig_t&, const py::handle&)>;
-  const std::vector<std::pair<std::string_view, Setter>> fields = {
-      {"backend", [](occlConfig_t& c, const py::handle& v) {
-         c.backend = nameIndex(v, 4, [](int i) { return std::array{"auto", "host", "cuda", "simt"}[i]; }, "backend");
-       }},
-      {"daemon_blocks", intField(&occlConfig_t::daemonBlocks)},
-      {"threads_per_block", intField(&occlConfig_t::threadsPerBlock)},
-      {"sq_depth", intField(&occlConfig_t::sqDepth)},
-      {"cq_depth", intField(&occlConfig_t::cqDepth)},
-      {"task_queue_depth", intField(&occlConfig_t::taskQueueDepth)},
-      {"max_inflight_per_coll", intField(&occlConfig_t::maxInflightPerColl)},
-      {"connector_slots", intField(&occlConfig_t::connectorSlots)},
-      {"connector_slot_bytes", [](occlConfig_t& c, const py::handle& v) { c.connectorSlotBytes = v.cast<size_t>(); }},
-      {"order_policy", intField(&occlConfig_t::orderPolicy)},
-      {"spin_policy", intField(&occlConfig_t::spinPolicy)},
-      {"spin_threshold_max", u32Field(&occlConfig_t::spinThresholdMax)},
-      {"spin_threshold_min", u32Field(&occlConfig_t::spinThresholdMin)},
-      {"spin_threshold_step", u32Field(&occlConfig_t::spinThresholdStep)},
-      {"spin_threshold_boost", u32Field(&occlConfig_t::spinThresholdBoost)},
-      {"priority_poll_interval", u32Field(&occlConfig_t::priorityPollInterval)},
-      {"idle_quit_us", intField(&occlConfig_t::idleQuitUs)},
-      {"coll_timeout_ms", i64Field(&occlConfig_t::collTimeoutMs)},
-      {"init_timeout_ms", i64Field(&occlConfig_t::initTimeoutMs)},
-      {"force_preempt", intField(&occlConfig_t::forcePreempt)},
-      {"disable_preemption", intField(&occlConfig_t::disablePreemption)},
-      {"simt_lanes", intField(&occlConfig_t::simtLanes)},
-      {"timeline_depth", intField(&occlConfig_t::timelineDepth)},
-      {"transport", [](occlConfig_t& c, const py::handle& v) {
-         c.transport = nameIndex(v, 3, [](int i) { return std::array{"auto", "net", "shm"}[i]; }, "transport");
-       }},
-  };
   for (auto [key, value] : config) {
-    std::string name = py::str(key);
-    auto it = std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.first == name; });
-    if (it == fields.end()) {
-      std::string names;
-      for (const auto& f : fields) names += (names.empty() ? "" : ", ") + std::string(f.first);
-      throw py::type_error("unknown config field '" + name + "': expected one of " + names);
+    const std::string name = py::str(key);
+    std::string text;
+    if (py::isinstance<py::bool_>(value)) {
+      text = value.cast<bool>() ? "1" : "0";
+    } else if (py::isinstance<py::int_>(value)) {
+      const auto v = value.cast<long long>();
+      if (v < 0) throw py::value_error("config field '" + name + "' = " + std::to_string(v) + ": expected >= 0");
+      text = std::to_string(v);
+    } else if (py::isinstance<py::str>(value)) {
+      text = value.cast<std::string>();
+    } else {
+      throw py::type_error("config field '" + name + "' = " + std::string(py::repr(value)) +
+                           ": expected an integer or a word");
     }
-    try {
-      it->second(c, value);
-    } catch (py::cast_error&) {
-      throw py::type_error("config field '" + name + "' = " + std::string(py::repr(value)) + ": expected an integer");
-    }
+    if (occlConfigSetField(&c, camelCase(name).c_str(), text.c_str()) == occlSuccess) continue;
+    const std::string why = occlGetLastError(nullptr);
+    if (why.rfind("unknown config field", 0) == 0) throw py::type_error(unknownFieldMessage(name, why));
+    throw py::value_error(why);
   }
   return c;
 }

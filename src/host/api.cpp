@@ -121,6 +121,12 @@ occlResult_t occlConfigInit(occlConfig_t* config) {
   return fail(nullptr, occl::host::initConfig(*config));
 }
 
+occlResult_t occlConfigSetField(occlConfig_t* config, const char* field, const char* value) {
+  if (config == nullptr) return invalid("config is NULL");
+  if (field == nullptr) return invalid("field is NULL");
+  return fail(nullptr, occl::host::setConfigField(*config, field, value));
+}
+
 occlResult_t occlCollDescInit(occlCollDesc_t* desc) {
   if (desc == nullptr) return invalid("desc is NULL");
   *desc = occlCollDesc_t{occlCollAllReduce, 0, occlFloat32, occlSum, 0, 0, nullptr, 0, 0};

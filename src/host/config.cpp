@@ -30,35 +30,30 @@ const char* envValue(const char* name) {
 }
 
 // A non-negative decimal integer that fits `Field`: a value the field cannot hold would otherwise
-// be truncated into another, perhaps valid, value.
+// be truncated into another, perhaps valid, value. `what` says where `text` came from
+// ("environment variable OCCL_SQ_DEPTH", "config field sqDepth").
 template <typename Field>
-Status readInt(const char* name, Field& field) {
-  const char* text = envValue(name);
+Status readInt(const std::string& what, const char* text, Field& field) {
   if (text == nullptr) return Status::success();
   std::string_view sv(text);
   unsigned long long value = 0;
   auto [end, ec] = std::from_chars(sv.data(), sv.data() + sv.size(), value);
   if (ec == std::errc::invalid_argument || end != sv.data() + sv.size()) {
-    return Status::error(occlInvalidArgument,
-                         absl::StrFormat("environment variable %s=\"%s\" is not a non-negative integer", name, text));
+    return Status::error(occlInvalidArgument, absl::StrFormat("%s=\"%s\" is not a non-negative integer", what, text));
   }
   constexpr auto kMax = static_cast<unsigned long long>(std::numeric_limits<Field>::max());
   if (ec == std::errc::result_out_of_range || value > kMax) {
-    return Status::error(occlInvalidArgument,
-                         absl::StrFormat("environment variable %s=\"%s\" is out of range: at most %d", name, text,
-                                         kMax));
+    return Status::error(occlInvalidArgument, absl::StrFormat("%s=\"%s\" is out of range: at most %d", what, text, kMax));
   }
   field = static_cast<Field>(value);
   return Status::success();
 }
 
 // The test knobs are switches: "2" or "yes" is more likely a typo than a request.
-Status readFlag(const char* name, int& field) {
-  const char* text = envValue(name);
+Status readFlag(const std::string& what, const char* text, int& field) {
   if (text == nullptr) return Status::success();
   if (std::string_view(text) != "0" && std::string_view(text) != "1") {
-    return Status::error(occlInvalidArgument,
-                         absl::StrFormat("environment variable %s=\"%s\" must be 0 or 1", name, text));
+    return Status::error(occlInvalidArgument, absl::StrFormat("%s=\"%s\" must be 0 or 1", what, text));
   }
   field = text[0] - '0';
   return Status::success();
@@ -66,19 +61,19 @@ Status readFlag(const char* name, int& field) {
 
 using Choice = std::pair<const char*, int>;
 
-Status readChoice(const char* name, int& field, std::span<const Choice> choices) {
-  const char* text = envValue(name);
+// A word of `choices` (any case), or the value it stands for in decimal (what a program holding
+// the enum passes to occlConfigSetField).
+Status readChoice(const std::string& what, const char* text, int& field, std::span<const Choice> choices) {
   if (text == nullptr) return Status::success();
   std::string accepted;
   for (const auto& [word, value] : choices) {
-    if (strcasecmp(text, word) == 0) {
+    if (strcasecmp(text, word) == 0 || std::string_view(text) == std::to_string(value)) {
       field = value;
       return Status::success();
     }
     accepted += accepted.empty() ? word : absl::StrCat("|", word);
   }
-  return Status::error(occlInvalidArgument,
-                       absl::StrFormat("environment variable %s=\"%s\" must be one of %s", name, text, accepted));
+  return Status::error(occlInvalidArgument, absl::StrFormat("%s=\"%s\" must be one of %s", what, text, accepted));
 }
 
 void setDefaults(occlConfig_t& c) {
@@ -128,7 +123,7 @@ bool isChoice(int value, std::span<const Choice> choices) {
 struct Variable {
   const char* name;
   const char* field;
-  Status (*read)(const char* name, occlConfig_t& c);
+  Status (*read)(const std::string& what, const char* text, occlConfig_t& c);
   int64_t (*value)(const occlConfig_t& c);
 };
 
@@ -138,15 +133,18 @@ constexpr int64_t valueOf(const occlConfig_t& c) {
 }
 template <auto Member>
 constexpr Variable integer(const char* name, const char* field) {
-  return {name, field, [](const char* n, occlConfig_t& c) { return readInt(n, c.*Member); }, valueOf<Member>};
+  return {name, field, [](const std::string& w, const char* t, occlConfig_t& c) { return readInt(w, t, c.*Member); },
+          valueOf<Member>};
 }
 template <auto Member>
 constexpr Variable flag(const char* name, const char* field) {
-  return {name, field, [](const char* n, occlConfig_t& c) { return readFlag(n, c.*Member); }, valueOf<Member>};
+  return {name, field, [](const std::string& w, const char* t, occlConfig_t& c) { return readFlag(w, t, c.*Member); },
+          valueOf<Member>};
 }
 template <auto Member, const auto& Choices>
 constexpr Variable choice(const char* name, const char* field) {
-  return {name, field, [](const char* n, occlConfig_t& c) { return readChoice(n, c.*Member, Choices); },
+  return {name, field,
+          [](const std::string& w, const char* t, occlConfig_t& c) { return readChoice(w, t, c.*Member, Choices); },
           valueOf<Member>};
 }
 
@@ -179,9 +177,11 @@ constexpr Variable kVariables[] = {
     integer<&occlConfig_t::timelineDepth>("OCCL_TIMELINE_DEPTH", "timelineDepth"),
 };
 
+std::string fromEnvironment(const Variable& v) { return absl::StrCat("environment variable ", v.name); }
+
 Status applyEnvironment(occlConfig_t& c) {
   for (const Variable& v : kVariables) {
-    if (Status s = v.read(v.name, c); !s.ok()) return s;
+    if (Status s = v.read(fromEnvironment(v), envValue(v.name), c); !s.ok()) return s;
   }
   return Status::success();
 }
@@ -249,7 +249,7 @@ std::string variableOrigin(const occlConfig_t& c, std::string_view field) {
     if (field != v.field) continue;
     const char* text = envValue(v.name);
     occlConfig_t fromEnv = c;
-    if (text == nullptr || !v.read(v.name, fromEnv).ok() || v.value(fromEnv) != v.value(c)) return "";
+    if (text == nullptr || !v.read(fromEnvironment(v), text, fromEnv).ok() || v.value(fromEnv) != v.value(c)) return "";
     return absl::StrFormat(" (from environment variable %s=\"%s\")", v.name, text);
   }
   return "";
@@ -271,6 +271,16 @@ const char* backendName(int backend) {
   for (const Choice& c : kBackends)
     if (c.second == backend) return c.first;
   return "?";
+}
+
+Status setConfigField(occlConfig_t& config, std::string_view field, const char* text) {
+  if (text == nullptr) return Status::error(occlInvalidArgument, absl::StrFormat("config field %s: value is NULL", field));
+  for (const Variable& v : kVariables)
+    if (field == v.field) return v.read(absl::StrCat("config field ", v.field), text, config);
+  std::string names;
+  for (const Variable& v : kVariables) absl::StrAppend(&names, names.empty() ? "" : ", ", v.field);
+  return Status::error(occlInvalidArgument,
+                       absl::StrFormat("unknown config field '%s': expected one of %s", field, names));
 }
 
 Status initConfig(occlConfig_t& config) {

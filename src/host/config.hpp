@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string_view>
 
 #include "occl/occl.h"
 #include "util/status.hpp"
@@ -14,6 +15,9 @@ namespace occl::host {
 
 // Defaults, then OCCL_* overrides. A malformed variable is an error naming it.
 Status initConfig(occlConfig_t& config);
+// occlConfigSetField: the field named as occlConfig_t names it ("sqDepth"), from text as its
+// OCCL_* variable takes it (a decimal, 0/1, or a word of its choices or the enum's value).
+Status setConfigField(occlConfig_t& config, std::string_view field, const char* text);
 // connectorSlotBytes = 0 ("auto") becomes one of these when a communicator is created. A NET
 // slot is one UCX message: over TCP on the 2-core machine, 1 MiB slots moved 32 MiB AllReduces
 // across two hosts at ~0.55 GB/s busbw where 128 KiB ones managed ~0.35 (bench/results/

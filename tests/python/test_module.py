@@ -267,8 +267,20 @@ class Errors(unittest.TestCase):
     def test_config_and_ids(self):
         with self.assertRaisesRegex(TypeError, "unknown config field 'daemon_block'"):
             occl.Comm.all(2, daemon_block=2)
+        with self.assertRaisesRegex(TypeError, "expected one of backend, daemon_blocks, threads_per_block"):
+            occl.Comm.all(2, daemon_block=2)
         with self.assertRaisesRegex(occl.OcclError, "daemonBlocks = 65"):
             occl.Comm.all(2, daemon_blocks=65)
+        with self.assertRaisesRegex(ValueError, 'config field orderPolicy="sideways" must be one of fifo|priority|agreed'):
+            occl.Comm.all(2, order_policy="sideways")
+        with self.assertRaisesRegex(TypeError, "config field 'sq_depth' = 1.5: expected an integer or a word"):
+            occl.Comm.all(2, sq_depth=1.5)
+        # Every field the OCCL_* table has, simt_* included, words for the choices.
+        comms = occl.Comm.all(2, simt_sm_slots=0, simt_jitter_seed=0, timeline_depth=4, order_policy="fifo",
+                              transport="auto", backend="host", force_preempt=False)
+        self.assertEqual([c.size for c in comms], [2, 2])
+        for c in comms:
+            c.close()
         with self.assertRaisesRegex(ValueError, "unique_id: 3 bytes"):
             occl.Comm(2, b"abc", 0)
         with self.assertRaisesRegex(ValueError, "n = 0"):

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -90,6 +91,18 @@ class ConfigEnvTest : public ::testing::Test {
   std::map<std::string, std::string> saved_;
 };
 
+// Variable -> the config field its row names ("OCCL_SQ_DEPTH" -> "sqDepth").
+std::map<std::string, std::string> fieldsInTheDocsTable() {
+  std::ifstream doc(std::string(OCCL_SOURCE_DIR) + "/docs/configuration.md");
+  const std::regex row(R"(^\|\s*([A-Za-z]+)\s*\|\s*`(OCCL_[A-Z_]+)`)");
+  std::map<std::string, std::string> fields;
+  for (std::string line; std::getline(doc, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, row)) fields[m[2]] = m[1];
+  }
+  return fields;
+}
+
 std::set<std::string> variablesInTheDocsTable() {
   std::ifstream doc(std::string(OCCL_SOURCE_DIR) + "/docs/configuration.md");
   EXPECT_TRUE(doc.is_open()) << "docs/configuration.md not found under " << OCCL_SOURCE_DIR;
@@ -122,6 +135,47 @@ TEST_F(ConfigEnvTest, EachVariableLandsInItsFieldAndNowhereElse) {
       EXPECT_EQ(other.field(*c), other.field(defaults)) << v.name << " changed " << other.name;
     }
   }
+}
+
+// occlConfigSetField reads the same table: each field, named as the docs' table names it, takes
+// the text its variable takes, and lands the same value; nothing else changes.
+TEST_F(ConfigEnvTest, SetFieldTakesWhatTheVariableTakesIntoTheSameField) {
+  occlConfig_t defaults;
+  ASSERT_EQ(occlConfigInit(&defaults), occlSuccess) << occlGetLastError(nullptr);
+  const std::map<std::string, std::string> fields = fieldsInTheDocsTable();
+  for (const Variable& v : documentedVariables()) {
+    ASSERT_TRUE(fields.count(v.name)) << v.name << " has no field in the docs' table";
+    const std::string& field = fields.at(v.name);
+    occlConfig_t c = defaults;
+    ASSERT_EQ(occlConfigSetField(&c, field.c_str(), v.value), occlSuccess) << field << ": " << occlGetLastError(nullptr);
+    EXPECT_EQ(v.field(c), v.expected) << field << " = " << v.value;
+    for (const Variable& other : documentedVariables()) {
+      if (&other == &v) continue;
+      EXPECT_EQ(other.field(c), other.field(defaults)) << field << " changed " << other.name;
+    }
+  }
+}
+
+TEST_F(ConfigEnvTest, SetFieldNamesAnUnknownFieldOrABadValueAndChangesNothing) {
+  occlConfig_t c, before;
+  ASSERT_EQ(occlConfigInit(&c), occlSuccess);
+  before = c;
+  EXPECT_EQ(occlConfigSetField(&c, "sqDepht", "64"), occlInvalidArgument);
+  EXPECT_NE(std::string(occlGetLastError(nullptr)).find("unknown config field 'sqDepht': expected one of backend, "
+                                                        "daemonBlocks"),
+            std::string::npos)
+      << occlGetLastError(nullptr);
+  EXPECT_EQ(occlConfigSetField(&c, "forcePreempt", "2"), occlInvalidArgument);
+  EXPECT_STREQ(occlGetLastError(nullptr), "config field forcePreempt=\"2\" must be 0 or 1");
+  EXPECT_EQ(occlConfigSetField(&c, "transport", "carrier pigeon"), occlInvalidArgument);
+  EXPECT_NE(std::string(occlGetLastError(nullptr)).find("must be one of auto|net|shm"), std::string::npos);
+  EXPECT_EQ(occlConfigSetField(&c, "sqDepth", nullptr), occlInvalidArgument);
+  EXPECT_EQ(occlConfigSetField(&c, nullptr, "1"), occlInvalidArgument);
+  EXPECT_EQ(occlConfigSetField(nullptr, "sqDepth", "1"), occlInvalidArgument);
+  EXPECT_EQ(std::memcmp(&c, &before, sizeof(c)), 0) << "a refused value changed the config";
+  // A choice also takes its enum's value, as a program holding the enum would pass it.
+  ASSERT_EQ(occlConfigSetField(&c, "orderPolicy", std::to_string(occlOrderFifo).c_str()), occlSuccess);
+  EXPECT_EQ(c.orderPolicy, occlOrderFifo);
 }
 
 TEST_F(ConfigEnvTest, AnEmptyVariableCountsAsUnset) {
