@@ -20,22 +20,33 @@ namespace fs = std::filesystem;
 
 const fs::path kSource = OCCL_SOURCE_DIR;
 
-// Folder -> the folders it may include, from the rows "| `src/<folder>/` | ... | `a`, `b` |"; a
-// last cell that does not name folders ("every folder above") allows every folder of earlier rows.
-std::map<std::string, std::set<std::string>> layersFromReadme(std::vector<std::string>* order) {
+// The Layout table's rows that `row` matches (group 1 the folder, group 2 the last cell), in
+// order, each with the folder names quoted in its last cell.
+std::vector<std::pair<std::string, std::set<std::string>>> readmeRows(const std::regex& row) {
   std::ifstream readme(kSource / "README.md");
   EXPECT_TRUE(readme.is_open()) << "README.md not found under " << kSource;
-  const std::regex row(R"(^\| `src/([a-z_]+)/` \|.*\|([^|]*)\|\s*$)");
   const std::regex name("`([a-z_]+)`");
-  std::map<std::string, std::set<std::string>> allowed;
+  std::vector<std::pair<std::string, std::set<std::string>>> rows;
   for (std::string line; std::getline(readme, line);) {
     std::smatch m;
     if (!std::regex_match(line, m, row)) continue;
-    const std::string folder = m[1], cell = m[2];
+    const std::string cell = m[2];
     std::set<std::string> names;
     for (auto it = std::sregex_iterator(cell.begin(), cell.end(), name); it != std::sregex_iterator(); ++it)
       names.insert((*it)[1]);
-    if (names.empty() && cell.find("every folder above") != std::string::npos) names.insert(order->begin(), order->end());
+    if (names.empty() && cell.find("every folder above") != std::string::npos) {
+      for (const auto& earlier : rows) names.insert(earlier.first);
+    }
+    rows.emplace_back(m[1], names);
+  }
+  return rows;
+}
+
+// Folder of src/ -> the folders it may include, from the rows "| `src/<folder>/` | ... | `a`, `b` |";
+// a last cell that does not name folders ("every folder above") allows every folder of earlier rows.
+std::map<std::string, std::set<std::string>> layersFromReadme(std::vector<std::string>* order) {
+  std::map<std::string, std::set<std::string>> allowed;
+  for (auto& [folder, names] : readmeRows(std::regex(R"(^\| `src/([a-z_]+)/` \|.*\|([^|]*)\|\s*$)"))) {
     allowed[folder] = names;
     order->push_back(folder);
   }
@@ -44,18 +55,9 @@ std::map<std::string, std::set<std::string>> layersFromReadme(std::vector<std::s
 
 // The rows "| `python/` | ... | `a`, `b` |" of the folders beside src/ that reach into it.
 std::map<std::string, std::set<std::string>> reachFromReadme() {
-  std::ifstream readme(kSource / "README.md");
-  const std::regex row(R"(^\| `(python|bench|tools)/` \|.*\|([^|]*)\|\s*$)");
-  const std::regex name("`([a-z_]+)`");
   std::map<std::string, std::set<std::string>> allowed;
-  for (std::string line; std::getline(readme, line);) {
-    std::smatch m;
-    if (!std::regex_match(line, m, row)) continue;
-    const std::string cell = m[2];
-    std::set<std::string>& names = allowed[m[1]];
-    for (auto it = std::sregex_iterator(cell.begin(), cell.end(), name); it != std::sregex_iterator(); ++it)
-      names.insert((*it)[1]);
-  }
+  for (auto& [folder, names] : readmeRows(std::regex(R"(^\| `(python|bench|tools)/` \|.*\|([^|]*)\|\s*$)")))
+    allowed[folder] = names;
   return allowed;
 }
 
