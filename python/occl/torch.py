@@ -32,7 +32,7 @@ import torch.distributed as dist
 
 from . import _occl_torch as _C
 
-__all__ = ["coll_id", "current_coll_id", "peer_transport", "registered_count", "BACKEND"]
+__all__ = ["coll_id", "current_coll_id", "peer_transport", "registered_count", "shrink", "BACKEND"]
 
 BACKEND = "occl"
 
@@ -84,6 +84,16 @@ def peer_transport(peer, group=None):
 def registered_count(group=None):
     """How many occl collectives `group` has registered (one per distinct call signature)."""
     return _C.registered_count(group or dist.distributed_c10d._get_default_group())
+
+
+def shrink(exclude, group=None, abort=True):
+    """After a rank of `group` (default: the world) died or hangs, every survivor calls this with
+    the same list of group ranks to leave out; returns a process group of the survivors (ranked in
+    order) to pass as group= to the calls that follow (dist.all_reduce(t, group=g), ...). It keeps
+    the group's registered all_reduces, so the same calls go on at once. abort=True (the default)
+    fails what is pending on `group` first (occlCommShrink's OCCL_SHRINK_ABORT); abort=False
+    refuses while anything is pending. Tested on torch 1.13."""
+    return _C.shrink(group or dist.distributed_c10d._get_default_group(), [int(r) for r in exclude], abort)
 
 
 # Groups left open at exit are finalized while the poller thread can still take the GIL.

@@ -90,6 +90,19 @@ class KilledPeer(unittest.TestCase):
     def test_a_killed_bootstrap_root_fails_the_others_wait(self):
         self.check_survivors(victim=0)
 
+    def test_survivors_shrink_and_go_on_with_the_same_calls(self):
+        for victim in (2, 0):
+            results = support.run(torch_jobs.shrink_after_kill, 3, support.store_path(), victim, timeout=120,
+                                  expect_killed=(victim,))
+            for rank, result in enumerate(results):
+                if rank == victim:
+                    continue
+                failed, size, new_rank, wrong, carried = result
+                self.assertIsNotNone(failed, f"victim {victim}, rank {rank}: the call after the death did not raise")
+                self.assertEqual((size, new_rank), (2, rank if rank < victim else rank - 1))
+                self.assertEqual(wrong, [], f"victim {victim}, rank {rank}: wrong sums")
+                self.assertGreaterEqual(carried, 1, "the all_reduce's registration was not carried")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -248,6 +248,34 @@ def killed_peer(rank, size, store, victim):
     return outcome, elapsed, later
 
 
+def shrink_after_kill(rank, size, store, victim):
+    """`victim` dies (SIGKILL) after one all_reduce; the others' next one raises, they shrink
+    without it and go on with the same call on the survivors' group, every result exact."""
+    init(rank, size, store, timeout_s=60)
+    t = torch.ones(1000)
+    dist.all_reduce(t)
+    dist.barrier()
+    if rank == victim:
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGKILL)
+    failed = None
+    try:
+        dist.all_reduce(torch.ones(1000))
+    except RuntimeError as e:
+        failed = str(e)
+    group = occl.torch.shrink([victim])
+    survivors = [r for r in range(size) if r != victim]
+    wrong = []
+    for i in range(100):
+        x = torch.full((1000,), float(rank + 1 + i))
+        dist.all_reduce(x, group=group)
+        if not torch.equal(x, torch.full((1000,), float(sum(r + 1 + i for r in survivors)))):
+            wrong.append(i)
+    carried = occl.torch.registered_count(group)
+    dist.destroy_process_group()
+    return failed, group.size(), group.rank(), wrong, carried
+
+
 def subgroups(rank, size, store):
     """Groups of pairs beside the world: each group its own communicator, calls in any order."""
     init(rank, size, store)

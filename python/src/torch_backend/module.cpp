@@ -47,5 +47,11 @@ PYBIND11_MODULE(_occl_torch, m) {
       "registered_count",
       [](const c10::intrusive_ptr<occl::torch_backend::BackendBase>& pg) { return occlGroup(pg).registeredCount(); },
       py::arg("group"));
+  m.def(
+      "shrink",
+      [](const c10::intrusive_ptr<occl::torch_backend::BackendBase>& pg, const std::vector<int>& exclude, bool abort) {
+        return occlGroup(pg).shrink(exclude, abort);
+      },
+      py::arg("group"), py::arg("exclude"), py::arg("abort"), py::call_guard<py::gil_scoped_release>());
   m.def("shutdown_all", &occl::torch_backend::shutdownAll, py::call_guard<py::gil_scoped_release>());
 }

@@ -25,6 +25,9 @@ class ProcessGroupOccl : public BackendBase {
  public:
   ProcessGroupOccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    std::chrono::milliseconds timeout);
+  // A group over a communicator made elsewhere (shrink), which it then owns.
+  struct AdoptComm {};
+  ProcessGroupOccl(AdoptComm, occlComm_t comm, int rank, int size, std::chrono::milliseconds timeout);
   ~ProcessGroupOccl() override;
 
   const std::string getBackendName() const override { return "occl"; }
@@ -66,6 +69,11 @@ class ProcessGroupOccl : public BackendBase {
   size_t registeredCount() const;
   // Finalizes and frees the communicator (idempotent; the destructor calls it).
   void close();
+  // occlCommShrink of this group's communicator without the group ranks `exclude` (after one died
+  // or hangs): a group of the survivors, ranked in order, that keeps the collectives the new
+  // communicator carried (its AllReduces, asked of it), so the same calls go on without a new
+  // registration. `abortPending`: OCCL_SHRINK_ABORT (this group's pending calls fail first).
+  c10::intrusive_ptr<BackendBase> shrink(const std::vector<int>& exclude, bool abortPending);
 
  private:
   // Registers `sig` under its id on first use; returns the id.
