@@ -13,6 +13,7 @@
 #include "primitives/dtypes.hpp"
 #include "primitives/peer_read.hpp"
 #include "primitives/reduce_ops.hpp"
+#include "util/fnv1a.hpp"
 #include "util/cache_size.hpp"
 
 namespace occl::host {
@@ -94,6 +95,7 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   user_ = desc;
   user_.algorithm = nullptr;  // the caller's string need not outlive registration: kept below
   requestedAlgorithm_ = desc.algorithm != nullptr ? desc.algorithm : "";
+  requestedAlgorithmHash_ = Fnv1a().add(std::string_view(requestedAlgorithm_)).value();
   const occlConfig_t& cfg = *setup.config;
   if (desc.sharedBuffers == 1 && std::string_view(setup.backend->name()) != "host")
     return Status::error(occlInvalidArgument, "desc.sharedBuffers = 1 needs the host backend: occlMemAlloc memory is "

@@ -63,6 +63,9 @@ class Collective {
   const occlCollDesc_t& userDesc() const { return user_; }
   // desc.algorithm as registered ("" for NULL): userDesc() holds no pointer to it.
   const std::string& requestedAlgorithm() const { return requestedAlgorithm_; }
+  // FNV-1a of requestedAlgorithm(), for the status board's signature (host/comm_pending.cpp),
+  // which reads it every 50 ms: hashed once here.
+  uint64_t requestedAlgorithmHash() const { return requestedAlgorithmHash_; }
   uint32_t window() const { return desc_.inflightWindow; }
   // Elements of the user's send and receive buffers, for validation.
   uint64_t sendElems() const { return sendElems_; }
@@ -159,6 +162,7 @@ class Collective {
 
   occlCollDesc_t user_{};
   std::string requestedAlgorithm_;
+  uint64_t requestedAlgorithmHash_ = 0;
   CollDesc desc_{};
   backend::Backend* backend_ = nullptr;
   std::vector<void*> daemonAllocations_;

@@ -11,7 +11,6 @@
 #include "device/coll_types.hpp"
 #include "host/comm.hpp"
 #include "primitives/dtypes.hpp"
-#include "util/fnv1a.hpp"
 
 namespace occl::host {
 namespace {
@@ -34,7 +33,6 @@ int typeOf(uint64_t w) { return static_cast<int>(w & 0xff); }
 int datatypeOf(uint64_t w) { return static_cast<int>((w >> 8) & 0xff); }
 int opOf(uint64_t w) { return static_cast<int>((w >> 16) & 0xff); }
 int rootOf(uint64_t w) { return static_cast<int>(static_cast<uint32_t>(w >> 32)); }
-uint64_t algorithmWord(const std::string& algorithm) { return Fnv1a().add(std::string_view(algorithm)).value(); }
 
 const CollTypeInfo* typeInfo(int type) {
   return type >= 0 && type < occlNumCollTypes ? &kCollTypes[type] : nullptr;
@@ -57,7 +55,7 @@ bootstrap::BoardEntry Comm::boardEntry(const Collective& c) {
   const occlCollDesc_t& d = c.userDesc();
   return bootstrap::BoardEntry{c.collId(),
                                {signatureWord(d), static_cast<uint64_t>(d.count), c.nextSeq(),
-                                algorithmWord(c.requestedAlgorithm())}};
+                                c.requestedAlgorithmHash()}};
 }
 
 bool Comm::fillBoard(std::vector<bootstrap::BoardEntry>& out) {
