@@ -13,8 +13,8 @@
 #include "primitives/dtypes.hpp"
 #include "primitives/peer_read.hpp"
 #include "primitives/reduce_ops.hpp"
-#include "util/fnv1a.hpp"
 #include "util/cache_size.hpp"
+#include "util/fnv1a.hpp"
 
 namespace occl::host {
 namespace {
