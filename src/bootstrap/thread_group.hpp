@@ -5,7 +5,8 @@
 // to arrive publishes it, and everyone copies it out. Two buffers alternate, which is enough: a
 // rank can reach generation g + 2 only once every rank has arrived at g + 1, so each has copied
 // g out. A wait is bounded by the group's timeout; one that passes fails the group for every
-// rank and names the ranks that never came.
+// rank and names the ranks that never came. The group also gathers its members' status tables
+// (status_board.hpp): a thread of the group reads every member's source each tick.
 #pragma once
 
 #include <cstdint>
