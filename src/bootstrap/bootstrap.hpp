@@ -148,6 +148,10 @@ class Bootstrap final : public Group {
   // On the monitor thread: every kBoardTickMs, and for each board frame that arrives.
   void boardTick();
   void boardFrame(Link& link, Frame frame);
+  // This rank's table from its source (false: none, or not now); the root's (or a group of
+  // one's) own table into the gathered one.
+  bool readSource(std::vector<BoardEntry>& entries);
+  void refreshOwnTable(int64_t now);
   // Sends a board frame from the monitor thread only if it cannot block it: the link's lock is
   // free and its socket has room (a stopped peer stops reading; its board frames are dropped).
   void sendBoardFrame(Link& link, uint32_t type, const std::vector<char>& payload);

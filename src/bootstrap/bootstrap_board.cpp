@@ -14,10 +14,6 @@
 namespace occl::bootstrap {
 namespace {
 
-int64_t steadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now().time_since_epoch()).count();
-}
-
 bool hasRoom(const Socket& socket) {
   pollfd p{socket.fd(), POLLOUT, 0};
   return ::poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) != 0;
@@ -39,30 +35,35 @@ void Bootstrap::sendBoardFrame(Link& link, uint32_t type, const std::vector<char
   (void)sendFrame(link.socket, type, 0, payload.data(), payload.size(), deadlineAfterMs(kBoardSendWaitMs));
 }
 
-void Bootstrap::boardTick() {
-  const int64_t now = steadyMs();
+bool Bootstrap::readSource(std::vector<BoardEntry>& entries) {
+  std::lock_guard<std::mutex> lock(sourceMu_);
+  return source_ && source_(entries);
+}
+
+void Bootstrap::refreshOwnTable(int64_t now) {
   std::vector<BoardEntry> entries;
-  bool collected = false;
-  {
-    std::lock_guard<std::mutex> lock(sourceMu_);
-    collected = source_ && source_(entries);
-  }
+  if (!readSource(entries)) return;
+  std::lock_guard<std::mutex> lock(boardMu_);
+  board_.replace(rank_, entries, now);
+}
+
+void Bootstrap::boardTick() {
+  const int64_t now = boardNowMs();
   const bool keepalive = now - lastBoardSendMs_ >= kBoardKeepaliveMs;
   if (rank_ == 0) {
-    if (collected) {
-      std::lock_guard<std::mutex> lock(boardMu_);
-      board_.replace(0, entries, now);
-    }
+    refreshOwnTable(now);
     if (!keepalive) return;
     lastBoardSendMs_ = now;
     for (auto& link : links_) sendBoardFrame(*link, kBoardAlive, {});
     return;
   }
   Link& root = *links_[0];
-  // The delta is taken only once it can go: one taken and dropped would be lost for good.
+  // The table is read and its delta taken only once it can go: a delta taken and dropped would
+  // be lost for good, and a read whose delta cannot go is wasted.
   std::unique_lock<std::mutex> send(root.sendMu, std::try_to_lock);
   if (!send.owns_lock() || !hasRoom(root.socket)) return;
-  const BoardDelta delta = collected ? sender_.diff(entries) : BoardDelta{};
+  std::vector<BoardEntry> entries;
+  const BoardDelta delta = readSource(entries) ? sender_.diff(entries) : BoardDelta{};
   if (delta.empty() && !keepalive) return;
   lastBoardSendMs_ = now;
   const std::vector<char> payload = encodeDelta(delta);
@@ -70,7 +71,7 @@ void Bootstrap::boardTick() {
 }
 
 void Bootstrap::boardFrame(Link& link, Frame frame) {
-  const int64_t now = steadyMs();
+  const int64_t now = boardNowMs();
   if (rank_ != 0) {
     rootHeardMs_.store(now, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(boardMu_);
@@ -111,16 +112,9 @@ void Bootstrap::boardFrame(Link& link, Frame frame) {
 }
 
 BoardView Bootstrap::queryBoard(std::span<const uint64_t> keys, int64_t timeoutMs) {
-  const int64_t now = steadyMs();
+  const int64_t now = boardNowMs();
   if (rank_ == 0 || nranks_ == 1) {
-    if (nranks_ == 1) {  // no monitor: the table is read now
-      std::vector<BoardEntry> entries;
-      std::lock_guard<std::mutex> source(sourceMu_);
-      if (source_ && source_(entries)) {
-        std::lock_guard<std::mutex> lock(boardMu_);
-        board_.replace(0, entries, now);
-      }
-    }
+    if (nranks_ == 1) refreshOwnTable(now);  // no monitor: the table is read now
     std::lock_guard<std::mutex> lock(boardMu_);
     return board_.query(keys, now, /*tracked=*/true, rank_);
   }
@@ -128,7 +122,7 @@ BoardView Bootstrap::queryBoard(std::span<const uint64_t> keys, int64_t timeoutM
     BoardView v;
     v.ranks.resize(static_cast<size_t>(nranks_));
     const int64_t heard = rootHeardMs_.load(std::memory_order_relaxed);
-    v.ranks[0].silentMs = heard == 0 ? -1 : steadyMs() - heard;
+    v.ranks[0].silentMs = heard == 0 ? -1 : boardNowMs() - heard;
     v.ranks[static_cast<size_t>(rank_)].silentMs = 0;
     return v;
   };

@@ -1,8 +1,10 @@
 #include "bootstrap/status_board.hpp"
 
+#include <chrono>
 #include <cstring>
 #include <type_traits>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 
 namespace occl::bootstrap {
@@ -48,6 +50,11 @@ Status malformed(const char* what) {
 
 }  // namespace
 
+int64_t boardNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 BoardDelta BoardSender::diff(const std::vector<BoardEntry>& now) {
   BoardDelta d;
   absl::flat_hash_map<uint64_t, std::array<uint64_t, 4>> next;
@@ -77,10 +84,10 @@ void BoardTable::set(Rank& r, const BoardEntry& e, int64_t nowMs) {
 
 void BoardTable::replace(int rank, const std::vector<BoardEntry>& entries, int64_t nowMs) {
   Rank& r = ranks_[static_cast<size_t>(rank)];
-  absl::flat_hash_map<uint64_t, bool> keep;
+  absl::flat_hash_set<uint64_t> keep;
   for (const BoardEntry& e : entries) {
     set(r, e, nowMs);
-    keep[e.key] = true;
+    keep.insert(e.key);
   }
   absl::erase_if(r.entries, [&](const auto& kv) { return !keep.contains(kv.first); });
   r.heardMs = nowMs;

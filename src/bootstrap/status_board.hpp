@@ -80,7 +80,10 @@ struct BoardView {
   std::vector<RankBoard> ranks;
 };
 
-// The gathered tables. Not thread-safe: its owner locks. Times are the owner's steady clock, ms.
+// The steady clock in milliseconds: the times the tables below keep.
+int64_t boardNowMs();
+
+// The gathered tables. Not thread-safe: its owner locks. Times are the owner's boardNowMs().
 class BoardTable {
  public:
   explicit BoardTable(int nRanks);

@@ -22,11 +22,6 @@ namespace {
 enum class Op { kAllGather, kBarrier };
 const char* opName(Op op) { return op == Op::kAllGather ? "allGather" : "barrier"; }
 
-int64_t steadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 class Shared {
  public:
   Shared(int n, int64_t timeoutMs)
@@ -104,7 +99,7 @@ class Shared {
 
   BoardView queryBoard(int rank, std::span<const uint64_t> keys) {
     std::lock_guard<std::mutex> lock(boardMu_);
-    return board_.query(keys, steadyMs(), /*tracked=*/false, rank);
+    return board_.query(keys, boardNowMs(), /*tracked=*/false, rank);
   }
 
  private:
@@ -121,7 +116,7 @@ class Shared {
           entries.clear();
           if (!source || !source(entries)) continue;
           std::lock_guard<std::mutex> board(boardMu_);
-          board_.replace(r, entries, steadyMs());
+          board_.replace(r, entries, boardNowMs());
         }
       }
       tick.lock();

@@ -15,7 +15,6 @@
 #include "bootstrap/group.hpp"
 #include "device/coll_types.hpp"
 #include "device/gate.hpp"
-#include "host/config.hpp"
 #include "memory/shared_buffers.hpp"
 #include "primitives/dtypes.hpp"
 #include "util/cpus.hpp"

@@ -34,9 +34,7 @@ int datatypeOf(uint64_t w) { return static_cast<int>((w >> 8) & 0xff); }
 int opOf(uint64_t w) { return static_cast<int>((w >> 16) & 0xff); }
 int rootOf(uint64_t w) { return static_cast<int>(static_cast<uint32_t>(w >> 32)); }
 
-const CollTypeInfo* typeInfo(int type) {
-  return type >= 0 && type < occlNumCollTypes ? &kCollTypes[type] : nullptr;
-}
+const CollTypeInfo* typeInfo(int type) { return isCollType(type) ? &collInfo(type) : nullptr; }
 
 std::string describeSignature(uint64_t sig, uint64_t count) {
   const CollTypeInfo* info = typeInfo(typeOf(sig));
