@@ -32,8 +32,18 @@ run_ctest() {
   return 1
 }
 
+# The package as users install it: a virtual environment of its own with a current torch from
+# PyPI and this tree pip-installed into it; the main ctest runs the Python tests against it too
+# (label python-installed) beside Debian's torch 1.13. OCCL_PIP_TESTS=0 leaves it out (no PyPI).
+INSTALLED_PYTHON=""
+if [ "${OCCL_PIP_TESTS:-1}" != 0 ]; then
+  VENV_DIR="${OCCL_VENV_DIR:-build-venv}"
+  occl_pip_env "$VENV_DIR"
+  INSTALLED_PYTHON="$(cd "$VENV_DIR" && pwd)/bin/python"
+fi
+
 BUILD_DIR="${OCCL_BUILD_DIR:-build}"
-occl_build "$BUILD_DIR"
+occl_build "$BUILD_DIR" "-DOCCL_INSTALLED_PYTHON=$INSTALLED_PYTHON" -DOCCL_PYTHON_INSTALL_DIR=lib/python3/dist-packages
 run_ctest "$BUILD_DIR"
 
 # -O1 with assertions: sanitizer reports with usable stacks, at about half Release's speed.

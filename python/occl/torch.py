@@ -21,7 +21,9 @@ signature, tag them::
 and another rank may issue tag 8 before tag 7. A tag applies to every call in its block on the
 calling thread; blocks nest (the innermost tag wins).
 
-Supported: torch 1.13 (tested); torch 2.x is compiled for where its headers are found (untested).
+Tested with torch 1.13 (Debian 12's) and a current torch 2.x from pip (CI runs the same tests on
+both); CPU tensors only. In torch 2.x a process group holds one backend per device type: occl
+registers for "cpu".
 """
 
 import atexit
@@ -37,26 +39,46 @@ __all__ = ["coll_id", "current_coll_id", "peer_transport", "registered_count", "
 BACKEND = "occl"
 
 
+_TORCH_2 = int(torch.__version__.split(".")[0]) >= 2
+
+
 def _create_1_13(store, rank, size, timeout):
     return _C.create_process_group(store, rank, size, timeout)
+
+
+def _create_2(opts, _pg_options=None):
+    # extended_api=True: DistributedBackendOptions (store, group_rank, group_size, timeout, ...).
+    return _C.create_process_group(opts.store, opts.group_rank, opts.group_size, opts.timeout)
 
 
 def _register():
     if BACKEND.upper() in dist.Backend._plugins:
         return
-    major = int(torch.__version__.split(".")[0])
-    if major >= 2:
-        # 2.x passes DistributedBackendOptions when extended_api=True (store, group_rank,
-        # group_size, timeout, ...).
-        def create(opts, _pg_options=None):
-            return _C.create_process_group(opts.store, opts.group_rank, opts.group_size, opts.timeout)
-
-        dist.Backend.register_backend(BACKEND, create, extended_api=True)
+    if _TORCH_2:
+        dist.Backend.register_backend(BACKEND, _create_2, extended_api=True, devices=["cpu"])
     else:
         dist.Backend.register_backend(BACKEND, _create_1_13)
 
 
 _register()
+
+
+def _backend(group):
+    """occl's backend of `group` (default: the world): in torch 2.x the group's backend for "cpu",
+    in 1.13 the group itself."""
+    group = group or dist.distributed_c10d._get_default_group()
+    return group._get_backend(torch.device("cpu")) if _TORCH_2 else group
+
+
+def _group_of(backend):
+    """A process group to pass as group= over `backend` (torch 2.x wraps it; 1.13 takes it as is)."""
+    if not _TORCH_2:
+        return backend
+    group = dist.ProcessGroup(backend.rank(), backend.size())
+    kind = dist.ProcessGroup.BackendType.CUSTOM
+    group._set_default_backend(kind)
+    group._register_backend(torch.device("cpu"), kind, backend)
+    return group
 
 
 @contextlib.contextmanager
@@ -78,12 +100,12 @@ def current_coll_id():
 
 def peer_transport(peer, group=None):
     """What carries this rank's traffic to `peer` in `group` ("shm", "in-process", "net")."""
-    return _C.peer_transport(group or dist.distributed_c10d._get_default_group(), peer)
+    return _C.peer_transport(_backend(group), peer)
 
 
 def registered_count(group=None):
     """How many occl collectives `group` has registered (one per distinct call signature)."""
-    return _C.registered_count(group or dist.distributed_c10d._get_default_group())
+    return _C.registered_count(_backend(group))
 
 
 def shrink(exclude, group=None, abort=True):
@@ -92,8 +114,9 @@ def shrink(exclude, group=None, abort=True):
     order) to pass as group= to the calls that follow (dist.all_reduce(t, group=g), ...). It keeps
     the group's registered all_reduces, so the same calls go on at once. abort=True (the default)
     fails what is pending on `group` first (occlCommShrink's OCCL_SHRINK_ABORT); abort=False
-    refuses while anything is pending. Tested on torch 1.13."""
-    return _C.shrink(group or dist.distributed_c10d._get_default_group(), [int(r) for r in exclude], abort)
+    refuses while anything is pending. The group is not one of torch's named groups:
+    dist.get_rank(g) does not know it; use g.rank() and g.size()."""
+    return _group_of(_C.shrink(_backend(group), [int(r) for r in exclude], abort))
 
 
 # Groups left open at exit are finalized while the poller thread can still take the GIL.

@@ -123,6 +123,31 @@ function(check_tools_and_pc prefix)
   message(STATUS "tools and occl.pc: ok")
 endfunction()
 
+# Where the build was configured with OCCL_PYTHON_INSTALL_DIR: the package is under the prefix,
+# and it imports from there with the prefix's liboccl (its RUNPATH), nothing of the build tree on
+# the path.
+function(check_python prefix)
+  if(NOT PYTHON_INSTALL_DIR OR NOT PYTHON)
+    return()
+  endif()
+  set(package ${prefix}/${PYTHON_INSTALL_DIR}/occl)
+  if(NOT EXISTS ${package}/__init__.py)
+    message(FATAL_ERROR "cmake --install did not install the Python package in ${package}")
+  endif()
+  # Lines, not semicolons: step() passes its command on as a CMake list.
+  string(JOIN "\n" probe "import occl" "maps = open('/proc/self/maps').read()"
+         "libs = sorted({l.split()[-1] for l in maps.splitlines() if 'liboccl.so' in l})"
+         "print(occl.__version__, occl.__file__, libs)")
+  step("import the installed package" 60 ${CMAKE_COMMAND} -E env PYTHONPATH=${prefix}/${PYTHON_INSTALL_DIR}
+    ${PYTHON} -c "${probe}")
+  file(REAL_PATH ${prefix} real_prefix)
+  if(NOT STEP_OUTPUT MATCHES "^${OCCL_VERSION} ${package}/__init__.py \['${real_prefix}/lib[^/]*/liboccl\.so[^']*'\]$")
+    message(FATAL_ERROR "the installed package reports: ${STEP_OUTPUT}\n"
+                        "expected version ${OCCL_VERSION}, ${package}/__init__.py and a liboccl under ${real_prefix}/lib*")
+  endif()
+  message(STATUS "the installed Python package imports with the prefix's liboccl: ok")
+endfunction()
+
 set(prefix ${WORK_DIR}/prefix)
 set(build ${WORK_DIR}/consumer-build)
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -136,6 +161,7 @@ step("cmake --install" 120 ${CMAKE_COMMAND} --install ${OCCL_BUILD_DIR} --prefix
 check_headers(${prefix}/include)
 check_exports(${prefix} ${prefix}/include)
 check_tools_and_pc(${prefix})
+check_python(${prefix})
 
 set(configure ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${build} -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${prefix}
   -DCMAKE_C_COMPILER=${C_COMPILER} -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)

@@ -1,7 +1,8 @@
-// The torch-version-specific part of the backend, in one place. torch 1.13 (Debian 12's, the one
-// tested here) has backends subclass c10d::ProcessGroup, and Python registers a creator taking
-// (store, rank, size, timeout). torch 2.x moved backends to c10d::Backend (Backend.hpp) with the
-// same collective signatures; occl/torch.py holds the Python half of the difference.
+// The torch-version-specific part of the backend, in one place. torch 1.13 (Debian 12's) has
+// backends subclass c10d::ProcessGroup, and Python registers a creator taking (store, rank, size,
+// timeout). torch 2.x moved backends to c10d::Backend (Backend.hpp) with the same collective
+// signatures; occl/torch.py holds the Python half of the difference. CI builds and tests both
+// (Debian's 1.13 in the build tree, PyPI's newest 2.x pip-installed).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
