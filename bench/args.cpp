@@ -1,11 +1,9 @@
-// Argument parsing for occl-bench. A table of flags, each with a handler that validates its value
-// and fills Options; getopt-like spellings: "-b 8", "-b8", "--minbytes 8", "--minbytes=8".
+// occl-bench's flags, as a table for src/cli's parser: nccl-tests' flags first (with their
+// meanings, or only the value occl has a meaning for), then occl's own.
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <limits>
 
 #include "device/step.hpp"
@@ -13,6 +11,10 @@
 
 namespace occl::bench {
 namespace {
+
+using cli::Flag;
+using cli::intInRange;
+using cli::parseInt;
 
 // More sizes than this is a typo (e.g. -i 1 over a GiB range), and it would overflow collIds.
 constexpr uint64_t kMaxSizes = 1'000'000;
@@ -23,29 +25,6 @@ std::string lower(std::string_view s) {
   std::string out(s);
   std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
   return out;
-}
-
-std::optional<int64_t> parseInt(std::string_view text) {
-  int64_t value = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
-  return value;
-}
-
-struct Flag {
-  char shortName;  // '\0' when the flag has only a long spelling
-  const char* longName;
-  bool takesValue;
-  // Validates `value` and stores it; returns what was expected, or "" when the value is good.
-  std::function<std::string(std::string_view value, Options& o)> apply;
-};
-
-std::string intInRange(std::string_view v, int64_t lo, int64_t hi, int& out) {
-  auto n = parseInt(v);
-  if (!n || *n < lo || *n > hi) return "an integer in " + std::to_string(lo) + ".." + std::to_string(hi);
-  out = static_cast<int>(*n);
-  return "";
 }
 
 std::string bytesValue(std::string_view v, uint64_t& out) {
@@ -103,50 +82,86 @@ std::string algorithmValue(std::string_view v, std::string& out) {
   return "";
 }
 
-const std::vector<Flag>& flags() {
-  static const std::vector<Flag> table = {
-      {'b', "minbytes", true, [](auto v, Options& o) { return bytesValue(v, o.minBytes); }},
-      {'e', "maxbytes", true, [](auto v, Options& o) { return bytesValue(v, o.maxBytes); }},
-      {'f', "stepfactor", true,
-       [](auto v, Options& o) -> std::string {
+// -b -e -f -i -n -w, the small-size iterations and -c: the sweep, which the baselines share.
+std::vector<Flag> sweepFlags(Options& o) {
+  return {
+      {'b', "minbytes", "N", "smallest size (K/M/G suffixes), default 32M",
+       [&o](auto v) { return bytesValue(v, o.minBytes); }},
+      {'e', "maxbytes", "N", "largest size, default 32M", [&o](auto v) { return bytesValue(v, o.maxBytes); }},
+      {'f', "stepfactor", "N", "multiply the size by N between runs",
+       [&o](auto v) -> std::string {
          auto n = parseInt(v);
          if (!n || *n < 2) return "an integer >= 2";
          o.stepFactor = static_cast<uint64_t>(*n);
          return "";
        }},
-      {'i', "stepbytes", true,
-       [](auto v, Options& o) -> std::string {
+      {'i', "stepbytes", "N", "add N bytes between runs (default 1M; the last of -f/-i wins)",
+       [&o](auto v) -> std::string {
          auto n = parseBytes(v);
          if (!n || *n == 0) return "a byte count >= 1 with an optional K, M or G suffix";
          o.stepBytes = *n;
          o.stepFactor = 1;  // the last of -f / -i wins
          return "";
        }},
-      {'n', "iters", true, [](auto v, Options& o) { return intInRange(v, 1, 1'000'000'000, o.iters); }},
-      {'w', "warmup_iters", true, [](auto v, Options& o) { return intInRange(v, 0, 1'000'000'000, o.warmupIters); }},
-      {'\0', "small-iters", true, [](auto v, Options& o) { return intInRange(v, 0, 1'000'000'000, o.smallIters); }},
-      {'\0', "small-max", true, [](auto v, Options& o) { return bytesValue(v, o.smallMaxBytes); }},
-      {'\0', "settle-iters", true, [](auto v, Options& o) { return intInRange(v, 0, 1'000'000'000, o.settleIters); }},
-      {'c', "check", true,
-       [](auto v, Options& o) -> std::string {
-         if (v != "0" && v != "1") return "0 or 1";
-         o.check = v == "1";
+      {'n', "iters", "N", "timed iterations per size, default 20",
+       [&o](auto v) { return intInRange(v, 1, 1'000'000'000, o.iters); }},
+      {'w', "warmup_iters", "N", "untimed iterations per size, default 5",
+       [&o](auto v) { return intInRange(v, 0, 1'000'000'000, o.warmupIters); }},
+      {'\0', "small-iters", "N",
+       "sizes up to --small-max run N timed iterations and N/10 (at\nleast -w) untimed instead; default 0: every size runs -n",
+       [&o](auto v) { return intInRange(v, 0, 1'000'000'000, o.smallIters); }},
+      {'\0', "small-max", "N", "the largest size --small-iters applies to, default 8K",
+       [&o](auto v) { return bytesValue(v, o.smallMaxBytes); }},
+      {'\0', "settle-iters", "N",
+       "the warm-up at the smallest size before the first row runs\nat least N iterations (the scheduler settling), default 0",
+       [&o](auto v) { return intInRange(v, 0, 1'000'000'000, o.settleIters); }},
+      {'c', "check", "N", "checked runs after the timed ones, each on fresh inputs and\nverifying every element; default 1, 0: none",
+       [&o](auto v) { return intInRange(v, 0, 1'000'000, o.check); }},
+  };
+}
+
+std::vector<Flag> allFlags(Options& o) {
+  std::vector<Flag> t = sweepFlags(o);
+  std::vector<Flag> rest = {
+      {'t', "nthreads", "N", "threads per process, each running -g ranks: -t x -g ranks as\nthreads of this process (nccl-tests' meaning), default 1",
+       [&o](auto v) { return intInRange(v, 1, kMaxLocalRanks, o.threads); }},
+      {'g', "ngpus", "N", "ranks per thread, default 1", [&o](auto v) { return intInRange(v, 1, kMaxLocalRanks, o.gpus); }},
+      {'d', "datatype", "T", "int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 | all",
+       [&o](auto v) { return dtypeList(v, o); }},
+      {'o', "op", "OP", "sum prod min max avg | all (reducing collectives only)", [&o](auto v) { return opList(v, o); }},
+      {'r', "root", "R", "root of reduce and broadcast, default 0",
+       [&o](auto v) { return intInRange(v, 0, std::numeric_limits<int>::max(), o.root); }},
+      {'a', "average", "0|1|2|3", "a row's time from the ranks' times: 0 rank 0's, 1 the mean,\n2 the least, 3 the most (default 3; nccl-tests' default is 1)",
+       [&o](auto v) { return intInRange(v, 0, 3, o.average); }},
+      {'T', "timeout", "S", "fail a collective that has not completed after S seconds\n(config.collTimeoutMs), default occl's",
+       [&o](auto v) { return intInRange(v, 1, 1'000'000, o.timeoutS); }},
+      {'p', "parallel_init", "0|1", "accepted for nccl-tests' scripts: a process's ranks always\ninitialize together (occlCommInitAll)",
+       [](auto v) -> std::string { return v == "0" || v == "1" ? "" : "0 or 1"; }},
+      {'J', "output_file", "FILE", "as --json", [&o](auto v) -> std::string {
+         if (v.empty()) return "an output file path";
+         o.jsonPath = std::string(v);
          return "";
        }},
-      {'d', "datatype", true, [](auto v, Options& o) { return dtypeList(v, o); }},
-      {'o', "op", true, [](auto v, Options& o) { return opList(v, o); }},
-      {'r', "root", true, [](auto v, Options& o) { return intInRange(v, 0, std::numeric_limits<int>::max(), o.root); }},
-      {'g', "ngpus", true, [](auto v, Options& o) { return intInRange(v, 1, kMaxLocalRanks, o.localRanks); }},
-      {'\0', "coll", true,
-       [](auto v, Options& o) -> std::string {
+      cli::onlyValue('z', "blocking", "1", "occl-bench waits for each iteration's completion before the next, as nccl-tests -z 1"),
+      cli::onlyValue('C', "report_cputime", "1", "occl-bench's times are host clock times, as nccl-tests -C 1"),
+      cli::onlyValue('m', "agg_iters", "1", "occl has no grouped submission yet"),
+      cli::onlyValue('N', "run_cycles", "1", "run occl-bench again for another cycle"),
+      cli::onlyValue('G', "cudagraph", "0", "occl's collectives are not captured in CUDA graphs"),
+      cli::onlyValue('y', "stream_null", "0", "occl submits on the communicator's queue, not a CUDA stream; see --submit"),
+      cli::onlyValue('R', "local_register", "0", "see --shared-buffers for occl's registered buffers"),
+      cli::onlyValue('S', "report_timestamps", "0", "not in occl-bench's report"),
+      cli::onlyValue('M', "memory_report", "0", "not in occl-bench's report"),
+      {'\0', "coll", "C", "allreduce allgather reducescatter reduce broadcast alltoall sendrecv\n(as the positional COLLECTIVE)",
+       [&o](auto v) -> std::string {
          auto c = collFromName(v);
          if (!c) return "allreduce, allgather, reducescatter, reduce, broadcast, alltoall or sendrecv";
          o.coll = *c;
          o.collGiven = true;
          return "";
        }},
-      {'\0', "backend", true,
-       [](auto v, Options& o) -> std::string {
+      {'\0', "backend", "B",
+       "host | cuda | simt | auto, default auto: host ranks, or cuda when\n--devlist or --compare nccl asks for GPUs. cuda: device buffers,\nrank r on device r % (CUDA devices) unless --devlist says otherwise.\nsimt: the CUDA daemon's code on emulated blocks of host threads,\nwith its bus crossings counted (footer \"host crossings\")",
+       [&o](auto v) -> std::string {
          const std::string s = lower(v);
          if (s == "host") o.backend = occlBackendHost;
          else if (s == "cuda") o.backend = occlBackendCuda;
@@ -155,26 +170,40 @@ const std::vector<Flag>& flags() {
          else return "host, cuda, simt or auto";
          return "";
        }},
-      {'\0', "devlist", true, [](auto v, Options& o) { return devlistValue(v, o.devlist); }},
-      {'\0', "algo", true, [](auto v, Options& o) { return algorithmValue(v, o.algorithm); }},
-      {'\0', "blocks", true, [](auto v, Options& o) { return intInRange(v, 1, kMaxBlocks, o.blocks); }},
-      {'\0', "shared-buffers", true, [](auto v, Options& o) { return intInRange(v, 0, 1, o.sharedBuffers); }},
-      {'\0', "compare", true,
-       [](auto v, Options& o) -> std::string {
+      {'\0', "devlist", "D0,D1,...", "CUDA device of each rank (as occlCommInitAll's devlist;\nrepeats allowed): as many entries as ranks",
+       [&o](auto v) { return devlistValue(v, o.devlist); }},
+      {'\0', "algo", "FILE.xml", "MSCCL-IR algorithm (occlCollDesc_t.algorithm)",
+       [&o](auto v) { return algorithmValue(v, o.algorithm); }},
+      {'\0', "blocks", "N", "daemon blocks per collective (occlCollDesc_t.nBlocks)",
+       [&o](auto v) { return intInRange(v, 1, kMaxBlocks, o.blocks); }},
+      {'\0', "shared-buffers", "0|1",
+       "buffers from occlMemAlloc, registered with sharedBuffers (host\nranks; default 1 for processes under a launcher, else 0): ranks\nas processes then run the peer AllReduce, as threads do",
+       [&o](auto v) { return intInRange(v, 0, 1, o.sharedBuffers); }},
+      {'\0', "compare", "nccl", "also time NCCL on the same sizes and GPUs, one rank per GPU\n(builds with NCCL; ranks as threads on distinct devices)",
+       [&o](auto v) -> std::string {
          if (lower(v) != "nccl") return "nccl";
          o.compareNccl = true;
          return "";
        }},
-      {'\0', "json", true,
-       [](auto v, Options& o) -> std::string {
+      {'\0', "json", "FILE", "also write the results as JSON", [&o](auto v) -> std::string {
          if (v.empty()) return "an output file path";
          o.jsonPath = std::string(v);
          return "";
        }},
-      {'\0', "mpi", false, [](auto, Options& o) { o.mpi = true; return std::string(); }},
-      {'\0', "timeline", false, [](auto, Options& o) { o.timeline = true; return std::string(); }},
-      {'\0', "submit", true,
-       [](auto v, Options& o) -> std::string {
+      {'\0', "mpi", "", "one rank per process from the launcher's environment\n(implied when OMPI_COMM_WORLD_SIZE or WORLD_SIZE is set)",
+       [&o](auto) {
+         o.mpi = true;
+         return std::string();
+       }},
+      {'\0', "timeline", "",
+       "keep the daemon's timeline (config.timelineDepth) and print, per\nrow, when the timed submissions were tried, moved data and were\ndone after the daemon took them (medians, rank 0)",
+       [&o](auto) {
+         o.timeline = true;
+         return std::string();
+       }},
+      {'\0', "submit", "M",
+       "plain | gated | stream, default plain: occlSubmit; occlSubmitGated\nwith the gate opened right after; occlSubmitOnStream on a stream\nof the rank's device, synchronised each run (--backend cuda)",
+       [&o](auto v) -> std::string {
          const std::string mode = lower(v);
          if (mode == "plain") o.submit = SubmitMode::Plain;
          else if (mode == "gated") o.submit = SubmitMode::Gated;
@@ -182,26 +211,9 @@ const std::vector<Flag>& flags() {
          else return "plain, gated or stream";
          return "";
        }},
-      {'h', "help", false, [](auto, Options& o) { o.help = true; return std::string(); }},
   };
-  return table;
-}
-
-std::string flagLabel(const Flag& f) {
-  std::string label = f.shortName ? std::string("-") + f.shortName + "/" : "";
-  return label + "--" + f.longName;
-}
-
-const Flag* findLong(std::string_view name) {
-  for (const Flag& f : flags())
-    if (name == f.longName) return &f;
-  return nullptr;
-}
-
-const Flag* findShort(char c) {
-  for (const Flag& f : flags())
-    if (f.shortName == c) return &f;
-  return nullptr;
+  for (Flag& f : rest) t.push_back(std::move(f));
+  return t;
 }
 
 // Cross-flag rules, checked once every flag is known.
@@ -239,59 +251,36 @@ ParsedArgs parseArgs(const std::vector<std::string>& args) {
   Options& o = out.options;
   if (!args.empty())
     if (auto c = collFromName(basename(args[0]))) o.coll = *c, o.collGiven = true;
-  bool sawPositional = false;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const Flag* flag = nullptr;
-    std::optional<std::string> inlineValue;
-    if (a.rfind("--", 0) == 0 && a.size() > 2) {
-      const size_t eq = a.find('=');
-      flag = findLong(std::string_view(a).substr(2, eq == std::string::npos ? std::string::npos : eq - 2));
-      if (eq != std::string::npos) inlineValue = a.substr(eq + 1);
-    } else if (a.size() >= 2 && a[0] == '-' && !std::isdigit(static_cast<unsigned char>(a[1]))) {
-      flag = findShort(a[1]);
-      if (a.size() > 2) inlineValue = a.substr(2);
-    } else {
-      auto c = collFromName(a);
-      if (!c) {
-        out.error = "unexpected argument \"" + a +
-                    "\": expected a collective (allreduce, allgather, reducescatter, reduce, broadcast, alltoall, "
-                    "sendrecv) or a flag; see --help";
-        return out;
-      }
-      if (sawPositional) {
-        out.error = "unexpected second collective \"" + a + "\": occl-bench measures one collective per run";
-        return out;
-      }
-      sawPositional = true;
-      o.coll = *c;
-      o.collGiven = true;
-      continue;
-    }
-    if (flag == nullptr) {
-      out.error = "unknown flag \"" + a + "\"; see --help";
-      return out;
-    }
-    std::string value;
-    if (flag->takesValue) {
-      if (inlineValue) {
-        value = *inlineValue;
-      } else if (i + 1 < args.size()) {
-        value = args[++i];
-      } else {
-        out.error = flagLabel(*flag) + ": missing value";
-        return out;
-      }
-    } else if (inlineValue) {
-      out.error = flagLabel(*flag) + ": takes no value (got \"" + *inlineValue + "\")";
-      return out;
-    }
-    if (std::string expected = flag->apply(value, o); !expected.empty()) {
-      out.error = flagLabel(*flag) + ": invalid value \"" + value + "\"; expected " + expected;
-      return out;
-    }
+  const cli::Parsed parsed = cli::parse(std::vector<std::string>(args.begin() + (args.empty() ? 0 : 1), args.end()),
+                                        allFlags(o));
+  o.help = parsed.help;
+  o.version = parsed.version;
+  if (!parsed.ok()) {
+    out.error = parsed.error + "; see --help";
+    return out;
   }
-  if (!o.help) out.error = checkConsistency(o);
+  if (parsed.positionals.size() > 1) {
+    out.error = "unexpected second collective \"" + parsed.positionals[1] + "\": occl-bench measures one collective per run";
+    return out;
+  }
+  for (const std::string& a : parsed.positionals) {
+    auto c = collFromName(a);
+    if (!c) {
+      out.error = "unexpected argument \"" + a +
+                  "\": expected a collective (allreduce, allgather, reducescatter, reduce, broadcast, alltoall, "
+                  "sendrecv) or a flag; see --help";
+      return out;
+    }
+    o.coll = *c;
+    o.collGiven = true;
+  }
+  if (int64_t{o.threads} * o.gpus > kMaxLocalRanks) {
+    out.error = "-t/--nthreads " + std::to_string(o.threads) + " x -g/--ngpus " + std::to_string(o.gpus) +
+                ": expected at most " + std::to_string(kMaxLocalRanks) + " ranks in a process";
+    return out;
+  }
+  o.localRanks = o.threads * o.gpus;
+  if (!o.help && !o.version) out.error = checkConsistency(o);
   return out;
 }
 
@@ -324,54 +313,18 @@ std::vector<uint64_t> sizeSequence(const Options& o) {
 }
 
 std::string sweepUsage() {
-  return "  -b,--minbytes N        smallest size (K/M/G suffixes), default 32M\n"
-         "  -e,--maxbytes N        largest size, default 32M\n"
-         "  -f,--stepfactor N      multiply the size by N between runs\n"
-         "  -i,--stepbytes N       add N bytes between runs (default 1M; the last of -f/-i wins)\n"
-         "  -n,--iters N           timed iterations per size, default 20\n"
-         "  -w,--warmup_iters N    untimed iterations per size, default 1\n"
-         "  --small-iters N        sizes up to --small-max run N timed iterations and N/10 (at\n"
-         "                         least -w) untimed instead; default 0: every size runs -n\n"
-         "  --small-max N          the largest size --small-iters applies to, default 8K\n"
-         "  --settle-iters N       the warm-up at the smallest size before the first row runs\n"
-         "                         at least N iterations (the scheduler settling), default 0\n"
-         "  -c,--check 0|1         verify every element, default 1\n";
+  Options scratch;
+  std::string lines = cli::usage(sweepFlags(scratch));
+  return lines.substr(0, lines.find("  -h,--help"));
 }
 
 std::string usage(const std::string& program) {
+  Options scratch;
   return "usage: " + program +
          " [COLLECTIVE] [flags]\n"
          "  COLLECTIVE (or --coll): allreduce allgather reducescatter reduce broadcast alltoall sendrecv\n"
          "                          (nccl-tests names such as all_reduce_perf work too, also as argv[0])\n" +
-         sweepUsage() +
-         "  -d,--datatype T        int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 | all\n"
-         "  -o,--op OP             sum prod min max avg | all (reducing collectives only)\n"
-         "  -r,--root R            root of reduce and broadcast, default 0\n"
-         "  -g,--ngpus N           ranks in this process (threads), default 1\n"
-         "  --backend B            host | cuda | simt | auto, default auto: host ranks, or cuda when\n"
-         "                         --devlist or --compare nccl asks for GPUs. cuda: device buffers,\n"
-         "                         rank r on device r % (CUDA devices) unless --devlist says otherwise.\n"
-         "                         simt: the CUDA daemon's code on emulated blocks of host threads,\n"
-         "                         with its bus crossings counted (footer \"host crossings\")\n"
-         "  --devlist D0,D1,...    CUDA device of each rank of -g (as occlCommInitAll's devlist;\n"
-         "                         repeats allowed): as many entries as -g\n"
-         "  --algo FILE.xml        MSCCL-IR algorithm (occlCollDesc_t.algorithm)\n"
-         "  --blocks N             daemon blocks per collective (occlCollDesc_t.nBlocks)\n"
-         "  --shared-buffers 0|1   buffers from occlMemAlloc, registered with sharedBuffers (host\n"
-         "                         ranks; default 1 for processes under a launcher, else 0): ranks\n"
-         "                         as processes then run the peer AllReduce, as threads do\n"
-         "  --compare nccl         also time NCCL on the same sizes and GPUs, one rank per GPU\n"
-         "                         (builds with NCCL; ranks as threads on distinct devices)\n"
-         "  --json FILE            also write the results as JSON\n"
-         "  --mpi                  one rank per process from the launcher's environment\n"
-         "                         (implied when OMPI_COMM_WORLD_SIZE or WORLD_SIZE is set)\n"
-         "  --timeline             keep the daemon's timeline (config.timelineDepth) and print, per\n"
-         "                         row, when the timed submissions were tried, moved data and were\n"
-         "                         done after the daemon took them (medians, rank 0)\n"
-         "  --submit M             plain | gated | stream, default plain: occlSubmit; occlSubmitGated\n"
-         "                         with the gate opened right after; occlSubmitOnStream on a stream\n"
-         "                         of the rank's device, synchronised each run (--backend cuda)\n"
-         "  -h,--help              this text\n";
+         cli::usage(allFlags(scratch));
 }
 
 }  // namespace occl::bench

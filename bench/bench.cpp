@@ -213,6 +213,7 @@ BenchOutcome runBench(const Options& requested, std::ostream& out, std::ostream&
   config.backend = placed.placement.backend;
   config.daemonBlocks = std::max(config.daemonBlocks, o.blocks);  // --blocks N needs N daemon blocks
   if (o.timeline) config.timelineDepth = kBenchTimelineDepth;
+  if (o.timeoutS > 0) config.collTimeoutMs = o.timeoutS * 1000;
   // The simt backend counts its bus crossings (the footer's "host crossings" lines): from before
   // the first launch, so every lane counts.
   exec::simt::countCrossings(config.backend == occlBackendSimt);
@@ -230,6 +231,10 @@ int benchMain(const std::vector<std::string>& args, std::ostream& out, std::ostr
   }
   if (parsed.options.help) {
     out << usage(program);
+    return kExitOk;
+  }
+  if (parsed.options.version) {
+    out << cli::versionLine(program) << "\n";
     return kExitOk;
   }
   try {

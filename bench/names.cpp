@@ -53,25 +53,6 @@ constexpr std::array<const char*, occlNumOps> kOpNames = {"sum", "prod", "max", 
 
 }  // namespace
 
-std::optional<uint64_t> parseBytes(std::string_view text) {
-  uint64_t multiplier = 1;
-  if (!text.empty()) {
-    switch (std::tolower(static_cast<unsigned char>(text.back()))) {
-      case 'k': multiplier = uint64_t{1} << 10; break;
-      case 'm': multiplier = uint64_t{1} << 20; break;
-      case 'g': multiplier = uint64_t{1} << 30; break;
-      default: break;
-    }
-    if (multiplier != 1) text.remove_suffix(1);
-  }
-  uint64_t value = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
-  if (value > UINT64_MAX / multiplier) return std::nullopt;
-  return value * multiplier;
-}
-
 std::optional<Coll> collFromName(std::string_view name) {
   std::string n = normalized(name);
   // nccl-tests binaries are <name>_perf, optionally with an _mpi suffix.

@@ -1,6 +1,7 @@
-// occl-bench command line: the nccl-tests flags plus occl's own (collective, backend, algorithm,
-// devices, blocks, NCCL comparison, JSON output). Parsing never exits or throws: a bad argument comes back
-// as a message naming the flag and what it expects, and the caller exits with code 2.
+// occl-bench command line (src/cli's parser): nccl-tests' flags with their meanings, or a clear
+// refusal where occl has none, plus occl's own (collective, backend, algorithm, devices, blocks,
+// NCCL comparison, JSON output). Parsing never exits or throws: a bad argument comes back as a
+// message naming the flag and what it expects, and the caller exits with code 2.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/flags.hpp"
 #include "occl/occl.h"
 
 namespace occl::bench {
@@ -32,7 +34,7 @@ struct Options {
   uint64_t stepBytes = uint64_t{1} << 20;
   uint64_t stepFactor = 1;  // > 1: sizes grow geometrically and stepBytes is unused
   int iters = 20;
-  int warmupIters = 1;
+  int warmupIters = 5;
   // --small-iters: rows of at most smallMaxBytes run smallIters timed iterations and a tenth of
   // that (at least warmupIters) untimed, as OSU's benchmarks give small messages more iterations
   // than large ones: 20 iterations of a 6 us collective time 120 us, which one descheduling of a
@@ -44,11 +46,17 @@ struct Options {
   // first 50-200 ms of a run (4 ranks on 2 cores: 6-8 us per small AllReduce, 3.4 once settled, and
   // always 3.4 with 2 ranks bound to each core), longer than the per-row warm-up lasts. 0 = off.
   int settleIters = 0;
-  bool check = true;
+  int check = 1;  // -c: checked runs after the timed ones, each on fresh inputs (0: none)
+  // -a, nccl-tests' --average: how the ranks' times make a row's: 0 rank 0's, 1 the mean, 2 the
+  // least, 3 the most (occl's default: a row is as slow as its slowest rank).
+  int average = 3;
+  int timeoutS = 0;  // -T: config.collTimeoutMs in seconds (0: occl's default)
   std::vector<int> dtypes{occlFloat32};  // occlDataType_t values, in run order
   std::vector<int> ops{occlSum};         // occlRedOp_t values, in run order
   int root = 0;
-  int localRanks = 1;  // -g: ranks as threads of this process
+  int localRanks = 1;  // ranks as threads of this process: -t times -g
+  int threads = 1;     // -t, nccl-tests' threads per process (each a thread per rank here)
+  int gpus = 1;        // -g, nccl-tests' GPUs per thread
   occlBackend_t backend = occlBackendAuto;
   std::vector<int> devlist;  // --devlist: the CUDA device of each rank of -g; empty = rank r on r % devices
   std::string algorithm;  // --algo: passed as occlCollDesc_t.algorithm; empty = built-in
@@ -62,6 +70,7 @@ struct Options {
   bool timeline = false;  // --timeline: config.timelineDepth, and a footer line per row from it
   SubmitMode submit = SubmitMode::Plain;  // --submit
   bool help = false;
+  bool version = false;
 };
 
 struct ParsedArgs {
@@ -75,7 +84,7 @@ struct ParsedArgs {
 ParsedArgs parseArgs(const std::vector<std::string>& args);
 
 // "64", "64K", "1M", "2g": a byte count with an optional binary K/M/G suffix (either case).
-std::optional<uint64_t> parseBytes(std::string_view text);
+using cli::parseBytes;
 // "allreduce", "all_reduce", "all_reduce_perf", "AllReduce", ... -> Coll.
 std::optional<Coll> collFromName(std::string_view name);
 std::optional<int> dtypeFromName(std::string_view name);
@@ -97,6 +106,18 @@ IterCounts itersFor(const Options& options, uint64_t bytes);
 std::string iterationLines(const Options& options);
 // Iterations of the warm-up at the smallest size before the first row (--settle-iters).
 int settleWarmUpIters(const Options& options, uint64_t bytes);
+
+// -a: the row's time from this rank's `t` and the ranks' `max` and `sum` of a value (each rank
+// calls with its own; every rank gets the same answer).
+template <class Max, class Sum>
+double agreedTime(int average, double t, int rank, int nRanks, Max max, Sum sum) {
+  switch (average) {
+    case 0: return sum(rank == 0 ? t : 0.0);
+    case 1: return sum(t) / nRanks;
+    case 2: return -max(-t);
+    default: return max(t);
+  }
+}
 
 // The sizes to run, nccl-tests' sequence: minBytes, then times stepFactor (or plus stepBytes)
 // while not above maxBytes.

@@ -88,11 +88,11 @@ std::string formatPreamble(const Options& o, int nRanks, const std::vector<RankI
                           OCCL_MINOR, OCCL_PATCH, nRanks, backendName(o.backend));
   const bool factor = o.stepFactor > 1;
   s += printf_(
-      "# nThread 1 nGpus %d minBytes %llu maxBytes %llu step: %llu(%s) warmup iters: %d iters: %d agg iters: 1 "
+      "# nThread %d nGpus %d minBytes %llu maxBytes %llu step: %llu(%s) warmup iters: %d iters: %d agg iters: 1 "
       "validation: %d graph: 0\n",
-      o.localRanks, static_cast<unsigned long long>(o.minBytes), static_cast<unsigned long long>(o.maxBytes),
+      o.threads, o.gpus, static_cast<unsigned long long>(o.minBytes), static_cast<unsigned long long>(o.maxBytes),
       static_cast<unsigned long long>(factor ? o.stepFactor : o.stepBytes), factor ? "factor" : "bytes",
-      o.warmupIters, o.iters, o.check ? 1 : 0);
+      o.warmupIters, o.iters, o.check);
   s += iterationLines(o);
   if (!o.algorithm.empty()) s += "# algorithm: " + o.algorithm + "\n";
   if (o.blocks > 0) s += printf_("# blocks per collective: %d\n", o.blocks);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 
@@ -201,9 +202,30 @@ std::string RankRunner::runRow(int dtype, int op, uint64_t bytes, uint64_t sizeI
     if (rank_ != 0 && !runError.empty() && sums[3] == 0) errors_.line(rank_, rowLabel(options_, out) + runError);
     return "";
   }
+  std::array<double, 2> times{maxes[0], maxes[1]};
+  if (options_.average != 3) {
+    if (std::string e = agreeOnTimes(out, times); !e.empty()) return e;
+  }
   const double factor = busBwFactor(options_.coll, nRanks_);
-  finish(out.outOfPlace, maxes[0], sums[0], out.bytes, factor, options_.check);
-  finish(out.inPlace, maxes[1], sums[1], out.bytes, factor, options_.check);
+  finish(out.outOfPlace, times[0], sums[0], out.bytes, factor, options_.check > 0);
+  finish(out.inPlace, times[1], sums[1], out.bytes, factor, options_.check > 0);
+  return "";
+}
+
+// -a 0, 1 or 2: rank 0's, the mean or the least of the ranks' times (one more round of the side
+// channel; the most, the default, came with the row's other numbers). Sums are integers: the
+// times go in picoseconds.
+std::string RankRunner::agreeOnTimes(const RowResult& out, std::array<double, 2>& times) {
+  const double mine[2] = {out.outOfPlace.timeUs, out.inPlace.timeUs};
+  auto ps = [](double us) { return static_cast<int64_t>(std::llround(us * 1e6)); };
+  SideChannel::Maxes maxes{-mine[0], -mine[1], 0, 0};
+  SideChannel::Sums sums{ps(mine[0]), ps(mine[1]), rank_ == 0 ? ps(mine[0]) : 0, rank_ == 0 ? ps(mine[1]) : 0};
+  if (RunStatus s = side_.combine(maxes, sums); !s.ok()) return "result aggregation: " + s.error;
+  for (size_t i = 0; i < 2; ++i) {
+    if (options_.average == 2) times[i] = -maxes[i];
+    else if (options_.average == 1) times[i] = static_cast<double>(sums[i]) / 1e6 / nRanks_;
+    else times[i] = static_cast<double>(sums[2 + i]) / 1e6;
+  }
   return "";
 }
 
@@ -269,7 +291,7 @@ RunStatus RankRunner::barrier() {
 }
 
 // Warm-up, a barrier so that all ranks start the clock together, the timed runs (each waits
-// for its callbacks: the time is submit-to-callback latency), then one checked run on fresh
+// for its callbacks: the time is submit-to-callback latency), then -c checked runs on fresh
 // inputs. After an error the collectives are skipped but the barrier is still entered, so the
 // ranks stay in step; `fatal` means this rank cannot continue (a callback is lost, or the side
 // channel failed).
@@ -366,11 +388,12 @@ PlaceResult RankRunner::measure(const Row& row, bool inPlace, std::string& error
   if (options_.timeline && rank_ == 0 && error.empty()) place.phases = phases(row, counts.timed);
   if (!error.empty()) return place;
   place.timeUs = std::chrono::duration<double, std::micro>(stop - start).count() / counts.timed;
-  if (options_.check) {
+  if (options_.check > 0) place.wrong = 0;
+  for (int c = 0; c < options_.check; ++c) {
     prepareCheck(row, layout);
     record(runOnce(row, buffers));
     if (!error.empty()) return place;
-    place.wrong = checkResults(row, layout);
+    place.wrong += checkResults(row, layout);
   }
   place.ran = true;
   return place;

@@ -7,6 +7,7 @@
 // checked on the host and staged across for device ranks, outside the timed loop.
 #pragma once
 
+#include <array>
 #include <barrier>
 #include <chrono>
 #include <memory>
@@ -69,6 +70,7 @@ class RankRunner {
   Row makeRow(int dtype, int op, uint64_t bytes, uint64_t sizeIndex) const;
   std::string warmUp(int dtype, int op, uint64_t bytes, uint64_t sizeIndex, bool settle);
   std::string runRow(int dtype, int op, uint64_t bytes, uint64_t sizeIndex, RowResult& out);
+  std::string agreeOnTimes(const RowResult& out, std::array<double, 2>& times);
   std::string registerRow(const Row& row);
   void deregisterRow(const Row& row);
   PlaceResult measure(const Row& row, bool inPlace, std::string& error, bool& lost);

@@ -1,7 +1,7 @@
 // occl-ir: checks MSCCL-IR files the way occl would load them, before a job finds out at
 // registration time, and writes occl's own algorithms as MSCCL-IR to start a program from.
 #include <algorithm>
-#include <charconv>
+#include <climits>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "cli/flags.hpp"
 #include "device/coll_types.hpp"
 #include "host/config.hpp"
 #include "ir_loader/msccl_ir.hpp"
@@ -20,10 +21,12 @@
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: occl-ir check FILE...\n"
+constexpr const char* kSynopsis =
+    "usage: occl-ir check FILE...      (FILE '-': standard input)\n"
     "       occl-ir emit COLL --ranks N [--channels C] [--root R] [--algo ALGO] [--name NAME]\n"
-    "       occl-ir --help\n"
+    "       occl-ir --help | --version\n";
+
+constexpr const char* kDetails =
     "\n"
     "check   parse and validate each MSCCL-IR XML file (the MSCCLang compiler's output): attributes,\n"
     "        limits, buffer bounds, peers, send/receive matching across ranks, dependencies and\n"
@@ -34,18 +37,24 @@ constexpr const char* kUsage =
     "        as MSCCL ignores them, with a warning (FILE: warning: ...) on stderr.\n"
     "emit    write one of occl's algorithms as MSCCL-IR XML on stdout: what occl runs when a\n"
     "        registration names no program, as a program that `check` accepts and\n"
-    "        occlAlgorithmLoad runs. COLL is allreduce, allgather, reduce_scatter (ALGO ring),\n"
+    "        occlAlgorithmLoad runs. COLL is allreduce, allgather, reducescatter (ALGO ring),\n"
     "        reduce, broadcast (ALGO chain, --root R, default 0) or alltoall (ALGO direct, one\n"
-    "        threadblock per peer); ALGO allpairs writes an all-pairs allreduce (in place, one\n"
-    "        channel, N threadblocks: MSCCLang's allreduce_allpairs). --channels C (ring, chain):\n"
-    "        threadblocks per rank, default 1. NAME defaults to ALGO_COLL. The program splits a\n"
-    "        count into whole chunks only (nchunksperloop), as every MSCCL-IR program does.\n"
+    "        threadblock per peer), spelled as occl-bench and Python spell them or as MSCCL-IR\n"
+    "        does (all_reduce, reduce_scatter: case, '_' and '-' do not matter); ALGO allpairs\n"
+    "        writes an all-pairs allreduce (in place, one channel, N threadblocks: MSCCLang's\n"
+    "        allreduce_allpairs). NAME defaults to ALGO_COLL. The program splits a count into\n"
+    "        whole chunks only (nchunksperloop), as every MSCCL-IR program does.\n"
+    "\n"
+    "emit's flags:\n";
+
+constexpr const char* kExitStatus =
     "\n"
     "exit status: 0 every file is valid / the program was written, 1 some file is not valid,\n"
     "             2 usage error\n";
 
+// A short usage error: the message and the synopsis, not the whole help.
 int usageError(const std::string& message) {
-  std::fprintf(stderr, "occl-ir: %s\n\n%s", message.c_str(), kUsage);
+  std::fprintf(stderr, "occl-ir: %s\n%s", message.c_str(), kSynopsis);
   return 2;
 }
 
@@ -72,8 +81,18 @@ std::string memoryLine(const occl::ir::Program& p) {
 
 int check(const std::vector<std::string>& files) {
   int status = 0;
-  for (const std::string& file : files) {
-    occl::ir::LoadResult r = occl::ir::loadMscclIrFile(file);
+  for (const std::string& arg : files) {
+    const bool stdinFile = arg == "-";
+    const std::string file = stdinFile ? "<stdin>" : arg;
+    occl::ir::LoadResult r;
+    if (stdinFile) {
+      std::string text;
+      char chunk[1 << 16];
+      for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, stdin)) > 0;) text.append(chunk, n);
+      r = occl::ir::loadMscclIrString(text, file);
+    } else {
+      r = occl::ir::loadMscclIrFile(file);
+    }
     if (r.ok()) {
       std::fputs(occl::ir::formatWarnings(r.warnings, file).c_str(), stderr);
       std::printf("%s: ok\n%s%s", file.c_str(), occl::ir::summarize(*r.program).c_str(), memoryLine(*r.program).c_str());
@@ -90,14 +109,37 @@ struct EmitArgs {
   std::string coll, algo, name;
   int type = occlCollAllReduce;  // of coll
   int ranks = 0, channels = 1, root = 0;
-  bool rootGiven = false, channelsGiven = false;
+  bool ranksGiven = false, rootGiven = false, channelsGiven = false, algoGiven = false, nameGiven = false;
 };
 
-std::optional<int> parseInt(std::string_view text) {
-  int v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return v;
+// emit's flags; their ranges are checked by generate(), which knows the collective.
+std::vector<occl::cli::Flag> emitFlags(EmitArgs& a) {
+  auto integer = [](int& field, bool& given) {
+    return [&field, &given](std::string_view v) -> std::string {
+      auto n = occl::cli::parseInt(v);
+      if (!n || *n < INT32_MIN || *n > INT32_MAX) return "an integer";
+      field = static_cast<int>(*n);
+      given = true;
+      return "";
+    };
+  };
+  auto text = [](std::string& field, bool& given) {
+    return [&field, &given](std::string_view v) -> std::string {
+      if (v.empty()) return "a non-empty name";
+      field = std::string(v);
+      given = true;
+      return "";
+    };
+  };
+  return {
+      {'\0', "ranks", "N", "ranks of the program (required)", integer(a.ranks, a.ranksGiven)},
+      {'\0', "channels", "C", "threadblocks per rank of ring and chain programs, default 1",
+       integer(a.channels, a.channelsGiven)},
+      {'\0', "root", "R", "root of reduce and broadcast, default 0", integer(a.root, a.rootGiven)},
+      {'\0', "algo", "ALGO", "ring, chain, direct (the collective's own) or allpairs (allreduce)",
+       text(a.algo, a.algoGiven)},
+      {'\0', "name", "NAME", "the program's name attribute, default ALGO_COLL", text(a.name, a.nameGiven)},
+  };
 }
 
 // The program `a` names, or a message saying which argument is wrong.
@@ -134,43 +176,16 @@ std::variant<occl::ir::Program, std::string> generate(const EmitArgs& a) {
   }
 }
 
-int emit(const std::vector<std::string>& args) {
-  EmitArgs a;
-  a.coll = args[0];
-  // MSCCL-IR's collective names (device/coll_types.hpp): send and recv have none.
+int emit(EmitArgs& a) {
+  a.type = occl::collTypeFromAnyName(a.coll);
+  // MSCCL-IR's collectives (device/coll_types.hpp): send and recv have none.
   std::vector<std::string> names;
   for (const occl::CollTypeInfo& c : occl::kCollTypes)
-    if (c.irName != nullptr) names.push_back(c.irName);
-  a.type = occl::collTypeFromName(a.coll);
-  if (std::find(names.begin(), names.end(), a.coll) == names.end())
+    if (c.irName != nullptr) names.push_back(c.name);
+  if (a.type == occlNumCollTypes || occl::collInfo(a.type).irName == nullptr)
     return usageError(absl::StrFormat("emit %s: expected one of %s", a.coll, absl::StrJoin(names, ", ")));
-  bool ranksGiven = false;
-  for (size_t i = 1; i < args.size(); i += 2) {
-    const std::string& flag = args[i];
-    if (i + 1 >= args.size()) return usageError(absl::StrFormat("%s needs a value", flag));
-    const std::string& value = args[i + 1];
-    if (flag == "--algo") {
-      a.algo = value;
-    } else if (flag == "--name") {
-      a.name = value;
-    } else if (flag == "--ranks" || flag == "--channels" || flag == "--root") {
-      std::optional<int> v = parseInt(value);
-      if (!v) return usageError(absl::StrFormat("%s '%s': expected an integer", flag, value));
-      if (flag == "--ranks") {
-        a.ranks = *v;
-        ranksGiven = true;
-      } else if (flag == "--channels") {
-        a.channels = *v;
-        a.channelsGiven = true;
-      } else {
-        a.root = *v;
-        a.rootGiven = true;
-      }
-    } else {
-      return usageError(absl::StrFormat("unknown option '%s'", flag));
-    }
-  }
-  if (!ranksGiven) return usageError("emit needs --ranks N");
+  a.coll = occl::collInfo(a.type).irName;  // the program's and the default name's spelling
+  if (!a.ranksGiven) return usageError("emit needs --ranks N");
   std::variant<occl::ir::Program, std::string> generated = generate(a);
   if (const auto* message = std::get_if<std::string>(&generated)) return usageError(*message);
   occl::ir::Program& p = std::get<occl::ir::Program>(generated);
@@ -187,13 +202,32 @@ int emit(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> args(argv + 1, argv + argc);
-  if (!args.empty() && (args[0] == "--help" || args[0] == "-h" || args[0] == "help")) {
-    std::fputs(kUsage, stdout);
+  EmitArgs emitArgs;
+  const std::vector<occl::cli::Flag> flags = emitFlags(emitArgs);
+  const occl::cli::Parsed parsed = occl::cli::parse(std::vector<std::string>(argv + 1, argv + argc), flags);
+  if (parsed.help) {
+    std::printf("%s%s%s%s", kSynopsis, kDetails, occl::cli::usage(flags).c_str(), kExitStatus);
     return 0;
   }
-  if (args.size() >= 2 && args[0] == "check") return check(std::vector<std::string>(args.begin() + 1, args.end()));
-  if (args.size() >= 2 && args[0] == "emit") return emit(std::vector<std::string>(args.begin() + 1, args.end()));
-  std::fputs(kUsage, stderr);
-  return 2;
+  if (parsed.version) {
+    std::printf("%s\n", occl::cli::versionLine("occl-ir").c_str());
+    return 0;
+  }
+  if (!parsed.ok()) return usageError(parsed.error);
+  const std::vector<std::string>& words = parsed.positionals;
+  if (words.empty()) return usageError("expected a command: check or emit");
+  const std::vector<std::string> rest(words.begin() + 1, words.end());
+  if (words[0] == "check") {
+    if (rest.empty()) return usageError("check needs at least one FILE ('-' for standard input)");
+    const EmitArgs& e = emitArgs;
+    if (e.ranksGiven || e.channelsGiven || e.rootGiven || e.algoGiven || e.nameGiven)
+      return usageError("--ranks, --channels, --root, --algo and --name are emit's flags; check takes files only");
+    return check(rest);
+  }
+  if (words[0] == "emit") {
+    if (rest.size() != 1) return usageError("emit takes one collective (got " + std::to_string(rest.size()) + ")");
+    emitArgs.coll = rest[0];
+    return emit(emitArgs);
+  }
+  return usageError("unknown command \"" + words[0] + "\": expected check or emit");
 }

@@ -7,17 +7,18 @@
 //
 // Exit status: 0 all results right, 1 wrong data or a failed collective, 2 a hang (timeout),
 // 3 bad arguments or a failed init.
-#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <initializer_list>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "bootstrap/launcher_env.hpp"
+#include "cli/flags.hpp"
 #include "occl_torture.hpp"
 
 namespace {
@@ -25,160 +26,118 @@ namespace {
 using occl::tools::TortureOptions;
 using occl::torture::Order;
 
-const char* kUsage =
-    "usage: occl-torture [options]\n"
-    "  --ranks N            ranks (threads of this process), default 8\n"
-    "  --mpi                one rank per process from the launcher's environment (mpirun:\n"
-    "                       OMPI_COMM_WORLD_*, torchrun: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT;\n"
-    "                       implied when OMPI_COMM_WORLD_SIZE or WORLD_SIZE is set)\n"
-    "  --colls K            AllReduces per iteration, default 8\n"
-    "  --min-bytes B        smallest collective (K/M/G suffix ok), default 256\n"
-    "  --max-bytes B        largest; sizes grow x4 from min-bytes and wrap, default 1M\n"
-    "  --iters I            iterations, default 20\n"
-    "  --blocks D           daemon blocks per rank, default 1\n"
-    "  --order consistent|shuffled   one order on every rank, or one per rank (default)\n"
-    "  --policy agreed|fifo|priority task-queue order policy, default agreed (the library's)\n"
-    "  --spin stickiness|fixed       spin-threshold policy, default stickiness\n"
-    "  --force-preempt      preempt at every wait\n"
-    "  --no-preempt         never preempt (a disordered run then hangs: see --timeout-ms)\n"
-    "  --timeout-ms T       bound of one iteration, default 20000\n"
-    "  --no-switch-cost     skip the second run that estimates the cost of a context switch\n"
-    "  --seed S             seed of the per-rank orders, default 1\n"
-    "  --lag-us L           rank 0 submits each iteration L us late (the lagging GPU of OCCL Fig. 9)\n"
-    "  --gates              submit gated (occlSubmitGated) before the inputs exist; another thread\n"
-    "                       writes each input and opens its gate, in an order of its own per rank\n";
+constexpr const char* kSynopsis = "usage: occl-torture [flags]   (occl-torture --help lists them)\n";
 
-std::optional<size_t> parseBytes(std::string_view v) {
-  size_t n = 0;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (ec != std::errc() || end == v.data()) return std::nullopt;
-  std::string_view suffix(end, static_cast<size_t>(v.data() + v.size() - end));
-  if (suffix.empty()) return n;
-  if (suffix == "K" || suffix == "k") return n << 10;
-  if (suffix == "M" || suffix == "m") return n << 20;
-  if (suffix == "G" || suffix == "g") return n << 30;
-  return std::nullopt;
-}
-
-std::optional<int64_t> parseInt(std::string_view v, int64_t lo, int64_t hi) {
-  int64_t n = 0;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (ec != std::errc() || end != v.data() + v.size() || n < lo || n > hi) return std::nullopt;
-  return n;
-}
-
-// Applies one "--flag value" pair; returns what was expected when the value is bad.
-std::string applyValue(std::string_view flag, std::string_view v, TortureOptions& o) {
-  auto intoInt = [&](int& field, int64_t lo, int64_t hi) -> std::string {
-    auto n = parseInt(v, lo, hi);
-    if (!n) return "an integer in " + std::to_string(lo) + ".." + std::to_string(hi);
-    field = static_cast<int>(*n);
+// Applies an integer in lo..hi to `field`; returns "" or what was expected.
+template <class T>
+std::function<std::string(std::string_view)> integer(T& field, int64_t lo, int64_t hi, const char* expected) {
+  return [&field, lo, hi, expected](std::string_view v) -> std::string {
+    auto n = occl::cli::parseInt(v);
+    if (!n || *n < lo || *n > hi) return expected;
+    field = static_cast<T>(*n);
     return "";
   };
-  auto intoBytes = [&](size_t& field) -> std::string {
-    auto n = parseBytes(v);
-    if (!n || *n < 4) return "a byte count >= 4 (K/M/G suffix ok)";
-    field = *n;
-    return "";
-  };
-  auto choice = [&](int& field, std::initializer_list<std::pair<const char*, int>> names) -> std::string {
+}
+
+std::function<std::string(std::string_view)> choice(int& field, std::vector<std::pair<std::string, int>> names) {
+  return [&field, names](std::string_view v) -> std::string {
     std::string expected;
     for (const auto& [name, value] : names) {
       if (v == name) {
         field = value;
         return "";
       }
-      expected += expected.empty() ? name : std::string(" or ") + name;
+      expected += expected.empty() ? name : " or " + name;
     }
     return expected;
   };
-  if (flag == "--ranks") return intoInt(o.ranks, 1, 64);
-  if (flag == "--colls") return intoInt(o.colls, 1, 1000);
-  if (flag == "--iters") return intoInt(o.iters, 1, 1000000);
-  if (flag == "--blocks") return intoInt(o.blocks, 1, 64);
-  if (flag == "--lag-us") return intoInt(o.lagUs, 0, 10000000);
-  if (flag == "--min-bytes") return intoBytes(o.minBytes);
-  if (flag == "--max-bytes") return intoBytes(o.maxBytes);
-  if (flag == "--policy")
-    return choice(o.policy, {{"agreed", occlOrderAgreed}, {"fifo", occlOrderFifo}, {"priority", occlOrderPriority}});
-  if (flag == "--spin") return choice(o.spin, {{"stickiness", occlSpinPolicyStickiness}, {"fixed", occlSpinPolicyFixed}});
-  if (flag == "--order") {
-    int shuffled = 1;
-    std::string e = choice(shuffled, {{"consistent", 0}, {"shuffled", 1}});
-    o.order = shuffled ? Order::Shuffled : Order::Consistent;
-    return e;
-  }
-  if (flag == "--timeout-ms") {
-    auto n = parseInt(v, 1, int64_t{1} << 40);
-    if (!n) return "a positive number of milliseconds";
-    o.timeoutMs = *n;
-    return "";
-  }
-  if (flag == "--seed") {
-    auto n = parseInt(v, 0, INT64_MAX);
-    if (!n) return "a non-negative integer";
-    o.seed = static_cast<uint64_t>(*n);
-    return "";
-  }
-  return "?";
 }
 
-bool parseArgs(int argc, char** argv, TortureOptions& o) {
+std::function<std::string(std::string_view)> bytes(size_t& field) {
+  return [&field](std::string_view v) -> std::string {
+    auto n = occl::cli::parseBytes(v);
+    if (!n || *n < 4) return "a byte count >= 4 (K/M/G suffix ok)";
+    field = *n;
+    return "";
+  };
+}
+
+std::function<std::string(std::string_view)> set(bool& field, bool value) {
+  return [&field, value](std::string_view) {
+    field = value;
+    return std::string();
+  };
+}
+
+std::vector<occl::cli::Flag> flags(TortureOptions& o, bool& ranksGiven, int& order) {
+  return {
+      {'\0', "ranks", "N", "ranks (threads of this process), default 8",
+       [&o, &ranksGiven, f = integer(o.ranks, 1, 64, "an integer in 1..64")](std::string_view v) {
+         ranksGiven = true;
+         return f(v);
+       }},
+      {'\0', "mpi", "",
+       "one rank per process from the launcher's environment (mpirun:\nOMPI_COMM_WORLD_*, torchrun: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT;\nimplied when OMPI_COMM_WORLD_SIZE or WORLD_SIZE is set)",
+       set(o.processes, true)},
+      {'\0', "colls", "K", "AllReduces per iteration, default 8", integer(o.colls, 1, 1000, "an integer in 1..1000")},
+      {'\0', "min-bytes", "B", "smallest collective (K/M/G suffix ok), default 256", bytes(o.minBytes)},
+      {'\0', "max-bytes", "B", "largest; sizes grow x4 from min-bytes and wrap, default 1M", bytes(o.maxBytes)},
+      {'\0', "iters", "I", "iterations, default 20", integer(o.iters, 1, 1000000, "an integer in 1..1000000")},
+      {'\0', "blocks", "D", "daemon blocks per rank, default 1", integer(o.blocks, 1, 64, "an integer in 1..64")},
+      {'\0', "order", "consistent|shuffled", "one order on every rank, or one per rank (default)",
+       choice(order, {{"consistent", 0}, {"shuffled", 1}})},
+      {'\0', "policy", "agreed|fifo|priority", "task-queue order policy, default agreed (the library's)",
+       choice(o.policy, {{"agreed", occlOrderAgreed}, {"fifo", occlOrderFifo}, {"priority", occlOrderPriority}})},
+      {'\0', "spin", "stickiness|fixed", "spin-threshold policy, default stickiness",
+       choice(o.spin, {{"stickiness", occlSpinPolicyStickiness}, {"fixed", occlSpinPolicyFixed}})},
+      {'\0', "force-preempt", "", "preempt at every wait", set(o.forcePreempt, true)},
+      {'\0', "no-preempt", "", "never preempt (a disordered run then hangs: see --timeout-ms)", set(o.noPreempt, true)},
+      {'\0', "timeout-ms", "T", "bound of one iteration, default 20000",
+       integer(o.timeoutMs, 1, int64_t{1} << 40, "a positive number of milliseconds")},
+      {'\0', "no-switch-cost", "", "skip the second run that estimates the cost of a context switch",
+       set(o.switchCost, false)},
+      {'\0', "seed", "S", "seed of the per-rank orders, default 1", integer(o.seed, 0, INT64_MAX, "a non-negative integer")},
+      {'\0', "lag-us", "L", "rank 0 submits each iteration L us late (the lagging GPU of OCCL Fig. 9)",
+       integer(o.lagUs, 0, 10000000, "an integer in 0..10000000")},
+      {'\0', "gates", "",
+       "submit gated (occlSubmitGated) before the inputs exist; another thread\nwrites each input and opens its gate, in an order of its own per rank",
+       set(o.gates, true)},
+  };
+}
+
+// Exits: 0 after --help or --version, 3 after a usage error; otherwise returns with `o` filled.
+std::optional<int> parseArgs(int argc, char** argv, TortureOptions& o) {
   bool ranksGiven = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    const char* flag = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    if (a == "--mpi") o.processes = true;
-    else if (a == "--force-preempt") o.forcePreempt = true;
-    else if (a == "--no-preempt") o.noPreempt = true;
-    else if (a == "--no-switch-cost") o.switchCost = false;
-    else if (a == "--gates") o.gates = true;
-    else {
-      std::string_view value;
-      if (auto eq = a.find('='); eq != std::string_view::npos) {
-        value = a.substr(eq + 1);
-        a = a.substr(0, eq);
-      } else if (i + 1 < argc) {
-        value = argv[++i];
-      }
-      ranksGiven = ranksGiven || a == "--ranks";
-      std::string expected = applyValue(a, value, o);
-      if (expected == "?") {
-        std::fprintf(stderr, "occl-torture: unknown option %s\n%s", flag, kUsage);
-        return false;
-      }
-      if (!expected.empty()) {
-        std::fprintf(stderr, "occl-torture: %.*s = \"%.*s\": expected %s\n", static_cast<int>(a.size()), a.data(),
-                     static_cast<int>(value.size()), value.data(), expected.c_str());
-        return false;
-      }
-    }
+  int order = o.order == Order::Shuffled ? 1 : 0;
+  const std::vector<occl::cli::Flag> table = flags(o, ranksGiven, order);
+  const occl::cli::Parsed parsed = occl::cli::parse(std::vector<std::string>(argv + 1, argv + argc), table);
+  auto usageError = [](const std::string& message) {
+    std::fprintf(stderr, "occl-torture: %s\n%s", message.c_str(), kSynopsis);
+    return 3;
+  };
+  if (parsed.help) {
+    std::printf("usage: occl-torture [flags]\n%s", occl::cli::usage(table).c_str());
+    return 0;
   }
+  if (parsed.version) {
+    std::printf("%s\n", occl::cli::versionLine("occl-torture").c_str());
+    return 0;
+  }
+  if (!parsed.ok()) return usageError(parsed.error);
+  if (!parsed.positionals.empty()) return usageError("unexpected argument \"" + parsed.positionals[0] + "\": occl-torture takes flags only");
+  o.order = order != 0 ? Order::Shuffled : Order::Consistent;
   if (occl::bootstrap::launcherSetsRanks()) o.processes = true;
-  if (o.processes && ranksGiven) {
-    std::fputs("occl-torture: --ranks is for ranks as threads; with one rank per process the launcher sets the "
-               "count\n", stderr);
-    return false;
-  }
-  if (o.forcePreempt && o.noPreempt) {
-    std::fputs("occl-torture: --force-preempt and --no-preempt exclude each other\n", stderr);
-    return false;
-  }
-  if (o.minBytes > o.maxBytes) {
-    std::fputs("occl-torture: --min-bytes must not exceed --max-bytes\n", stderr);
-    return false;
-  }
-  return true;
+  if (o.processes && ranksGiven)
+    return usageError("--ranks is for ranks as threads; with one rank per process the launcher sets the count");
+  if (o.forcePreempt && o.noPreempt) return usageError("--force-preempt and --no-preempt exclude each other");
+  if (o.minBytes > o.maxBytes) return usageError("--min-bytes must not exceed --max-bytes");
+  return std::nullopt;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   TortureOptions o;
-  if (!parseArgs(argc, argv, o)) return 3;
+  if (std::optional<int> exitCode = parseArgs(argc, argv, o)) return *exitCode;
   return occl::tools::runTorture(o);
 }

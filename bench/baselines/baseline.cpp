@@ -38,7 +38,7 @@ struct Buffers {
 // warm-up runs, a barrier lines the ranks up, then the clock covers the timed blocking AllReduces
 // back to back (occl-bench waits for each callback before the next submission, so each of its
 // iterations is also one complete collective). The result is this rank's time per iteration;
-// the row reports the max over ranks. One more run on fresh, poisoned buffers is then checked.
+// the row reports the max over ranks (-a). -c more runs on fresh, poisoned buffers are then checked.
 PlaceResult measure(const Options& o, Library& library, const SizePlan& plan, int rank, int nRanks, Buffers& buffers,
                     bool inPlace) {
   const CheckSpec spec{plan, occlSum, 0, rank, nRanks};
@@ -56,10 +56,11 @@ PlaceResult measure(const Options& o, Library& library, const SizePlan& plan, in
   for (int i = 0; i < counts.timed; ++i) library.allreduce(send, recv, plan.count);
   const auto stop = std::chrono::steady_clock::now();
   place.timeUs = std::chrono::duration<double, std::micro>(stop - start).count() / counts.timed;
-  if (o.check) {
+  place.wrong = 0;
+  for (int c = 0; c < o.check; ++c) {
     prepareRun(spec, run);
     library.allreduce(send, recv, plan.count);
-    place.wrong = countWrong(spec, recv);
+    place.wrong += countWrong(spec, recv);
   }
   place.ran = true;
   return place;
@@ -79,9 +80,12 @@ void warmUp(const Options& o, Library& library, uint64_t bytes, bool settle, int
   for (int i = 0; i < iters; ++i) library.allreduce(send, recv, plan.count);
 }
 
-// Turns this rank's numbers into the row every rank agrees on: max time, summed wrong counts.
-void agree(const Options& o, Library& library, uint64_t bytes, int nRanks, PlaceResult& place) {
-  place.timeUs = library.max(place.timeUs);
+// Turns this rank's numbers into the row every rank agrees on: the time -a asks for (the max by
+// default), summed wrong counts.
+void agree(const Options& o, Library& library, uint64_t bytes, int rank, int nRanks, PlaceResult& place) {
+  place.timeUs = agreedTime(
+      o.average, place.timeUs, rank, nRanks, [&](double v) { return library.max(v); },
+      [&](double v) { return library.sum(v); });
   place.wrong = o.check ? static_cast<int64_t>(library.sum(static_cast<double>(place.wrong))) : -1;
   setBandwidth(place, bytes, busBwFactor(Coll::AllReduce, nRanks));
 }
@@ -92,14 +96,15 @@ std::string parse(const std::vector<std::string>& args, Options& options) {
   const ParsedArgs parsed = parseArgs(args);
   if (!parsed.ok()) return parsed.error;
   options = parsed.options;
-  return options.help ? "" : refused(options);
+  return options.help || options.version ? "" : refused(options);
 }
 
 std::string usage(const std::string& program, const std::string& launchHelp) {
   return "usage: " + program +
          " [allreduce] [flags]   (occl-bench's flags; float sum AllReduce only)\n" +
          sweepUsage() +
-         "  -h,--help              this text\n" +
+         "  -h,--help              this text\n"
+         "  --version              occl's version\n" +
          launchHelp;
 }
 
@@ -108,7 +113,7 @@ std::string sweepLine(const Options& o) {
   return "# minBytes " + std::to_string(o.minBytes) + " maxBytes " + std::to_string(o.maxBytes) + " step: " +
          std::to_string(factor ? o.stepFactor : o.stepBytes) + (factor ? "(factor)" : "(bytes)") +
          " warmup iters: " + std::to_string(o.warmupIters) + " iters: " + std::to_string(o.iters) +
-         " validation: " + (o.check ? "1" : "0") + "\n" + iterationLines(o);
+         " validation: " + std::to_string(o.check) + "\n" + iterationLines(o);
 }
 
 int runSweep(const Options& o, Library& library, int rank, int nRanks, std::ostream* out, const std::string& preamble) {
@@ -129,8 +134,8 @@ int runSweep(const Options& o, Library& library, int rank, int nRanks, std::ostr
     row.op = occlSum;
     row.outOfPlace = measure(o, library, plan, rank, nRanks, buffers, false);
     row.inPlace = measure(o, library, plan, rank, nRanks, buffers, true);
-    agree(o, library, row.bytes, nRanks, row.outOfPlace);
-    agree(o, library, row.bytes, nRanks, row.inPlace);
+    agree(o, library, row.bytes, rank, nRanks, row.outOfPlace);
+    agree(o, library, row.bytes, rank, nRanks, row.inPlace);
     report.row(row);
   }
   report.end();

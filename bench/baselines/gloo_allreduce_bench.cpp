@@ -146,6 +146,10 @@ int main(int argc, char** argv) {
                        "  processes: RANK, WORLD_SIZE and GLOO_STORE_DIR (an empty shared directory)\n");
     return kExitOk;
   }
+  if (options.version) {
+    std::cout << occl::cli::versionLine(program) << "\n";
+    return kExitOk;
+  }
   const std::optional<int> rank = envInt("RANK", "OMPI_COMM_WORLD_RANK");
   const std::optional<int> size = envInt("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE");
   const char* storeDir = std::getenv("GLOO_STORE_DIR");

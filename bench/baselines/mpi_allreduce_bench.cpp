@@ -69,6 +69,8 @@ int main(int argc, char** argv) {
     code = kExitUsage;
   } else if (options.help) {
     if (rank == 0) std::cout << usage(program, "  ranks: mpirun -np N " + program + " ...\n");
+  } else if (options.version) {
+    if (rank == 0) std::cout << occl::cli::versionLine(program) << "\n";
   } else {
     Mpi mpi;
     code = runSweep(options, mpi, rank, nRanks, rank == 0 ? &std::cout : nullptr, preamble(options, nRanks));

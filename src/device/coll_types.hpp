@@ -98,6 +98,30 @@ constexpr int collTypeFromName(std::string_view name) {
   return occlNumCollTypes;
 }
 
+// Whether `typed` spells `name` when case, '_' and '-' are ignored ("all_reduce", "AllReduce").
+constexpr bool sameCollName(std::string_view typed, std::string_view name) {
+  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  size_t j = 0;
+  for (char c : typed) {
+    if (c == '_' || c == '-') continue;
+    if (j == name.size() || lower(c) != name[j]) return false;
+    ++j;
+  }
+  return j == name.size();
+}
+
+// As collTypeFromName, also taking the spellings users type: occl-bench's, nccl-tests' and
+// MSCCL-IR's ("all_reduce", "reduce_scatter", "AllGather"). The tools read names through this.
+constexpr int collTypeFromAnyName(std::string_view name) {
+  for (const CollTypeInfo& c : kCollTypes)
+    if (sameCollName(name, c.name)) return c.type;
+  return occlNumCollTypes;
+}
+static_assert(collTypeFromAnyName("all_reduce") == occlCollAllReduce && collTypeFromAnyName("Reduce_Scatter") ==
+                  occlCollReduceScatter && collTypeFromAnyName("reduce") == occlCollReduce &&
+                  collTypeFromAnyName("reduces") == occlNumCollTypes && collTypeFromAnyName("") == occlNumCollTypes,
+              "collTypeFromAnyName ignores case, '_' and '-', and nothing else");
+
 constexpr uint64_t extentElems(Extent e, uint64_t count, int nRanks, bool isRoot) {
   switch (e) {
     case Extent::None: return 0;

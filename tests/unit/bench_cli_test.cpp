@@ -112,7 +112,7 @@ TEST(BenchArgs, BadValuesNameTheFlagAndTheExpectation) {
   const std::vector<Case> cases = {
       {{"-b", "12X"}, "-b/--minbytes"},   {{"-e"}, "-e/--maxbytes: missing value"},
       {{"-f", "1"}, "-f/--stepfactor"},   {{"-n", "0"}, "-n/--iters"},
-      {{"-c", "2"}, "-c/--check"},        {{"-d", "float8"}, "-d/--datatype"},
+      {{"-c", "-1"}, "-c/--check"},       {{"-d", "float8"}, "-d/--datatype"},
       {{"-o", "xor"}, "-o/--op"},         {{"-g", "0"}, "-g/--ngpus"},
       {{"--backend", "gpu"}, "--backend"}, {{"--compare", "mpi"}, "--compare"},
       {{"--blocks", "65"}, "--blocks"},   {{"--algo", "/nonexistent/x.xml"}, "--algo"},
@@ -120,12 +120,93 @@ TEST(BenchArgs, BadValuesNameTheFlagAndTheExpectation) {
       {{"allreduce", "allgather"}, "second collective"}, {{"--mpi=1"}, "takes no value"},
       {{"-b", "0", "-f", "2"}, "-b/--minbytes"}, {{"-b", "1", "-e", "1G", "-i", "1"}, "-i/--stepbytes"},
       {{"--submit", "later"}, "--submit: invalid value \"later\"; expected plain, gated or stream"},
+      {{"-a", "4"}, "-a/--average: invalid value \"4\"; expected an integer in 0..3"},
+      {{"-T", "0"}, "-T/--timeout"},      {{"-t", "0"}, "-t/--nthreads"},
+      {{"-t", "16", "-g", "17"}, "-t/--nthreads 16 x -g/--ngpus 17: expected at most 256 ranks"},
+      {{"-p", "2"}, "-p/--parallel_init"}, {{"-1"}, "unknown flag \"-1\""},
   };
   for (const Case& c : cases) {
     const ParsedArgs p = parse(c.args);
     EXPECT_FALSE(p.ok()) << c.args[0];
     EXPECT_NE(p.error.find(c.mentions), std::string::npos) << p.error;
   }
+}
+
+// nccl-tests' flags: each with its meaning here, or only the value occl-bench has a meaning for,
+// any other refused naming why.
+TEST(BenchArgs, TakesNcclTestsFlagsWithTheirMeanings) {
+  const Options defaults = parse({}).options;
+  EXPECT_EQ(defaults.warmupIters, 5);  // nccl-tests' -w default
+  EXPECT_EQ(defaults.check, 1);
+  EXPECT_EQ(defaults.average, 3);
+  EXPECT_EQ(defaults.localRanks, 1);
+  const ParsedArgs p = parse({"-t", "2", "-g", "3", "-c", "4", "-a", "1", "-T", "30", "-p", "1", "-z", "1", "-C", "1",
+                              "-m", "1", "-N", "1", "-G", "0", "-y", "0", "-R", "0", "-S", "0", "-M", "0", "-J", "o.json"});
+  ASSERT_TRUE(p.ok()) << p.error;
+  const Options& o = p.options;
+  EXPECT_EQ(o.threads, 2);
+  EXPECT_EQ(o.gpus, 3);
+  EXPECT_EQ(o.localRanks, 6);  // -t x -g ranks in this process
+  EXPECT_EQ(o.check, 4);
+  EXPECT_EQ(o.average, 1);
+  EXPECT_EQ(o.timeoutS, 30);
+  EXPECT_EQ(o.jsonPath, "o.json");
+  const std::pair<std::vector<std::string>, std::string> refused[] = {
+      {{"-z", "0"}, "-z/--blocking: invalid value \"0\"; expected 1: occl-bench waits for each iteration"},
+      {{"-G", "10"}, "-G/--cudagraph: invalid value \"10\"; expected 0: occl's collectives are not captured"},
+      {{"-m", "4"}, "-m/--agg_iters: invalid value \"4\"; expected 1: occl has no grouped submission yet"},
+      {{"-C", "0"}, "-C/--report_cputime: invalid value \"0\"; expected 1"},
+  };
+  for (const auto& [args, message] : refused) {
+    const ParsedArgs bad = parse(args);
+    EXPECT_NE(bad.error.find(message), std::string::npos) << bad.error;
+  }
+  const CliRun version = runMain({"--version"});
+  EXPECT_EQ(version.exitCode, kExitOk);
+  EXPECT_EQ(version.out, "occl-bench (occl) " + std::to_string(OCCL_MAJOR) + "." + std::to_string(OCCL_MINOR) + "." +
+                             std::to_string(OCCL_PATCH) + "\n");
+  // The help lists every flag nccl-tests' scripts pass.
+  const CliRun help = runMain({"--help"});
+  for (const char* flag : {"-t,--nthreads", "-g,--ngpus", "-b,--minbytes", "-e,--maxbytes", "-i,--stepbytes",
+                           "-f,--stepfactor", "-n,--iters", "-m,--agg_iters", "-w,--warmup_iters", "-N,--run_cycles",
+                           "-p,--parallel_init", "-c,--check", "-o,--op", "-d,--datatype", "-r,--root", "-z,--blocking",
+                           "-y,--stream_null", "-T,--timeout", "-G,--cudagraph", "-C,--report_cputime",
+                           "-S,--report_timestamps", "-J,--output_file", "-a,--average", "-R,--local_register",
+                           "-M,--memory_report", "--version"})
+    EXPECT_NE(help.out.find(std::string("  ") + flag + " "), std::string::npos) << flag;
+}
+
+// agreedTime on ranks whose times are `times`: each rank's contribution is collected first, then
+// every rank is answered with the max or the sum of them, as the side channel or a baseline's
+// library would.
+std::vector<double> agreed(int average, const std::vector<double>& times) {
+  const int n = static_cast<int>(times.size());
+  std::vector<double> given(times.size());
+  bool summed = false;
+  for (int r = 0; r < n; ++r)
+    agreedTime(
+        average, times[static_cast<size_t>(r)], r, n,
+        [&](double v) { return given[static_cast<size_t>(r)] = v; },
+        [&](double v) {
+          summed = true;
+          return given[static_cast<size_t>(r)] = v;
+        });
+  double total = 0, most = given[0];
+  for (double g : given) total += g, most = std::max(most, g);
+  std::vector<double> answers;
+  for (int r = 0; r < n; ++r)
+    answers.push_back(agreedTime(
+        average, times[static_cast<size_t>(r)], r, n, [&](double) { return most; }, [&](double) { return total; }));
+  EXPECT_EQ(summed, average <= 1);
+  return answers;
+}
+
+TEST(BenchArgs, AverageTakesRankZerosTheMeanTheLeastOrTheMost) {
+  const std::vector<double> times = {3.0, 1.0, 8.0};
+  EXPECT_EQ(agreed(0, times), std::vector<double>(3, 3.0));
+  EXPECT_EQ(agreed(1, times), std::vector<double>(3, 4.0));
+  EXPECT_EQ(agreed(2, times), std::vector<double>(3, 1.0));
+  EXPECT_EQ(agreed(3, times), std::vector<double>(3, 8.0));
 }
 
 TEST(BenchArgs, BadArgumentsExitWithCodeTwo) {
@@ -401,6 +482,19 @@ TEST(BenchEndToEnd, AllReduceFourRanksVerifiesEveryElement) {
   EXPECT_NE(out.str().find("#  Rank  3 Group  0 Pid"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("# Out of bounds values : 0 OK"), std::string::npos) << out.str();
   EXPECT_EQ(runMain({"allreduce", "-b", "8", "-e", "8", "-g", "2", "-n", "1"}).exitCode, kExitOk);
+}
+
+// -t threads of -g ranks, -c checked runs and every -a run end to end and say so in the header.
+TEST(BenchEndToEnd, ThreadsChecksAndAveragesAsNcclTestsMeanThem) {
+  for (const char* average : {"0", "1", "2", "3"}) {
+    const CliRun r = runMain({"allreduce", "-t", "3", "-b", "8", "-e", "1K", "-f", "8", "-n", "2", "-w", "1", "-c", "3",
+                              "-a", average});
+    EXPECT_EQ(r.exitCode, kExitOk) << r.out << r.err;
+    EXPECT_NE(r.out.find("# nThread 3 nGpus 1 minBytes 8 maxBytes 1024"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("validation: 3 "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("#  Rank  2 Group  0 Pid"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
+  }
 }
 
 // Every type and operator: the host's expected values must match the daemon's bit for bit.

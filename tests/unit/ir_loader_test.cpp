@@ -23,6 +23,7 @@
 #include "ir_loader/msccl_ir.hpp"
 #include "ir_loader/ring.hpp"
 #include "ir_loader/validate.hpp"
+#include "occl/occl.h"
 
 namespace occl::ir {
 namespace {
@@ -961,7 +962,29 @@ TEST_F(OcclIrCli, ChecksFiles) {
   run = runCli("--help");
   EXPECT_EQ(run.status, 0);
   EXPECT_NE(run.out.find("usage: occl-ir check FILE..."), std::string::npos) << run.out;
-  EXPECT_EQ(runCli("").status, 2);
+  EXPECT_NE(run.out.find("  --ranks N "), std::string::npos) << run.out;
+  run = runCli("--version");
+  EXPECT_EQ(run.status, 0);
+  EXPECT_EQ(run.out, "occl-ir (occl) " + std::to_string(OCCL_MAJOR) + "." + std::to_string(OCCL_MINOR) + "." +
+                         std::to_string(OCCL_PATCH) + "\n");
+}
+
+// "check -" reads standard input, named <stdin> in what it prints.
+TEST_F(OcclIrCli, ChecksStandardInput) {
+  CliRun run = runCli("check - < " + kDataDir + kRing);
+  EXPECT_EQ(run.status, 0) << run.out;
+  EXPECT_TRUE(run.out.starts_with("<stdin>: ok\n")) << run.out;
+  run = runCli("emit all_reduce --ranks 3 | " + kCli + " check -");
+  EXPECT_EQ(run.status, 0) << run.out;
+  EXPECT_NE(run.out.find("3 ranks"), std::string::npos) << run.out;
+  const std::string badPath = std::string(OCCL_TEST_BINARY_DIR) + "/ir_loader_test_stdin.xml";
+  std::ofstream(badPath) << replaceOnce(fixture(kRing), R"( cnt="1")", "");
+  run = runCli("check - < " + badPath);
+  std::filesystem::remove(badPath);
+  EXPECT_EQ(run.status, 1) << run.out;
+  EXPECT_NE(run.out.find("<stdin>: line 4, <gpu id=0>/<tb id=0>/<step s=0>: missing required attribute 'cnt'"),
+            std::string::npos)
+      << run.out;
 }
 
 TEST_F(OcclIrCli, CheckWarnsAboutUnknownAttributesAndRejectsInvalidFixtures) {
@@ -999,26 +1022,43 @@ TEST_F(OcclIrCli, EmitWritesTheProjectFixtures) {
   }
 }
 
-// A bad argument exits 2 with a message naming it, then the usage; nothing is written.
-TEST_F(OcclIrCli, EmitRejectsBadArgumentsNamingThem) {
+// The collective names occl-bench, Python and MSCCL-IR use all work: case, '_' and '-' aside.
+TEST_F(OcclIrCli, EmitTakesEveryToolsSpellingOfACollective) {
+  for (const char* name : {"reducescatter", "reduce_scatter", "ReduceScatter", "reduce-scatter"}) {
+    const CliRun run = runCli(std::string("emit ") + name + " --ranks 4");
+    EXPECT_EQ(run.status, 0) << name << "\n" << run.out;
+    EXPECT_NE(run.out.find(R"(name="ring_reduce_scatter")"), std::string::npos) << name << "\n" << run.out;
+    EXPECT_NE(run.out.find(R"(coll="reduce_scatter")"), std::string::npos) << name << "\n" << run.out;
+  }
+  EXPECT_EQ(runCli("emit all_reduce --ranks 4").out, fixture(kRing));
+}
+
+// A bad argument exits 2 with one line naming it and the three-line synopsis; nothing is written.
+TEST_F(OcclIrCli, RejectsBadArgumentsNamingThem) {
   const std::pair<const char*, const char*> cases[] = {
-      {"allreduce --ranks 0", "--ranks 0: expected 1..1024"},
-      {"allreduce --ranks four", "--ranks 'four': expected an integer"},
-      {"allreduce --ranks", "--ranks needs a value"},
-      {"allreduce", "emit needs --ranks N"},
-      {"broadcast --ranks 4 --root 5", "--root 5: expected a rank in 0..3"},
-      {"allreduce --ranks 4 --root 1", "--root: allreduce has no root"},
-      {"allgather --ranks 4 --algo allpairs", "--algo allpairs: an allreduce algorithm, not allgather"},
-      {"allreduce --ranks 4 --algo tree", "--algo tree: expected ring or, for allreduce, allpairs"},
-      {"allsum --ranks 4",
-       "emit allsum: expected one of allreduce, allgather, reduce_scatter, reduce, broadcast, alltoall"},
-      {"allreduce --ranks 4 --bogus 1", "unknown option '--bogus'"},
+      {"emit allreduce --ranks 0", "--ranks 0: expected 1..1024"},
+      {"emit allreduce --ranks four", "--ranks: invalid value \"four\"; expected an integer"},
+      {"emit allreduce --ranks", "--ranks: missing value (N)"},
+      {"emit allreduce", "emit needs --ranks N"},
+      {"emit broadcast --ranks 4 --root 5", "--root 5: expected a rank in 0..3"},
+      {"emit allreduce --ranks 4 --root 1", "--root: allreduce has no root"},
+      {"emit allgather --ranks 4 --algo allpairs", "--algo allpairs: an allreduce algorithm, not allgather"},
+      {"emit allreduce --ranks 4 --algo tree", "--algo tree: expected ring or, for allreduce, allpairs"},
+      {"emit allsum --ranks 4", "emit allsum: expected one of allreduce, allgather, reducescatter, reduce, broadcast, alltoall"},
+      {"emit send --ranks 4", "emit send: expected one of allreduce, allgather, reducescatter, reduce, broadcast, alltoall"},
+      {"emit allreduce allgather --ranks 4", "emit takes one collective (got 2)"},
+      {"emit allreduce --ranks 4 --bogus 1", "unknown flag \"--bogus\""},
+      {"", "expected a command: check or emit"},
+      {"check", "check needs at least one FILE ('-' for standard input)"},
+      {"check --ranks 2 x.xml", "--ranks, --channels, --root, --algo and --name are emit's flags; check takes files only"},
+      {"lint x.xml", "unknown command \"lint\": expected check or emit"},
   };
   for (const auto& [args, message] : cases) {
-    const CliRun run = runCli(std::string("emit ") + args);
+    const CliRun run = runCli(args);
     EXPECT_EQ(run.status, 2) << args;
-    EXPECT_TRUE(run.out.starts_with(std::string("occl-ir: ") + message + "\n\nusage: occl-ir check FILE...\n")) << args << "\n"
-                                                                                                           << run.out;
+    EXPECT_TRUE(run.out.starts_with(std::string("occl-ir: ") + message + "\nusage: occl-ir check FILE...")) << args << "\n"
+                                                                                                       << run.out;
+    EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 4) << args << ": one line and the synopsis\n" << run.out;
   }
 }
 
