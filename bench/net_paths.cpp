@@ -20,9 +20,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "cli/flags.hpp"
 #include "transport/net/net_factory.hpp"
 #include "transport/net/ucx.hpp"
 
@@ -257,39 +259,49 @@ double connectorRun(occl::transport::net::NetFactory& a, occl::transport::net::N
   return seconds;
 }
 
-size_t parseSize(const char* s) {
-  char* end = nullptr;
-  double v = std::strtod(s, &end);
-  if (*end == 'K' || *end == 'k') v *= 1024;
-  if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
-  if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024 * 1024;
-  return static_cast<size_t>(v);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   UcxOptions opts;
   opts.tls = "tcp";
   opts.extraFeatures = UCP_FEATURE_TAG | UCP_FEATURE_RMA;
-  uint32_t window = 4;
-  size_t minBytes = 8, maxBytes = 64u << 20, factor = 4;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
-    if (a == "--tls") opts.tls = argv[i + 1];
-    else if (a == "--window") window = static_cast<uint32_t>(std::atoi(argv[i + 1]));
-    else if (a == "--min") minBytes = parseSize(argv[i + 1]);
-    else if (a == "--max") maxBytes = parseSize(argv[i + 1]);
-    else if (a == "--factor") factor = parseSize(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "occl-net-paths: unknown option %s\n", argv[i]);
-      return 2;
-    }
+  int windowArg = 4;
+  uint64_t minBytes = 8, maxBytes = 64u << 20, factor = 4;
+  auto bytes = [](uint64_t& field, uint64_t least) {
+    return [&field, least](std::string_view v) -> std::string {
+      auto n = occl::cli::parseBytes(v);
+      if (!n || *n < least) return "a byte count >= " + std::to_string(least) + " (K/M/G suffix ok)";
+      field = *n;
+      return "";
+    };
+  };
+  const std::vector<occl::cli::Flag> flags = {
+      {'\0', "tls", "LIST", "UCX_TLS for both workers, default tcp",
+       [&opts](std::string_view v) -> std::string {
+         if (v.empty()) return "a UCX transport list (tcp, rc, ...)";
+         opts.tls = std::string(v);
+         return "";
+       }},
+      {'\0', "window", "W", "messages in flight, default 4",
+       [&windowArg](std::string_view v) { return occl::cli::intInRange(v, 1, 1024, windowArg); }},
+      {'\0', "min", "B", "smallest message, default 8", bytes(minBytes, 1)},
+      {'\0', "max", "B", "largest message, default 64M", bytes(maxBytes, 1)},
+      {'\0', "factor", "F", "size step factor, default 4", bytes(factor, 2)},
+  };
+  const occl::cli::Parsed parsed = occl::cli::parse(std::vector<std::string>(argv + 1, argv + argc), flags);
+  if (parsed.help || parsed.version) {
+    std::printf("%s", parsed.version ? (occl::cli::versionLine("occl-net-paths") + "\n").c_str()
+                                     : ("usage: occl-net-paths [flags]\n" + occl::cli::usage(flags)).c_str());
+    return 0;
   }
-  if (window < 1 || window > 1024 || factor < 2 || minBytes < 1 || maxBytes < minBytes) {
-    std::fprintf(stderr, "occl-net-paths: need 1 <= --window <= 1024, --factor >= 2, 1 <= --min <= --max\n");
+  std::string error = parsed.error;
+  if (error.empty() && !parsed.positionals.empty()) error = "unexpected argument \"" + parsed.positionals[0] + "\"";
+  if (error.empty() && maxBytes < minBytes) error = "--max must not be below --min";
+  if (!error.empty()) {
+    std::fprintf(stderr, "occl-net-paths: %s\nusage: occl-net-paths [flags]   (--help lists them)\n", error.c_str());
     return 2;
   }
+  const auto window = static_cast<uint32_t>(windowArg);
   Side s, r;
   for (Side* side : {&s, &r}) {
     auto w = UcxWorker::create(opts);

@@ -11,9 +11,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "cli/flags.hpp"
 #include "occl/occl.h"
 
 namespace {
@@ -39,12 +41,25 @@ int fail(occlComm_t comm, const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const long n = argc > 1 ? std::atol(argv[1]) : 20000;
-  const long count = argc > 2 ? std::atol(argv[2]) : 1;
-  if (n <= 0 || count <= 0) {
-    std::fprintf(stderr, "usage: occl-register [registrations > 0] [floats per AllReduce > 0]\n");
+  constexpr const char* kSynopsis = "usage: occl-register [REGISTRATIONS (20000)] [FLOATS per AllReduce (1)]\n";
+  const occl::cli::Parsed parsed = occl::cli::parse(std::vector<std::string>(argv + 1, argv + argc), {});
+  if (parsed.help || parsed.version) {
+    std::printf("%s", parsed.version ? (occl::cli::versionLine("occl-register") + "\n").c_str() : kSynopsis);
+    return 0;
+  }
+  const std::vector<std::string>& words = parsed.positionals;
+  const std::optional<int64_t> nArg = words.size() > 0 ? occl::cli::parseInt(words[0]) : 20000;
+  const std::optional<int64_t> countArg = words.size() > 1 ? occl::cli::parseInt(words[1]) : 1;
+  std::string error = parsed.error;
+  if (error.empty() && words.size() > 2) error = "unexpected third argument \"" + words[2] + "\"";
+  if (error.empty() && (!nArg || *nArg <= 0)) error = "REGISTRATIONS \"" + words[0] + "\": expected an integer > 0";
+  if (error.empty() && (!countArg || *countArg <= 0)) error = "FLOATS \"" + words[1] + "\": expected an integer > 0";
+  if (!error.empty()) {
+    std::fprintf(stderr, "occl-register: %s\n%s", error.c_str(), kSynopsis);
     return 2;
   }
+  const long n = static_cast<long>(*nArg);
+  const long count = static_cast<long>(*countArg);
   occlComm_t comm = nullptr;
   if (occlCommInitFromEnv(&comm, nullptr) != occlSuccess) return fail(comm, "occlCommInitFromEnv");
   int rank = 0, ranks = 0;
