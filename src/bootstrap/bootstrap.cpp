@@ -211,7 +211,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::connect(const UniqueIdData& id, in
   return bs;
 }
 
-Bootstrap::Link* Bootstrap::addLink(int peer, Socket socket, const std::string& address) {
+Link* Bootstrap::addLink(int peer, Socket socket, const std::string& address) {
   auto link = std::make_unique<Link>();
   link->peer = peer;
   link->socket = std::move(socket);

@@ -76,6 +76,8 @@ uint64_t randomNonce();
 
 using FailureCallback = std::function<void(int rank, const std::string& why)>;
 
+struct Link;  // one connection of the bootstrap: link.hpp, private to its sources
+
 class Bootstrap final : public Group {
  public:
   // Rendezvous of `nranks` ranks, bounded by timeoutMs, which also bounds every later
@@ -120,7 +122,6 @@ class Bootstrap final : public Group {
   Status abort(const std::string& why);
 
  private:
-  struct Link;
   struct PendingHello;
   enum class Op : uint32_t;
 

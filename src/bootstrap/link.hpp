@@ -2,16 +2,17 @@
 // root. Private to the bootstrap's sources (bootstrap.cpp, bootstrap_board.cpp).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <mutex>
 #include <string>
 
-#include "bootstrap/bootstrap.hpp"
 #include "bootstrap/socket.hpp"
 
 namespace occl::bootstrap {
 
-struct Bootstrap::Link {
+struct Link {
   int peer = -1;
   Socket socket;
   std::string name;         // "rank 2 (10.0.0.2:41234)", for messages

@@ -9,8 +9,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "ir_loader/validate.hpp"
-#include "ir_loader/validate_graph.hpp"
+#include "ir_loader/program_queries.hpp"
 
 namespace occl::ir {
 namespace {
@@ -175,22 +174,6 @@ std::vector<int32_t> ChunkWaitGraph::findCycle(const std::vector<int32_t>& pendi
   std::vector<int32_t> cycle(walk.begin() + seenAt[cur], walk.end());
   std::reverse(cycle.begin(), cycle.end());  // the walk followed waits backwards
   return cycle;
-}
-
-// Fewer slots only add waits: the node sending chunk k then waits for the receipt of a later
-// chunk, which itself comes after the receipt of the earlier one. So deadlock freedom is monotone
-// in the slot count, and with as many slots as the busiest connection carries per tile no send
-// waits at all, which is the graph validation found acyclic: bisect between the two.
-int32_t minConnectorSlots(const Program& p) {
-  ErrorList errors;
-  const std::optional<ChunkWaitGraph> graph = validatedWaitGraph(p, errors);
-  if (!graph) return 0;
-  int32_t enough = std::max(graph->maxChunksPerConnection(), 1), tooFew = 0;
-  while (enough - tooFew > 1) {
-    const int32_t mid = tooFew + (enough - tooFew) / 2;
-    (graph->deadlockFree(mid) ? enough : tooFew) = mid;
-  }
-  return enough;
 }
 
 }  // namespace occl::ir

@@ -5,7 +5,7 @@
 
 #include "ir_loader/capacity.hpp"
 #include "ir_loader/program.hpp"
-#include "ir_loader/validate.hpp"
+#include "ir_loader/program_queries.hpp"
 
 namespace occl::ir {
 

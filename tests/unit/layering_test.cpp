@@ -2,9 +2,12 @@
 // this test reads that table and checks every quoted #include of every file under src/ against it,
 // and that every folder of src/ has a row (a new folder must say where it sits). The rows of
 // python/, bench/ and tools/ say which folders of src/ they may reach into; their other includes
-// (their own headers, the test and benchmark libraries) are theirs.
+// (their own headers, the test and benchmark libraries) are theirs. Within a folder, no files
+// include each other in a circle: a file and its header count as one (validate.cpp with
+// validate.hpp), so that two .cpp files that need each other's headers show up too.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -144,6 +147,66 @@ TEST(LayeringTest, TheTableIsOrderedBottomUp) {
     for (const std::string& to : allowed.at(order[i]))
       EXPECT_TRUE(earlier.count(to)) << "src/" << order[i] << "/ may include " << to
                                      << ", which is not on an earlier row of the table";
+  }
+}
+
+// src/<file> without its extension: "ir_loader/validate" for validate.hpp, validate.cpp and
+// validate.cu alike.
+std::string unitOf(const fs::path& rel) { return (rel.parent_path() / rel.stem()).string(); }
+
+// Each unit of src/ -> the units its files include (quoted includes that name a file of src/).
+std::map<std::string, std::set<std::string>> unitIncludes() {
+  std::map<std::string, std::set<std::string>> edges;
+  const std::regex include(R"re(^\s*#\s*include\s+"([^"]+)")re");
+  for (const auto& entry : fs::recursive_directory_iterator(kSource / "src")) {
+    const std::string ext = entry.path().extension().string();
+    if (!entry.is_regular_file() || (ext != ".cpp" && ext != ".hpp" && ext != ".h" && ext != ".cu")) continue;
+    const std::string from = unitOf(fs::relative(entry.path(), kSource / "src"));
+    edges[from];
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      std::smatch m;
+      if (!std::regex_search(line, m, include) || !fs::exists(kSource / "src" / std::string(m[1]))) continue;
+      const std::string to = unitOf(fs::path(std::string(m[1])));
+      if (to != from) edges[from].insert(to);
+    }
+  }
+  return edges;
+}
+
+// A circle of units through `at` (depth-first; `state`: 1 on the path, 2 done), or empty.
+std::vector<std::string> circleFrom(const std::string& at, const std::map<std::string, std::set<std::string>>& edges,
+                                    std::map<std::string, int>& state, std::vector<std::string>& path) {
+  state[at] = 1;
+  path.push_back(at);
+  for (const std::string& to : edges.at(at)) {
+    if (!edges.count(to)) continue;
+    if (state[to] == 1) {
+      std::vector<std::string> circle(std::find(path.begin(), path.end(), to), path.end());
+      circle.push_back(to);
+      return circle;
+    }
+    if (state[to] == 0) {
+      std::vector<std::string> circle = circleFrom(to, edges, state, path);
+      if (!circle.empty()) return circle;
+    }
+  }
+  path.pop_back();
+  state[at] = 2;
+  return {};
+}
+
+TEST(LayeringTest, NoFilesIncludeEachOtherInACircle) {
+  const auto edges = unitIncludes();
+  ASSERT_GT(edges.size(), 50u);
+  std::map<std::string, int> state;
+  for (const auto& [unit, _] : edges) {
+    if (state[unit] != 0) continue;
+    std::vector<std::string> path;
+    const std::vector<std::string> circle = circleFrom(unit, edges, state, path);
+    std::string text;
+    for (const std::string& u : circle) text += (text.empty() ? "" : " -> ") + u;
+    EXPECT_TRUE(circle.empty()) << "src/ files (a unit is x.hpp with x.cpp) include each other in a circle: " << text;
   }
 }
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "transport/connector.hpp"
-#include "transport/net/net_factory.hpp"
+#include "transport/host_allocator.hpp"
 
 namespace occl::transport::net {
 

@@ -19,7 +19,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "transport/net/conn.hpp"
-#include "transport/net/net_factory.hpp"
+#include "transport/net/net_options.hpp"
 #include "transport/net/ucx.hpp"
 #include "transport/net/wire.hpp"
 
