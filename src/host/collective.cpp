@@ -329,8 +329,8 @@ Result<const BlockPlan*> Collective::buildBlocks(const CollectiveSetup& setup, c
     }
     for (const ir::Step& s : bp.steps) {
       DeviceStep d = flatten(s);
-      if (ir::opSends(s.op)) d.sendConn = indexOf(sendPeers, ir::sendPeerOf(bp, s));
-      if (ir::opReceives(s.op)) d.recvConn = indexOf(recvPeers, ir::recvPeerOf(bp, s));
+      if (stepUsesSendConnector(s.op)) d.sendConn = indexOf(sendPeers, ir::sendPeerOf(bp, s));
+      if (stepUsesRecvConnector(s.op)) d.recvConn = indexOf(recvPeers, ir::recvPeerOf(bp, s));
       steps.push_back(d);
     }
   }

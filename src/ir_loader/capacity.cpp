@@ -16,7 +16,7 @@ namespace {
 
 // A step that neither sends nor receives waits on nothing outside its block but, at its first
 // chunk, its dependency: its chunks form a chain nothing else enters, so one node stands for all.
-int32_t nodesOf(const Step& st) { return opSends(st.op) || opReceives(st.op) ? std::max<int32_t>(st.count, 1) : 1; }
+int32_t nodesOf(const Step& st) { return stepUsesSendConnector(st.op) || stepUsesRecvConnector(st.op) ? std::max<int32_t>(st.count, 1) : 1; }
 
 }  // namespace
 

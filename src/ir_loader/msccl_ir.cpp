@@ -29,10 +29,19 @@ struct NamedValue {
   T value;
 };
 
-constexpr NamedValue<OpType> kOps[] = {
-    {"nop", OpType::Nop}, {"s", OpType::Send}, {"r", OpType::Recv}, {"rcs", OpType::RecvCopySend},
-    {"rrs", OpType::RecvReduceSend}, {"rrc", OpType::RecvReduceCopy}, {"rrcs", OpType::RecvReduceCopySend},
-    {"cpy", OpType::Copy}, {"re", OpType::Reduce}};
+// MSCCL-IR's step types: the ops that have one (device/step.hpp's kStepOps).
+constexpr size_t kIrOpCount = [] {
+  size_t n = 0;
+  for (const StepOpInfo& o : kStepOps) n += o.irName != nullptr ? 1 : 0;
+  return n;
+}();
+constexpr auto kOps = [] {
+  std::array<NamedValue<OpType>, kIrOpCount> out{};
+  size_t n = 0;
+  for (const StepOpInfo& o : kStepOps)
+    if (o.irName != nullptr) out[n++] = {o.irName, o.op};
+  return out;
+}();
 constexpr NamedValue<BufferKind> kBuffers[] = {{"i", BufferKind::Input}, {"o", BufferKind::Output}, {"s", BufferKind::Scratch}};
 // MSCCL-IR's coll names: the collective types that have one (device/coll_types.hpp).
 constexpr size_t kIrCollCount = [] {

@@ -45,13 +45,7 @@ std::string stepElement(int32_t rank, int32_t block, int32_t step) {
   return absl::StrCat(blockElement(rank, block), "/<step s=", step, ">");
 }
 
-const char* opName(OpType op) {
-  // The peer ops have no MSCCL-IR name (the loader cannot produce them): these say what they are.
-  static constexpr const char* kNames[] = {"nop", "s",  "r",  "rcs",       "rrs",         "rrc",
-                                           "rrcs", "cpy", "re", "peer-post", "peer-reduce", "peer-release"};
-  static_assert(std::size(kNames) == static_cast<size_t>(OpType::PeerRelease) + 1, "a name for every op");
-  return kNames[static_cast<size_t>(op)];
-}
+const char* opName(OpType op) { return stepOpInfo(op).name; }
 const char* bufferName(BufferKind b) {
   static constexpr const char* kNames[] = {"i", "o", "s"};
   return kNames[static_cast<size_t>(b)];
@@ -61,14 +55,6 @@ const char* collName(CollKind c) {
   return info.irName != nullptr ? info.irName : info.name;
 }
 
-bool opSends(OpType op) {
-  return op == OpType::Send || op == OpType::RecvCopySend || op == OpType::RecvReduceSend ||
-         op == OpType::RecvReduceCopySend || op == OpType::PeerPost;
-}
-bool opReceives(OpType op) {
-  return op == OpType::Recv || op == OpType::RecvCopySend || op == OpType::RecvReduceSend ||
-         op == OpType::RecvReduceCopy || op == OpType::RecvReduceCopySend || op == OpType::PeerRelease;
-}
 std::vector<int32_t> connectionPeers(const BlockProgram& b, bool sending) {
   std::vector<int32_t> peers;
   auto note = [&](int32_t peer) {
@@ -76,20 +62,9 @@ std::vector<int32_t> connectionPeers(const BlockProgram& b, bool sending) {
   };
   note(sending ? b.sendPeer : b.recvPeer);
   for (const Step& s : b.steps) {
-    if (sending ? opSends(s.op) : opReceives(s.op)) note(sending ? sendPeerOf(b, s) : recvPeerOf(b, s));
+    if (sending ? stepUsesSendConnector(s.op) : stepUsesRecvConnector(s.op)) note(sending ? sendPeerOf(b, s) : recvPeerOf(b, s));
   }
   return peers;
-}
-
-// rcs forwards what it received, so it reads no local source; rrs reduces into what it forwards,
-// so it writes no local destination.
-bool opReadsSrc(OpType op) {
-  return op == OpType::Send || op == OpType::RecvReduceSend || op == OpType::RecvReduceCopy ||
-         op == OpType::RecvReduceCopySend || op == OpType::Copy || op == OpType::Reduce;
-}
-bool opWritesDst(OpType op) {
-  return op == OpType::Recv || op == OpType::RecvCopySend || op == OpType::RecvReduceCopy ||
-         op == OpType::RecvReduceCopySend || op == OpType::Copy || op == OpType::Reduce;
 }
 
 // The user's buffers hold count (input) and count*mult or count/mult (output) elements, and one

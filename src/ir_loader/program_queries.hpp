@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "device/step.hpp"
 #include "ir_loader/program.hpp"
 
 namespace occl::ir {
@@ -63,10 +64,8 @@ const char* opName(OpType op);
 const char* bufferName(BufferKind b);
 const char* collName(CollKind c);
 
-bool opSends(OpType op);
-bool opReceives(OpType op);
-bool opReadsSrc(OpType op);
-bool opWritesDst(OpType op);
+// What each op does is device/step.hpp's table (kStepOps): stepUsesSendConnector,
+// stepUsesRecvConnector (a block's connections), stepReadsSrc, stepWritesDst, ...
 
 // The peers a block sends to (sending) or receives from, in the order it first names them: the
 // block's own peer first, then those of its steps. The block owns one connector for each.

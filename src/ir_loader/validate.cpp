@@ -89,15 +89,15 @@ class LocalChecker {
     auto bad = [&](std::string msg) { errors_.add(st.sourceLine, stepElement(r, b, s), std::move(msg)); };
     checkPeer(st.sendPeer, r, "step send", bad);
     checkPeer(st.recvPeer, r, "step recv", bad);
-    if (opSends(st.op) && sendPeerOf(block, st) < 0)
+    if (stepUsesSendConnector(st.op) && sendPeerOf(block, st) < 0)
       bad(absl::StrCat("'", opName(st.op), "' sends, but its threadblock has no send peer (send=-1)"));
-    if (opReceives(st.op) && recvPeerOf(block, st) < 0)
+    if (stepUsesRecvConnector(st.op) && recvPeerOf(block, st) < 0)
       bad(absl::StrCat("'", opName(st.op), "' receives, but its threadblock has no recv peer (recv=-1)"));
     const int32_t minCount = st.op == OpType::Nop ? 0 : 1;
     if (st.count < minCount) bad(absl::StrCat("cnt must be >= ", minCount, ", got ", st.count));
     if (st.count >= minCount && st.op != OpType::Nop) {
-      if (opReadsSrc(st.op)) checkRange(r, "src", st.srcBuf, st.srcOff, st.count, bad);
-      if (opWritesDst(st.op)) checkRange(r, "dst", st.dstBuf, st.dstOff, st.count, bad);
+      if (stepReadsSrc(st.op)) checkRange(r, "src", st.srcBuf, st.srcOff, st.count, bad);
+      if (stepWritesDst(st.op)) checkRange(r, "dst", st.dstBuf, st.dstOff, st.count, bad);
     }
     if ((st.depBlock < 0) != (st.depStep < 0) || st.depBlock < -1 || st.depStep < -1)
       bad(absl::StrCat("depid and deps must both be -1 or both >= 0, got depid=", st.depBlock, " deps=", st.depStep));
@@ -151,8 +151,8 @@ std::optional<int32_t> programRoot(const Program& p) {
     bool writesOutput = false, receives = false;
     for (const BlockProgram& b : p.ranks[r].blocks)
       for (const Step& s : b.steps) {
-        writesOutput = writesOutput || (opWritesDst(s.op) && s.dstBuf == BufferKind::Output);
-        receives = receives || opReceives(s.op);
+        writesOutput = writesOutput || (stepWritesDst(s.op) && s.dstBuf == BufferKind::Output);
+        receives = receives || stepUsesRecvConnector(s.op);
       }
     if (p.coll == CollKind::Reduce ? writesOutput : !receives) {
       if (root) return std::nullopt;  // two candidates

@@ -98,7 +98,7 @@ class CrossRankChecker {
     const BlockProgram& blk = block(r, b);
     for (int32_t s = 0; s < static_cast<int32_t>(blk.steps.size()); ++s) {
       const Step& st = blk.steps[s];
-      if (sending ? opSends(st.op) && sendPeerOf(blk, st) == peer : opReceives(st.op) && recvPeerOf(blk, st) == peer)
+      if (sending ? stepUsesSendConnector(st.op) && sendPeerOf(blk, st) == peer : stepUsesRecvConnector(st.op) && recvPeerOf(blk, st) == peer)
         out.push_back(s);
     }
     return out;
@@ -269,13 +269,13 @@ class PostOpMarker {
     if (op == OpType::Nop) return;
     const bool reduces = op == OpType::RecvReduceCopy || op == OpType::RecvReduceCopySend || op == OpType::Reduce;
     bool completes = reduces;
-    std::vector<int32_t>* out = opSends(op) ? &messages_[i] : nullptr;
+    std::vector<int32_t>* out = stepUsesSendConnector(op) ? &messages_[i] : nullptr;
     for (int32_t k = 0; k < st.count; ++k) {
-      const int32_t in = opReceives(op) ? messages_[g_.sender()[i]][k] : 0;
-      const int32_t src = opReadsSrc(op) ? cell(n.rank, st.srcBuf, st.srcOff + k) : 0;
+      const int32_t in = stepUsesRecvConnector(op) ? messages_[g_.sender()[i]][k] : 0;
+      const int32_t src = stepReadsSrc(op) ? cell(n.rank, st.srcBuf, st.srcOff + k) : 0;
       int32_t value = in + src;
       if (op == OpType::Reduce) value += cell(n.rank, st.dstBuf, st.dstOff + k);
-      if (opWritesDst(op)) cell(n.rank, st.dstBuf, st.dstOff + k) = value;
+      if (stepWritesDst(op)) cell(n.rank, st.dstBuf, st.dstOff + k) = value;
       if (out != nullptr) out->push_back(value);
       completes = completes && value == p_.nRanks;
     }

@@ -30,19 +30,6 @@ struct TaskBuffers {
   }
 };
 
-OCCL_HD inline bool stepReceives(StepOp op) {
-  return op == StepOp::Recv || op == StepOp::RecvCopySend || op == StepOp::RecvReduceSend ||
-         op == StepOp::RecvReduceCopy || op == StepOp::RecvReduceCopySend;
-}
-OCCL_HD inline bool stepSends(StepOp op) {
-  return op == StepOp::Send || op == StepOp::RecvCopySend || op == StepOp::RecvReduceSend ||
-         op == StepOp::RecvReduceCopySend;
-}
-OCCL_HD inline bool stepReadsSrc(StepOp op) {
-  return op == StepOp::Send || op == StepOp::RecvReduceSend || op == StepOp::RecvReduceCopy ||
-         op == StepOp::RecvReduceCopySend || op == StepOp::Copy || op == StepOp::Reduce;
-}
-
 // Chunk geometry of form `f`: chunk c of any buffer, tile t of that chunk.
 OCCL_HD inline uint64_t chunkStart(const CollDesc& d, const ProgramForm& f, uint64_t c) {
   return f.ragged ? c * d.totalElems / f.nChunks : c * f.chunkElems;

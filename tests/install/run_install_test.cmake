@@ -134,16 +134,29 @@ function(check_python prefix)
   if(NOT EXISTS ${package}/__init__.py)
     message(FATAL_ERROR "cmake --install did not install the Python package in ${package}")
   endif()
-  # Lines, not semicolons: step() passes its command on as a CMake list.
+  # Lines, not semicolons: step() passes its command on as a CMake list. It prints the version,
+  # the package's file and each liboccl it mapped, one per line.
   string(JOIN "\n" probe "import occl" "maps = open('/proc/self/maps').read()"
          "libs = sorted({l.split()[-1] for l in maps.splitlines() if 'liboccl.so' in l})"
-         "print(occl.__version__, occl.__file__, libs)")
+         "print(occl.__version__)" "print(occl.__file__)" "print(*libs, sep=chr(10))")
   step("import the installed package" 60 ${CMAKE_COMMAND} -E env PYTHONPATH=${prefix}/${PYTHON_INSTALL_DIR}
     ${PYTHON} -c "${probe}")
   file(REAL_PATH ${prefix} real_prefix)
-  if(NOT STEP_OUTPUT MATCHES "^${OCCL_VERSION} ${package}/__init__.py \['${real_prefix}/lib[^/]*/liboccl\.so[^']*'\]$")
-    message(FATAL_ERROR "the installed package reports: ${STEP_OUTPUT}\n"
-                        "expected version ${OCCL_VERSION}, ${package}/__init__.py and a liboccl under ${real_prefix}/lib*")
+  string(REPLACE "\n" ";" lines "${STEP_OUTPUT}")
+  list(LENGTH lines n)
+  set(good FALSE)
+  if(n EQUAL 3)
+    list(GET lines 0 version)
+    list(GET lines 1 init)
+    list(GET lines 2 lib)
+    string(FIND "${lib}" "${real_prefix}/lib" at)
+    if(version STREQUAL OCCL_VERSION AND init STREQUAL "${package}/__init__.py" AND at EQUAL 0)
+      set(good TRUE)
+    endif()
+  endif()
+  if(NOT good)
+    message(FATAL_ERROR "the installed package reports:\n${STEP_OUTPUT}\n"
+                        "expected version ${OCCL_VERSION}, ${package}/__init__.py and one liboccl under ${real_prefix}/lib*")
   endif()
   message(STATUS "the installed Python package imports with the prefix's liboccl: ok")
 endfunction()

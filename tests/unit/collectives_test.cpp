@@ -103,12 +103,12 @@ void expectDirect(const ir::Program& a2a, const std::string& what) {
     std::vector<int> sentTo(n, 0), receivedFrom(n, 0);
     for (const ir::BlockProgram& b : rp.blocks) {
       for (const ir::Step& s : b.steps) {
-        if (ir::opSends(s.op)) {
+        if (stepUsesSendConnector(s.op)) {
           ASSERT_EQ(s.op, ir::OpType::Send) << what;
           EXPECT_EQ(s.srcOff, ir::sendPeerOf(b, s)) << what << ": rank " << r << " sends another rank's chunk";
           sentTo[static_cast<size_t>(ir::sendPeerOf(b, s))] += 1;
         }
-        if (ir::opReceives(s.op)) {
+        if (stepUsesRecvConnector(s.op)) {
           ASSERT_EQ(s.op, ir::OpType::Recv) << what;
           EXPECT_EQ(s.dstOff, ir::recvPeerOf(b, s)) << what << ": rank " << r << " stores a share in the wrong chunk";
           receivedFrom[static_cast<size_t>(ir::recvPeerOf(b, s))] += 1;

@@ -80,10 +80,10 @@ void expectSameProgram(const Program& want, const Program& got, const std::strin
         EXPECT_EQ(gs.depStep, ws.depStep) << at;
         EXPECT_EQ(gs.hasDep, ws.hasDep) << at;
         EXPECT_EQ(gs.postOp, ws.postOp) << at;
-        if (opSends(ws.op)) {
+        if (stepUsesSendConnector(ws.op)) {
           EXPECT_EQ(sendPeerOf(gb, gs), sendPeerOf(wb, ws)) << at;
         }
-        if (opReceives(ws.op)) {
+        if (stepUsesRecvConnector(ws.op)) {
           EXPECT_EQ(recvPeerOf(gb, gs), recvPeerOf(wb, ws)) << at;
         }
       }

@@ -119,8 +119,8 @@ bool runsToCompletion(const Program& p, int32_t slots, int32_t tiles) {
       c = {c.tile, c.step + 1, 0};
       return true;
     }
-    Fifo* in = opReceives(st.op) ? &fifos[{recvPeerOf(block, st), r, block.channel}] : nullptr;
-    Fifo* out = opSends(st.op) ? &fifos[{r, sendPeerOf(block, st), block.channel}] : nullptr;
+    Fifo* in = stepUsesRecvConnector(st.op) ? &fifos[{recvPeerOf(block, st), r, block.channel}] : nullptr;
+    Fifo* out = stepUsesSendConnector(st.op) ? &fifos[{r, sendPeerOf(block, st), block.channel}] : nullptr;
     if ((in != nullptr && in->received == in->sent) || (out != nullptr && out->sent - out->received == slots))
       return false;
     if (in != nullptr) ++in->received;
