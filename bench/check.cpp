@@ -4,7 +4,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "primitives/dtypes.hpp"
+#include "device/dtypes.hpp"
 #include "primitives/reduce_ops.hpp"
 
 namespace occl::bench {

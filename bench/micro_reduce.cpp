@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "primitives/dtypes.hpp"
+#include "device/dtypes.hpp"
 #include "primitives/reduce_copy.hpp"
 #include "primitives/reduce_ops.hpp"
 

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "device/coll_types.hpp"
-#include "primitives/dtypes.hpp"
+#include "device/dtypes.hpp"
 #include "util/cuda_util.hpp"
 
 namespace occl::host {

@@ -4,7 +4,7 @@
 #include <string_view>
 
 #include "occl/occl.h"
-#include "primitives/dtypes.hpp"
+#include "device/dtypes.hpp"
 
 namespace occl::python {
 namespace {

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "device/coll_types.hpp"
-#include "primitives/dtypes.hpp"
+#include "device/dtypes.hpp"
 #include "primitives/reduce_ops.hpp"
 
 namespace occl::python {

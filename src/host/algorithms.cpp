@@ -11,7 +11,7 @@
 #include "util/fnv1a.hpp"
 #include "ir_loader/ring.hpp"
 #include "ir_loader/validate.hpp"
-#include "primitives/dtypes.hpp"
+#include "device/dtypes.hpp"
 
 namespace occl::host {
 namespace {

@@ -10,7 +10,7 @@
 #include "host/algorithms.hpp"
 #include "host/config.hpp"
 #include "ir_loader/validate.hpp"
-#include "primitives/dtypes.hpp"
+#include "device/dtypes.hpp"
 #include "primitives/peer_read.hpp"
 #include "primitives/reduce_ops.hpp"
 #include "util/cache_size.hpp"

@@ -16,7 +16,7 @@
 #include "device/coll_types.hpp"
 #include "device/gate.hpp"
 #include "memory/shared_buffers.hpp"
-#include "primitives/dtypes.hpp"
+#include "device/dtypes.hpp"
 #include "util/cpus.hpp"
 #include "util/log.hpp"
 #include "util/thread_name.hpp"

@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "device/coll_types.hpp"
 #include "host/comm.hpp"
-#include "primitives/dtypes.hpp"
+#include "device/dtypes.hpp"
 
 namespace occl::host {
 namespace {

@@ -1,8 +1,10 @@
 // Configuration: built-in defaults, the OCCL_* environment variables that override them, and
-// validation. This file and config.cpp are where occl reads its environment, besides the
-// launcher variables of launcher_env.hpp and OCCL_SOCKET_IFNAME, which bootstrap/socket.cpp reads
-// where it picks the address to listen on (occlGetUniqueId has no config to carry it);
-// docs/configuration.md lists them all.
+// validation. This file and config.cpp are where occl reads its environment, besides three
+// readers that run before or without a configuration: the launcher variables of
+// launcher_env.hpp, OCCL_SOCKET_IFNAME, which bootstrap/socket.cpp reads where it picks the
+// address to listen on (occlGetUniqueId has no config to carry it), and OCCL_DEBUG* (util/log.cpp,
+// read once by the first log line). config.cpp's kOtherVariables names them so that an unknown
+// OCCL_* variable can be told apart; docs/configuration.md lists them all.
 #pragma once
 
 #include <cstddef>

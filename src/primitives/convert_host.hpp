@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "primitives/dtypes.hpp"
+#include "device/dtypes.hpp"
 
 namespace occl::host {
 

@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "occl/occl.h"
-#include "primitives/dtypes.hpp"
+#include "device/dtypes.hpp"
 #include "primitives/reduce_ops.hpp"
 #include "device/compat.hpp"
 

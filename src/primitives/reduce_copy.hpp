@@ -21,7 +21,7 @@
 #include <cstring>
 
 #include "primitives/convert_host.hpp"
-#include "primitives/dtypes.hpp"
+#include "device/dtypes.hpp"
 #include "primitives/reduce_ops.hpp"
 #include "device/compat.hpp"
 

@@ -22,7 +22,7 @@
 #include <type_traits>
 
 #include "occl/occl.h"
-#include "primitives/dtypes.hpp"
+#include "device/dtypes.hpp"
 #include "device/compat.hpp"
 
 namespace occl::ops {

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "primitives/dispatch.hpp"
-#include "primitives/dtypes.hpp"
+#include "device/dtypes.hpp"
 #include "primitives/primitives.hpp"
 #include "primitives/reduce_copy.hpp"
 #include "primitives/reduce_ops.hpp"

@@ -19,7 +19,7 @@
 #include "device/coll_types.hpp"
 #include "occl/occl.h"
 #include "primitives/dispatch.hpp"
-#include "primitives/dtypes.hpp"
+#include "device/dtypes.hpp"
 #include "primitives/reduce_ops.hpp"
 #include "support/ranks.hpp"
 

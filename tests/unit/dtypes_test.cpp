@@ -1,5 +1,5 @@
 // Element types: bit-exact half/bfloat16 conversions and the dtype tables.
-#include "primitives/dtypes.hpp"
+#include "device/dtypes.hpp"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 #include <string_view>
 
 #include "device/coll_types.hpp"
-#include "primitives/dtypes.hpp"
+#include "device/dtypes.hpp"
 #include "primitives/reduce_ops.hpp"
 #include "util/fnv1a.hpp"
 
