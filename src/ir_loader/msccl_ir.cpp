@@ -29,33 +29,28 @@ struct NamedValue {
   T value;
 };
 
-// MSCCL-IR's step types: the ops that have one (device/step.hpp's kStepOps).
-constexpr size_t kIrOpCount = [] {
+// A row of device/'s tables as the value MSCCL-IR's name stands for.
+constexpr OpType irValue(const StepOpInfo& o) { return o.op; }
+constexpr CollKind irValue(const CollTypeInfo& c) { return static_cast<CollKind>(c.type); }
+
+// The rows of `kTable` that MSCCL-IR has a name for, as (name, value) pairs.
+template <const auto& kTable>
+constexpr auto irNamed() {
+  constexpr size_t kCount = [] {
+    size_t n = 0;
+    for (const auto& row : kTable) n += row.irName != nullptr ? 1 : 0;
+    return n;
+  }();
+  std::array<NamedValue<decltype(irValue(kTable[0]))>, kCount> out{};
   size_t n = 0;
-  for (const StepOpInfo& o : kStepOps) n += o.irName != nullptr ? 1 : 0;
-  return n;
-}();
-constexpr auto kOps = [] {
-  std::array<NamedValue<OpType>, kIrOpCount> out{};
-  size_t n = 0;
-  for (const StepOpInfo& o : kStepOps)
-    if (o.irName != nullptr) out[n++] = {o.irName, o.op};
+  for (const auto& row : kTable)
+    if (row.irName != nullptr) out[n++] = {row.irName, irValue(row)};
   return out;
-}();
+}
+
+constexpr auto kOps = irNamed<kStepOps>();     // step types
+constexpr auto kColls = irNamed<kCollTypes>();  // coll names
 constexpr NamedValue<BufferKind> kBuffers[] = {{"i", BufferKind::Input}, {"o", BufferKind::Output}, {"s", BufferKind::Scratch}};
-// MSCCL-IR's coll names: the collective types that have one (device/coll_types.hpp).
-constexpr size_t kIrCollCount = [] {
-  size_t n = 0;
-  for (const CollTypeInfo& c : kCollTypes) n += c.irName != nullptr ? 1 : 0;
-  return n;
-}();
-constexpr auto kColls = [] {
-  std::array<NamedValue<CollKind>, kIrCollCount> out{};
-  size_t n = 0;
-  for (const CollTypeInfo& c : kCollTypes)
-    if (c.irName != nullptr) out[n++] = {c.irName, static_cast<CollKind>(c.type)};
-  return out;
-}();
 constexpr NamedValue<int> kProtocols[] = {{"Simple", 0}, {"LL", 1}, {"LL128", 2}};
 
 // Attribute text quoted in a message: bounded and printable, since it may be arbitrary bytes.
