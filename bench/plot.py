@@ -1,15 +1,24 @@
 #!/usr/bin/python3
 """Charts of benchmark runs: latency and bus bandwidth against message size, one line per run.
 
-    bench/plot.py OUTDIR RUN.json... [--title TEXT]
+    bench/plot.py OUTDIR RUN.json... [--title TEXT] [--commit REV] [--prefix NAME-]
     bench/plot.py OUTDIR 'name=RUN.r*.json' ...
 
 Reads occl-bench's --json files (the baselines under bench/baselines write the same format) and
-writes OUTDIR/latency.png (time per collective, log-log) and OUTDIR/busbw.png (nccl-tests' bus
-bandwidth, log-x). A run is named by `name=` or by its file name without .json; a pattern
-matching several files (repetitions of one run) plots the median over them at each size. Each
-size plots the better of out-of-place and in-place; a run any of whose rows reported a wrong
-element is marked "(WRONG RESULTS)" in the legend. Needs Debian's python3-matplotlib.
+bench/torch/allreduce.py's --json, and writes OUTDIR/PREFIXlatency.png (time per collective,
+log-log) and OUTDIR/PREFIXbusbw.png (nccl-tests' bus bandwidth, log-x).
+
+- A run is named by `name=` or by its file name without .json. A pattern matching several files
+  (repetitions of one run) plots the median over them at each size, with the spread from the
+  least to the most as a band.
+- Each size plots the better of out-of-place and in-place; a run any of whose rows reported a
+  wrong element is marked "(WRONG RESULTS)" in the legend.
+- An occl-bench run made with --compare nccl adds NCCL's line beside occl's.
+- A torch run adds one line per backend it timed (gloo, occl).
+- Every chart names the commit it measured: --commit, else the files' "commit" field, else this
+  checkout's HEAD marked "(plotted at)".
+
+Needs Debian's python3-matplotlib.
 """
 
 import argparse
@@ -17,6 +26,7 @@ import glob
 import json
 import os
 import statistics
+import subprocess
 import sys
 
 import matplotlib
@@ -25,29 +35,83 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def load(spec):
+class Series:
+    """One line of a chart: per size, the median and the least and most over repetitions."""
+
+    def __init__(self, label, samples, factor):
+        """`samples`: size -> times (µs); `factor`: nccl-tests' bus-bandwidth factor (busbw / algbw)."""
+        self.label = label
+        self.sizes = sorted(samples)
+        self.times = [statistics.median(samples[s]) for s in self.sizes]
+        self.low = [min(samples[s]) for s in self.sizes]
+        self.high = [max(samples[s]) for s in self.sizes]
+        self.busbw = [s / t / 1e3 * factor for s, t in zip(self.sizes, self.times)]
+        # More time is less bandwidth: the band's ends swap.
+        self.busbw_low = [s / t / 1e3 * factor for s, t in zip(self.sizes, self.high)]
+        self.busbw_high = [s / t / 1e3 * factor for s, t in zip(self.sizes, self.low)]
+
+
+def ranks(n):
+    return f"{n} rank" if n == 1 else f"{n} ranks"
+
+
+def paths_of(spec):
     name, _, pattern = spec.partition("=") if "=" in spec else ("", "", spec)
     paths = sorted(glob.glob(pattern))
     if not paths:
         raise SystemExit(f"plot.py: {pattern}: no such file")
-    name = name or os.path.splitext(os.path.basename(paths[0]))[0]
-    by_size, wrong = {}, 0
+    return name or os.path.splitext(os.path.basename(paths[0]))[0], paths
+
+
+def load(spec):
+    """The series of one run spec, and the commits its files name."""
+    name, paths = paths_of(spec)
+    runs = []
     for path in paths:
         with open(path) as f:
-            run = json.load(f)
-        for row in run["results"]:
-            places = [p for p in (row.get("out_of_place"), row.get("in_place")) if p]
-            if not places:
-                continue
-            best = min(places, key=lambda p: p["time_us"])
-            by_size.setdefault(row["size"], []).append((best["time_us"], best["busbw_gbps"]))
-            wrong += sum(p["wrong"] or 0 for p in places)
-    sizes = sorted(by_size)
-    times = [statistics.median(t for t, _ in by_size[s]) for s in sizes]
-    busbw = [statistics.median(b for _, b in by_size[s]) for s in sizes]
+            runs.append(json.load(f))
+    commits = {r["commit"] for r in runs if r.get("commit")}
     reps = f", median of {len(paths)}" if len(paths) > 1 else ""
-    label = f"{name} ({run['nranks']} ranks{reps})" + (" (WRONG RESULTS)" if wrong else "")
-    return label, run, sizes, times, busbw
+    if "rows" in runs[0]:  # bench/torch/allreduce.py
+        series = []
+        n = runs[0]["ranks"]
+        for backend in ("gloo", "occl"):
+            samples = {}
+            for r in runs:
+                for row in r["rows"]:
+                    if row.get(f"{backend}_us") is not None:
+                        samples.setdefault(row["bytes"], []).append(row[f"{backend}_us"])
+            if samples:
+                factor = 2 * (n - 1) / n  # AllReduce's
+                series.append(Series(f"{backend} (torch {runs[0]['torch']}, {ranks(n)}{reps})", samples, factor))
+        return series, commits
+    occl, nccl, wrong, factor = {}, {}, 0, 0.0
+    for r in runs:
+        for row in r["results"]:
+            places = [p for p in (row.get("out_of_place"), row.get("in_place")) if p]
+            for p in places:
+                if p["algbw_gbps"] > 0 and not factor:
+                    factor = p["busbw_gbps"] / p["algbw_gbps"]  # the collective's, as the file computed it
+            if places:
+                occl.setdefault(row["size"], []).append(min(p["time_us"] for p in places))
+                wrong += sum(p["wrong"] or 0 for p in places)
+            if row.get("nccl"):
+                nccl.setdefault(row["size"], []).append(row["nccl"]["time_us"])
+    n = runs[0]["nranks"]
+    label = f"{name} ({ranks(n)}{reps})" + (" (WRONG RESULTS)" if wrong else "")
+    series = [Series(label, occl, factor)]
+    if nccl:
+        series.append(Series(f"NCCL beside {name} ({ranks(n)}{reps})", nccl, factor))
+    return series, commits
+
+
+def head_commit():
+    try:
+        rev = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        return f"{rev} (plotted at)"
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def size_label(n):
@@ -57,12 +121,15 @@ def size_label(n):
     return f"{n} B"
 
 
-def chart(runs, column, ylabel, path, title, logy):
+def chart(series, column, ylabel, path, title, commit, logy):
     fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
     ticks = set()
-    for label, _, sizes, times, busbw in runs:
-        ax.plot(sizes, times if column == "time" else busbw, marker="o", markersize=3, label=label)
-        ticks.update(sizes)
+    for s in series:
+        y, lo, hi = (s.times, s.low, s.high) if column == "time" else (s.busbw, s.busbw_low, s.busbw_high)
+        (line,) = ax.plot(s.sizes, y, marker="o", markersize=3, label=s.label)
+        if lo != hi:
+            ax.fill_between(s.sizes, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
+        ticks.update(s.sizes)
     ax.set_xscale("log", base=2)
     if logy:
         ax.set_yscale("log")
@@ -75,6 +142,8 @@ def chart(runs, column, ylabel, path, title, logy):
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
+    fig.text(0.99, 0.01, f"commit {commit}; bands: least to most of the repetitions", ha="right", va="bottom",
+             fontsize=7, alpha=0.7)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -85,16 +154,22 @@ def main(argv):
     p.add_argument("outdir")
     p.add_argument("runs", nargs="+", help="RUN.json or name=RUN.json")
     p.add_argument("--title", default="")
+    p.add_argument("--commit", default="", help="the commit the runs measured (default: their files', else HEAD)")
+    p.add_argument("--prefix", default="", help="prepended to the chart file names")
     args = p.parse_args(argv)
-    runs = [load(spec) for spec in args.runs]
-    collectives = sorted({run["collective"] for _, run, _, _, _ in runs})
-    title = args.title or f"{', '.join(collectives)}"
+    series, commits = [], set()
+    for spec in args.runs:
+        s, c = load(spec)
+        series += s
+        commits |= c
+    commit = args.commit or ", ".join(sorted(commits)) or head_commit()
+    title = args.title or "AllReduce"
     os.makedirs(args.outdir, exist_ok=True)
-    chart(runs, "time", "time per collective (µs)", os.path.join(args.outdir, "latency.png"),
-          f"{title}: latency", logy=True)
-    chart(runs, "busbw", "bus bandwidth (GB/s)", os.path.join(args.outdir, "busbw.png"),
-          f"{title}: bus bandwidth", logy=False)
-    print(f"plot.py: wrote {args.outdir}/latency.png and {args.outdir}/busbw.png ({len(runs)} runs)")
+    latency = os.path.join(args.outdir, f"{args.prefix}latency.png")
+    busbw = os.path.join(args.outdir, f"{args.prefix}busbw.png")
+    chart(series, "time", "time per collective (µs)", latency, f"{title}: latency", commit, logy=True)
+    chart(series, "busbw", "bus bandwidth (GB/s)", busbw, f"{title}: bus bandwidth", commit, logy=False)
+    print(f"plot.py: wrote {latency} and {busbw} ({len(series)} lines, commit {commit})")
 
 
 if __name__ == "__main__":

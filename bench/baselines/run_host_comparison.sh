@@ -170,6 +170,7 @@ if /usr/bin/python3 -c "import matplotlib" 2> /dev/null; then
     ! compgen -G "$OUT/$r.r*.json" > /dev/null || charts+=("$r=$OUT/$r.r*.json")
   done
   /usr/bin/python3 bench/plot.py "$OUT" "${charts[@]}" --title "AllReduce float sum, $NRANKS ranks, $(nproc) cores" \
+    --commit "$(git rev-parse --short HEAD 2> /dev/null || echo unknown)" \
     || failed=1
 else
   echo "run_host_comparison: no charts: install python3-matplotlib" >&2

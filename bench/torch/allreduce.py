@@ -21,6 +21,7 @@ import datetime
 import json
 import os
 import statistics
+import subprocess
 import tempfile
 import time
 
@@ -148,6 +149,15 @@ def markdown(rows):
     return "\n".join(lines)
 
 
+def commit():
+    """The checkout's commit, for the JSON (bench/plot.py names it on the chart); "" outside git."""
+    try:
+        return subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ranks", type=int, default=4)
@@ -177,8 +187,8 @@ def main():
     print(table)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"ranks": args.ranks, "reps": args.reps, "torch": torch.__version__, "rows": rows,
-                       "one_rank_layer": layer}, f, indent=1)
+            json.dump({"ranks": args.ranks, "reps": args.reps, "torch": torch.__version__, "commit": commit(),
+                       "rows": rows, "one_rank_layer": layer}, f, indent=1)
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(table + "\n")
