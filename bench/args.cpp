@@ -27,6 +27,12 @@ std::string lower(std::string_view s) {
   return out;
 }
 
+std::string jsonPathValue(std::string_view v, std::string& out) {
+  if (v.empty()) return "an output file path";
+  out = std::string(v);
+  return "";
+}
+
 std::string bytesValue(std::string_view v, uint64_t& out) {
   auto n = parseBytes(v);
   if (!n) return "a byte count: an integer with an optional K, M or G suffix (e.g. 8, 64K, 1G)";
@@ -137,11 +143,7 @@ std::vector<Flag> allFlags(Options& o) {
        [&o](auto v) { return intInRange(v, 1, 1'000'000, o.timeoutS); }},
       {'p', "parallel_init", "0|1", "accepted for nccl-tests' scripts: a process's ranks always\ninitialize together (occlCommInitAll)",
        [](auto v) -> std::string { return v == "0" || v == "1" ? "" : "0 or 1"; }},
-      {'J', "output_file", "FILE", "as --json", [&o](auto v) -> std::string {
-         if (v.empty()) return "an output file path";
-         o.jsonPath = std::string(v);
-         return "";
-       }},
+      {'J', "output_file", "FILE", "as --json", [&o](auto v) { return jsonPathValue(v, o.jsonPath); }},
       cli::onlyValue('z', "blocking", "1", "occl-bench waits for each iteration's completion before the next, as nccl-tests -z 1"),
       cli::onlyValue('C', "report_cputime", "1", "occl-bench's times are host clock times, as nccl-tests -C 1"),
       cli::onlyValue('m', "agg_iters", "1", "occl has no grouped submission yet"),
@@ -185,11 +187,7 @@ std::vector<Flag> allFlags(Options& o) {
          o.compareNccl = true;
          return "";
        }},
-      {'\0', "json", "FILE", "also write the results as JSON", [&o](auto v) -> std::string {
-         if (v.empty()) return "an output file path";
-         o.jsonPath = std::string(v);
-         return "";
-       }},
+      {'\0', "json", "FILE", "also write the results as JSON", [&o](auto v) { return jsonPathValue(v, o.jsonPath); }},
       {'\0', "mpi", "", "one rank per process from the launcher's environment\n(implied when OMPI_COMM_WORLD_SIZE or WORLD_SIZE is set)",
        [&o](auto) {
          o.mpi = true;
@@ -314,8 +312,7 @@ std::vector<uint64_t> sizeSequence(const Options& o) {
 
 std::string sweepUsage() {
   Options scratch;
-  std::string lines = cli::usage(sweepFlags(scratch));
-  return lines.substr(0, lines.find("  -h,--help"));
+  return cli::usage(sweepFlags(scratch));
 }
 
 std::string usage(const std::string& program) {

@@ -267,14 +267,6 @@ int main(int argc, char** argv) {
   opts.extraFeatures = UCP_FEATURE_TAG | UCP_FEATURE_RMA;
   int windowArg = 4;
   uint64_t minBytes = 8, maxBytes = 64u << 20, factor = 4;
-  auto bytes = [](uint64_t& field, uint64_t least) {
-    return [&field, least](std::string_view v) -> std::string {
-      auto n = occl::cli::parseBytes(v);
-      if (!n || *n < least) return "a byte count >= " + std::to_string(least) + " (K/M/G suffix ok)";
-      field = *n;
-      return "";
-    };
-  };
   const std::vector<occl::cli::Flag> flags = {
       {'\0', "tls", "LIST", "UCX_TLS for both workers, default tcp",
        [&opts](std::string_view v) -> std::string {
@@ -284,9 +276,9 @@ int main(int argc, char** argv) {
        }},
       {'\0', "window", "W", "messages in flight, default 4",
        [&windowArg](std::string_view v) { return occl::cli::intInRange(v, 1, 1024, windowArg); }},
-      {'\0', "min", "B", "smallest message, default 8", bytes(minBytes, 1)},
-      {'\0', "max", "B", "largest message, default 64M", bytes(maxBytes, 1)},
-      {'\0', "factor", "F", "size step factor, default 4", bytes(factor, 2)},
+      {'\0', "min", "B", "smallest message, default 8", occl::cli::bytesAtLeast(minBytes, 1)},
+      {'\0', "max", "B", "largest message, default 64M", occl::cli::bytesAtLeast(maxBytes, 1)},
+      {'\0', "factor", "F", "size step factor, default 4", occl::cli::bytesAtLeast(factor, 2)},
   };
   const occl::cli::Parsed parsed = occl::cli::parse(std::vector<std::string>(argv + 1, argv + argc), flags);
   if (parsed.help || parsed.version) {

@@ -124,8 +124,8 @@ double agreedTime(int average, double t, int rank, int nRanks, Max max, Sum sum)
 std::vector<uint64_t> sizeSequence(const Options& options);
 
 std::string usage(const std::string& program);
-// The lines of usage() for the size sweep and the check (-b -e -f -i -n -w -c), which the
-// baselines in bench/baselines share.
+// The usage lines of the size sweep and the check (-b -e -f -i -n -w -c) and of --help and
+// --version, which the baselines in bench/baselines share.
 std::string sweepUsage();
 
 }  // namespace occl::bench

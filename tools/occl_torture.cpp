@@ -53,15 +53,6 @@ std::function<std::string(std::string_view)> choice(int& field, std::vector<std:
   };
 }
 
-std::function<std::string(std::string_view)> bytes(size_t& field) {
-  return [&field](std::string_view v) -> std::string {
-    auto n = occl::cli::parseBytes(v);
-    if (!n || *n < 4) return "a byte count >= 4 (K/M/G suffix ok)";
-    field = *n;
-    return "";
-  };
-}
-
 std::function<std::string(std::string_view)> set(bool& field, bool value) {
   return [&field, value](std::string_view) {
     field = value;
@@ -80,8 +71,8 @@ std::vector<occl::cli::Flag> flags(TortureOptions& o, bool& ranksGiven, int& ord
        "one rank per process from the launcher's environment (mpirun:\nOMPI_COMM_WORLD_*, torchrun: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT;\nimplied when OMPI_COMM_WORLD_SIZE or WORLD_SIZE is set)",
        set(o.processes, true)},
       {'\0', "colls", "K", "AllReduces per iteration, default 8", integer(o.colls, 1, 1000, "an integer in 1..1000")},
-      {'\0', "min-bytes", "B", "smallest collective (K/M/G suffix ok), default 256", bytes(o.minBytes)},
-      {'\0', "max-bytes", "B", "largest; sizes grow x4 from min-bytes and wrap, default 1M", bytes(o.maxBytes)},
+      {'\0', "min-bytes", "B", "smallest collective (K/M/G suffix ok), default 256", occl::cli::bytesAtLeast(o.minBytes, 4)},
+      {'\0', "max-bytes", "B", "largest; sizes grow x4 from min-bytes and wrap, default 1M", occl::cli::bytesAtLeast(o.maxBytes, 4)},
       {'\0', "iters", "I", "iterations, default 20", integer(o.iters, 1, 1000000, "an integer in 1..1000000")},
       {'\0', "blocks", "D", "daemon blocks per rank, default 1", integer(o.blocks, 1, 64, "an integer in 1..64")},
       {'\0', "order", "consistent|shuffled", "one order on every rank, or one per rank (default)",

@@ -102,10 +102,7 @@ std::string parse(const std::vector<std::string>& args, Options& options) {
 std::string usage(const std::string& program, const std::string& launchHelp) {
   return "usage: " + program +
          " [allreduce] [flags]   (occl-bench's flags; float sum AllReduce only)\n" +
-         sweepUsage() +
-         "  -h,--help              this text\n"
-         "  --version              occl's version\n" +
-         launchHelp;
+         sweepUsage() + launchHelp;
 }
 
 std::string sweepLine(const Options& o) {

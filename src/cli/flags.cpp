@@ -170,6 +170,15 @@ std::string intInRange(std::string_view value, int64_t lo, int64_t hi, int& out)
   return "";
 }
 
+std::function<std::string(std::string_view)> bytesAtLeast(uint64_t& field, uint64_t least) {
+  return [&field, least](std::string_view v) -> std::string {
+    auto n = parseBytes(v);
+    if (!n || *n < least) return "a byte count >= " + std::to_string(least) + " (K/M/G suffix ok)";
+    field = *n;
+    return "";
+  };
+}
+
 Flag onlyValue(char shortName, std::string longName, std::string only, std::string why) {
   std::string help = "nccl-tests' flag, only " + only + " here: " + why;
   return Flag{shortName, std::move(longName), only, std::move(help),

@@ -51,6 +51,8 @@ std::optional<int64_t> parseInt(std::string_view text);
 std::optional<uint64_t> parseBytes(std::string_view text);
 // Applies an integer in lo..hi to `out`; returns "" or what was expected.
 std::string intInRange(std::string_view value, int64_t lo, int64_t hi, int& out);
+// A handler that stores a byte count of at least `least` (K/M/G suffixes) in `field`.
+std::function<std::string(std::string_view)> bytesAtLeast(uint64_t& field, uint64_t least);
 // A flag whose only supported value is `only` (an nccl-tests flag occl has no other meaning for):
 // any other value is refused with `why`.
 Flag onlyValue(char shortName, std::string longName, std::string only, std::string why);
