@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "cli/flags.hpp"
-#include "transport/net/net_factory.hpp"
+#include "transport/net/connectors.hpp"
 #include "transport/net/ucx.hpp"
 
 namespace {

@@ -1,13 +1,11 @@
 #include "comm.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <array>
 #include <chrono>
 #include <functional>
 #include <cmath>
 #include <cstring>
-#include <string_view>
 #include <utility>
 
 #include "device/coll_types.hpp"
@@ -26,12 +24,6 @@ template <typename Call>
 occlResult_t withoutGil(Call&& call) {
   py::gil_scoped_release release;
   return call();
-}
-
-// A timeout in seconds (None: no bound) as Python callers give it; ValueError otherwise.
-void checkTimeout(std::optional<double> timeout) {
-  if (timeout && (!(*timeout >= 0) || !std::isfinite(*timeout)))
-    throw py::value_error("timeout = " + std::to_string(*timeout) + ": expected seconds >= 0 or None");
 }
 
 // The completion side of a submission (the poller thread, or a thread in occlCommWaitAll, which
@@ -84,100 +76,7 @@ int nameIndex(const py::handle& object, int n, T nameOf, const char* what) {
 
 }  // namespace
 
-void raise(occlResult_t code, occlComm_t comm) { throw OcclError{code, occlGetLastError(comm)}; }
 
-bool Future::done() const {
-  std::lock_guard<std::mutex> lock(completion_->mu);
-  return completion_->done;
-}
-
-bool Future::wait(std::optional<double> timeout) const {
-  checkTimeout(timeout);
-  py::gil_scoped_release release;
-  std::unique_lock<std::mutex> lock(completion_->mu);
-  auto isDone = [this] { return completion_->done; };
-  if (!timeout) {
-    completion_->cv.wait(lock, isDone);
-    return true;
-  }
-  return completion_->cv.wait_for(lock, std::chrono::duration<double>(*timeout), isDone);
-}
-
-void Future::result(std::optional<double> timeout) const {
-  if (!wait(timeout)) {
-    PyErr_SetString(PyExc_TimeoutError, ("collId " + std::to_string(collId_) + " did not complete within " +
-                                         std::to_string(*timeout) + " s").c_str());
-    throw py::error_already_set();
-  }
-  std::lock_guard<std::mutex> lock(completion_->mu);
-  if (completion_->status != occlSuccess) throw OcclError{completion_->status, completion_->message};
-}
-
-std::optional<int> Future::status() const {
-  std::lock_guard<std::mutex> lock(completion_->mu);
-  if (!completion_->done || completion_->status == occlSuccess) return std::nullopt;
-  return completion_->status;
-}
-
-// "coll_timeout_ms" <-> "collTimeoutMs": Python's keywords and occlConfig_t's field names.
-std::string camelCase(const std::string& snake) {
-  std::string out;
-  for (size_t i = 0; i < snake.size(); ++i)
-    out += snake[i] == '_' && i + 1 < snake.size() ? static_cast<char>(std::toupper(static_cast<unsigned char>(snake[++i])))
-                                                   : snake[i];
-  return out;
-}
-std::string snakeCase(std::string_view camel) {
-  std::string out;
-  for (char ch : camel) {
-    if (std::isupper(static_cast<unsigned char>(ch))) out += '_';
-    out += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  }
-  return out;
-}
-
-// The library's "unknown config field 'x': expected one of a, bC" in Python's spelling.
-std::string unknownFieldMessage(const std::string& keyword, const std::string& why) {
-  const std::string head = "expected one of ";
-  const size_t at = why.find(head);
-  std::string names;
-  for (std::string_view rest = at == std::string::npos ? "" : std::string_view(why).substr(at + head.size());
-       !rest.empty();) {
-    const size_t comma = rest.find(", ");
-    names += (names.empty() ? "" : ", ") + snakeCase(rest.substr(0, comma));
-    rest = comma == std::string_view::npos ? "" : rest.substr(comma + 2);
-  }
-  return "unknown config field '" + keyword + "': expected one of " + names;
-}
-
-// Comm(**config): each keyword is an occlConfig_t field in snake_case, set through
-// occlConfigSetField, the table the OCCL_* variables use, so this binding keeps no list of
-// fields: an int, a bool, or a word of the field's choices ("simt", "shm").
-occlConfig_t configFrom(const py::dict& config) {
-  occlConfig_t c;
-  check(occlConfigInit(&c), nullptr);
-  for (auto [key, value] : config) {
-    const std::string name = py::str(key);
-    std::string text;
-    if (py::isinstance<py::bool_>(value)) {
-      text = value.cast<bool>() ? "1" : "0";
-    } else if (py::isinstance<py::int_>(value)) {
-      const auto v = value.cast<long long>();
-      if (v < 0) throw py::value_error("config field '" + name + "' = " + std::to_string(v) + ": expected >= 0");
-      text = std::to_string(v);
-    } else if (py::isinstance<py::str>(value)) {
-      text = value.cast<std::string>();
-    } else {
-      throw py::type_error("config field '" + name + "' = " + std::string(py::repr(value)) +
-                           ": expected an integer or a word");
-    }
-    if (occlConfigSetField(&c, camelCase(name).c_str(), text.c_str()) == occlSuccess) continue;
-    const std::string why = occlGetLastError(nullptr);
-    if (why.rfind("unknown config field", 0) == 0) throw py::type_error(unknownFieldMessage(name, why));
-    throw py::value_error(why);
-  }
-  return c;
-}
 
 Comm::Comm(int nranks, const py::bytes& uniqueId, int rank, const py::dict& config) {
   std::string_view bytes = uniqueId;

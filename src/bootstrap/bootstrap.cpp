@@ -1,5 +1,6 @@
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/link.hpp"
+#include "bootstrap/notices.hpp"
 
 #include <arpa/inet.h>
 #include <poll.h>
@@ -17,10 +18,6 @@
 #include "util/thread_name.hpp"
 
 namespace occl::bootstrap {
-
-// The op of a collective is also the frame type of its contribution, so that the root can
-// tell "rank 2 called barrier() while I called allGather()" from a size mismatch.
-enum class Bootstrap::Op : uint32_t { kAllGather = 1, kBarrier = 2 };
 
 // The rendezvous messages, before the connection switches to frames.
 namespace bootstrap_wire {
@@ -69,33 +66,9 @@ struct Bootstrap::PendingHello {
 
 namespace {
 
-// Frame types after the rendezvous, besides the contributions (Op).
-enum FrameType : uint32_t { kResult = 3, kError = 4, kGoodbye = 5, kPeerFailed = 6, kAbort = 7 };
+using namespace notices;
 
-// Goodbyes and failure notices are best effort: a peer that cannot take them is gone anyway.
-constexpr int64_t kNoticeWaitMs = 1000;
 constexpr uint32_t kMaxWelcomeMessage = 64 * 1024;
-
-const char* opName(uint32_t op) { return op == 2 ? "barrier" : "allGather"; }
-
-occlResult_t resultFromWire(int32_t code) {
-  return code > 0 && code < occlNumResults ? static_cast<occlResult_t>(code) : occlRemoteError;
-}
-
-// {int32 value, text}: the payload of kError (value = code) and kPeerFailed (value = rank).
-std::vector<char> encodeNote(int32_t value, const std::string& text) {
-  std::vector<char> out(sizeof(value) + text.size());
-  std::memcpy(out.data(), &value, sizeof(value));
-  std::memcpy(out.data() + sizeof(value), text.data(), text.size());
-  return out;
-}
-
-std::pair<int32_t, std::string> decodeNote(const std::vector<char>& payload) {
-  int32_t value = -1;
-  if (payload.size() < sizeof(value)) return {value, "(malformed notice)"};
-  std::memcpy(&value, payload.data(), sizeof(value));
-  return {value, std::string(payload.begin() + sizeof(value), payload.end())};
-}
 
 // Why a hello does not come from a rank of this job (empty: it does). Such a connection is refused
 // alone and the rendezvous goes on: a port scanner, another occl version, or a rank of another
@@ -135,28 +108,6 @@ void sendWelcomeError(const Socket& socket, int nranks, const Status& why) {
   Welcome w{kBootstrapMagicVersion, static_cast<int32_t>(why.code), nranks, static_cast<uint32_t>(text.size()), 0};
   Deadline d = deadlineAfterMs(kNoticeWaitMs);
   if (socket.sendAll(&w, sizeof(w), d).ok()) (void)socket.sendAll(text.data(), text.size(), d);
-}
-
-Status checkPiece(const Frame& f, uint32_t op, uint32_t seq, size_t bytes, int peer) {
-  if (f.type != 1 && f.type != 2) {
-    return Status::error(occlInternalError, absl::StrFormat("unexpected frame type %d from rank %d", f.type, peer));
-  }
-  if (f.seq != seq) {
-    return Status::error(occlInvalidUsage,
-                         absl::StrFormat("rank %d is at bootstrap collective #%d, rank 0 at #%d: the ranks "
-                                         "called allGather/barrier a different number of times",
-                                         peer, f.seq, seq));
-  }
-  if (f.type != op) {
-    return Status::error(occlInvalidUsage, absl::StrFormat("rank %d called %s while rank 0 called %s", peer,
-                                                           opName(f.type), opName(op)));
-  }
-  if (f.payload.size() != bytes) {
-    return Status::error(occlInvalidUsage,
-                         absl::StrFormat("rank %d contributes %d bytes per rank, rank 0 %d bytes", peer,
-                                         f.payload.size(), bytes));
-  }
-  return Status::success();
 }
 
 // The other end of an accepted connection, for messages.
@@ -346,266 +297,6 @@ Status Bootstrap::rendezvousAsLeaf(const UniqueIdData& id, Deadline deadline) {
   nonce_ = w.nonce;
   if (auto addr = conn->localAddress(); addr.ok()) localAddress_ = *addr;
   addLink(0, std::move(*conn), rootAddr.toString());
-  return Status::success();
-}
-
-// ---- collectives ----
-
-Status Bootstrap::allGather(void* data, size_t bytesPerRank) {
-  if (data == nullptr && bytesPerRank > 0) {
-    return Status::error(occlInvalidArgument, "bootstrap allGather: data is NULL");
-  }
-  return collective(Op::kAllGather, data, bytesPerRank);
-}
-
-Status Bootstrap::barrier() { return collective(Op::kBarrier, nullptr, 0); }
-
-Status Bootstrap::collective(Op op, void* data, size_t bytesPerRank) {
-  std::lock_guard opLock(opMu_);
-  if (opError_) return *opError_;
-  {
-    std::lock_guard lk(mu_);
-    if (closing_) return Status::error(occlInvalidUsage, absl::StrFormat("bootstrap of rank %d is closed", rank_));
-    if (failure_) return *failure_;
-  }
-  if (bytesPerRank > kMaxFrameBytes / static_cast<size_t>(nranks_)) {
-    return Status::error(occlInvalidArgument,
-                         absl::StrFormat("bootstrap allGather of %d bytes per rank exceeds the %d-byte limit",
-                                         bytesPerRank, kMaxFrameBytes / nranks_));
-  }
-  uint32_t seq = ++opSeq_;
-  if (nranks_ == 1) return Status::success();
-  Deadline deadline = deadlineAfterMs(timeoutMs_);
-  auto* bytes = static_cast<char*>(data);
-  Status st = rank_ == 0 ? rootCollective(op, seq, bytes, bytesPerRank, deadline)
-                         : leafCollective(op, seq, bytes, bytesPerRank, deadline);
-  if (st.ok()) return st;
-  {
-    // A send that broke because a peer died reads better as the peer's death.
-    std::lock_guard lk(mu_);
-    if (failure_) st = *failure_;
-  }
-  opError_ = st.withContext(absl::StrFormat("rank %d: bootstrap %s #%d", rank_, opName(uint32_t(op)), seq));
-  return *opError_;
-}
-
-Status Bootstrap::rootCollective(Op op, uint32_t seq, char* data, size_t bytes, Deadline deadline) {
-  for (auto& link : links_) {
-    auto frame = waitFrame(*link, deadline);
-    Status st = frame.ok() ? checkPiece(*frame, uint32_t(op), seq, bytes, link->peer) : frame.status();
-    if (!st.ok()) {
-      broadcastError(st);
-      return st;
-    }
-    if (bytes > 0) std::memcpy(data + link->peer * bytes, frame->payload.data(), bytes);
-  }
-  for (auto& link : links_) {
-    if (auto st = link->send(kResult, seq, data, bytes * nranks_, deadline); !st.ok()) return st;
-  }
-  return Status::success();
-}
-
-Status Bootstrap::leafCollective(Op op, uint32_t seq, char* data, size_t bytes, Deadline deadline) {
-  Link& root = *links_[0];
-  char* mine = bytes > 0 ? data + rank_ * bytes : nullptr;
-  if (auto st = root.send(uint32_t(op), seq, mine, bytes, deadline); !st.ok()) {
-    std::lock_guard lk(mu_);
-    // A root that closed or died breaks the send; waitFrame says which, more clearly.
-    if (!root.closed && !root.saidGoodbye && !failure_) return st;
-  }
-  auto frame = waitFrame(root, deadline);
-  if (!frame.ok()) return frame.status();
-  if (frame->type == kError) {
-    auto [code, why] = decodeNote(frame->payload);
-    return Status::error(resultFromWire(code), "rank 0 reports: " + why);
-  }
-  if (frame->type != kResult || frame->seq != seq || frame->payload.size() != bytes * nranks_) {
-    return Status::error(occlInternalError,
-                         absl::StrFormat("unexpected reply from rank 0 (type %d, #%d, %d bytes; expected #%d, %d bytes)",
-                                         frame->type, frame->seq, frame->payload.size(), seq, bytes * nranks_));
-  }
-  if (bytes > 0) std::memcpy(data, frame->payload.data(), frame->payload.size());
-  return Status::success();
-}
-
-Result<Frame> Bootstrap::waitFrame(Link& link, Deadline deadline) {
-  std::unique_lock lk(mu_);
-  cv_.wait_until(lk, deadline, [&] {
-    return failure_ || closing_ || !link.inbox.empty() || link.closed || link.saidGoodbye;
-  });
-  // What arrived before a failure is still good: a collective that completed everywhere
-  // should not fail because a peer died right after it.
-  if (!link.inbox.empty()) {
-    Frame f = std::move(link.inbox.front());
-    link.inbox.pop_front();
-    return f;
-  }
-  if (failure_) return *failure_;
-  if (closing_) return Status::error(occlInvalidUsage, "the bootstrap was closed during the collective");
-  if (link.closed || link.saidGoodbye) {
-    return Status::error(occlRemoteError, absl::StrFormat("%s has closed its bootstrap", link.name));
-  }
-  return Status::error(occlTimeout, absl::StrFormat("timed out after %d ms waiting for %s", timeoutMs_, link.name));
-}
-
-void Bootstrap::broadcastError(const Status& status) {
-  auto note = encodeNote(status.code, status.message);
-  for (auto& link : links_) {
-    (void)link->send(kError, 0, note.data(), note.size(), deadlineAfterMs(kNoticeWaitMs));
-  }
-}
-
-// ---- failure detection ----
-
-void Bootstrap::monitorLoop() {
-  std::vector<pollfd> fds;
-  std::vector<Link*> polled;
-  while (!stopping_.load()) {
-    fds.assign(1, pollfd{wakeFd_, POLLIN, 0});
-    polled.clear();
-    for (auto& link : links_) {
-      if (!link->polled) continue;
-      fds.push_back(pollfd{link->socket.fd(), POLLIN, 0});
-      polled.push_back(link.get());
-    }
-    // Woken every board tick as well (bootstrap_board.cpp).
-    if (::poll(fds.data(), fds.size(), static_cast<int>(kBoardTickMs)) < 0) {
-      if (errno == EINTR) continue;
-      reportFailure(-1, Status::systemError(absl::StrFormat("bootstrap monitor of rank %d: poll", rank_), errno).message);
-      return;
-    }
-    if (fds[0].revents != 0) {
-      uint64_t drained;
-      (void)!::read(wakeFd_, &drained, sizeof(drained));
-    }
-    for (size_t i = 0; i < polled.size() && !stopping_.load(); ++i) {
-      if (fds[i + 1].revents != 0) serviceLink(*polled[i]);
-    }
-    if (!stopping_.load()) boardTick();
-  }
-}
-
-void Bootstrap::serviceLink(Link& link) {
-  std::vector<Frame> frames;
-  auto open = link.reader.pump(link.socket, frames);
-  for (auto& f : frames) dispatch(link, std::move(f));
-  if (!open.ok()) {
-    onLinkClosed(link, open.status().message);
-  } else if (!*open) {
-    onLinkClosed(link, "connection closed");
-  }
-}
-
-void Bootstrap::dispatch(Link& link, Frame frame) {
-  if (isBoardFrame(frame.type)) {
-    boardFrame(link, std::move(frame));
-    return;
-  }
-  if (frame.type == kPeerFailed) {
-    auto [rank, why] = decodeNote(frame.payload);
-    reportFailure(rank, why);
-    return;
-  }
-  if (frame.type == kAbort) {
-    reportFailure(link.peer, absl::StrFormat("%s aborted: %s", link.name, decodeNote(frame.payload).second));
-    return;
-  }
-  std::lock_guard lk(mu_);
-  if (frame.type == kGoodbye) {
-    link.saidGoodbye = true;
-  } else {
-    link.inbox.push_back(std::move(frame));
-  }
-  cv_.notify_all();
-}
-
-void Bootstrap::onLinkClosed(Link& link, const std::string& why) {
-  link.polled = false;
-  {
-    std::lock_guard lk(mu_);
-    link.closed = true;
-    cv_.notify_all();
-    if (link.saidGoodbye || closing_) return;
-  }
-  std::string msg = absl::StrFormat("rank %d lost %s: %s without an orderly close (process died?)", rank_,
-                                    link.name, why);
-  reportFailure(link.peer, msg);
-}
-
-void Bootstrap::reportFailure(int rank, const std::string& why) {
-  FailureCallback callback;
-  {
-    std::lock_guard lk(mu_);
-    if (failure_ || closing_) return;
-    failure_ = Status::error(occlRemoteError, why);
-    failedRank_ = rank;
-    cv_.notify_all();
-    if (callback_ && !callbackFired_) {
-      callbackFired_ = true;
-      callback = callback_;
-    }
-  }
-  logInfo(LogSubsys::Bootstrap, absl::StrFormat("rank %d learnt that rank %d failed: %s", rank_, rank, why));
-  // Tell the others first: the callback may close this bootstrap, and its goodbyes must not
-  // overtake the notice.
-  if (rank_ == 0) propagateFailure(rank, why);
-  if (callback) callback(rank, why);
-}
-
-// The root is the only one connected to everybody: it forwards the news, then half-closes every
-// connection so that a rank that misses the notice still sees its root go away.
-void Bootstrap::propagateFailure(int rank, const std::string& why) {
-  auto note = encodeNote(rank, why);
-  for (auto& link : links_) {
-    if (link->peer == rank) continue;
-    (void)link->send(kPeerFailed, 0, note.data(), note.size(), deadlineAfterMs(kNoticeWaitMs));
-    link->socket.shutdownWrite();
-  }
-}
-
-void Bootstrap::setFailureCallback(FailureCallback callback) {
-  FailureCallback now;
-  int rank = -1;
-  std::string why;
-  {
-    std::lock_guard lk(mu_);
-    callback_ = std::move(callback);
-    if (failure_ && callback_ && !callbackFired_) {
-      callbackFired_ = true;
-      now = callback_;
-      rank = failedRank_;
-      why = failure_->message;
-    }
-  }
-  if (now) now(rank, why);
-}
-
-// ---- shutdown ----
-
-Status Bootstrap::close() { return finish(kGoodbye, {}); }
-
-Status Bootstrap::abort(const std::string& why) { return finish(kAbort, encodeNote(rank_, why)); }
-
-Status Bootstrap::finish(uint32_t farewell, const std::vector<char>& note) {
-  if (closed_.exchange(true)) return Status::success();
-  {
-    std::lock_guard lk(mu_);
-    closing_ = true;
-    cv_.notify_all();
-  }
-  // The monitor stops first, so that a failure notice it is sending goes out before our
-  // farewell. Only an established bootstrap says farewell: after a failed rendezvous the peers
-  // already have their answer. Sockets stay open until destruction, so no reset overtakes it.
-  bool established = monitor_.joinable();
-  stopping_.store(true);
-  uint64_t one = 1;
-  (void)!::write(wakeFd_, &one, sizeof(one));
-  if (monitor_.joinable() && monitor_.get_id() != std::this_thread::get_id()) monitor_.join();
-  if (!established) return Status::success();
-  for (auto& link : links_) {
-    (void)link->send(farewell, 0, note.data(), note.size(), deadlineAfterMs(kNoticeWaitMs));
-    link->socket.shutdownWrite();
-  }
   return Status::success();
 }
 

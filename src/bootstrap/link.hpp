@@ -1,5 +1,5 @@
 // One bootstrap connection (bootstrap.hpp): the root has one per other rank, a leaf one to the
-// root. Private to the bootstrap's sources (bootstrap.cpp, bootstrap_board.cpp).
+// root. Private to the bootstrap's sources (bootstrap*.cpp).
 #pragma once
 
 #include <cstddef>

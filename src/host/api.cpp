@@ -1,5 +1,6 @@
-// The C API: argument checks, error recording, and the translation to host::Comm.
-#include <algorithm>
+// The C API of communicators: argument checks, error recording, and the translation to
+// host::Comm (building one is comm_setup.hpp's and comm_split.hpp's); api_collectives.cpp has the
+// calls on collectives.
 #include <memory>
 #include <string>
 #include <vector>
@@ -7,32 +8,18 @@
 #include "absl/strings/str_format.h"
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/launcher_env.hpp"
-#include "host/comm.hpp"
+#include "host/api_handle.hpp"
 #include "host/comm_setup.hpp"
+#include "host/comm_split.hpp"
 #include "host/config.hpp"
 #include "memory/shared_buffers.hpp"
-#include "occl/occl.h"
-
-struct occlComm {
-  std::unique_ptr<occl::host::Comm> impl;
-};
 
 namespace {
 
+using namespace occl::host::api;
 using occl::host::Comm;
 using occl::Result;
 using occl::Status;
-
-thread_local std::string tlsLastError;
-
-occlResult_t fail(occlComm_t comm, const Status& s) {
-  if (s.ok()) return occlSuccess;
-  if (comm != nullptr && comm->impl) return comm->impl->record(s);
-  tlsLastError = s.message;
-  return s.code;
-}
-
-occlResult_t invalid(const char* what) { return fail(nullptr, Status::error(occlInvalidArgument, what)); }
 
 Result<occlConfig_t> resolveConfig(const occlConfig_t* config) {
   occlConfig_t c{};
@@ -52,36 +39,16 @@ occlResult_t wrap(occlComm_t* out, Result<std::unique_ptr<Comm>> comm) {
   return occlSuccess;
 }
 
-occlResult_t checkComm(occlComm_t comm) {
-  return comm == nullptr || !comm->impl ? invalid("comm is NULL") : occlSuccess;
-}
-
-// Stopping a communicator joins its poller, so a callback (which runs there) must not do it.
-occlResult_t refuseInCallback(occlComm_t comm, const char* what) {
-  return fail(comm, Status::error(occlInvalidUsage,
-                                  absl::StrFormat("%s called from a callback: it would wait for itself", what)));
-}
-
-// The arguments of a call that lists (occlCommGetTimeline, occlCommGetPending): `items` may be
-// NULL with capacity 0 to count.
-occlResult_t checkList(occlComm_t comm, const char* name, const void* items, int capacity, const int* count) {
-  if (count == nullptr) return fail(comm, Status::error(occlInvalidArgument, "count is NULL"));
-  if (capacity < 0)
-    return fail(comm, Status::error(occlInvalidArgument, absl::StrFormat("capacity = %d: expected >= 0", capacity)));
-  if (items == nullptr && capacity != 0)
-    return fail(comm, Status::error(occlInvalidArgument,
-                                    absl::StrFormat("%s is NULL with capacity = %d: pass 0 to count", name, capacity)));
-  return occlSuccess;
-}
-
-// Copies the first `capacity` of `all` (or counts them, with items NULL).
-template <typename T>
-occlResult_t copyList(occlComm_t comm, const occl::Result<std::vector<T>>& all, T* items, int capacity, int* count) {
-  if (!all.ok()) return fail(comm, all.status());
-  const size_t n = items == nullptr ? all->size() : std::min(all->size(), static_cast<size_t>(capacity));
-  if (items != nullptr) std::copy(all->begin(), all->begin() + static_cast<std::ptrdiff_t>(n), items);
-  *count = static_cast<int>(n);
-  return occlSuccess;
+// occlCommInitRank and occlCommInitFromEnv, once they have the unique id.
+occlResult_t initRankFrom(occlComm_t* comm, int nranks, const occl::bootstrap::UniqueIdData& id, int rank,
+                          const occlConfig_t* config) {
+  Result<occlConfig_t> cfg = resolveConfig(config);
+  if (!cfg.ok()) return fail(nullptr, cfg.status());
+  if (nranks < 1) return invalid("nranks must be >= 1");
+  if (rank < 0 || rank >= nranks)
+    return fail(nullptr, Status::error(occlInvalidArgument,
+                                       absl::StrFormat("rank = %d: expected 0..%d (nranks = %d)", rank, nranks - 1, nranks)));
+  return wrap(comm, occl::host::initRank(id, rank, nranks, cfg.value()));
 }
 
 }  // namespace
@@ -139,17 +106,6 @@ occlResult_t occlGetUniqueId(occlUniqueId* uniqueId) {
   if (!id.ok()) return fail(nullptr, id.status());
   occl::bootstrap::packUniqueId(id.value(), uniqueId);
   return occlSuccess;
-}
-
-static occlResult_t initRankFrom(occlComm_t* comm, int nranks, const occl::bootstrap::UniqueIdData& id, int rank,
-                                 const occlConfig_t* config) {
-  Result<occlConfig_t> cfg = resolveConfig(config);
-  if (!cfg.ok()) return fail(nullptr, cfg.status());
-  if (nranks < 1) return invalid("nranks must be >= 1");
-  if (rank < 0 || rank >= nranks)
-    return fail(nullptr, Status::error(occlInvalidArgument,
-                                       absl::StrFormat("rank = %d: expected 0..%d (nranks = %d)", rank, nranks - 1, nranks)));
-  return wrap(comm, occl::host::initRank(id, rank, nranks, cfg.value()));
 }
 
 occlResult_t occlCommInitRank(occlComm_t* comm, int nranks, occlUniqueId commId, int rank, const occlConfig_t* config) {
@@ -274,94 +230,6 @@ occlResult_t occlCommGetConfig(occlComm_t comm, occlConfig_t* config) {
   if (config == nullptr) return fail(comm, Status::error(occlInvalidArgument, "config is NULL"));
   *config = comm->impl->config();
   return occlSuccess;
-}
-
-occlResult_t occlCollRegister(occlComm_t comm, uint64_t collId, const occlCollDesc_t* desc) {
-  if (occlResult_t r = checkComm(comm)) return r;
-  if (desc == nullptr) return fail(comm, Status::error(occlInvalidArgument, "desc is NULL"));
-  return fail(comm, comm->impl->registerCollective(collId, *desc));
-}
-
-occlResult_t occlCollDeregister(occlComm_t comm, uint64_t collId) {
-  if (occlResult_t r = checkComm(comm)) return r;
-  return fail(comm, comm->impl->deregisterCollective(collId));
-}
-
-occlResult_t occlAlgorithmLoad(occlComm_t comm, const char* name, const char* path) {
-  if (occlResult_t r = checkComm(comm)) return r;
-  if (name == nullptr) return fail(comm, Status::error(occlInvalidArgument, "name is NULL"));
-  if (path == nullptr) return fail(comm, Status::error(occlInvalidArgument, "path is NULL"));
-  return fail(comm, comm->impl->loadAlgorithm(name, path));
-}
-
-occlResult_t occlCollGetAlgorithm(occlComm_t comm, uint64_t collId, int inPlace, const char** algorithm) {
-  if (occlResult_t r = checkComm(comm)) return r;
-  if (algorithm == nullptr) return fail(comm, Status::error(occlInvalidArgument, "algorithm is NULL"));
-  Result<const std::string*> name = comm->impl->algorithmOf(collId, inPlace != 0);
-  if (!name.ok()) return fail(comm, name.status());
-  *algorithm = name.value()->c_str();
-  return occlSuccess;
-}
-
-occlResult_t occlSubmit(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback,
-                        void* arg) {
-  if (occlResult_t r = checkComm(comm)) return r;
-  return fail(comm, comm->impl->submit(collId, sendbuf, recvbuf, callback, arg));
-}
-
-occlResult_t occlSubmitGated(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf,
-                             occlCallback_t callback, void* arg, occlGate_t* gate) {
-  if (occlResult_t r = checkComm(comm)) return r;
-  return fail(comm, comm->impl->submitGated(collId, sendbuf, recvbuf, callback, arg, gate));
-}
-
-occlResult_t occlGateOpen(occlComm_t comm, occlGate_t gate) {
-  if (occlResult_t r = checkComm(comm)) return r;
-  return fail(comm, comm->impl->openGate(gate));
-}
-
-occlResult_t occlSubmitOnStream(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf,
-                                struct CUstream_st* stream, occlCallback_t callback, void* arg) {
-  if (occlResult_t r = checkComm(comm)) return r;
-  return fail(comm, comm->impl->submitOnStream(collId, sendbuf, recvbuf, stream, callback, arg));
-}
-
-occlResult_t occlCommWaitAll(occlComm_t comm, int64_t timeoutMs) {
-  if (occlResult_t r = checkComm(comm)) return r;
-  return fail(comm, comm->impl->waitAll(timeoutMs));
-}
-
-occlResult_t occlCollGetStats(occlComm_t comm, uint64_t collId, occlCollStats_t* stats) {
-  if (occlResult_t r = checkComm(comm)) return r;
-  if (stats == nullptr) return fail(comm, Status::error(occlInvalidArgument, "stats is NULL"));
-  Result<occlCollStats_t> s = comm->impl->collectiveStats(collId);
-  if (!s.ok()) return fail(comm, s.status());
-  *stats = s.value();
-  return occlSuccess;
-}
-
-occlResult_t occlCommGetTimeline(occlComm_t comm, occlTimelineEntry_t* entries, int capacity, int* count) {
-  if (occlResult_t r = checkComm(comm)) return r;
-  if (occlResult_t r = checkList(comm, "entries", entries, capacity, count)) return r;
-  return copyList(comm, comm->impl->timeline(), entries, capacity, count);
-}
-
-occlResult_t occlCommGetPending(occlComm_t comm, occlPendingWait_t* waits, int capacity, int* count) {
-  if (occlResult_t r = checkComm(comm)) return r;
-  if (occlResult_t r = checkList(comm, "waits", waits, capacity, count)) return r;
-  return copyList(comm, comm->impl->pendingWaits(), waits, capacity, count);
-}
-
-const char* occlWaitReasonString(int reason) {
-  switch (reason) {
-    case occlWaitNotSubmitted: return "not submitted";
-    case occlWaitNotRegistered: return "not registered";
-    case occlWaitMismatch: return "registered differently";
-    case occlWaitSilent: return "silent";
-    case occlWaitInFlight: return "in flight";
-    case occlWaitUnknown: return "unknown";
-    default: return "unknown reason";
-  }
 }
 
 occlResult_t occlMemAlloc(void** ptr, size_t size) {

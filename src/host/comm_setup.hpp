@@ -1,8 +1,10 @@
-// Building communicators (comm_setup.cpp says how): api.cpp checks the arguments of the init and
-// split calls and wraps what these return in handles.
+// Building communicators (comm_setup.cpp says how): api.cpp checks the arguments of the init
+// calls and wraps what these return in handles; comm_split.hpp builds children of a communicator
+// with the two builders at the end.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
@@ -20,27 +22,17 @@ Result<std::unique_ptr<Comm>> initRank(const bootstrap::UniqueIdData& id, int ra
 // host threads. On failure none is left.
 Result<std::vector<std::unique_ptr<Comm>>> initAll(int ndev, const int* devlist, const occlConfig_t& config);
 
-// occlCommSplit: every rank of `parent` calls it (the ranks of occlCommInitAll each from its own
-// thread). Ranks of one `color` form a child, ranked by `key` and then by their rank in the
-// parent; OCCL_SPLIT_NOCOLOR takes part and gets nullptr. `config` NULL inherits the parent's
-// (as it asked, before occl resolved its automatic fields). The child runs where its parent
-// does (same backend, same device) and meets through the parent: no new rendezvous. A bad
-// argument on any rank fails the call on every rank, naming the rank.
-Result<std::unique_ptr<Comm>> split(Comm& parent, int color, int key, const occlConfig_t* config);
+// One rank's communicator whose ranks meet through `boot` (a TCP bootstrap): its topology, its
+// device (`fixedDevice` when it has one already: a split's child runs on its parent's), its
+// peers' transports and connectors.
+Result<std::unique_ptr<Comm>> buildOverBootstrap(std::unique_ptr<bootstrap::Bootstrap> boot, const occlConfig_t& config,
+                                                 std::optional<int> fixedDevice);
 
-// occlCommShrink: every rank of `parent` not in excludeRanks calls it. Processes meet at the
-// lowest survivor's spare rendezvous, made when `parent` was, so neither the parent's bootstrap
-// nor its root is needed (either may be dead or hung), and check that they all excluded the same
-// ranks; threads meet as a subgroup of the parent's thread group and split it. OCCL_SHRINK_DEFAULT refuses a parent with pending submissions;
-// OCCL_SHRINK_ABORT revokes the parent first. The child registers again, under the same collIds,
-// the parent's collectives that carriedByShrink.
-Result<std::unique_ptr<Comm>> shrink(Comm& parent, const int* excludeRanks, int excludeCount,
-                                     const occlConfig_t* config, int flags);
-
-// What a shrunk communicator keeps: AllReduce of any count, type, op, priority and block count,
-// on the automatic choice or "ring". Every other kind names ranks or scales with their number
-// (AllGather, ReduceScatter, AllToAll buffers; Broadcast, Reduce, SendRecv roots and peers;
-// MSCCL-IR programs, written for one rank count), so it must be registered again.
-bool carriedByShrink(const occlCollDesc_t& desc, const std::string& algorithm);
+// One rank of a group of threads of this process (occlCommInitAll, or a split of its ranks), with
+// the connector factory made for it (transport/in_process/setup.hpp); `anyCuda`: some rank of
+// the group is a CUDA rank.
+Result<std::unique_ptr<Comm>> buildThreadRank(std::unique_ptr<bootstrap::Group> group, const occlConfig_t& config,
+                                              int device, bool anyCuda,
+                                              std::unique_ptr<transport::ConnectorFactory> connectors);
 
 }  // namespace occl::host

@@ -95,19 +95,6 @@ class ConnectorFactory {
   virtual const char* transportTo(int peer) const { return name(); }
 };
 
-// Ranks that are threads of one process share anonymous memory through this.
-class InProcessWorld;
-std::shared_ptr<InProcessWorld> makeInProcessWorld();
-std::unique_ptr<ConnectorFactory> makeInProcessFactory(std::shared_ptr<InProcessWorld> world);
-
-// Ranks that are processes of one host share POSIX shared memory named after the job's nonce.
-// Small connectors share pages (Packed) unless each must have pages of its own (WholePages: a
-// CUDA rank registers each connector's pages with the driver). All ranks that meet in one
-// /dev/shm must choose alike (select.hpp, shmRangesFor): the two ends of a connector that ask for
-// ranges of different sizes fail its registration.
-enum class ShmRanges { Packed, WholePages };
-std::unique_ptr<ConnectorFactory> makeShmFactory(uint64_t jobNonce, int64_t attachTimeoutMs, ShmRanges ranges);
-
 // ConnectorMemory::populate for pageable host memory at `base`, by touching each page from this
 // thread: the kernel maps it, and so does a hypervisor that shadows the guest's page tables (on
 // such a VM, MADV_POPULATE_WRITE left most of the cost). The touches are atomic and change

@@ -1,6 +1,6 @@
 // Where a connector's host memory comes from when the transport does not map it itself (the NET
 // connector's local FIFOs): plain anonymous memory, or, for a CUDA daemon, pinned memory mapped
-// into the device (transport/cuda_connectors.hpp).
+// into the device (transport/cuda/connectors.hpp).
 #pragma once
 
 #include <cstddef>

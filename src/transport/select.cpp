@@ -1,22 +1,29 @@
 #include "transport/select.hpp"
 
-#include <algorithm>
-#include <cstring>
+#include <map>
+#include <utility>
 
-#include "absl/strings/str_format.h"
-#include "util/fnv1a.hpp"
+#include "transport/ipc/setup.hpp"
+#include "transport/routed.hpp"
+#include "transport/shm/setup.hpp"
+#if OCCL_HAVE_UCX
+#include "transport/net/setup.hpp"
+#endif
 
 namespace occl::transport {
 namespace {
 
+// A row: when the transport carries a pair, and how a rank makes its connector factory for it.
+// `make` runs on every rank where some pair takes the transport (setup.taken), in the table's
+// order, since a maker may meet its peers through setup.allGather; it returns nullptr where this
+// rank has no peer over it. A transport not in this build has no maker: `missing` says why.
+using Maker = Result<std::unique_ptr<ConnectorFactory>> (*)(const TransportSetup& setup);
 struct TransportEntry {
   Transport kind;
   bool (*canConnect)(const RankInfo& self, const RankInfo& peer, const SelectionPolicy& policy);
+  Maker make;
+  const char* missing;
 };
-
-bool sharesDevShm(const PeerInfo& self, const PeerInfo& peer) {
-  return sameHost(self, peer) && self.shmDevice == peer.shmDevice;
-}
 
 bool reaches(const DaemonInfo& from, uint64_t gpu) {
   for (size_t i = 0; i < from.nReach && i < DaemonInfo::kMaxReach; ++i)
@@ -27,12 +34,14 @@ bool reaches(const DaemonInfo& from, uint64_t gpu) {
 // In order of preference; the last one reaches everything.
 constexpr TransportEntry kTransports[] = {
     // A pid names a process only within its pid namespace: two ranks in containers that share
-    // the host's network and /dev/shm may both be pid 1.
+    // the host's network and /dev/shm may both be pid 1. A rank's connectors to itself pair up
+    // in the job's shm pool, as those between two processes do: its maker is shm's.
     {Transport::InProcess,
      [](const RankInfo& self, const RankInfo& peer, const SelectionPolicy&) {
        return sameHost(self.place, peer.place) && self.place.pidNamespace == peer.place.pidNamespace &&
               self.place.process == peer.place.process;
-     }},
+     },
+     shm::makeConnectors, nullptr},
     // Device ranks of one kind in two processes: FIFOs in device memory that one exports and the
     // other imports (transport/ipc/). The ends pair through the job's shm pool, so the shm row's
     // condition holds too. CUDA: both GPUs' pools export as file descriptors, and the GPUs are
@@ -47,44 +56,26 @@ constexpr TransportEntry kTransports[] = {
        if (a.kind == DaemonKind::Simt) return true;
        return a.kind == DaemonKind::Cuda && a.canExport != 0 && b.canExport != 0 &&
               (a.gpu == b.gpu || (reaches(a, b.gpu) && reaches(b, a.gpu)));
-     }},
+     },
+     ipc::makeConnectors, nullptr},
     // Segments are named in /dev/shm: two containers with one each would each make their own
     // and wait for a peer that never writes there.
     {Transport::Shm,
      [](const RankInfo& self, const RankInfo& peer, const SelectionPolicy& policy) {
        return !policy.forceNet && sharesDevShm(self.place, peer.place);
-     }},
-    {Transport::Net, [](const RankInfo&, const RankInfo&, const SelectionPolicy&) { return true; }},
+     },
+     shm::makeConnectors, nullptr},
+    {Transport::Net, [](const RankInfo&, const RankInfo&, const SelectionPolicy&) { return true; },
+#if OCCL_HAVE_UCX
+     net::makeConnectors, nullptr},
+#else
+     nullptr,
+     "ranks on several hosts, or without a /dev/shm in common (or OCCL_TRANSPORT=net), need the NET connector, and "
+     "this build has no UCX (install libucx-dev and rebuild)"},
+#endif
 };
 
 }  // namespace
-
-const char* transportName(Transport t) {
-  switch (t) {
-    case Transport::InProcess: return "in-process";
-    case Transport::DeviceIpc: return "device-ipc";
-    case Transport::Shm: return "shm";
-    case Transport::Net: return "net";
-  }
-  return "unknown";
-}
-
-PeerInfo makePeerInfo(const std::string& host, const ProcessPlace& place) {
-  PeerInfo info{};
-  std::memcpy(info.host, host.data(), std::min(host.size(), PeerInfo::kHostBytes - 1));
-  info.pidNamespace = place.pidNamespace;
-  info.shmDevice = place.shmDevice;
-  info.process = place.process;
-  return info;
-}
-
-bool sameHost(const PeerInfo& a, const PeerInfo& b) { return std::strncmp(a.host, b.host, PeerInfo::kHostBytes) == 0; }
-
-uint64_t gpuIdentity(const unsigned char (&uuid)[16]) {
-  Fnv1a h;  // the same on every rank
-  for (unsigned char c : uuid) h.add(c);
-  return h.value() == 0 ? 1 : h.value();
-}
 
 Transport selectTransport(const RankInfo& self, const RankInfo& peer, const SelectionPolicy& policy) {
   for (const TransportEntry& t : kTransports)
@@ -92,44 +83,23 @@ Transport selectTransport(const RankInfo& self, const RankInfo& peer, const Sele
   return Transport::Net;
 }
 
-ShmRanges shmRangesFor(const std::vector<RankInfo>& ranks, int rank) {
-  const PeerInfo& self = ranks.at(static_cast<size_t>(rank)).place;
-  for (const RankInfo& r : ranks)
-    if (r.daemon.kind == DaemonKind::Cuda && sharesDevShm(self, r.place)) return ShmRanges::WholePages;
-  return ShmRanges::Packed;
+std::set<Transport> takenByAnyPair(const std::vector<RankInfo>& ranks, const SelectionPolicy& policy) {
+  std::set<Transport> taken;
+  for (const RankInfo& a : ranks)
+    for (const RankInfo& b : ranks) taken.insert(selectTransport(a, b, policy));
+  return taken;
 }
 
-RoutedFactory::RoutedFactory(int rank, std::vector<Transport> byPeer,
-                             std::map<Transport, std::unique_ptr<ConnectorFactory>> factories)
-    : rank_(rank), byPeer_(std::move(byPeer)), factories_(std::move(factories)) {}
-
-const char* RoutedFactory::transportTo(int peer) const {
-  if (peer < 0 || static_cast<size_t>(peer) >= byPeer_.size()) return "none";
-  auto it = factories_.find(byPeer_[static_cast<size_t>(peer)]);
-  return it == factories_.end() ? transportName(byPeer_[static_cast<size_t>(peer)]) : it->second->transportTo(peer);
-}
-
-Result<std::shared_ptr<ConnectorMemory>> RoutedFactory::attach(const ConnectorKey& key, ConnectorEnd end,
-                                                               uint32_t nSlots, uint64_t slotBytes) {
-  const int peer = end == ConnectorEnd::Sender ? key.receiver : key.sender;
-  if (peer < 0 || static_cast<size_t>(peer) >= byPeer_.size())
-    return Status::error(occlInternalError,
-                         absl::StrFormat("connector %s: peer rank %d outside 0..%d", key.describe(), peer,
-                                         byPeer_.size() - 1));
-  auto it = factories_.find(byPeer_[static_cast<size_t>(peer)]);
-  if (it == factories_.end())
-    return Status::error(occlInternalError,
-                         absl::StrFormat("rank %d has no %s connector factory for rank %d", rank_,
-                                         transportName(byPeer_[static_cast<size_t>(peer)]), peer));
-  return it->second->attach(key, end, nSlots, slotBytes);
-}
-
-YieldBoard* RoutedFactory::yieldBoard() {
-  // The rank's own connectors pair up in the job's pool as shm peers' do: one board for all.
-  for (const Transport t : byPeer_)
-    if (t == Transport::Net || t == Transport::DeviceIpc) return nullptr;
-  auto it = factories_.find(Transport::Shm);
-  return it == factories_.end() ? nullptr : it->second->yieldBoard();
+Result<std::unique_ptr<ConnectorFactory>> makeConnectors(const TransportSetup& setup) {
+  std::map<Transport, std::unique_ptr<ConnectorFactory>> factories;
+  for (const TransportEntry& t : kTransports) {
+    if (!setup.taken.contains(t.kind)) continue;
+    if (t.make == nullptr) return Status::error(occlInvalidUsage, setup.whereFirstPeer(t.kind) + ": " + t.missing);
+    Result<std::unique_ptr<ConnectorFactory>> made = t.make(setup);
+    if (!made.ok()) return made.status();
+    if (made.value() != nullptr) factories[t.kind] = std::move(made.value());
+  }
+  return std::unique_ptr<ConnectorFactory>(std::make_unique<RoutedFactory>(setup.rank, setup.byPeer, std::move(factories)));
 }
 
 }  // namespace occl::transport

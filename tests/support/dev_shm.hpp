@@ -1,5 +1,5 @@
 // Test support: the names a job leaves in /dev/shm. Every shared-memory name of a job is
-// occl-<nonce>-... (src/transport/shm_pool.cpp: the connector pool and its arenas), which the job's
+// occl-<nonce>-... (src/transport/shm/pool.cpp: the connector pool and its arenas), which the job's
 // last communicator unlinks.
 #pragma once
 

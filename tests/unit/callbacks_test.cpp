@@ -129,10 +129,10 @@ TEST(CallbacksTest, InFlightSubmissionsCompleteInSubmissionOrder) {
   occlConfig_t cfg = testConfig();
   cfg.maxInflightPerColl = 8;
   cfg.daemonBlocks = 2;
-  CommGroup comms(2, cfg);
   constexpr uint64_t kId = 7;
   constexpr size_t kCount = 4099;
-  for (int r = 0; r < 2; ++r) registerAllReduce(comms[r], kId, kCount);
+  // Declared before the communicators, so that they outlive them: a wait that times out (a VM
+  // that stalls for 30 s) leaves submissions in flight until the communicators are destroyed.
   Recorder rec[2];
   std::vector<Recorder::Arg> args[2];
   std::vector<std::unique_ptr<Buffers>> bufs[2];
@@ -141,6 +141,10 @@ TEST(CallbacksTest, InFlightSubmissionsCompleteInSubmissionOrder) {
       args[r].push_back({&rec[r], k});
       bufs[r].push_back(std::make_unique<Buffers>(r, kCount));
     }
+  }
+  CommGroup comms(2, cfg);
+  for (int r = 0; r < 2; ++r) registerAllReduce(comms[r], kId, kCount);
+  for (int r = 0; r < 2; ++r) {
     for (int k = 0; k < cfg.maxInflightPerColl; ++k)
       expectOk(occlSubmit(comms[r], kId, bufs[r][k]->send.data(), bufs[r][k]->recv.data(), &Recorder::callback,
                           &args[r][k]),

@@ -18,6 +18,8 @@
 #include "support/dev_shm.hpp"
 #include "support/ranks.hpp"
 #include "transport/connector.hpp"
+#include "transport/in_process/connectors.hpp"
+#include "transport/shm/connectors.hpp"
 
 namespace occl::test {
 namespace {

@@ -204,6 +204,8 @@ TEST(LayeringTest, NoFilesIncludeEachOtherInACircle) {
     if (state[unit] != 0) continue;
     std::vector<std::string> path;
     const std::vector<std::string> circle = circleFrom(unit, edges, state, path);
+    // A circle leaves its path marked as on it: done now, so later starts report only new ones.
+    for (auto& [_, s] : state) s = s == 1 ? 2 : s;
     std::string text;
     for (const std::string& u : circle) text += (text.empty() ? "" : " -> ") + u;
     EXPECT_TRUE(circle.empty()) << "src/ files (a unit is x.hpp with x.cpp) include each other in a circle: " << text;

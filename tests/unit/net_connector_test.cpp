@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "transport/net/net_factory.hpp"
+#include "transport/net/connectors.hpp"
 
 namespace occl::test {
 namespace {

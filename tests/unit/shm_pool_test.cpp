@@ -1,9 +1,10 @@
-// The pool of a job's shm connectors (transport/shm_pool.hpp): two ShmPool objects of one nonce
+// The pool of a job's shm connectors (transport/shm/pool.hpp): two ShmPool objects of one nonce
 // stand for two processes (each maps the pool and the arenas itself). The second end of a key
 // finds the first end's range; a range both ends released serves the next connector of its size,
 // zeroed; small connectors share pages, which go back once none of them is in use; and 40,000
 // connectors fit one arena. (connectors_test checks the mappings a factory makes.)
-#include "transport/shm_pool.hpp"
+#include "transport/shm/pool.hpp"
+#include "transport/shm/pool_access.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -108,7 +109,7 @@ TEST_F(ShmPoolTest, AReleasedRangeServesTheNextConnectorOfItsSizeZeroed) {
 }
 
 // Ends that disagree on the size: the second gets the first's range, whose header it poisons
-// (shm.cpp), and both release it once.
+// (transport/shm/connectors.cpp), and both release it once.
 TEST_F(ShmPoolTest, AnotherSizeForTheSameKeyGetsTheFirstEndsRange) {
   const ShmPool::Range first = attach(*a_, keyOf(12), kBytes);
   const ShmPool::Range other = attach(*b_, keyOf(12), 2 * kBytes);

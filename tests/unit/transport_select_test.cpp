@@ -3,7 +3,12 @@
 // host share memory only where they share /dev/shm.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <set>
+#include <vector>
+
 #include "transport/select.hpp"
+#include "transport/shm/setup.hpp"
 
 namespace occl::transport {
 namespace {
@@ -68,12 +73,12 @@ TEST(TransportSelectTest, ProcessesWithADevShmEachTakeTheNetwork) {
 TEST(TransportSelectTest, AnyCudaRankOfADevShmMakesItsConnectorsWholePages) {
   std::vector<RankInfo> ranks = {at("hostA", kHostPids, kHostShm, 1), at("hostA", kHostPids, kHostShm, 2),
                                  at("hostB", kHostPids, kHostShm, 3), at("hostA", kHostPids, kContainerShm, 4)};
-  EXPECT_EQ(shmRangesFor(ranks, 0), ShmRanges::Packed);
+  EXPECT_EQ(shm::rangesFor(ranks, 0), ShmRanges::Packed);
   ranks[1].daemon = cuda(0x61);
-  EXPECT_EQ(shmRangesFor(ranks, 0), ShmRanges::WholePages);
-  EXPECT_EQ(shmRangesFor(ranks, 1), ShmRanges::WholePages);
-  EXPECT_EQ(shmRangesFor(ranks, 2), ShmRanges::Packed);
-  EXPECT_EQ(shmRangesFor(ranks, 3), ShmRanges::Packed);
+  EXPECT_EQ(shm::rangesFor(ranks, 0), ShmRanges::WholePages);
+  EXPECT_EQ(shm::rangesFor(ranks, 1), ShmRanges::WholePages);
+  EXPECT_EQ(shm::rangesFor(ranks, 2), ShmRanges::Packed);
+  EXPECT_EQ(shm::rangesFor(ranks, 3), ShmRanges::Packed);
 }
 
 // Device ranks of two processes of a host share device memory (transport/ipc/) where it can carry
@@ -119,6 +124,54 @@ TEST(TransportSelectTest, TheChoiceIsTheSameFromBothEnds) {
     for (const RankInfo& a : ranks)
       for (const RankInfo& b : ranks)
         EXPECT_EQ(selectTransport(a, b, policy), selectTransport(b, a, policy)) << a.place.process << " " << b.place.process;
+}
+
+// The table also makes the factories (select.hpp, makeConnectors): one for every transport that
+// some pair takes, on every rank, the in-process row with shm's maker (a rank's connectors to
+// itself pair up in the job's pool as those of two processes do).
+TEST(TransportSelectTest, TheTableMakesAFactoryForEachTransportAPairTakes) {
+  const std::vector<RankInfo> ranks = {at("hostA", kHostPids, kHostShm, 1), at("hostA", kHostPids, kHostShm, 2),
+                                       at("hostA", kHostPids, kHostShm, 2)};
+  EXPECT_EQ(takenByAnyPair(ranks, {}), (std::set<Transport>{Transport::InProcess, Transport::Shm}));
+  EXPECT_EQ(takenByAnyPair(ranks, {.forceNet = true}), (std::set<Transport>{Transport::InProcess, Transport::Net}));
+  const std::vector<RankInfo> twoHosts = {at("hostA", kHostPids, kHostShm, 1), at("hostB", kHostPids, kHostShm, 1),
+                                          at("hostB", kHostPids, kHostShm, 2)};
+  EXPECT_EQ(takenByAnyPair(twoHosts, {}),
+            (std::set<Transport>{Transport::InProcess, Transport::Shm, Transport::Net}))
+      << "hostB's pair takes shm, though rank 0 has no shm peer";
+
+  int gathers = 0;
+  const TransportSetup setup{.rank = 1,
+                             .ranks = ranks,
+                             .byPeer = {Transport::Shm, Transport::InProcess, Transport::InProcess},
+                             .taken = {Transport::InProcess, Transport::Shm},
+                             .nonce = 0x5e1ec7ab1e000001,
+                             .timeoutMs = 5000,
+                             .allGather = [&](void*, size_t) {
+                               ++gathers;
+                               return Status::success();
+                             }};
+  Result<std::unique_ptr<ConnectorFactory>> made = makeConnectors(setup);
+  ASSERT_TRUE(made.ok()) << made.status().message;
+  EXPECT_STREQ(made.value()->transportTo(0), "shm");
+  EXPECT_STREQ(made.value()->transportTo(1), "shm") << "the in-process row makes an shm factory";
+  EXPECT_STREQ(made.value()->transportTo(3), "none");
+  EXPECT_EQ(gathers, 0) << "shm needs no exchange with the peers";
+}
+
+// Where a transport some pair needs fails, or is not in this build, init names the ranks.
+TEST(TransportSelectTest, AMissingOrFailingTransportNamesWhereItsPeersRun) {
+  TransportSetup s;
+  s.ranks = {at("hostA", kHostPids, kHostShm, 1), at("hostA", kHostPids, kContainerShm, 2),
+             at("hostB", kHostPids, kHostShm, 3)};
+  s.byPeer = {Transport::InProcess, Transport::Net, Transport::Net};
+  EXPECT_EQ(s.whereFirstPeer(Transport::Net),
+            "ranks 0 and 1 run on host \"hostA\" with a /dev/shm each (devices 0x1a and 0x2b)");
+  s.byPeer = {Transport::InProcess, Transport::Shm, Transport::Net};
+  EXPECT_EQ(s.whereFirstPeer(Transport::Net), "rank 0 runs on host \"hostA\" and rank 2 on \"hostB\"");
+  s.byPeer = {Transport::InProcess, Transport::Shm, Transport::Shm};
+  EXPECT_EQ(s.whereFirstPeer(Transport::Net), "rank 0 runs on host \"hostA\" and rank 0 on \"hostA\"")
+      << "no peer over it: this rank alone (another pair takes it)";
 }
 
 }  // namespace

@@ -18,7 +18,9 @@
 #include "support/dev_shm.hpp"
 #include "support/one_block.hpp"
 #include "transport/connector.hpp"
-#include "transport/select.hpp"
+#include "transport/in_process/connectors.hpp"
+#include "transport/routed.hpp"
+#include "transport/shm/connectors.hpp"
 
 namespace occl {
 namespace {
@@ -158,6 +160,16 @@ TEST(YieldBoardTransportTest, ProcessesOfOneJobShareTheBoardInTheirPoolUnlessAPe
     mixed[Transport::Shm] = transport::makeShmFactory(nonce, 5000, transport::ShmRanges::Packed);
     transport::RoutedFactory withNet(0, {Transport::InProcess, Transport::Shm, Transport::Net}, std::move(mixed));
     EXPECT_EQ(withNet.yieldBoard(), nullptr) << "a peer behind NET has no word here";
+
+    // A rank with no peer in another process (a one-rank communicator, or threads that met over
+    // TCP) has no shm factory: its in-process one, an shm factory of the same pool, serves.
+    std::map<Transport, std::unique_ptr<transport::ConnectorFactory>> alone;
+    alone[Transport::InProcess] = transport::makeShmFactory(nonce, 5000, transport::ShmRanges::Packed);
+    transport::RoutedFactory self(0, {Transport::InProcess}, std::move(alone));
+    ASSERT_NE(self.yieldBoard(), nullptr);
+    atomics::storeRelaxed(&boardA->of(1)->threadsInYield, 1u);
+    EXPECT_FALSE(namedRankOnCpu(self.yieldBoard(), namedRank(1))) << "the in-process factory's board is the pool's";
+    atomics::storeRelaxed(&boardA->of(1)->threadsInYield, 0u);
   }
   EXPECT_TRUE(test::jobShmNames(nonce).empty()) << "segments left in /dev/shm: " << test::jobShmNames(nonce).front();
 }

@@ -1,5 +1,5 @@
 // Device memory that the daemons of one host's processes share (the `cuda-ipc` and `simt-ipc`
-// connectors, transport/ipc/ipc.cpp), in the terms of CUDA's stream-ordered pools:
+// connectors, transport/ipc/connectors.cpp), in the terms of CUDA's stream-ordered pools:
 //
 // - Each process allocates from pools of its own, one per GPU the memory lies on. Memory lies on
 //   the GPU of the connector's receiver, whichever end allocates it, so a receiver polls its own
@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "transport/select.hpp"
+#include "transport/rank_info.hpp"
 #include "util/status.hpp"
 
 namespace occl::transport::ipc {

@@ -1,4 +1,4 @@
-// What a NET connector factory is made with (net_factory.hpp), apart so that its proxy
+// What a NET connector factory is made with (net/connectors.hpp), apart so that its proxy
 // (proxy.hpp) and connections (conn.hpp) read it without the factory's header.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The per-rank progress ("proxy") thread of the NET connector (net_factory.hpp says what it
+// The per-rank progress ("proxy") thread of the NET connector (net/connectors.hpp says what it
 // mirrors). One UCX worker, one endpoint per remote peer, one table of connectors.
 //
 // Threads: the proxy thread owns the worker and every Conn's proxy-side fields, under mu_ for the

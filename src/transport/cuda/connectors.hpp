@@ -1,11 +1,12 @@
-// Connectors for ranks whose daemon is a CUDA kernel (cuda_connectors_cuda.cpp; CUDA builds only).
+// Connectors for ranks whose daemon is a CUDA kernel (CUDA builds only): in_process_cuda.cpp,
+// shm_cuda.cpp and pinned_cuda.cpp.
 //
 // Ranks of one process (occlCommInitAll with a devlist): a FIFO lives in device memory of the
 // receiver's GPU when the sender runs on the same GPU or can reach it by peer access, so the
 // receiver polls local memory and the sender writes across. GPU pairs without peer access share
 // pinned, mapped host memory instead.
 //
-// Ranks in different processes whose GPUs cannot share device memory (select.cpp): the POSIX shm
+// Ranks in different processes whose GPUs cannot share device memory (transport/select.cpp): the POSIX shm
 // mapping of makeShmFactory, registered with CUDA (pinned and mapped), so the daemon kernel reads
 // and writes it at its host address. Where they can, transport/ipc/ (cuda-ipc) carries them.
 #pragma once

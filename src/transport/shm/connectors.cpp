@@ -1,5 +1,5 @@
 // Shared-memory connectors between processes of one host, under the pairing rule of
-// connector.hpp: the k-th attach of a key by one end meets, in the job's pool (shm_pool.hpp), the
+// connector.hpp: the k-th attach of a key by one end meets, in the job's pool (shm/pool.hpp), the
 // k-th attach by the other. Whichever end comes first takes a range of an arena, the other finds
 // it there; once both have released it, the range serves another connector. A range whose peer
 // never attached stays (what was sent waits there for the peer), so when the last connector and
@@ -14,8 +14,8 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "transport/connector.hpp"
-#include "transport/shm_pool.hpp"
+#include "transport/shm/connectors.hpp"
+#include "transport/shm/pool_access.hpp"
 
 namespace occl::transport {
 namespace {

@@ -1,4 +1,4 @@
-// Where the shm connectors of a job's processes on one host live (transport/shm.cpp): one POSIX
+// Where the shm connectors of a job's processes on one host live (transport/shm/connectors.cpp): one POSIX
 // shm segment, the pool, pairs the ends, and a few large sparse segments, the arenas, hold the
 // connectors. A connector per segment cost a mapping each, and Linux allows a process 65,530
 // (vm.max_map_count): two processes failed to register their 32,682nd AllReduce. Now a process
@@ -34,16 +34,14 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "transport/connector.hpp"
+#include "transport/shm/pages.hpp"
+#include "transport/shm/pool_key.hpp"
 #include "util/status.hpp"
 
 namespace occl::transport {
 
-struct PoolKey {
-  ConnectorKey connector;
-  uint64_t generation;  // the k-th attach of the key by each end
 
-  bool operator==(const PoolKey&) const = default;
-};
+struct PoolHeader;
 
 class ShmPool {
  public:
@@ -83,7 +81,6 @@ class ShmPool {
   };
   Usage usage();
 
-  struct Header;  // in the pool segment (shm_pool.cpp)
 
  private:
   explicit ShmPool(uint64_t nonce) : nonce_(nonce) {}
@@ -93,6 +90,7 @@ class ShmPool {
   std::string arenaName(uint32_t arena) const;
   Result<char*> arenaBase(uint32_t arena);
   Result<char*> at(uint64_t location);
+  // The arenas' ranges (pool_ranges.cpp), under the lock.
   Result<uint64_t> allocate(size_t bytes);
   Result<uint64_t> allocatePacked(size_t bytes);
   void giveBack(uint64_t location, uint64_t bytes);
@@ -102,7 +100,7 @@ class ShmPool {
   Status grow();
 
   uint64_t nonce_;
-  Header* header_ = nullptr;  // the pool's mapping
+  PoolHeader* header_ = nullptr;  // the pool's mapping (shm/pool_layout.hpp)
   int fd_ = -1;
   // This process's mappings of the arenas, by index; changed only under the pool's lock.
   std::vector<char*> arenas_;
@@ -111,56 +109,5 @@ class ShmPool {
   std::once_flag boardOnce_;
   YieldBoard* board_ = nullptr;  // yieldBoard(), once its pages are reserved
 };
-
-// A factory's way into the job's pool (shm.cpp, ipc/ipc.cpp): opened at the first use, so a
-// factory that never attaches (no peer of this host takes it) maps nothing; and how often each
-// end attached each key before, its generation: a rank is always the same end of a key, so both
-// ends count their registrations alike and the k-th ones meet in one range. Thread-safe.
-class PoolAccess {
- public:
-  PoolAccess(uint64_t nonce, int64_t timeoutMs) : nonce_(nonce), timeoutMs_(timeoutMs) {}
-  Result<std::shared_ptr<ShmPool>> pool();
-  uint64_t nextGeneration(const ConnectorKey& key, ConnectorEnd end);
-
- private:
-  const uint64_t nonce_;
-  const int64_t timeoutMs_;
-  std::mutex mu_;
-  std::shared_ptr<ShmPool> pool_;
-  absl::flat_hash_map<std::pair<ConnectorKey, ConnectorEnd>, uint64_t> generations_;
-};
-
-// Unlinks, when the last of a communicator's users of the job's pool is gone (its shm and IPC
-// connectors and their factories hold one each), every name of the job's nonce left in /dev/shm:
-// those whose peer never joined, this rank's or a dead peer's.
-class JobSegments {
- public:
-  explicit JobSegments(uint64_t nonce);
-  ~JobSegments();
-  JobSegments(const JobSegments&) = delete;
-  JobSegments& operator=(const JobSegments&) = delete;
-
- private:
-  std::string prefix_;
-};
-
-// The error of `bytes` of pages /dev/shm could not give; callers name the segment (withContext).
-Status noRoomInDevShm(uint64_t bytes, const std::string& why);
-
-// Has the tmpfs pages of [from, from + bytes) allocated now (MADV_POPULATE_WRITE, Linux 5.14), so
-// that a /dev/shm with no room for them fails here, naming the cause, where the first touch would
-// raise SIGBUS and kill the process (Docker's /dev/shm is 64 MiB unless --shm-size says more). The
-// pages change nothing: whatever a peer already wrote there stays. A kernel without the advice
-// (EINVAL) leaves it to the touches. The error does not name the memory: its caller does.
-Status reservePages(void* from, size_t bytes);
-
-size_t pageBytes();
-// `bytes` rounded up to whole pages.
-size_t wholePages(size_t bytes);
-// What a range of the pool for a connector of `bytes` takes. Packed: up to half a page, the power
-// of two from 256 bytes that holds it, sharing its page with ranges of that size; whole pages
-// above. Not packed: whole pages always (a CUDA rank registers its connectors' pages with the
-// driver one connector at a time, so two connectors must not share a page).
-size_t rangeBytes(size_t bytes, bool packed);
 
 }  // namespace occl::transport

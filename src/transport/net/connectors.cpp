@@ -1,5 +1,5 @@
-// NetFactory: the public face of the NET connector (net_factory.hpp); the work is the Proxy's.
-#include "transport/net/net_factory.hpp"
+// NetFactory: the public face of the NET connector (net/connectors.hpp); the work is the Proxy's.
+#include "transport/net/connectors.hpp"
 
 #include "absl/strings/str_format.h"
 #include "transport/net/proxy.hpp"

@@ -1,4 +1,4 @@
-#include "transport/ipc/ipc.hpp"
+#include "transport/ipc/connectors.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "device/compat.hpp"
-#include "transport/shm_pool.hpp"
+#include "transport/shm/pool_access.hpp"
 
 namespace occl::transport::ipc {
 namespace {

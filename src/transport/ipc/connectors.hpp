@@ -1,7 +1,7 @@
 // Connectors between device ranks (CUDA or simt) of different processes of one host, in device
 // memory (ipc_device.hpp): the `cuda-ipc` and `simt-ipc` transports of select.hpp.
 //
-// Pairing (the rule of connector.hpp) goes through the job's shm pool (shm_pool.hpp), whose range
+// Pairing (the rule of connector.hpp) goes through the job's shm pool (shm/pool.hpp), whose range
 // for a connector holds a small record instead of the FIFO: whichever end attaches first
 // allocates the FIFO on the receiver's GPU and publishes its Export there; the other end imports
 // it. No end waits for its peer to register (registration in any order stays deadlock-free);

@@ -10,7 +10,7 @@
 #include <mutex>
 
 #include "absl/strings/str_format.h"
-#include "transport/connector.hpp"
+#include "transport/in_process/connectors.hpp"
 #include "transport/end_pairing.hpp"
 
 namespace occl::transport {

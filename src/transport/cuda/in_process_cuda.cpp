@@ -1,11 +1,11 @@
-// CUDA connectors; see cuda_connectors.hpp for where FIFO memory lives and why.
+// The in-process transport for CUDA ranks (cuda/connectors.hpp says where FIFO memory lives and why).
 //
 // Device FIFOs come from a stream-ordered pool per device and go back with cudaFreeAsync:
 // cudaMalloc/cudaFree would synchronise the whole device, i.e. wait for the daemon kernels
 // running on it. A peer GPU gets access to the pool with cudaMemPoolSetAccess (pool memory does
 // not follow cudaDeviceEnablePeerAccess). Pinned host FIFOs are released when the world ends,
 // for the same reason (cudaFreeHost synchronises too).
-#include "transport/cuda_connectors.hpp"
+#include "transport/cuda/connectors.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_format.h"
 #include "transport/end_pairing.hpp"
-#include "transport/shm_pool.hpp"
+#include "transport/shm/pages.hpp"
 #include "util/cuda_util.hpp"
 
 namespace occl::transport {
@@ -274,98 +274,7 @@ class CudaInProcessFactory : public ConnectorFactory {
   std::shared_ptr<CudaWorld> world_;
 };
 
-// An shm mapping, page-locked and mapped for the daemon kernel; unregistered before unmapping.
-class RegisteredShm : public ConnectorMemory {
- public:
-  RegisteredShm(std::shared_ptr<ConnectorMemory> mapping, int device)
-      : mapping_(std::move(mapping)), device_(device) {
-    base_ = mapping_->header();
-  }
-  ~RegisteredShm() override {
-    if (!registered_) return;
-    DeviceGuard guard(device_);
-    cudaHostUnregister(base_);
-  }
-
-  Status registerWith(size_t bytes) {
-    DeviceGuard guard(device_);
-    if (Status s = guard.status(); !s.ok()) return s;
-    if (Status s = cudaStatus(cudaHostRegister(base_, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
-                              "cudaHostRegister(shm connector)", device_);
-        !s.ok())
-      return s;
-    registered_ = true;
-    void* onDevice = nullptr;
-    if (Status s = cudaStatus(cudaHostGetDevicePointer(&onDevice, base_, 0), "cudaHostGetDevicePointer", device_);
-        !s.ok())
-      return s;
-    if (onDevice != base_)
-      return Status::error(occlUnhandledCudaError,
-                           absl::StrFormat("registered shm connector %p maps to %p on CUDA device %d: the daemon "
-                                           "needs host pointers usable on the device",
-                                           base_, onDevice, device_));
-    return Status::success();
-  }
-
- private:
-  std::shared_ptr<ConnectorMemory> mapping_;  // the shm mapping itself, unmapped after us
-  int device_;
-  bool registered_ = false;
-};
-
-class CudaShmFactory : public ConnectorFactory {
- public:
-  CudaShmFactory(uint64_t nonce, int64_t timeoutMs, int device)
-      : shm_(makeShmFactory(nonce, timeoutMs, ShmRanges::WholePages)), device_(device) {}
-
-  Result<std::shared_ptr<ConnectorMemory>> attach(const ConnectorKey& key, ConnectorEnd end, uint32_t nSlots,
-                                                  uint64_t slotBytes) override {
-    Result<std::shared_ptr<ConnectorMemory>> mapping = shm_->attach(key, end, nSlots, slotBytes);
-    if (!mapping.ok()) return mapping;
-    auto registered = std::make_shared<RegisteredShm>(std::move(mapping.value()), device_);
-    // The whole pages of its range (ShmRanges::WholePages): registration works on pages anyway.
-    if (Status s = registered->registerWith(rangeBytes(fifoBytes(nSlots, slotBytes), /*packed=*/false)); !s.ok())
-      return s.withContext(absl::StrFormat("connector %s", key.describe()));
-    return std::shared_ptr<ConnectorMemory>(std::move(registered));
-  }
-  const char* name() const override { return "cuda-shm"; }
-
- private:
-  std::unique_ptr<ConnectorFactory> shm_;  // the mappings, and the pairing of their ends
-  int device_;
-};
-
 }  // namespace
-
-Result<HostAllocator> makeCudaPinnedAllocator(int device) {
-  DeviceGuard guard(device);
-  if (Status s = guard.status(); !s.ok()) return s;
-  int unified = 0;
-  if (Status s = cudaStatus(cudaDeviceGetAttribute(&unified, cudaDevAttrUnifiedAddressing, device),
-                            "cudaDeviceGetAttribute(cudaDevAttrUnifiedAddressing)", device);
-      !s.ok())
-    return s;
-  if (unified == 0)
-    return Status::error(occlUnhandledCudaError,
-                         absl::StrFormat("CUDA device %d has no unified addressing: the NET connector's pinned FIFOs "
-                                         "need host addresses the daemon kernel can use",
-                                         device));
-  return recyclingAllocator(HostAllocator{
-      [device](size_t bytes) -> void* {
-        DeviceGuard g(device);
-        void* p = nullptr;
-        if (!g.status().ok() || cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
-          cudaGetLastError();  // reported as a failed allocation (nullptr), not left for a later call
-          return nullptr;
-        }
-        return p;
-      },
-      [device](void* base, size_t) {
-        DeviceGuard g(device);
-        cudaFreeHost(base);
-      },
-  });
-}
 
 std::shared_ptr<CudaWorld> makeCudaWorld(std::vector<int> devices) {
   return std::make_shared<CudaWorld>(std::move(devices));
@@ -373,10 +282,6 @@ std::shared_ptr<CudaWorld> makeCudaWorld(std::vector<int> devices) {
 
 std::unique_ptr<ConnectorFactory> makeCudaInProcessFactory(std::shared_ptr<CudaWorld> world) {
   return std::make_unique<CudaInProcessFactory>(std::move(world));
-}
-
-std::unique_ptr<ConnectorFactory> makeCudaShmFactory(uint64_t jobNonce, int64_t attachTimeoutMs, int device) {
-  return std::make_unique<CudaShmFactory>(jobNonce, attachTimeoutMs, device);
 }
 
 }  // namespace occl::transport

@@ -1,0 +1,43 @@
+// What torch hands the backend, checked and translated for occl (process_group.cpp): a tensor's
+// dtype and a reduce op as occl's, the tensors a call takes (CPU, contiguous, dense, matching
+// shapes), roots; every failure a torch error that names the call and the argument.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace occl::torch_backend {
+
+// occl's datatype for the tensor's dtype.
+int dtypeOf(const at::Tensor& t, const char* call);
+
+// occl's reduction for torch's op (no bitwise ops, no PREMUL_SUM yet).
+int opOf(const c10d::ReduceOp& op, const char* call);
+
+// A CPU tensor, contiguous and dense; `what` names it in the error.
+void checkTensor(const at::Tensor& t, const char* call, const char* what);
+
+// The one tensor of a call that takes one per process, checked.
+at::Tensor& single(std::vector<at::Tensor>& tensors, const char* call);
+
+// `t` checked, with the dtype and element count of `like`.
+void checkSameShape(const at::Tensor& t, const at::Tensor& like, const char* call, const char* what);
+
+// The root rank of a rooted call, a rank of the group's `size`, with its one tensor.
+int checkedRoot(int64_t rootRank, int64_t rootTensor, int size, const char* call);
+
+// The _base forms: `all` holds size x `one`'s elements, of the same dtype.
+void checkOneToAll(const at::Tensor& one, const char* oneName, const at::Tensor& all, const char* allName, int size,
+                   const char* call);
+
+// The list forms' staging tensor: `parts` (equal sizes, checked) one after another.
+void fillFrom(at::Tensor& flat, const std::vector<at::Tensor>& parts);
+
+// "[1, 2, 3]", for messages.
+std::string join(const std::vector<int64_t>& v);
+
+}  // namespace occl::torch_backend
