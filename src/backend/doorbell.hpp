@@ -28,7 +28,7 @@ class Doorbell {
   // (x86 lets a load pass an earlier store to another address): the parker would then register
   // and look at the work while the store still sat in this core's store buffer, both would miss
   // the other, and the parker would sleep its whole timeout with work waiting
-  // (tests/unit/doorbell_test.cpp catches that). The RMW is a locked instruction on x86, a few
+  // (tests/unit/backend/doorbell_test.cpp catches that). The RMW is a locked instruction on x86, a few
   // nanoseconds; a seq_cst fence (mfence) costs several times as much here.
   bool ring() {
     if (parked_.fetch_add(0, std::memory_order_seq_cst) == 0) return false;

@@ -302,7 +302,7 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
     // Lazy save: only a context this try moved ("dirty") is written back. Dirty is not
     // "progressed" (a primitive moved data, so the block is not idle): the first try marks the
     // submission started and a nop moves the step, both without data; a try that gave up at the
-    // wait it was loaded at moves nothing and saves nothing (tests/unit/daemon_try_test.cpp).
+    // wait it was loaded at moves nothing and saves nothing (tests/unit/daemon/daemon_try_test.cpp).
     bool dirty = ctx.tile != loaded.tile || ctx.step != loaded.step || ctx.sub != loaded.sub ||
                  ctx.started != loaded.started;
     leaderUpdate([&] {

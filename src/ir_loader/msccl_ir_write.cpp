@@ -1,5 +1,5 @@
 // Writing half of the MSCCL-IR loader: Program -> XML in the MSCCLang compiler's layout, which
-// loadMscclIrString() reads back as the same program (tests/unit/ir_emit_test.cpp).
+// loadMscclIrString() reads back as the same program (tests/unit/ir_loader/ir_emit_test.cpp).
 #include <limits>
 
 #include "absl/strings/str_cat.h"

@@ -67,7 +67,7 @@ struct ReduceCopyCall {
 // (`recv`, `send`: nullptr when the step has none) are ready: the caller has waited. It cannot fail.
 // Never inlined: on the GPU the tile loop is a function of its own with the whole register budget
 // (the kernel's control path is live around the call, not inside the loop), and ptxas reports its
-// spills apart from the kernel's (tests/unit/kernel_resources_test.cpp pins them at zero).
+// spills apart from the kernel's (tests/policy/kernel_resources_test.cpp pins them at zero).
 OCCL_HD OCCL_NOINLINE inline void applyStep(const CollDesc& d, const ProgramForm& f, const DeviceStep& step, const FifoHandle* recv,
                               const FifoHandle* send, const TaskBuffers& bufs, uint32_t sub, uint32_t tile,
                               uint64_t n) {

@@ -2,7 +2,7 @@
 # CUDA compiler launcher (src/CMakeLists.txt): runs the compiler command given after the log's
 # path, passes its output through, and keeps ptxas's resource lines (--resource-usage: registers,
 # stack frame and spills of each function per architecture) in the log, where
-# tests/unit/kernel_resources_test.cpp compares them with tools/gpu/daemon_kernel_resources.txt.
+# tests/policy/kernel_resources_test.cpp compares them with tools/gpu/daemon_kernel_resources.txt.
 # The log is written only by a compile that succeeded and printed resource lines.
 set -uo pipefail
 log="$1"

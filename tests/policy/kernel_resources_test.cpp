@@ -84,7 +84,7 @@ std::map<Key, Resources> parseCommitted(std::istream& in) {
 std::string format(const std::map<Key, Resources>& all) {
   std::string s =
       "# The CUDA daemon kernel's resources per architecture, from ptxas --resource-usage\n"
-      "# (tests/unit/kernel_resources_test.cpp fails when a build's grow past these).\n"
+      "# (tests/policy/kernel_resources_test.cpp fails when a build's grow past these).\n"
       "# arch registers(-1: not an entry) stack-frame spill-stores spill-loads function\n";
   for (const auto& [key, r] : all)
     s += key.first + " " + std::to_string(r.registers) + " " + std::to_string(r.stack) + " " +
