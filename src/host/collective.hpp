@@ -28,7 +28,7 @@ struct CallbackSlot {
   void* arg = nullptr;
   uint32_t status = 0;
   bool done = false;  // CQE seen, callback not fired yet (an earlier seq is still running)
-  uint8_t generation = 0;  // of occlCommWaitAll's (Comm::generation_ when it was submitted)
+  uint8_t generation = 0;  // of occlCommWaitAll's (host/wait_generations.hpp) when it was submitted
   uint8_t gate = 0;        // GateState (device/gate.hpp) as the host knows it, under the submit lock
 };
 

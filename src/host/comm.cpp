@@ -1,38 +1,22 @@
+// A communicator's lifecycle: building its daemon's state and starting it, the poller and the
+// board (create, start), and stopping them (shutdown; finalize, abort, revoke, a peer's failure,
+// destruction).
 #include "host/comm.hpp"
 
-#include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cstring>
-#include <optional>
 #include <string_view>
 #include <system_error>
 #include <thread>
-#include <tuple>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/group.hpp"
-#include "device/coll_types.hpp"
-#include "device/gate.hpp"
-#include "memory/shared_buffers.hpp"
-#include "device/dtypes.hpp"
 #include "util/cpus.hpp"
 #include "util/log.hpp"
 #include "util/thread_name.hpp"
 
 namespace occl::host {
 namespace {
-
-// Spin, then yield, then sleep: the SQ is full only while the daemon catches up.
-void backoff(int attempt) {
-  if (attempt < 64) return;
-  if (attempt < 256) {
-    std::this_thread::yield();
-    return;
-  }
-  std::this_thread::sleep_for(std::chrono::microseconds(50));
-}
 
 // A host daemon's spin round yields the core, and a yield costs as much as the other runnable
 // threads on that core take; with 8 ranks on 2 cores, thousands of rounds on an absent peer last
@@ -281,14 +265,11 @@ Comm::~Comm() {
   if (backend_->daemonMayStillRun()) {
     // Its stop timed out (reported then): the daemon may still read the collectives' connectors,
     // plans and tables, so they leak with the backend's own memory instead of being freed under it.
-    for (auto& entry : byId_) (void)entry.second.release();
+    registry_.leak();
     (void)connectors_.release();
     return;
   }
-  byId_.clear();
-  for (auto& page : hostPages_) page.reset();
-  for (CollDesc* page : daemonPages_)
-    if (page != nullptr) backend_->freeDaemon(page);
+  registry_.clear(*backend_);
   for (auto [p, isShared] : allocations_) isShared ? backend_->freeShared(p) : backend_->freeDaemon(p);
 }
 
@@ -303,7 +284,7 @@ void Comm::shutdown() {
     std::lock_guard<std::mutex> lock(submitMu_);
     if (!pushSqe(SqeView{kSqeExit, 0, 0, 0, 0, 0}).ok()) {
       raiseAbort(occlAborted, /*keepFirst=*/true);  // an abort already under way keeps its own reason
-      setAsyncError(occlAborted, "shutdown: the submission queue stayed full, so pending submissions were failed");
+      errors_.setAsync(occlAborted, "shutdown: the submission queue stayed full, so pending submissions were failed");
       if (Status s = pushSqe(SqeView{kSqeExit, 0, 0, 0, 0, 0}); !s.ok())
         (void)record(s.withContext("shutdown: the daemon did not take the exit request"));
     }
@@ -329,7 +310,7 @@ Status Comm::finalize() {
   // Ranks in other processes: once every rank is here, every connector a peer will ever join has
   // been joined, so destroying the communicator may remove the shm segments that were not. After
   // a peer failure there is no one to wait for: finalize stops locally.
-  const bool peersAlive = asyncError_.load() == occlSuccess;
+  const bool peersAlive = errors_.async(std::memory_order_seq_cst) == occlSuccess;
   Status together = bootstrap_ && peersAlive ? bootstrap_->barrier() : Status::success();
   shutdown();
   return together.withContext("occlCommFinalize: waiting for every rank to finalize");
@@ -349,7 +330,7 @@ Status Comm::revoke() {
 
 Status Comm::stopAndFail(occlResult_t reason, const std::string& why) {
   logInfo(LogSubsys::Init, absl::StrFormat("rank %d of %d: %s", rank_, nRanks_, why));
-  setAsyncError(reason, why);
+  errors_.setAsync(reason, why);
   raiseAbort(reason, /*keepFirst=*/false);
   shutdown();
   // The daemon poisoned the connectors of what was pending; those of every other registered
@@ -360,7 +341,7 @@ Status Comm::stopAndFail(occlResult_t reason, const std::string& why) {
   releaseGateWaiters();
   std::lock_guard<std::mutex> lock(submitMu_);
   Status poisoned;
-  for (const auto& [collId, coll] : byId_) {
+  for (const auto& [collId, coll] : registry_) {
     Status s = coll->poisonConnectors(occlRemoteError, coll->completedSeq());
     if (poisoned.ok() && !s.ok()) poisoned = s.withContext(absl::StrFormat("poisoning the connectors of collId 0x%x", collId));
   }
@@ -372,16 +353,8 @@ Status Comm::stoppedError() const {
   return Status::error(occlInvalidUsage, "the communicator is finalized or aborted");
 }
 
-std::vector<Comm::Registration> Comm::registrations() {
-  std::lock_guard<std::mutex> lock(submitMu_);
-  std::vector<Registration> out;
-  for (const auto& [collId, coll] : byId_) out.push_back(Registration{collId, coll->userDesc(), coll->requestedAlgorithm()});
-  std::sort(out.begin(), out.end(), [](const Registration& a, const Registration& b) { return a.collId < b.collId; });
-  return out;
-}
-
 void Comm::failFromPeer(const std::string& why) {
-  setAsyncError(occlRemoteError, why);
+  errors_.setAsync(occlRemoteError, why);
   raiseAbort(occlRemoteError, /*keepFirst=*/true);  // an abort already under way keeps its own reason
   backend_->notifySubmission();  // a parked daemon block must see the flag and fail its tasks
 }
@@ -390,317 +363,6 @@ void Comm::failFromPeer(const std::string& why) {
 void Comm::raiseAbort(occlResult_t reason, bool keepFirst) {
   if (Status s = backend_->raiseAbort(*env_, static_cast<uint32_t>(reason), keepFirst); !s.ok())
     (void)record(s.withContext("telling the daemon of the abort"));
-}
-
-void Comm::setAsyncError(occlResult_t code, const std::string& why) {
-  occlResult_t expected = occlSuccess;
-  if (!asyncError_.compare_exchange_strong(expected, code)) return;
-  std::lock_guard<std::mutex> lock(errorMu_);
-  lastError_ = why;
-  asyncWhy_ = why;
-}
-
-occlResult_t Comm::record(const Status& s) {
-  if (!s.ok()) {
-    std::lock_guard<std::mutex> lock(errorMu_);
-    lastError_ = s.message;
-  }
-  return s.code;
-}
-
-std::string Comm::lastError() const {
-  std::lock_guard<std::mutex> lock(errorMu_);
-  return lastError_;
-}
-
-// The table is daemon memory (the daemon reads an entry on every try): the host keeps its own
-// list of the pages and writes through copies. A page's pointer is copied in before any SQE can
-// name an index on it, so the daemon never reads a slot the host is writing.
-Result<CollDesc*> Comm::tableEntry(uint32_t index) {
-  const uint32_t p = index >> CollTable::kPageBits;
-  if (daemonPages_[p] == nullptr) {
-    Result<void*> mem = backend_->allocDaemon(sizeof(CollDesc) * CollTable::kPageSize);
-    if (!mem.ok()) return mem.status().withContext("allocating a page of the collective table");
-    auto* page = static_cast<CollDesc*>(mem.value());
-    if (Status s = backend_->copyToDaemon(&env_->colls.pages[p], &page, sizeof(page)); !s.ok()) {
-      backend_->freeDaemon(page);
-      return s.withContext("publishing a page of the collective table");
-    }
-    daemonPages_[p] = page;
-  }
-  return &daemonPages_[p][index & (CollTable::kPageSize - 1)];
-}
-
-Collective* Comm::byIndex(uint32_t index) const {
-  const auto& page = hostPages_[index >> CollTable::kPageBits];
-  return page ? (*page)[index & (CollTable::kPageSize - 1)] : nullptr;
-}
-
-void Comm::setByIndex(uint32_t index, Collective* c) {
-  auto& page = hostPages_[index >> CollTable::kPageBits];
-  if (!page) page = std::make_unique<std::array<Collective*, CollTable::kPageSize>>();
-  (*page)[index & (CollTable::kPageSize - 1)] = c;
-}
-
-// An index freed by deregistration is reused at once: no daemon block reads a CollDesc it has no
-// part of (pollSubmissions, daemon.hpp), and every part of every submission of a deregistered
-// collective has completed.
-Result<uint32_t> Comm::allocateIndex() {
-  if (!freeIndices_.empty()) {
-    const uint32_t index = freeIndices_.back();
-    freeIndices_.pop_back();
-    return index;
-  }
-  if (nextFreshIndex_ >= CollTable::kPageSize * CollTable::kMaxPages)
-    return Status::error(occlInvalidUsage, absl::StrFormat("more than %d collectives registered at once",
-                                                           CollTable::kPageSize * CollTable::kMaxPages));
-  return nextFreshIndex_++;
-}
-
-Status Comm::registerCollective(uint64_t collId, const occlCollDesc_t& desc) {
-  if (stopped_) return stoppedError();
-  std::lock_guard<std::mutex> lock(submitMu_);
-  // Again under the lock (as submit): a registration that lands after shutdown() has its
-  // connectors poisoned by nobody, and a peer would wait on them until its timeout.
-  if (stopped_) return stoppedError();
-  if (byId_.contains(collId))
-    return Status::error(occlInvalidUsage, absl::StrFormat("collId 0x%x is already registered on rank %d", collId, rank_));
-  Result<uint32_t> index = allocateIndex();
-  if (!index.ok()) return index.status();
-  CollectiveSetup setup{rank_,     nRanks_,    &config_,   backend_.get(), connectors_.get(),
-                        &library_, peerReads_, peerShared_, yieldBoard_};
-  Result<std::unique_ptr<Collective>> coll = Collective::create(setup, collId, index.value(), desc);
-  Status published = coll.ok() ? Status::success() : coll.status();
-  if (published.ok()) {
-    Result<CollDesc*> entry = tableEntry(index.value());
-    published = entry.ok() ? coll.value()->publish(entry.value()) : entry.status();
-  }
-  if (!published.ok()) {
-    freeIndices_.push_back(index.value());
-    return published;
-  }
-  if (logEnabled(LogLevel::Trace, LogSubsys::Coll))
-    logTrace(LogSubsys::Coll, absl::StrFormat("rank %d registered collId 0x%x: %s, count %d, datatype %s, algorithm %s",
-                                              rank_, collId, collTypeName(desc.type), desc.count,
-                                              dtypeName(desc.datatype), coll.value()->algorithmName(kFormOutOfPlace)));
-  std::lock_guard<std::mutex> registry(registryMu_);
-  setByIndex(index.value(), coll.value().get());
-  byId_.emplace(collId, std::move(coll.value()));
-  return Status::success();
-}
-
-Status Comm::deregisterCollective(uint64_t collId) {
-  std::lock_guard<std::mutex> lock(submitMu_);
-  auto it = byId_.find(collId);
-  if (it == byId_.end())
-    return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));
-  if (uint64_t n = it->second->inFlight(); n != 0)
-    return Status::error(occlInvalidUsage,
-                         absl::StrFormat("collId 0x%x has %d submissions in flight; wait for their callbacks", collId, n));
-  std::lock_guard<std::mutex> registry(registryMu_);
-  uint32_t index = it->second->index();
-  setByIndex(index, nullptr);
-  freeIndices_.push_back(index);
-  byId_.erase(it);
-  return Status::success();
-}
-
-Status Comm::pushSqe(const SqeView& e) {
-  // The clock starts at the first full SQ: a push that fits reads no clock (one read costs about
-  // as much as the push itself).
-  std::optional<std::chrono::steady_clock::time_point> deadline;
-  for (int attempt = 0; !env_->sq.tryPush(sqTicket_, e, sqLimit_); ++attempt) {
-    if (atomics::loadAcquire(env_->hostAbortFlag) != 0 && !(e.flags & kSqeExit))
-      return Status::error(occlAborted, "the communicator was aborted");
-    const auto now = std::chrono::steady_clock::now();
-    if (!deadline) deadline = now + std::chrono::milliseconds(config_.initTimeoutMs);
-    if (now > *deadline)
-      return Status::error(occlTimeout, "the submission queue stayed full: is the daemon running?");
-    backend_->notifySubmission();
-    backoff(attempt);
-  }
-  sqTicket_ += 1;
-  return Status::success();
-}
-
-Status Comm::validateBuffers(const Collective& c, const void* sendbuf, const void* recvbuf) const {
-  const occlCollDesc_t& d = c.userDesc();
-  if (c.sendElems() > 0 && sendbuf == nullptr)
-    return Status::error(occlInvalidArgument, absl::StrFormat("sendbuf is NULL for collId 0x%x", c.collId()));
-  if (c.recvElems() > 0 && recvbuf == nullptr)
-    return Status::error(occlInvalidArgument, absl::StrFormat("recvbuf is NULL for collId 0x%x", c.collId()));
-  const uint64_t eb = dtypeSize(d.datatype);
-  if (d.sharedBuffers == 1) {  // the peer program maps them in other processes
-    Collective::BuffersSeen& seen = c.sharedBuffersSeen();
-    const uint64_t releases = memory::releases();
-    if (!seen.valid || seen.send != sendbuf || seen.recv != recvbuf || seen.releases != releases) {
-      for (auto [name, buf, bytes] : {std::tuple{"sendbuf", sendbuf, c.sendElems() * eb},
-                                      std::tuple{"recvbuf", static_cast<const void*>(recvbuf), c.recvElems() * eb}}) {
-        if (bytes > 0 && memory::describe(buf, bytes).inode == 0)
-          return Status::error(occlInvalidArgument,
-                               absl::StrFormat("%s of collId 0x%x is not memory from occlMemAlloc holding its %d bytes; "
-                                               "the collective was registered with desc.sharedBuffers = 1",
-                                               name, c.collId(), bytes));
-      }
-      seen = {true, sendbuf, recvbuf, releases};
-    }
-  }
-  if (sendbuf == nullptr || recvbuf == nullptr) return Status::success();
-  auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
-  uint64_t sBytes = c.sendElems() * eb, rBytes = c.recvElems() * eb;
-  if (s + sBytes <= r || r + rBytes <= s) return Status::success();  // disjoint
-  if (inPlace(c, sendbuf, recvbuf)) return Status::success();  // the only overlap allowed
-  return Status::error(occlInvalidArgument,
-                       absl::StrFormat("sendbuf and recvbuf of collId 0x%x overlap but are not in place (%s in-place "
-                                       "means %s)",
-                                       c.collId(), collTypeName(d.type), inPlaceRuleText(d.type)));
-}
-
-bool Comm::inPlace(const Collective& c, const void* sendbuf, const void* recvbuf) const {
-  const occlCollDesc_t& d = c.userDesc();
-  if (sendbuf == nullptr || recvbuf == nullptr) return false;
-  const auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
-  if (collInfo(d.type).inPlace == InPlaceRule::None) return false;  // e.g. AllToAll: NCCL has none
-  const auto [sendAt, recvAt] = inPlaceOffsets(d.type, rank_, d.count);
-  const uint64_t eb = dtypeSize(d.datatype);
-  return s - sendAt * eb == r - recvAt * eb;
-}
-
-Status Comm::submitEntry(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
-                         Start start, void* stream, uint64_t* seqOut) {
-  if (stopped_) return stoppedError();
-  if (atomics::loadAcquire(env_->hostAbortFlag) != 0) {
-    std::lock_guard<std::mutex> error(errorMu_);
-    occlResult_t code = asyncError();  // a peer failed: say which, not "finalized"
-    return Status::error(code != occlSuccess ? code : occlInvalidUsage, asyncWhy_);
-  }
-  std::unique_lock<std::mutex> lock(submitMu_);
-  // Again under the lock, which shutdown() takes to push the exit SQE after setting stopped_: a
-  // submission that passed the first look while shutdown began would otherwise go in behind the
-  // exit SQE, where no daemon reads it, and its callback would never fire.
-  if (stopped_) return stoppedError();
-  auto it = byId_.find(collId);
-  if (it == byId_.end())
-    return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));
-  Collective& c = *it->second;
-  if (Status s = validateBuffers(c, sendbuf, recvbuf); !s.ok()) return s;
-  if (Status s = backend_->checkUserBuffers(sendbuf, recvbuf); !s.ok()) return s;
-  if (c.inFlight() >= c.window())
-    return Status::error(occlInProgress,
-                         absl::StrFormat("collId 0x%x already has %d submissions in flight (config.maxInflightPerColl); "
-                                         "submit again after a callback",
-                                         collId, c.window()));
-  // A block that cannot take an SQE stops reading the SQ, and a collective a peer waits on may be
-  // behind it: so what is outstanding must always fit every block's task queue.
-  const uint64_t tasks = c.tasksPerSubmission();
-  if (queuedTasks() + tasks > static_cast<uint64_t>(config_.taskQueueDepth))
-    return Status::error(occlInProgress,
-                         absl::StrFormat("%d submissions are outstanding, %d task-queue entries of "
-                                         "config.taskQueueDepth = %d; submit again after a callback",
-                                         submittedTotal_.load() - firedTotal_.load(), queuedTasks(),
-                                         config_.taskQueueDepth));
-  const uint64_t seq = c.nextSeq();
-  // The callback is in place before the SQE exists, so a fast completion always finds it: the
-  // thread that takes the CQE reads nextSeq first (processCqe), which noteSubmitted releases.
-  // No other thread touches this slot now: it was freed (advanceCompleted, a release that
-  // inFlight() acquired above), its next CQE cannot come before this SQE, and a poller that saw
-  // an undone count (a failed push, below) has let go of registryMu_.
-  // A stream opens its gate itself: occlGateOpen refuses it (kGateOpen).
-  const uint8_t gate = start == Start::Now ? kGateNone : start == Start::AtGate ? kGateClosed : kGateOpen;
-  c.slotFor(seq) =
-      CallbackSlot{callback, arg, 0, false, static_cast<uint8_t>(generation_.load(std::memory_order_relaxed)), gate};
-  const uint16_t flags = static_cast<uint16_t>((inPlace(c, sendbuf, recvbuf) ? kSqeInPlace : kSqeSubmit) |
-                                               (start == Start::Now ? 0 : kSqeGated));
-  const SqeView e{flags, c.nParts(), c.index(), seq, reinterpret_cast<uint64_t>(sendbuf),
-                  reinterpret_cast<uint64_t>(recvbuf)};
-  c.noteSubmitted();
-  addSubmitted(1, tasks);
-  if (Status s = pushSqe(e); !s.ok()) {
-    {
-      // Under the poller's lock: a poller that read the count before the undo must be done
-      // with this slot before the next submission writes it again (processCqe, fireInOrder
-      // read slots under registryMu_ only).
-      std::lock_guard<std::mutex> registry(registryMu_);
-      c.undoSubmitted();
-    }
-    addSubmitted(~uint64_t{0}, 0 - tasks);
-    return s;
-  }
-  if (seqOut != nullptr) *seqOut = seq;
-  if (start == Start::OnStream) {
-    // Under the submit lock, so one stream's submissions open in their submission order. The SQE
-    // is out: were its gate never opened, only an abort would fail it, so a stream that cannot
-    // take the gate (checkStream passed, so the driver itself refused) aborts the communicator.
-    if (Status s = backend_->enqueueGate(stream, c.gateOpenWord(seq), c.gateDoneWord(seq), gateValue(seq)); !s.ok()) {
-      lock.unlock();
-      const Status failed = s.withContext("occlSubmitOnStream: the submission was queued but its stream refused "
-                                          "the gate, so the communicator is aborted");
-      setAsyncError(failed.code, failed.message);
-      raiseAbort(failed.code, /*keepFirst=*/true);
-      backend_->notifySubmission();
-      return failed;
-    }
-  }
-  lock.unlock();
-  backend_->notifySubmission();
-  return Status::success();
-}
-
-Result<const std::string*> Comm::algorithmOf(uint64_t collId, bool inPlace) {
-  std::lock_guard<std::mutex> lock(submitMu_);
-  auto it = byId_.find(collId);
-  if (it == byId_.end())
-    return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));
-  return &it->second->algorithmName(inPlace ? kFormInPlace : kFormOutOfPlace);
-}
-
-Result<std::vector<occlTimelineEntry_t>> Comm::timeline() {
-  const uint32_t depth = env_->timelineDepth;
-  if (depth == 0)
-    return Status::error(occlInvalidUsage,
-                         "config.timelineDepth = 0: this communicator keeps no timeline (set it, or OCCL_TIMELINE_DEPTH)");
-  constexpr size_t kRecordWords = sizeof(TimelineRecord) / sizeof(uint64_t);
-  std::vector<occlTimelineEntry_t> out;
-  const uint64_t slots = timelineSlots(depth);
-  std::vector<uint64_t> words(kRecordWords * slots);
-  for (uint32_t b = 0; b < env_->nBlocks; ++b) {
-    TimelineRing* ring = timelineOf(*env_, static_cast<int>(b));
-    uint64_t before = 0, after = 0;
-    // The count, the records, the count again: a record is kept if it was complete before the
-    // copy and was not overwritten during it (daemon/timeline.hpp).
-    // (A seqlock's reader: the fences order the record loads after the first count and before the
-    // second, where the daemon memory is this process's.)
-    if (Status s = backend_->readDaemonWords(&before, &ring->count, 1); !s.ok()) return s;
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (Status s = backend_->readDaemonWords(words.data(), ring->records()[0].words, words.size()); !s.ok()) return s;
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (Status s = backend_->readDaemonWords(&after, &ring->count, 1); !s.ok()) return s;
-    const uint64_t untouched = after >= slots ? after - slots + 1 : 0;
-    const uint64_t newest = before >= depth ? before - depth : 0;
-    for (uint64_t i = std::max(untouched, newest); i < before; ++i) {
-      const uint64_t* w = &words[(i % slots) * kRecordWords];
-      occlTimelineEntry_t e{};
-      e.collId = w[kTlCollId];
-      e.seq = w[kTlSeq];
-      e.takenNs = w[kTlTaken];
-      e.startedNs = w[kTlStarted];
-      e.firstDataNs = w[kTlFirstData];
-      e.lastDataNs = w[kTlLastData];
-      e.doneNs = w[kTlDone];
-      e.part = static_cast<uint32_t>(w[kTlPartFlags]);
-      e.completed = (w[kTlPartFlags] >> 32) & kTimelineWroteCqe ? 1 : 0;
-      out.push_back(e);
-    }
-  }
-  return out;
-}
-
-Result<occlCollStats_t> Comm::collectiveStats(uint64_t collId) {
-  std::lock_guard<std::mutex> lock(submitMu_);
-  auto it = byId_.find(collId);
-  if (it == byId_.end())
-    return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));
-  return it->second->stats(*backend_);
 }
 
 }  // namespace occl::host

@@ -1,27 +1,33 @@
 // A communicator: one rank's daemon (through its Backend), SQ and CQ, registered collectives,
-// and the poller thread that turns CQEs into callbacks.
+// and the poller thread that turns CQEs into callbacks. Its methods, by job: lifecycle (comm.cpp:
+// create, start, shutdown, finalize, abort, revoke), registration (comm_register.cpp, over
+// host/coll_registry.hpp), submission (comm_submit.cpp; gates: comm_gates.cpp), the poller and
+// callbacks (comm_poller.cpp), waiting (comm_wait.cpp, over host/wait_generations.hpp), who is
+// missing (comm_pending.cpp), statistics and the timeline (comm_stats.cpp); its errors are
+// host/comm_errors.hpp.
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "backend/backend.hpp"
 #include "backend/doorbell.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/group.hpp"
 #include "daemon/daemon.hpp"
 #include "host/algorithm_library.hpp"
+#include "host/coll_registry.hpp"
 #include "host/collective.hpp"
+#include "host/comm_errors.hpp"
+#include "host/wait_generations.hpp"
 #include "occl/occl.h"
 #include "queues/yield_board.hpp"
 #include "transport/connector.hpp"
@@ -101,15 +107,9 @@ class Comm {
   Status revoke();
   bool revoked() const { return revoked_.load(std::memory_order_acquire); }
   // Submissions whose callbacks have not fired (occlCommShrink's default refuses to leave them).
-  uint64_t pendingSubmissions() const {
-    return submittedTotal_.load(std::memory_order_acquire) - firedTotal_.load(std::memory_order_acquire);
-  }
-  // What each registration asked for, for a shrink to register again.
-  struct Registration {
-    uint64_t collId;
-    occlCollDesc_t desc;    // desc.algorithm NULL: see `algorithm`
-    std::string algorithm;  // as registered, "" for NULL
-  };
+  uint64_t pendingSubmissions() const { return waits_.unfired(); }
+  // What each registration asked for, for a shrink to register again (host/coll_registry.hpp).
+  using Registration = host::Registration;
   std::vector<Registration> registrations();
   // Each rank's spare rendezvous (host/comm_setup.cpp, shrink): empty for thread ranks.
   const std::vector<bootstrap::UniqueIdData>& spareIds() const { return spareIds_; }
@@ -117,7 +117,7 @@ class Comm {
   // every later submission with occlRemoteError. It stops nothing: finalize/destroy do that on
   // the user's thread, so a destroy that races with this call never frees what it uses.
   void failFromPeer(const std::string& why);
-  occlResult_t asyncError() const { return asyncError_.load(std::memory_order_acquire); }
+  occlResult_t asyncError() const { return errors_.async(); }
   // occlCommGetPending (comm_pending.cpp): per pending submission, the peers it waits on and why.
   Result<std::vector<occlPendingWait_t>> pendingWaits();
   // Callbacks run on the poller, or on a thread in waitAll that takes the poller's part while it
@@ -128,14 +128,24 @@ class Comm {
   // "rank 0 of 4 ready: backend host, ...; peers: 0 self, 1 shm, ...", for the init log line.
   std::string describe() const;
   // Records `s` as this communicator's last error and returns its code.
-  occlResult_t record(const Status& s);
-  std::string lastError() const;
+  occlResult_t record(const Status& s) { return errors_.record(s); }
+  std::string lastError() const { return errors_.lastError(); }
 
  private:
+  // Lifecycle (comm.cpp).
   explicit Comm(CommOptions& options);
   Status allocateDaemonState();
   Status start();
   void shutdown();
+  // Sets the abort flag and the daemon's copy (Backend::raiseAbort). `keepFirst`: an abort already
+  // under way keeps its own reason.
+  void raiseAbort(occlResult_t reason, bool keepFirst);
+  // Why a call finds the communicator stopped: finalized, aborted or revoked.
+  Status stoppedError() const;
+  // abort() and revoke(): `why` becomes the asynchronous error's message.
+  Status stopAndFail(occlResult_t reason, const std::string& why);
+
+  // Submission (comm_submit.cpp).
   Status pushSqe(const SqeView& e);
   // How a submission starts (device/gate.hpp): at once, when openGate opens its gate, or when a
   // stream reaches it.
@@ -143,34 +153,14 @@ class Comm {
   // submit(), submitGated() and submitOnStream(); `seq` receives the submission's number.
   Status submitEntry(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
                      Start start, void* stream, uint64_t* seq);
-  // After an abort: writes the done word of every gated submission that has not completed, so a
-  // stream waiting for one goes on even where the daemon stopped before it failed them.
-  void releaseGateWaiters();
-  // Sets the abort flag and the daemon's copy (Backend::raiseAbort). `keepFirst`: an abort already
-  // under way keeps its own reason.
-  void raiseAbort(occlResult_t reason, bool keepFirst);
   Status validateBuffers(const Collective& c, const void* sendbuf, const void* recvbuf) const;
   // NCCL's in-place position of the two buffers for this rank.
   bool inPlace(const Collective& c, const void* sendbuf, const void* recvbuf) const;
-  Result<uint32_t> allocateIndex();
-  Result<CollDesc*> tableEntry(uint32_t index);
-  Collective* byIndex(uint32_t index) const;
-  void setByIndex(uint32_t index, Collective* c);
+  // After an abort: writes the done word of every gated submission that has not completed, so a
+  // stream waiting for one goes on even where the daemon stopped before it failed them
+  // (comm_gates.cpp).
+  void releaseGateWaiters();
 
-  void pollerLoop();
-  // Takes every CQE published so far and fires what it completes; the caller holds cqMu_.
-  // Returns whether it took any.
-  bool drainCq();
-  // waitAll's first phase: the waiting thread runs the daemon's passes where the backend lets it
-  // and drains the CQ itself, until every callback of generation `generation` has fired
-  // (returns true), `deadline` passes, or nothing has moved for kHelpSpinUs (comm_poller.cpp).
-  using Clock = std::chrono::steady_clock;
-  // `readAt`: when the caller read the clock for `deadline` (the first helped pass reuses it).
-  bool waitByPolling(int generation, std::optional<Clock::time_point> deadline,
-                     std::optional<Clock::time_point> readAt);
-  // waitAll for one generation: true once its callbacks have all fired, false at `deadline`.
-  bool waitForGeneration(int generation, std::optional<Clock::time_point> deadline,
-                         std::optional<Clock::time_point> readAt);
   // Who is missing (comm_pending.cpp): this rank's status table, read by the group's thread every
   // tick; a pending submission (its board entry, its seq) and the waits the board explains.
   struct Waiting {
@@ -186,15 +176,27 @@ class Comm {
   std::vector<Wait> waitsOf(const std::vector<Waiting>& pending);
   std::string describeWaits(const Waiting& failed);
 
-  // `failed`: the submission, for a timeout's message to say whom it waited on.
-  std::string completionFailure(const Waiting& failed, occlResult_t status);
+  // The poller and callbacks (comm_poller.cpp).
+  void pollerLoop();
+  // Takes every CQE published so far and fires what it completes; the caller holds cqMu_.
+  // Returns whether it took any.
+  bool drainCq();
   void processCqe(uint64_t word);
   void fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock);
-  void setAsyncError(occlResult_t code, const std::string& why);
-  // Why a call finds the communicator stopped: finalized, aborted or revoked.
-  Status stoppedError() const;
-  // abort() and revoke(): `why` becomes the asynchronous error's message.
-  Status stopAndFail(occlResult_t reason, const std::string& why);
+  // `failed`: the submission, for a timeout's message to say whom it waited on.
+  std::string completionFailure(const Waiting& failed, occlResult_t status);
+  // waitAll's first phase: the waiting thread runs the daemon's passes where the backend lets it
+  // and drains the CQ itself, until every callback of generation `generation` has fired
+  // (returns true), `deadline` passes, or nothing has moved for kHelpSpinUs.
+  using Clock = WaitGenerations::Clock;
+  // `readAt`: when the caller read the clock for `deadline` (the first helped pass reuses it).
+  bool waitByPolling(int generation, std::optional<Clock::time_point> deadline,
+                     std::optional<Clock::time_point> readAt);
+
+  // Waiting (comm_wait.cpp): waitAll for one generation: true once its callbacks have all fired,
+  // false at `deadline`.
+  bool waitForGeneration(int generation, std::optional<Clock::time_point> deadline,
+                         std::optional<Clock::time_point> readAt);
 
   const int rank_;
   const int nRanks_;
@@ -221,23 +223,14 @@ class Comm {
   // Daemon-visible state (Backend::allocShared / allocDaemon).
   DaemonEnv* env_ = nullptr;
   std::vector<std::pair<void*, bool>> allocations_;  // (pointer, shared?)
-  std::array<CollDesc*, CollTable::kMaxPages> daemonPages_{};  // what env_->colls.pages holds
 
-  // Registration: collId -> collective, and index -> collective for the poller.
-  std::mutex submitMu_;    // the SQ producer lock; also guards byId_ and index allocation
-  std::mutex registryMu_;  // guards what the poller touches: collectives and their slots
-  absl::flat_hash_map<uint64_t, std::unique_ptr<Collective>> byId_;
-  std::array<std::unique_ptr<std::array<Collective*, CollTable::kPageSize>>, CollTable::kMaxPages> hostPages_{};
-  uint32_t nextFreshIndex_ = 0;
-  std::vector<uint32_t> freeIndices_;  // table indices of deregistered collectives, reused first
+  // The SQ producer lock; also guards registry_'s collId map, its table pages and index
+  // allocation (registry_.indexMu() guards what the poller touches).
+  std::mutex submitMu_;
+  CollRegistry registry_;
   uint64_t sqTicket_ = 0;
   uint64_t sqLimit_ = 0;  // SubmissionQueue::tryPush caches the first ticket it cannot write yet
 
-  // Written under submitMu_ only (addByOneWriter).
-  std::atomic<uint64_t> submittedTotal_{0};
-  // Written under cqMu_, but by a seq_cst read-modify-write: one side of the handshake with
-  // waitAll's waiters_ (fireInOrder).
-  std::atomic<uint64_t> firedTotal_{0};
   // Task-queue entries of the submissions whose callbacks have not fired (tasksPerSubmission()
   // each): kept <= taskQueueDepth, so that every block can always take every published SQE.
   // Counted in by the submitter (under submitMu_) and out by the thread firing callbacks (under
@@ -247,31 +240,13 @@ class Comm {
   uint64_t queuedTasks() const {
     return tasksIn_.load(std::memory_order_acquire) - tasksOut_.load(std::memory_order_acquire);
   }
-  // occlCommWaitAll waits for the submissions made before it, which is not a count of callbacks:
-  // those of different collIds fire out of order, and later submissions (a callback's next step,
-  // another thread's) may fire first. So submissions are counted by generation, of which there
-  // are two: waitAll starts the other one (a compare-and-swap, once an earlier wait's has
-  // drained) and waits until the one it left has drained. Counted in under submitMu_ (where
-  // generation_ is read, and kept in the callback slot) and out by the thread firing callbacks,
-  // under cqMu_. A submission that reads generation_ just before a wait starts the other one
-  // overlaps that wait's call, so either generation is right for it.
-  std::atomic<int> generation_{0};
-  std::array<std::atomic<uint64_t>, 2> generationIn_{};
-  std::array<std::atomic<uint64_t>, 2> generationOut_{};
-  // Out first: a fire counted out after the look at `in` would otherwise make a pending
-  // submission look fired (out never exceeds in).
-  uint64_t generationPending(int g) const {
-    const uint64_t out = generationOut_[g].load(std::memory_order_seq_cst);
-    return generationIn_[g].load(std::memory_order_seq_cst) - out;
-  }
-  void addSubmitted(uint64_t submissions, uint64_t tasks) {
-    addByOneWriter(submittedTotal_, submissions);
+  // Submissions counted in (under submitMu_) and out (under cqMu_), in total and by generation,
+  // for pendingSubmissions() and occlCommWaitAll.
+  WaitGenerations waits_;
+  void addSubmitted(uint64_t submissions, uint64_t tasks, int generation) {
     addByOneWriter(tasksIn_, tasks);
-    addByOneWriter(generationIn_[generation_.load(std::memory_order_relaxed)], submissions);
+    waits_.countIn(submissions, generation);
   }
-  std::mutex waitMu_;
-  std::condition_variable waitCv_;
-  std::atomic<int> waiters_{0};
 
   std::thread poller_;
   // The CQ's one consumer at a time: the poller, or a thread in waitAll (waitByPolling). Held
@@ -287,10 +262,7 @@ class Comm {
   bool started_ = false;
   std::atomic<bool> stopped_{false};  // read by submissions from callbacks on the poller thread
 
-  std::atomic<occlResult_t> asyncError_{occlSuccess};
-  mutable std::mutex errorMu_;
-  std::string lastError_;
-  std::string asyncWhy_;  // the message of asyncError_, kept apart from later errors
+  CommErrors errors_;
 };
 
 }  // namespace occl::host

@@ -27,11 +27,11 @@ Status Comm::openGate(const occlGate_t& gate) {
   if (stopped_) return stoppedError();
   {
     std::lock_guard<std::mutex> lock(submitMu_);
-    auto it = byId_.find(gate.collId);
-    if (it == byId_.end())
+    Collective* found = registry_.find(gate.collId);
+    if (found == nullptr)
       return Status::error(occlInvalidArgument,
                            absl::StrFormat("gate.collId 0x%x is not registered on rank %d", gate.collId, rank_));
-    Collective& c = *it->second;
+    Collective& c = *found;
     // A gated submission cannot complete before its gate opens: one that completed had it opened.
     if (gate.seq >= c.nextSeq() || gate.seq < c.completedSeq())
       return Status::error(occlInvalidUsage,
@@ -60,7 +60,7 @@ Status Comm::openGate(const occlGate_t& gate) {
 
 void Comm::releaseGateWaiters() {
   std::lock_guard<std::mutex> lock(submitMu_);
-  for (const auto& [collId, coll] : byId_) {
+  for (const auto& [collId, coll] : registry_) {
     for (uint64_t seq = coll->completedSeq(); seq < coll->nextSeq(); ++seq) {
       if (coll->slotFor(seq).gate == kGateNone) continue;
       if (Status s = backend_->writeDaemonWord(coll->gateDoneWord(seq), gateValue(seq)); !s.ok())

@@ -60,8 +60,8 @@ bool Comm::fillBoard(std::vector<bootstrap::BoardEntry>& out) {
   // On the group's thread, which also watches for dead peers: it never waits for a submitter.
   std::unique_lock<std::mutex> lock(submitMu_, std::try_to_lock);
   if (!lock.owns_lock()) return false;
-  out.reserve(byId_.size());
-  for (const auto& [collId, c] : byId_) out.push_back(boardEntry(*c));
+  out.reserve(registry_.size());
+  for (const auto& [collId, c] : registry_) out.push_back(boardEntry(*c));
   return true;
 }
 
@@ -178,7 +178,7 @@ Result<std::vector<occlPendingWait_t>> Comm::pendingWaits() {
   std::vector<Waiting> pending;
   {
     std::lock_guard<std::mutex> lock(submitMu_);
-    for (const auto& [collId, c] : byId_) {
+    for (const auto& [collId, c] : registry_) {
       const bootstrap::BoardEntry entry = boardEntry(*c);
       for (uint64_t seq = c->completedSeq(); seq < c->nextSeq() && pending.size() < kMaxPendingLooked; ++seq)
         pending.push_back(Waiting{entry, seq});

@@ -1,6 +1,7 @@
 // The poller: takes CQEs from the completion queue and fires the callbacks of each collective
 // in submission order, exactly once each. A CQE whose sequence bits do not fit the window of
-// submissions in flight means a lost or duplicated completion: reported, never ignored.
+// submissions in flight means a lost or duplicated completion: reported, never ignored. A thread
+// in waitAll takes the poller's part while it waits (waitByPolling).
 #include <chrono>
 #include <mutex>
 #include <optional>
@@ -72,20 +73,19 @@ void Comm::pollerLoop() {
     // Nothing outstanding: no CQE can come before the next submission, which wakes the poller
     // (its completion on the host backend, its notifySubmission on a kernel backend), so park
     // long and leave an idle communicator really idle.
-    auto outstanding = [&] {
-      return firedTotal_.load(std::memory_order_seq_cst) != submittedTotal_.load(std::memory_order_seq_cst);
-    };
+    auto outstanding = [&] { return waits_.outstanding(); };
     backend_->waitForCompletion(outstanding() ? 1000 : kIdleParkUs, outstanding);
   }
 }
 
 void Comm::processCqe(uint64_t word) {
   const Cqe cqe = cqe::unpack(word);
-  std::unique_lock<std::mutex> lock(registryMu_);
-  Collective* c = byIndex(cqe.collIndex);
+  std::unique_lock<std::mutex> lock(registry_.indexMu());
+  Collective* c = registry_.byIndex(cqe.collIndex);
   if (c == nullptr) {
     lock.unlock();
-    setAsyncError(occlInternalError, absl::StrFormat("completion for unregistered collective index %d", cqe.collIndex));
+    errors_.setAsync(occlInternalError,
+                     absl::StrFormat("completion for unregistered collective index %d", cqe.collIndex));
     return;
   }
   const uint64_t base = c->completedSeq();
@@ -94,10 +94,10 @@ void Comm::processCqe(uint64_t word) {
   if (delta >= c->inFlight() || c->slotFor(seq).done) {
     uint64_t collId = c->collId();
     lock.unlock();
-    setAsyncError(occlInternalError,
-                  absl::StrFormat("collId 0x%x: completion of submission %d is lost or duplicated (next expected %d, "
-                                  "%d in flight)",
-                                  collId, seq, base, delta));
+    errors_.setAsync(occlInternalError,
+                     absl::StrFormat("collId 0x%x: completion of submission %d is lost or duplicated (next expected "
+                                     "%d, %d in flight)",
+                                     collId, seq, base, delta));
     return;
   }
   CallbackSlot& slot = c->slotFor(seq);
@@ -120,19 +120,20 @@ std::string Comm::completionFailure(const Waiting& failed, occlResult_t status) 
                                     "whose timeout then failed it here): %s",
                                     config_.collTimeoutMs, describeWaits(failed));
     case occlRemoteError: {
-      std::lock_guard<std::mutex> error(errorMu_);
-      return head + "a peer failed it" + (asyncWhy_.empty() ? "" : ": " + asyncWhy_);
+      const std::string why = errors_.asyncWhy();
+      return head + "a peer failed it" + (why.empty() ? "" : ": " + why);
     }
     case occlAborted: return head + (revoked() ? "the communicator was revoked" : "the communicator was aborted");
     default: return head + occlGetErrorString(status);
   }
 }
 
-// `lock` holds registryMu_ for the first look (processCqe's); each later one takes it again.
+// `lock` holds the registry's indexMu() for the first look (processCqe's); each later one takes it
+// again.
 void Comm::fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock) {
   for (;;) {
     if (!lock.owns_lock()) lock.lock();
-    Collective* c = byIndex(index);
+    Collective* c = registry_.byIndex(index);
     if (c == nullptr) return;
     CallbackSlot& slot = c->slotFor(c->completedSeq());
     if (c->inFlight() == 0 || !slot.done) return;
@@ -144,7 +145,7 @@ void Comm::fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock) {
     addByOneWriter(tasksOut_, uint64_t{c->tasksPerSubmission()});
     // Whether the next submission's CQE came first. Slots are marked done under cqMu_ only,
     // which the caller holds throughout, so this cannot change during the callback: with
-    // nothing more to fire the loop ends without taking registryMu_ again.
+    // nothing more to fire the loop ends without taking indexMu() again.
     const bool more = c->inFlight() > 0 && c->slotFor(c->completedSeq()).done;
     const auto status = static_cast<occlResult_t>(fired.status);
     // Where this rank saw the failure, while the registry lock keeps the collective alive.
@@ -159,15 +160,7 @@ void Comm::fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock) {
       (void)record(Status::error(status, why));
     }
     if (fired.fn != nullptr) fire(fired.fn, collId, status, fired.arg);
-    addByOneWriter(generationOut_[fired.generation], uint64_t{1});
-    // seq_cst with waitAll's increment of waiters_ and its read of firedTotal_ (before it looks
-    // at the generation): with weaker orders both sides may read the old value, and the waiter
-    // sleeps through its wake-up. The RMW also releases the count of the generation above.
-    firedTotal_.fetch_add(1, std::memory_order_seq_cst);
-    if (waiters_.load(std::memory_order_seq_cst) > 0) {
-      std::lock_guard<std::mutex> wake(waitMu_);
-      waitCv_.notify_all();
-    }
+    waits_.countOut(fired.generation);  // and wakes the threads in waitAll that sleep
     if (!more) return;
   }
 }
@@ -201,7 +194,7 @@ bool Comm::waitByPolling(int generation, std::optional<Clock::time_point> deadli
       tFiringFor = outer;
       cqMu_.unlock();
     }
-    done = generationPending(generation) == 0;
+    done = waits_.pending(generation) == 0;
     if (done) break;
     const auto now = Clock::now();
     if (moved || !lastMove) lastMove = now;
@@ -211,64 +204,10 @@ bool Comm::waitByPolling(int generation, std::optional<Clock::time_point> deadli
   }
   pollingWaiters_.fetch_sub(1, std::memory_order_seq_cst);
   // Work left, this waiter's or another thread's: the daemon's threads and the poller take it.
-  const bool workLeft =
-      firedTotal_.load(std::memory_order_seq_cst) != submittedTotal_.load(std::memory_order_seq_cst);
+  const bool workLeft = waits_.outstanding();
   if (helping) backend_->endHelp(workLeft);
   if (workLeft) pollerBell_.ring();
   return done;
-}
-
-Status Comm::waitAll(int64_t timeoutMs) {
-  if (inCallback())
-    return Status::error(occlInvalidUsage, "occlCommWaitAll called from a callback: it would wait for itself");
-  if (timeoutMs > OCCL_MAX_TIMEOUT_MS) {
-    return Status::error(occlInvalidArgument,
-                         absl::StrFormat("timeoutMs = %d: expected < 0 (no bound) or 0..%d (OCCL_MAX_TIMEOUT_MS)",
-                                         timeoutMs, OCCL_MAX_TIMEOUT_MS));
-  }
-  // Both generations drained: every submission made so far has fired (no lock, no clock).
-  if (generationPending(0) == 0 && generationPending(1) == 0) return Status::success();
-  std::optional<Clock::time_point> readAt, deadline;
-  if (timeoutMs >= 0) {
-    readAt = Clock::now();
-    deadline = *readAt + std::chrono::milliseconds(timeoutMs);
-  }
-  for (;;) {
-    // Later submissions go to the other generation, unless an earlier wait's are still there:
-    // those came before this call too, so this wait sees them fire first and then starts over.
-    int current = generation_.load(std::memory_order_seq_cst);
-    const int other = 1 - current;
-    const bool earlier = generationPending(other) != 0;
-    if (!earlier && !generation_.compare_exchange_strong(current, other, std::memory_order_seq_cst))
-      continue;  // another wait started it first: look again
-    if (!waitForGeneration(earlier ? other : current, deadline, readAt)) {
-      return Status::error(occlTimeout,
-                           absl::StrFormat("rank %d: %d submissions still pending after %d ms", rank_,
-                                           generationPending(0) + generationPending(1), timeoutMs));
-    }
-    if (!earlier) return Status::success();
-    readAt.reset();  // the first helped pass's reading is stale by now
-  }
-}
-
-bool Comm::waitForGeneration(int generation, std::optional<Clock::time_point> deadline,
-                             std::optional<Clock::time_point> readAt) {
-  auto done = [&] {
-    (void)firedTotal_.load(std::memory_order_seq_cst);  // orders the look with fireInOrder's wake-up
-    return generationPending(generation) == 0;
-  };
-  if (done()) return true;
-  if (waitByPolling(generation, deadline, readAt)) return true;
-  waiters_.fetch_add(1, std::memory_order_seq_cst);
-  std::unique_lock<std::mutex> lock(waitMu_);
-  bool ok = true;
-  if (!deadline) {
-    waitCv_.wait(lock, done);
-  } else {
-    ok = waitCv_.wait_until(lock, *deadline, done);
-  }
-  waiters_.fetch_sub(1);
-  return ok;
 }
 
 }  // namespace occl::host

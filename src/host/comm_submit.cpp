@@ -1,0 +1,172 @@
+// Submission: a registered collective's submission checked (its buffers, its window, the task
+// queues' room) and pushed into the SQ under the submit lock, its callback in place first.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <tuple>
+
+#include "absl/strings/str_format.h"
+#include "device/coll_types.hpp"
+#include "device/dtypes.hpp"
+#include "device/gate.hpp"
+#include "host/comm.hpp"
+#include "memory/shared_buffers.hpp"
+
+namespace occl::host {
+namespace {
+
+// Spin, then yield, then sleep: the SQ is full only while the daemon catches up.
+void backoff(int attempt) {
+  if (attempt < 64) return;
+  if (attempt < 256) {
+    std::this_thread::yield();
+    return;
+  }
+  std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
+}  // namespace
+
+Status Comm::pushSqe(const SqeView& e) {
+  // The clock starts at the first full SQ: a push that fits reads no clock (one read costs about
+  // as much as the push itself).
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  for (int attempt = 0; !env_->sq.tryPush(sqTicket_, e, sqLimit_); ++attempt) {
+    if (atomics::loadAcquire(env_->hostAbortFlag) != 0 && !(e.flags & kSqeExit))
+      return Status::error(occlAborted, "the communicator was aborted");
+    const auto now = std::chrono::steady_clock::now();
+    if (!deadline) deadline = now + std::chrono::milliseconds(config_.initTimeoutMs);
+    if (now > *deadline)
+      return Status::error(occlTimeout, "the submission queue stayed full: is the daemon running?");
+    backend_->notifySubmission();
+    backoff(attempt);
+  }
+  sqTicket_ += 1;
+  return Status::success();
+}
+
+Status Comm::validateBuffers(const Collective& c, const void* sendbuf, const void* recvbuf) const {
+  const occlCollDesc_t& d = c.userDesc();
+  if (c.sendElems() > 0 && sendbuf == nullptr)
+    return Status::error(occlInvalidArgument, absl::StrFormat("sendbuf is NULL for collId 0x%x", c.collId()));
+  if (c.recvElems() > 0 && recvbuf == nullptr)
+    return Status::error(occlInvalidArgument, absl::StrFormat("recvbuf is NULL for collId 0x%x", c.collId()));
+  const uint64_t eb = dtypeSize(d.datatype);
+  if (d.sharedBuffers == 1) {  // the peer program maps them in other processes
+    Collective::BuffersSeen& seen = c.sharedBuffersSeen();
+    const uint64_t releases = memory::releases();
+    if (!seen.valid || seen.send != sendbuf || seen.recv != recvbuf || seen.releases != releases) {
+      for (auto [name, buf, bytes] : {std::tuple{"sendbuf", sendbuf, c.sendElems() * eb},
+                                      std::tuple{"recvbuf", static_cast<const void*>(recvbuf), c.recvElems() * eb}}) {
+        if (bytes > 0 && memory::describe(buf, bytes).inode == 0)
+          return Status::error(occlInvalidArgument,
+                               absl::StrFormat("%s of collId 0x%x is not memory from occlMemAlloc holding its %d bytes; "
+                                               "the collective was registered with desc.sharedBuffers = 1",
+                                               name, c.collId(), bytes));
+      }
+      seen = {true, sendbuf, recvbuf, releases};
+    }
+  }
+  if (sendbuf == nullptr || recvbuf == nullptr) return Status::success();
+  auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
+  uint64_t sBytes = c.sendElems() * eb, rBytes = c.recvElems() * eb;
+  if (s + sBytes <= r || r + rBytes <= s) return Status::success();  // disjoint
+  if (inPlace(c, sendbuf, recvbuf)) return Status::success();  // the only overlap allowed
+  return Status::error(occlInvalidArgument,
+                       absl::StrFormat("sendbuf and recvbuf of collId 0x%x overlap but are not in place (%s in-place "
+                                       "means %s)",
+                                       c.collId(), collTypeName(d.type), inPlaceRuleText(d.type)));
+}
+
+bool Comm::inPlace(const Collective& c, const void* sendbuf, const void* recvbuf) const {
+  const occlCollDesc_t& d = c.userDesc();
+  if (sendbuf == nullptr || recvbuf == nullptr) return false;
+  const auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
+  if (collInfo(d.type).inPlace == InPlaceRule::None) return false;  // e.g. AllToAll: NCCL has none
+  const auto [sendAt, recvAt] = inPlaceOffsets(d.type, rank_, d.count);
+  const uint64_t eb = dtypeSize(d.datatype);
+  return s - sendAt * eb == r - recvAt * eb;
+}
+
+Status Comm::submitEntry(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
+                         Start start, void* stream, uint64_t* seqOut) {
+  if (stopped_) return stoppedError();
+  if (atomics::loadAcquire(env_->hostAbortFlag) != 0) {
+    return errors_.asyncStatus(occlInvalidUsage);  // a peer failed: say which, not "finalized"
+  }
+  std::unique_lock<std::mutex> lock(submitMu_);
+  // Again under the lock, which shutdown() takes to push the exit SQE after setting stopped_: a
+  // submission that passed the first look while shutdown began would otherwise go in behind the
+  // exit SQE, where no daemon reads it, and its callback would never fire.
+  if (stopped_) return stoppedError();
+  Collective* found = registry_.find(collId);
+  if (found == nullptr)
+    return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));
+  Collective& c = *found;
+  if (Status s = validateBuffers(c, sendbuf, recvbuf); !s.ok()) return s;
+  if (Status s = backend_->checkUserBuffers(sendbuf, recvbuf); !s.ok()) return s;
+  if (c.inFlight() >= c.window())
+    return Status::error(occlInProgress,
+                         absl::StrFormat("collId 0x%x already has %d submissions in flight (config.maxInflightPerColl); "
+                                         "submit again after a callback",
+                                         collId, c.window()));
+  // A block that cannot take an SQE stops reading the SQ, and a collective a peer waits on may be
+  // behind it: so what is outstanding must always fit every block's task queue.
+  const uint64_t tasks = c.tasksPerSubmission();
+  if (queuedTasks() + tasks > static_cast<uint64_t>(config_.taskQueueDepth))
+    return Status::error(occlInProgress,
+                         absl::StrFormat("%d submissions are outstanding, %d task-queue entries of "
+                                         "config.taskQueueDepth = %d; submit again after a callback",
+                                         waits_.unfired(std::memory_order_seq_cst), queuedTasks(),
+                                         config_.taskQueueDepth));
+  const uint64_t seq = c.nextSeq();
+  // The callback is in place before the SQE exists, so a fast completion always finds it: the
+  // thread that takes the CQE reads nextSeq first (processCqe), which noteSubmitted releases.
+  // No other thread touches this slot now: it was freed (advanceCompleted, a release that
+  // inFlight() acquired above), its next CQE cannot come before this SQE, and a poller that saw
+  // an undone count (a failed push, below) has let go of the registry's indexMu().
+  // A stream opens its gate itself: occlGateOpen refuses it (kGateOpen).
+  const uint8_t gate = start == Start::Now ? kGateNone : start == Start::AtGate ? kGateClosed : kGateOpen;
+  const int generation = waits_.current();  // read once: see WaitGenerations::countIn
+  c.slotFor(seq) = CallbackSlot{callback, arg, 0, false, static_cast<uint8_t>(generation), gate};
+  const uint16_t flags = static_cast<uint16_t>((inPlace(c, sendbuf, recvbuf) ? kSqeInPlace : kSqeSubmit) |
+                                               (start == Start::Now ? 0 : kSqeGated));
+  const SqeView e{flags, c.nParts(), c.index(), seq, reinterpret_cast<uint64_t>(sendbuf),
+                  reinterpret_cast<uint64_t>(recvbuf)};
+  c.noteSubmitted();
+  addSubmitted(1, tasks, generation);
+  if (Status s = pushSqe(e); !s.ok()) {
+    {
+      // Under the poller's lock: a poller that read the count before the undo must be done
+      // with this slot before the next submission writes it again (processCqe, fireInOrder
+      // read slots under the registry's indexMu() only).
+      std::lock_guard<std::mutex> registry(registry_.indexMu());
+      c.undoSubmitted();
+    }
+    addSubmitted(~uint64_t{0}, 0 - tasks, generation);
+    return s;
+  }
+  if (seqOut != nullptr) *seqOut = seq;
+  if (start == Start::OnStream) {
+    // Under the submit lock, so one stream's submissions open in their submission order. The SQE
+    // is out: were its gate never opened, only an abort would fail it, so a stream that cannot
+    // take the gate (checkStream passed, so the driver itself refused) aborts the communicator.
+    if (Status s = backend_->enqueueGate(stream, c.gateOpenWord(seq), c.gateDoneWord(seq), gateValue(seq)); !s.ok()) {
+      lock.unlock();
+      const Status failed = s.withContext("occlSubmitOnStream: the submission was queued but its stream refused "
+                                          "the gate, so the communicator is aborted");
+      errors_.setAsync(failed.code, failed.message);
+      raiseAbort(failed.code, /*keepFirst=*/true);
+      backend_->notifySubmission();
+      return failed;
+    }
+  }
+  lock.unlock();
+  backend_->notifySubmission();
+  return Status::success();
+}
+
+}  // namespace occl::host
