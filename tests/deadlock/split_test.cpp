@@ -331,6 +331,10 @@ TEST(SplitTest, CppWrapperSplitsAndThrows) {
 TEST(ThreadShrinkTest, SurvivorsOfAHungThreadShrinkAndGoOn) {
   constexpr int kRanks = 4, kHung = 3, kIters = 100;
   constexpr size_t kCounts[3] = {7, 1000, 40000};
+  // Before the communicators, so that they outlive them: the hung rank's submission stays in
+  // flight (reading its buffer, its callback to come) until `world` is destroyed.
+  test::CallbackCounter lost;
+  std::vector<std::vector<std::vector<float>>> bufs(kRanks);
   test::CommGroup world(kRanks);
   occlCollDesc_t d;
   occlCollDescInit(&d);
@@ -340,8 +344,6 @@ TEST(ThreadShrinkTest, SurvivorsOfAHungThreadShrinkAndGoOn) {
       expectOk(occlCollRegister(world[r], 0x70 + c, &d), world[r], "occlCollRegister");
     }
   std::vector<occlComm_t> shrunk(kRanks, nullptr);
-  test::CallbackCounter lost;
-  std::vector<std::vector<std::vector<float>>> bufs(kRanks);
   test::runRanks(kRanks, [&](int r) {
     auto& mine = bufs[static_cast<size_t>(r)];
     for (size_t count : kCounts) mine.emplace_back(count, 1.0f);

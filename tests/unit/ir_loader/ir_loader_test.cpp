@@ -21,6 +21,7 @@
 
 #include <sys/wait.h>
 
+#include "absl/strings/str_cat.h"
 #include "ir_loader/msccl_ir.hpp"
 #include "ir_loader/ring.hpp"
 #include "ir_loader/validate.hpp"
@@ -131,13 +132,12 @@ TEST_P(FixtureTest, LoadsAndValidates) {
   EXPECT_TRUE(SlotsMatchExecution(p));
   const std::string summary = summarize(p);
   const std::string slots = std::to_string(f.minSlots);
-  EXPECT_NE(summary.find(", " + std::to_string(f.ranks) + " ranks, "), std::string::npos) << summary;
-  EXPECT_NE(summary.find(" " + std::to_string(f.totalSteps) + " steps\n"), std::string::npos) << summary;
-  EXPECT_NE(summary.find("rank " + std::to_string(f.ranks - 1) + ": " + std::to_string(f.blocksPerRank) + " threadblocks"),
-            std::string::npos)
+  EXPECT_NE(summary.find(absl::StrCat(", ", f.ranks, " ranks, ")), std::string::npos) << summary;
+  EXPECT_NE(summary.find(absl::StrCat(" ", f.totalSteps, " steps\n")), std::string::npos) << summary;
+  EXPECT_NE(summary.find(absl::StrCat("rank ", f.ranks - 1, ": ", f.blocksPerRank, " threadblocks")), std::string::npos)
       << summary;
-  EXPECT_NE(summary.find("\n  connectors need >= " + slots + " slots (registration gives each max(config.connectorSlots, " +
-                         slots + "))\n"),
+  EXPECT_NE(summary.find(absl::StrCat("\n  connectors need >= ", slots,
+                                      " slots (registration gives each max(config.connectorSlots, ", slots, "))\n")),
             std::string::npos)
       << summary;
 }
