@@ -106,8 +106,10 @@ class Comm {
   // pending submissions failed with occlAborted as revoked, later calls refused as revoked.
   Status revoke();
   bool revoked() const { return revoked_.load(std::memory_order_acquire); }
-  // Submissions whose callbacks have not fired (occlCommShrink's default refuses to leave them).
-  uint64_t pendingSubmissions() const { return waits_.unfired(); }
+  // Submissions whose callbacks have not returned (occlCommShrink's default refuses to leave
+  // them), read under the CQ's lock (comm_wait.cpp): a callback that has run, as its caller may
+  // already have seen, is counted out before this reads. Not from a callback (api.cpp refuses).
+  uint64_t pendingSubmissions();
   // What each registration asked for, for a shrink to register again (host/coll_registry.hpp).
   using Registration = host::Registration;
   std::vector<Registration> registrations();

@@ -46,4 +46,12 @@ bool Comm::waitForGeneration(int generation, std::optional<Clock::time_point> de
   return waits_.sleepUntil(generation, deadline);
 }
 
+// A callback runs, and is counted out after it returns, under cqMu_ (comm_poller.cpp): taking it
+// waits for one that is running. Without it a caller that saw a callback run (it set a flag there)
+// could read the count before that callback's count-out and find its submission pending.
+uint64_t Comm::pendingSubmissions() {
+  std::lock_guard<std::mutex> settled(cqMu_);
+  return waits_.unfired();
+}
+
 }  // namespace occl::host

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "occl/occl.hpp"
@@ -391,6 +393,40 @@ TEST(ThreadShrinkTest, SurvivorsOfAHungThreadShrinkAndGoOn) {
 // ---- Ranks as processes ----
 
 constexpr int kProcessIters = 15;
+
+// OCCL_SHRINK_DEFAULT refuses a parent with pending submissions, and one whose callback has run is
+// not pending: a rank that learns of a completion in its callback and shrinks at once is not
+// refused while that callback is still returning (here it takes 200 ms to return).
+TEST(ThreadShrinkTest, ASubmissionWhoseCallbackRanIsNotPendingForTheDefaultShrink) {
+  struct SlowCallback {
+    std::atomic<int> ran{0};
+    static void callback(uint64_t, occlResult_t, void* arg) {
+      static_cast<SlowCallback*>(arg)->ran.store(1, std::memory_order_release);
+      std::this_thread::sleep_for(200ms);
+    }
+  };
+  constexpr int kRanks = 2;
+  SlowCallback slow[kRanks];
+  std::vector<std::vector<float>> bufs(kRanks, std::vector<float>(8, 1.0f));
+  test::CommGroup world(kRanks);
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.count = 8;
+  for (int r = 0; r < kRanks; ++r) expectOk(occlCollRegister(world[r], 0x90, &d), world[r], "occlCollRegister");
+  std::vector<occlComm_t> copies(kRanks, nullptr);
+  test::runRanks(kRanks, [&](int r) {
+    expectOk(occlSubmit(world[r], 0x90, bufs[r].data(), bufs[r].data(), &SlowCallback::callback, &slow[r]), world[r],
+             "occlSubmit");
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (slow[r].ran.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(1ms);
+    ASSERT_EQ(slow[r].ran.load(), 1) << "rank " << r << ": the callback never ran";
+    expectOk(occlCommShrink(world[r], nullptr, 0, &copies[static_cast<size_t>(r)], nullptr, OCCL_SHRINK_DEFAULT),
+             world[r], "occlCommShrink(OCCL_SHRINK_DEFAULT) right after the callback ran");
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(bufs[r][0], 2.0f) << "rank " << r;
+  destroyAll(copies);
+}
 
 // A child process: one rank of the world, its three children, the torture across all four.
 TEST(SplitProcessChild, DISABLED_Entry) {
