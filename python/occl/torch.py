@@ -24,6 +24,11 @@ calling thread; blocks nest (the innermost tag wins).
 Tested with torch 1.13 (Debian 12's) and a current torch 2.x from pip (CI runs the same tests on
 both); CPU tensors only. In torch 2.x a process group holds one backend per device type: occl
 registers for "cpu".
+
+Subgroups. A group of dist.new_group meets through the store, as the world did, unless torch
+splits (2.8 and later, where the world was made with a device: init_process_group("occl",
+device_id=torch.device("cpu", 0))): then it is an occlCommSplit of the world's communicator,
+without a rendezvous, and dist.split_group works too. origin(group) tells which.
 """
 
 import atexit
@@ -34,7 +39,7 @@ import torch.distributed as dist
 
 from . import _occl_torch as _C
 
-__all__ = ["coll_id", "current_coll_id", "peer_transport", "registered_count", "shrink", "BACKEND"]
+__all__ = ["coll_id", "current_coll_id", "origin", "peer_transport", "registered_count", "shrink", "BACKEND"]
 
 BACKEND = "occl"
 
@@ -46,8 +51,21 @@ def _create_1_13(store, rank, size, timeout):
     return _C.create_process_group(store, rank, size, timeout)
 
 
+def _splits(opts):
+    """Whether torch asks for this group as a split of `opts.split_from` that every rank of that
+    group takes part in. torch passes split_from (where the world was made with a device and its
+    backend supports splitting) and has the ranks outside the group call perform_nocolor_split,
+    but only when every rank calls new_group: with use_local_synchronization=True the others never
+    come, and that group is named by a hash of its ranks instead of by torch's group counter."""
+    split_from = getattr(opts, "split_from", None)
+    return (hasattr(_C, "ProcessGroupOccl") and isinstance(split_from, _C.ProcessGroupOccl)
+            and str(opts.group_id).isdigit())
+
+
 def _create_2(opts, _pg_options=None):
     # extended_api=True: DistributedBackendOptions (store, group_rank, group_size, timeout, ...).
+    if _splits(opts):
+        return opts.split_from.split_ranks(list(opts.global_ranks_in_group), opts.timeout)
     return _C.create_process_group(opts.store, opts.group_rank, opts.group_size, opts.timeout)
 
 
@@ -101,6 +119,12 @@ def current_coll_id():
 def peer_transport(peer, group=None):
     """What carries this rank's traffic to `peer` in `group` ("shm", "in-process", "net")."""
     return _C.peer_transport(_backend(group), peer)
+
+
+def origin(group=None):
+    """How `group`'s occl communicator was made: "rendezvous" (through the store), "split" (from
+    the world's, by dist.new_group or dist.split_group where torch splits) or "shrink"."""
+    return _C.origin(_backend(group))
 
 
 def registered_count(group=None):

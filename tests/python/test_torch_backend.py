@@ -3,6 +3,9 @@ occl supports, synchronous and asynchronous, on 2 and 4 processes; refusals with
 
 import unittest
 
+import torch
+
+import occl.torch
 import support
 import torch_jobs
 
@@ -61,6 +64,33 @@ class AnyOrder(unittest.TestCase):
         for rank, (wrong, group_rank) in enumerate(results):
             self.assertEqual(wrong, [], f"rank {rank}")
             self.assertEqual(group_rank, rank % 2)
+
+
+class Subgroups(unittest.TestCase):
+    """Groups made by dist.new_group and dist.split_group beside the world, in use at once."""
+
+    def check(self, results, expect_origins):
+        for rank, (origins, wrong, group_ranks) in enumerate(results):
+            self.assertEqual(wrong, [], f"rank {rank}")
+            want = {name: origin for name, origin in expect_origins.items()
+                    if name != "local" or rank in (0, 1)}
+            self.assertEqual(origins, want, f"rank {rank}")
+            self.assertEqual(group_ranks["world"], rank)
+            self.assertEqual(group_ranks["copy"], rank)
+            self.assertEqual(group_ranks["pair"], rank % 2)
+            if "half" in group_ranks:
+                self.assertEqual(group_ranks["half"], rank % 2)
+
+    def test_new_group_and_split_group_split_the_world(self):
+        if not hasattr(occl.torch._C, "ProcessGroupOccl"):
+            self.skipTest(f"torch {torch.__version__} does not split a backend's groups (2.8 and later do)")
+        results = support.run(torch_jobs.split_groups, 4, support.store_path(), 3, True, timeout=180)
+        self.check(results, {"world": "rendezvous", "pair": "split", "copy": "split", "half": "split",
+                             "local": "rendezvous"})
+
+    def test_a_world_made_without_a_device_has_groups_meet_through_the_store(self):
+        results = support.run(torch_jobs.split_groups, 4, support.store_path(), 4, False, timeout=180)
+        self.check(results, {"world": "rendezvous", "pair": "rendezvous", "copy": "rendezvous"})
 
 
 class Diagnostics(unittest.TestCase):

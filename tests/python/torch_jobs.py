@@ -303,3 +303,50 @@ def subgroups(rank, size, store):
     group_rank = dist.get_rank(mine)
     dist.destroy_process_group()
     return wrong, group_rank
+
+
+def split_groups(rank, size, store, seed, device_bound):
+    """Pairs (dist.new_group each), halves (dist.split_group where torch has it) and a copy of the
+    world beside the world, all_reduces and all_gathers across all of them in a random order per
+    rank, every element checked. device_bound: the world is made with device_id=cpu:0, which is
+    what lets torch 2.8+ split; then a group of use_local_synchronization=True (its members alone
+    call new_group) is made last. Returns ({group: origin}, wrong, {group: group rank})."""
+    kwargs = {"device_id": torch.device("cpu", 0)} if device_bound else {}
+    dist.init_process_group("occl", init_method=f"file://{store}", rank=rank, world_size=size,
+                            timeout=datetime.timedelta(seconds=60), **kwargs)
+    groups = {"world": (None, list(range(size)))}
+    for p in range(0, size, 2):
+        g = dist.new_group([p, p + 1], backend="occl")
+        if rank in (p, p + 1):
+            groups["pair"] = (g, [p, p + 1])
+    groups["copy"] = (dist.new_group(list(range(size)), backend="occl"), list(range(size)))
+    half = size // 2
+    halves = [list(range(half)), list(range(half, size))]
+    if device_bound and hasattr(dist, "split_group"):
+        groups["half"] = (dist.split_group(split_ranks=halves), halves[rank // half])
+    if device_bound:
+        local = [0, 1]
+        if rank in local:
+            groups["local"] = (dist.new_group(local, backend="occl", use_local_synchronization=True), local)
+    calls = [(name, op) for name in groups for op in ("all_reduce", "all_gather")]
+    random.Random(seed * 100 + rank).shuffle(calls)
+    works, checks = [], []
+    for name, op in calls:
+        group, members = groups[name]
+        if op == "all_reduce":
+            t = torch.full((1000,), float(rank + 1) * (1 + len(name)))
+            works.append(dist.all_reduce(t, group=group, async_op=True))
+            checks.append((f"{name} all_reduce", [t], [torch.full((1000,), float(sum(members) + len(members)) * (1 + len(name)))]))
+        else:
+            outs = [torch.zeros(3, dtype=torch.int64) for _ in members]
+            works.append(dist.all_gather(outs, torch.full((3,), rank * 10 + len(name), dtype=torch.int64), group=group,
+                                         async_op=True))
+            checks.append((f"{name} all_gather", outs,
+                           [torch.full((3,), m * 10 + len(name), dtype=torch.int64) for m in members]))
+    for w in works:
+        w.wait()
+    wrong = [what for what, got, want in checks if not all(torch.equal(g, w) for g, w in zip(got, want))]
+    origins = {name: occl.torch.origin(g) for name, (g, _) in groups.items()}
+    group_ranks = {name: g.rank() if g is not None else dist.get_rank() for name, (g, _) in groups.items()}
+    dist.destroy_process_group()
+    return origins, wrong, group_ranks

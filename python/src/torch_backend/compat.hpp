@@ -21,4 +21,14 @@ using BackendBase = c10d::Backend;
 using BackendBase = c10d::ProcessGroup;
 #endif
 
+// torch's communicator splitting: Backend::supportsSplitting() and the generic
+// Backend::split(store, ranks, options) that dist.split_group calls (2.8 and later). Where torch
+// has them, dist.new_group and dist.split_group make occl groups with occlCommSplit instead of a
+// rendezvous through the store (process_group_children.cpp).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 8)
+#define OCCL_TORCH_SPLITS 1
+#else
+#define OCCL_TORCH_SPLITS 0
+#endif
+
 }  // namespace occl::torch_backend

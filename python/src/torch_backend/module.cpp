@@ -33,6 +33,36 @@ PYBIND11_MODULE(_occl_torch, m) {
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>());
 
+#if OCCL_TORCH_SPLITS
+  // The backend's own Python type (a torch Backend), for what torch asks of a backend that splits.
+  py::class_<ProcessGroupOccl, occl::torch_backend::BackendBase, c10::intrusive_ptr<ProcessGroupOccl>>(
+      m, "ProcessGroupOccl")
+      .def(
+          "perform_nocolor_split",
+          [](ProcessGroupOccl& pg, const py::object& /*device*/) { pg.splitRanks({}, std::chrono::milliseconds(0)); },
+          py::arg("device"), py::call_guard<py::gil_scoped_release>(),
+          "Takes part in a split of this group without joining the new group (dist.new_group on a non-member).")
+      .def(
+          "split_ranks",
+          [](ProcessGroupOccl& pg, const std::vector<int>& ranks, std::chrono::duration<float> timeout) {
+            return pg.splitRanks(ranks, std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+          },
+          py::arg("ranks"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
+          "occlCommSplit: `ranks` (of this group) become a new group in that order; None where the caller is not "
+          "among them. Every rank of this group calls it.");
+#endif
+
+  m.def(
+      "origin",
+      [](const c10::intrusive_ptr<occl::torch_backend::BackendBase>& pg) {
+        switch (occlGroup(pg).origin()) {
+          case ProcessGroupOccl::Origin::Split: return "split";
+          case ProcessGroupOccl::Origin::Shrink: return "shrink";
+          case ProcessGroupOccl::Origin::Rendezvous: break;
+        }
+        return "rendezvous";
+      },
+      py::arg("group"), "How the group's communicator was made: \"rendezvous\", \"split\" or \"shrink\".");
   m.def(
       "set_coll_tag", [](std::optional<uint64_t> tag) { return occl::torch_backend::setCurrentTag(tag); },
       py::arg("tag"), "Sets the calling thread's collective tag (None: untagged); returns the previous one.");

@@ -35,6 +35,18 @@ c10::intrusive_ptr<WorkOccl> makeWork(int rank, c10d::OpType op, const Signature
                                        std::move(epilogue));
 }
 
+int commRank(occlComm_t comm) {
+  int rank = -1;
+  TORCH_CHECK(occlCommUserRank(comm, &rank) == occlSuccess, "occl: ", occlGetLastError(comm));
+  return rank;
+}
+
+int commSize(occlComm_t comm) {
+  int size = 0;
+  TORCH_CHECK(occlCommCount(comm, &size) == occlSuccess, "occl: ", occlGetLastError(comm));
+  return size;
+}
+
 }  // namespace
 
 ProcessGroupOccl::ProcessGroupOccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -69,29 +81,10 @@ ProcessGroupOccl::ProcessGroupOccl(const c10::intrusive_ptr<c10d::Store>& store,
   gOpen.insert(this);
 }
 
-ProcessGroupOccl::ProcessGroupOccl(AdoptComm, occlComm_t comm, int rank, int size, std::chrono::milliseconds timeout)
-    : BackendBase(rank, size), comm_(comm), timeout_(timeout) {
+ProcessGroupOccl::ProcessGroupOccl(AdoptComm, occlComm_t comm, Origin origin, std::chrono::milliseconds timeout)
+    : BackendBase(commRank(comm), commSize(comm)), comm_(comm), origin_(origin), timeout_(timeout) {
   std::lock_guard<std::mutex> lock(gOpenMu);
   gOpen.insert(this);
-}
-
-c10::intrusive_ptr<BackendBase> ProcessGroupOccl::shrink(const std::vector<int>& exclude, bool abortPending) {
-  TORCH_CHECK(comm_ != nullptr, "occl: the process group is shut down");
-  occlComm_t child = nullptr;
-  const occlResult_t r = occlCommShrink(comm_, exclude.data(), static_cast<int>(exclude.size()), &child, nullptr,
-                                        abortPending ? OCCL_SHRINK_ABORT : OCCL_SHRINK_DEFAULT);
-  TORCH_CHECK(r == occlSuccess, "occl: shrink without ", join(std::vector<int64_t>(exclude.begin(), exclude.end())),
-              ": ", occlGetErrorString(r), ": ", occlGetLastError(comm_));
-  int rank = -1, size = 0;
-  TORCH_CHECK(occlCommUserRank(child, &rank) == occlSuccess && occlCommCount(child, &size) == occlSuccess, "occl: ",
-              occlGetLastError(child));
-  auto pg = c10::make_intrusive<ProcessGroupOccl>(AdoptComm{}, child, rank, size, timeout_);
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [id, sig] : registered_) {
-    const char* algorithm = nullptr;  // registered on the child: carried by the shrink
-    if (occlCollGetAlgorithm(child, id, 0, &algorithm) == occlSuccess) pg->registered_.emplace(id, sig);
-  }
-  return pg;
 }
 
 ProcessGroupOccl::~ProcessGroupOccl() {

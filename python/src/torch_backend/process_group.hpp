@@ -1,5 +1,6 @@
 // ProcessGroupOccl: torch.distributed's backend "occl". One occl communicator per process group,
-// whose rendezvous goes through the group's c10d Store (rank 0 publishes occl's unique id there).
+// whose rendezvous goes through the group's c10d Store (rank 0 publishes occl's unique id there),
+// or which occlCommSplit or occlCommShrink made from another group's (process_group_children.cpp).
 // Every call maps to a collective id (coll_key.hpp), registered on first use and cached, and is
 // submitted at once; occl's callback completes the returned Work.
 //
@@ -25,12 +26,31 @@ class ProcessGroupOccl : public BackendBase {
  public:
   ProcessGroupOccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    std::chrono::milliseconds timeout);
-  // A group over a communicator made elsewhere (shrink), which it then owns.
+  // How a group's communicator was made: by a rendezvous through the store, or from a parent.
+  enum class Origin { Rendezvous, Split, Shrink };
+  // A group over a communicator made from a parent (split, shrink), which it then owns.
   struct AdoptComm {};
-  ProcessGroupOccl(AdoptComm, occlComm_t comm, int rank, int size, std::chrono::milliseconds timeout);
+  ProcessGroupOccl(AdoptComm, occlComm_t comm, Origin origin, std::chrono::milliseconds timeout);
   ~ProcessGroupOccl() override;
 
   const std::string getBackendName() const override { return "occl"; }
+  Origin origin() const { return origin_; }
+
+#if OCCL_TORCH_SPLITS
+  bool supportsSplitting() const override { return true; }
+  // What splitGroup hands a child when its caller gave no options: this group's timeout.
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  // dist.split_group: splitGroup() calls it on every rank of this group, `ranks` the group ranks
+  // of the caller's new group (or of another one, where the caller is in none).
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
+#endif
+  // occlCommSplit of this group's communicator, which every rank of the group calls: the ranks
+  // `ranks` (group ranks, distinct) become a new group ranked in that order; a caller not among
+  // them takes part and gets null (OCCL_SPLIT_NOCOLOR). The new group's collectives wait up to
+  // `timeout` (zero: this group's). Registrations are not carried: the new group registers its
+  // calls on first use, as a new group does.
+  c10::intrusive_ptr<BackendBase> splitRanks(const std::vector<int>& ranks, std::chrono::milliseconds timeout);
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override;
@@ -86,6 +106,7 @@ class ProcessGroupOccl : public BackendBase {
   void shutdown();
 
   occlComm_t comm_ = nullptr;
+  Origin origin_ = Origin::Rendezvous;
   std::chrono::milliseconds timeout_;  // how long a call waits for room to submit
   mutable std::mutex mu_;  // guards registered_
   std::unordered_map<uint64_t, Signature> registered_;
