@@ -334,6 +334,27 @@ occlResult_t occlCollGetAlgorithm(occlComm_t comm, uint64_t collId, int inPlace,
 occlResult_t occlSubmit(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf,
                         occlCallback_t callback, void* arg);
 /*
+ * Grouped submission: the `count` submissions of `subs` in one call, for a burst of small
+ * collectives. Every entry is checked before any is queued: a bad one (not registered, bad
+ * buffers, no room in its window) fails the call with its index in the message, and nothing is
+ * submitted. Then all are queued in order under one lock and the daemon is woken once, which
+ * costs much less per collective than `count` occlSubmit calls. Each entry is then an ordinary
+ * submission: its callback fires once, and submissions of one collId, in a group or not, run in
+ * submission order. A collId may appear several times, within its window
+ * (config.maxInflightPerColl). `submitted` (may be NULL) receives how many were queued: `count` on
+ * success, 0 when a check failed, and between them only when the communicator failed while
+ * queuing (an abort, or a submission queue full for config.initTimeoutMs): the queued ones'
+ * callbacks fire, the rest were not submitted.
+ */
+typedef struct {
+  uint64_t collId;
+  const void* sendbuf;
+  void* recvbuf;
+  occlCallback_t callback;
+  void* arg;
+} occlSubmission_t;
+occlResult_t occlSubmitGroup(occlComm_t comm, const occlSubmission_t* subs, int count, int* submitted);
+/*
  * Gated submission: occlSubmitGated queues a submission as occlSubmit does, but this rank does not
  * start it before occlGateOpen(comm, *gate), which any thread may call at any time, a callback
  * too: the buffers' contents must be ready then, not at submission. Gates may open in any order on

@@ -145,6 +145,26 @@ class Comm {
     return f;
   }
 
+  // occlSubmitGroup: every entry checked before any is queued (a bad one throws and submits
+  // nothing), then all queued with one doorbell. Each callback as submit()'s.
+  struct Submission {
+    uint64_t collId;
+    const void* sendbuf;
+    void* recvbuf;
+    Callback callback;
+  };
+  void submitGroup(std::vector<Submission> subs) {
+    std::vector<occlSubmission_t> entries;
+    entries.reserve(subs.size());
+    for (Submission& s : subs)
+      entries.push_back({s.collId, s.sendbuf, s.recvbuf, &Comm::trampoline, new Pending{std::move(s.callback), thrown_}});
+    int submitted = 0;
+    const occlResult_t r = occlSubmitGroup(comm_, entries.data(), static_cast<int>(entries.size()), &submitted);
+    if (r == occlSuccess) return;
+    for (size_t i = static_cast<size_t>(submitted); i < entries.size(); ++i) delete static_cast<Pending*>(entries[i].arg);
+    check(r, comm_);
+  }
+
   // occlSubmitGated: the submission starts once openGate(gate) says its input is ready.
   occlGate_t submitGated(uint64_t collId, const void* sendbuf, void* recvbuf, Callback callback) {
     occlGate_t gate{};

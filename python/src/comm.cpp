@@ -19,46 +19,6 @@ void check(occlResult_t r, occlComm_t comm) {
   if (r != occlSuccess) raise(r, comm);
 }
 
-// An occl call that may wait (on the daemon, the poller or peers), made without holding the GIL.
-template <typename Call>
-occlResult_t withoutGil(Call&& call) {
-  py::gil_scoped_release release;
-  return call();
-}
-
-// The completion side of a submission (the poller thread, or a thread in occlCommWaitAll, which
-// waits without the GIL). `future` is an owned reference, set only when the submission has a
-// Python callback (the one case where completing needs the GIL).
-struct Pending {
-  std::shared_ptr<Completion> completion;
-  PyObject* future = nullptr;
-  occlComm_t comm = nullptr;
-};
-
-bool interpreterFinalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing() != 0;
-#else
-  return _Py_IsFinalizing() != 0;
-#endif
-}
-
-void onComplete(uint64_t collId, occlResult_t status, void* arg) {
-  std::unique_ptr<Pending> p(static_cast<Pending*>(arg));
-  p->completion->finish(status, status == occlSuccess ? "" : occlGetLastError(p->comm));
-  if (p->future == nullptr) return;
-  // At interpreter exit the GIL cannot be taken from this thread: the reference is leaked then.
-  if (!Py_IsInitialized() || interpreterFinalizing()) return;
-  py::gil_scoped_acquire gil;
-  py::object future = py::reinterpret_steal<py::object>(p->future);
-  py::object callback = future.cast<Future&>().callback;
-  try {
-    callback(future);
-  } catch (py::error_already_set& e) {
-    e.discard_as_unraisable("occl: a submission's callback");
-  }
-}
-
 template <typename T>
 int nameIndex(const py::handle& object, int n, T nameOf, const char* what) {
   if (py::isinstance<py::int_>(object)) {
@@ -215,67 +175,6 @@ void Comm::sweep() {
     inflight_.swap(kept);
     sweptAt_ = inflight_.size();
   }
-}
-
-py::object Comm::submit(uint64_t collId, const py::object& send, const py::object& recv, const py::object& callback,
-                        bool gated, const py::object& stream) {
-  occlComm_t comm = live();
-  if (gated && !stream.is_none())
-    throw py::value_error("gated=True and stream: a submission is started by its gate or by its stream, not both");
-  const bool onStream = !stream.is_none();  // read here, under the GIL, not in the call below
-  struct CUstream_st* cudaStream = nullptr;
-  if (onStream) {
-    if (!py::isinstance<py::int_>(stream))
-      throw py::type_error("stream: expected a CUDA stream handle as an int (e.g. torch.cuda.Stream.cuda_stream)");
-    cudaStream = reinterpret_cast<struct CUstream_st*>(stream.cast<uintptr_t>());
-  }
-  auto reg = registered_.find(collId);
-  if (reg == registered_.end())
-    throw OcclError{occlInvalidArgument, "collId " + std::to_string(collId) + " is not registered on rank " +
-                                             std::to_string(rank()) + " (call register first)"};
-  if (!callback.is_none() && !PyCallable_Check(callback.ptr()))
-    throw py::type_error("callback: expected a callable taking the Future, or None");
-  auto completion = std::make_shared<Completion>();
-  py::object future = py::cast(Future(collId, completion));
-  Future& f = future.cast<Future&>();
-  f.send = viewOf(send, /*writable=*/false, "sendbuf");
-  f.recv = viewOf(recv, /*writable=*/true, "recvbuf");
-  checkBuffers(collId, reg->second, f.send, f.recv);
-  f.callback = callback;
-  auto pending = std::make_unique<Pending>(Pending{completion, nullptr, comm});
-  if (!callback.is_none()) pending->future = future.inc_ref().ptr();
-  occlGate_t gate{};
-  const occlResult_t r = withoutGil([&] {
-    if (gated) return occlSubmitGated(comm, collId, f.send.data, f.recv.data, &onComplete, pending.get(), &gate);
-    if (onStream)
-      return occlSubmitOnStream(comm, collId, f.send.data, f.recv.data, cudaStream, &onComplete, pending.get());
-    return occlSubmit(comm, collId, f.send.data, f.recv.data, &onComplete, pending.get());
-  });
-  if (r != occlSuccess) {
-    if (pending->future != nullptr) future.dec_ref();
-    raise(r, comm);
-  }
-  pending.release();  // onComplete owns it now
-  if (gated) f.gate = gate;
-  sweep();
-  inflight_.push_back(future);
-  return future;
-}
-
-void Comm::openGate(const py::object& gate) {
-  occlComm_t comm = live();
-  occlGate_t g{};
-  if (py::isinstance<Future>(gate)) {
-    const Future& f = gate.cast<const Future&>();
-    if (!f.gate)
-      throw py::value_error("gate: this Future's submission is not gated (submit it with gated=True)");
-    g = *f.gate;
-  } else if (py::isinstance<py::tuple>(gate) && py::len(gate) == 2) {
-    g = occlGate_t{gate[py::int_(0)].cast<uint64_t>(), gate[py::int_(1)].cast<uint64_t>()};
-  } else {
-    throw py::type_error("gate: expected a gated submission's Future or its (coll_id, seq) pair");
-  }
-  check(withoutGil([&] { return occlGateOpen(comm, g); }), comm);
 }
 
 double Comm::timeLoop(uint64_t collId, const py::object& send, const py::object& recv, int iters) {

@@ -28,6 +28,13 @@ namespace occl::python {
 
 namespace py = pybind11;
 
+// An occl call that may wait (on the daemon, the poller or peers), made without holding the GIL.
+template <typename Call>
+occlResult_t withoutGil(Call&& call) {
+  py::gil_scoped_release release;
+  return call();
+}
+
 struct Registration {
   int type, datatype;
   size_t count;
@@ -59,6 +66,9 @@ class Comm {
   // (occlSubmitOnStream). At most one of them.
   py::object submit(uint64_t collId, const py::object& send, const py::object& recv, const py::object& callback,
                     bool gated, const py::object& stream);
+  // occlSubmitGroup: `entries` a list of (coll_id, send, recv) or (coll_id, send, recv, callback)
+  // tuples, all checked before any is submitted; returns their Futures, in order.
+  py::list submitGroup(const py::list& entries);
   // occlGateOpen: `gate` is a gated submission's Future or its (coll_id, seq) pair.
   void openGate(const py::object& gate);
   void waitAll(std::optional<double> timeout);
@@ -78,6 +88,16 @@ class Comm {
   explicit Comm(occlComm_t comm) : comm_(comm) {}
   occlComm_t live() const;
   void checkBuffers(uint64_t collId, const Registration& reg, const View& send, const View& recv) const;
+  // One submission made ready for the C call (comm_submit.cpp): its buffers checked, its Future
+  // and the Pending its callback frees.
+  struct Prepared {
+    py::object future;
+    std::unique_ptr<Pending> pending;
+  };
+  Prepared prepare(occlComm_t comm, uint64_t collId, const py::object& send, const py::object& recv,
+                   const py::object& callback);
+  // The C call took `p`: onComplete owns its Pending, and its Future is kept until it is done.
+  void submitted(Prepared& p);
   void sweep();
 
   occlComm_t comm_ = nullptr;

@@ -2,11 +2,40 @@
 
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <string>
 
 namespace occl::python {
 
 void raise(occlResult_t code, occlComm_t comm) { throw OcclError{code, occlGetLastError(comm)}; }
+
+namespace {
+
+bool interpreterFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
+}  // namespace
+
+void onComplete(uint64_t collId, occlResult_t status, void* arg) {
+  std::unique_ptr<Pending> p(static_cast<Pending*>(arg));
+  p->completion->finish(status, status == occlSuccess ? "" : occlGetLastError(p->comm));
+  if (p->future == nullptr) return;
+  // At interpreter exit the GIL cannot be taken from this thread: the reference is leaked then.
+  if (!Py_IsInitialized() || interpreterFinalizing()) return;
+  py::gil_scoped_acquire gil;
+  py::object future = py::reinterpret_steal<py::object>(p->future);
+  py::object callback = future.cast<Future&>().callback;
+  try {
+    callback(future);
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("occl: a submission's callback");
+  }
+}
 
 // A timeout in seconds (None: no bound) as Python callers give it; ValueError otherwise.
 void checkTimeout(std::optional<double> timeout) {

@@ -68,6 +68,17 @@ class Future {
   std::shared_ptr<Completion> completion_;
 };
 
+// The completion side of a submission (the poller thread, or a thread in occlCommWaitAll, which
+// waits without the GIL). `future` is an owned reference, set only when the submission has a
+// Python callback (the one case where completing needs the GIL).
+struct Pending {
+  std::shared_ptr<Completion> completion;
+  PyObject* future = nullptr;
+  occlComm_t comm = nullptr;
+};
+// occlCallback_t of every submission; `arg` is its Pending, which it frees.
+void onComplete(uint64_t collId, occlResult_t status, void* arg);
+
 // A timeout in seconds (None: no bound) as Python callers give it; ValueError otherwise.
 void checkTimeout(std::optional<double> timeout);
 

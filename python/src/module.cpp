@@ -102,6 +102,10 @@ PYBIND11_MODULE(_occl, m) {
            "Submits one run of coll_id; returns its Future. gated=True: it starts once open_gate(future) says "
            "its input is ready (any thread). stream=<int>: a CUDA stream handle that starts it and waits for it "
            "(CUDA ranks).")
+      .def("submit_group", &Comm::submitGroup, py::arg("entries"),
+           "occlSubmitGroup: submits a list of (coll_id, send, recv) or (coll_id, send, recv, callback) tuples "
+           "in one call with one doorbell; every entry is checked before any is submitted (a bad one raises and "
+           "submits nothing). Returns their Futures, in order.")
       .def("open_gate", &Comm::openGate, py::arg("gate"),
            "Opens a gated submission's gate: its Future, or its (coll_id, seq) pair.")
       .def("_time_loop", &Comm::timeLoop, py::arg("coll_id"), py::arg("send"), py::arg("recv"), py::arg("iters"),

@@ -1,6 +1,7 @@
 // The C API of collectives: registration, submission, waiting and what a communicator reports
 // about them (statistics, the timeline, who is missing).
 #include <algorithm>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,18 @@ occlResult_t occlSubmit(occlComm_t comm, uint64_t collId, const void* sendbuf, v
                         void* arg) {
   if (occlResult_t r = checkComm(comm)) return r;
   return fail(comm, comm->impl->submit(collId, sendbuf, recvbuf, callback, arg));
+}
+
+occlResult_t occlSubmitGroup(occlComm_t comm, const occlSubmission_t* subs, int count, int* submitted) {
+  if (submitted != nullptr) *submitted = 0;
+  if (occlResult_t r = checkComm(comm)) return r;
+  if (count < 0)
+    return fail(comm, Status::error(occlInvalidArgument,
+                                    absl::StrFormat("count is %d: expected the number of entries of subs", count)));
+  if (subs == nullptr && count > 0)
+    return fail(comm, Status::error(occlInvalidArgument, absl::StrFormat("subs is NULL with count %d", count)));
+  return fail(comm, comm->impl->submitGroup(std::span<const occlSubmission_t>(subs, static_cast<size_t>(count)),
+                                            submitted));
 }
 
 occlResult_t occlSubmitGated(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf,

@@ -88,6 +88,9 @@ class Collective {
   void noteSubmitted() { addSubmitted(1); }
   void undoSubmitted() { addSubmitted(~uint64_t{0}); }  // - 1
   uint64_t inFlight() const { return nextSeq() - completedSeq_.load(std::memory_order_acquire); }
+  // Comm::submitGroup's count of this collective's entries checked so far in the group it is
+  // checking (under the submit lock; 0 outside that check).
+  uint32_t& groupScratch() { return groupScratch_; }
 
   // The last buffers a submission passed in occlMemAlloc memory (desc.sharedBuffers), and
   // memory::releases() then: while nothing was freed since, the same buffers pass again without a
@@ -178,6 +181,7 @@ class Collective {
   uint64_t recvElems_ = 0;
   std::array<std::string, 2> algorithmNames_;
   mutable BuffersSeen buffersSeen_{false, nullptr, nullptr, 0};
+  uint32_t groupScratch_ = 0;
   std::atomic<uint64_t> nextSeq_{0};
   std::atomic<uint64_t> completedSeq_{0};
   std::atomic<uint64_t> submissions_{0};

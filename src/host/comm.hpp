@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -84,6 +85,9 @@ class Comm {
   Status submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg) {
     return submitEntry(collId, sendbuf, recvbuf, callback, arg, Start::Now, nullptr, nullptr);
   }
+  // occlSubmitGroup: every entry checked before any is queued, then all queued under one lock
+  // with one notifySubmission(); `submitted` receives how many were queued.
+  Status submitGroup(std::span<const occlSubmission_t> subs, int* submitted);
   // occlSubmitGated: the submission starts once openGate(*gate) (device/gate.hpp).
   Status submitGated(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
                      occlGate_t* gate);
@@ -155,6 +159,16 @@ class Comm {
   // submit(), submitGated() and submitOnStream(); `seq` receives the submission's number.
   Status submitEntry(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
                      Start start, void* stream, uint64_t* seq);
+  // The checks of one submission under the submit lock: registered, its buffers, room in its
+  // window for it after the entries of the same group checked before it (groupScratch).
+  Result<Collective*> checkEntry(uint64_t collId, const void* sendbuf, const void* recvbuf);
+  // Whether `tasks` more task-queue entries fit every block's task queue.
+  Status checkTaskRoom(uint64_t tasks) const;
+  // A checked submission's callback slot (of `generation`), its collective's count and its SQE;
+  // the collective's count undone if the push fails. The caller counts it in `generation`
+  // (addSubmitted) before, and out again if this fails.
+  Status queueEntry(Collective& c, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg, Start start,
+                    int generation, uint64_t* seq);
   Status validateBuffers(const Collective& c, const void* sendbuf, const void* recvbuf) const;
   // NCCL's in-place position of the two buffers for this rank.
   bool inPlace(const Collective& c, const void* sendbuf, const void* recvbuf) const;

@@ -1,12 +1,15 @@
 // Submission: a registered collective's submission checked (its buffers, its window, the task
-// queues' room) and pushed into the SQ under the submit lock, its callback in place first.
+// queues' room) and pushed into the SQ under the submit lock, its callback in place first; a
+// group's submissions all checked, then pushed under one lock with one doorbell.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "device/coll_types.hpp"
@@ -91,6 +94,67 @@ bool Comm::inPlace(const Collective& c, const void* sendbuf, const void* recvbuf
   return s - sendAt * eb == r - recvAt * eb;
 }
 
+Result<Collective*> Comm::checkEntry(uint64_t collId, const void* sendbuf, const void* recvbuf) {
+  Collective* found = registry_.find(collId);
+  if (found == nullptr)
+    return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));
+  Collective& c = *found;
+  const uint32_t earlierInGroup = c.groupScratch();
+  if (Status s = validateBuffers(c, sendbuf, recvbuf); !s.ok()) return s;
+  if (Status s = backend_->checkUserBuffers(sendbuf, recvbuf); !s.ok()) return s;
+  if (c.inFlight() + earlierInGroup >= c.window()) {
+    if (earlierInGroup == 0)
+      return Status::error(occlInProgress,
+                           absl::StrFormat("collId 0x%x already has %d submissions in flight "
+                                           "(config.maxInflightPerColl); submit again after a callback",
+                                           collId, c.window()));
+    return Status::error(occlInProgress,
+                         absl::StrFormat("collId 0x%x has %d submissions in flight and %d earlier in this group, "
+                                         "its window is %d (config.maxInflightPerColl)",
+                                         collId, c.inFlight(), earlierInGroup, c.window()));
+  }
+  return found;
+}
+
+Status Comm::checkTaskRoom(uint64_t tasks) const {
+  // A block that cannot take an SQE stops reading the SQ, and a collective a peer waits on may be
+  // behind it: so what is outstanding must always fit every block's task queue.
+  if (queuedTasks() + tasks <= static_cast<uint64_t>(config_.taskQueueDepth)) return Status::success();
+  return Status::error(occlInProgress,
+                       absl::StrFormat("%d submissions are outstanding, %d task-queue entries of "
+                                       "config.taskQueueDepth = %d; submit again after a callback",
+                                       waits_.unfired(std::memory_order_seq_cst), queuedTasks(),
+                                       config_.taskQueueDepth));
+}
+
+Status Comm::queueEntry(Collective& c, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
+                        Start start, int generation, uint64_t* seqOut) {
+  const uint64_t seq = c.nextSeq();
+  // The callback is in place before the SQE exists, so a fast completion always finds it: the
+  // thread that takes the CQE reads nextSeq first (processCqe), which noteSubmitted releases.
+  // No other thread touches this slot now: it was freed (advanceCompleted, a release that
+  // inFlight() acquired in checkEntry), its next CQE cannot come before this SQE, and a poller
+  // that saw an undone count (a failed push, below) has let go of the registry's indexMu().
+  // A stream opens its gate itself: occlGateOpen refuses it (kGateOpen).
+  const uint8_t gate = start == Start::Now ? kGateNone : start == Start::AtGate ? kGateClosed : kGateOpen;
+  c.slotFor(seq) = CallbackSlot{callback, arg, 0, false, static_cast<uint8_t>(generation), gate};
+  const uint16_t flags = static_cast<uint16_t>((inPlace(c, sendbuf, recvbuf) ? kSqeInPlace : kSqeSubmit) |
+                                               (start == Start::Now ? 0 : kSqeGated));
+  const SqeView e{flags, c.nParts(), c.index(), seq, reinterpret_cast<uint64_t>(sendbuf),
+                  reinterpret_cast<uint64_t>(recvbuf)};
+  c.noteSubmitted();
+  if (Status s = pushSqe(e); !s.ok()) {
+    // Under the poller's lock: a poller that read the count before the undo must be done with
+    // this slot before the next submission writes it again (processCqe, fireInOrder read slots
+    // under the registry's indexMu() only).
+    std::lock_guard<std::mutex> registry(registry_.indexMu());
+    c.undoSubmitted();
+    return s;
+  }
+  if (seqOut != nullptr) *seqOut = seq;
+  return Status::success();
+}
+
 Status Comm::submitEntry(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
                          Start start, void* stream, uint64_t* seqOut) {
   if (stopped_) return stoppedError();
@@ -102,50 +166,14 @@ Status Comm::submitEntry(uint64_t collId, const void* sendbuf, void* recvbuf, oc
   // submission that passed the first look while shutdown began would otherwise go in behind the
   // exit SQE, where no daemon reads it, and its callback would never fire.
   if (stopped_) return stoppedError();
-  Collective* found = registry_.find(collId);
-  if (found == nullptr)
-    return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));
-  Collective& c = *found;
-  if (Status s = validateBuffers(c, sendbuf, recvbuf); !s.ok()) return s;
-  if (Status s = backend_->checkUserBuffers(sendbuf, recvbuf); !s.ok()) return s;
-  if (c.inFlight() >= c.window())
-    return Status::error(occlInProgress,
-                         absl::StrFormat("collId 0x%x already has %d submissions in flight (config.maxInflightPerColl); "
-                                         "submit again after a callback",
-                                         collId, c.window()));
-  // A block that cannot take an SQE stops reading the SQ, and a collective a peer waits on may be
-  // behind it: so what is outstanding must always fit every block's task queue.
-  const uint64_t tasks = c.tasksPerSubmission();
-  if (queuedTasks() + tasks > static_cast<uint64_t>(config_.taskQueueDepth))
-    return Status::error(occlInProgress,
-                         absl::StrFormat("%d submissions are outstanding, %d task-queue entries of "
-                                         "config.taskQueueDepth = %d; submit again after a callback",
-                                         waits_.unfired(std::memory_order_seq_cst), queuedTasks(),
-                                         config_.taskQueueDepth));
-  const uint64_t seq = c.nextSeq();
-  // The callback is in place before the SQE exists, so a fast completion always finds it: the
-  // thread that takes the CQE reads nextSeq first (processCqe), which noteSubmitted releases.
-  // No other thread touches this slot now: it was freed (advanceCompleted, a release that
-  // inFlight() acquired above), its next CQE cannot come before this SQE, and a poller that saw
-  // an undone count (a failed push, below) has let go of the registry's indexMu().
-  // A stream opens its gate itself: occlGateOpen refuses it (kGateOpen).
-  const uint8_t gate = start == Start::Now ? kGateNone : start == Start::AtGate ? kGateClosed : kGateOpen;
+  Result<Collective*> c = checkEntry(collId, sendbuf, recvbuf);
+  if (!c.ok()) return c.status();
+  if (Status s = checkTaskRoom(c.value()->tasksPerSubmission()); !s.ok()) return s;
+  uint64_t seq = 0;
+  const uint64_t tasks = c.value()->tasksPerSubmission();
   const int generation = waits_.current();  // read once: see WaitGenerations::countIn
-  c.slotFor(seq) = CallbackSlot{callback, arg, 0, false, static_cast<uint8_t>(generation), gate};
-  const uint16_t flags = static_cast<uint16_t>((inPlace(c, sendbuf, recvbuf) ? kSqeInPlace : kSqeSubmit) |
-                                               (start == Start::Now ? 0 : kSqeGated));
-  const SqeView e{flags, c.nParts(), c.index(), seq, reinterpret_cast<uint64_t>(sendbuf),
-                  reinterpret_cast<uint64_t>(recvbuf)};
-  c.noteSubmitted();
   addSubmitted(1, tasks, generation);
-  if (Status s = pushSqe(e); !s.ok()) {
-    {
-      // Under the poller's lock: a poller that read the count before the undo must be done
-      // with this slot before the next submission writes it again (processCqe, fireInOrder
-      // read slots under the registry's indexMu() only).
-      std::lock_guard<std::mutex> registry(registry_.indexMu());
-      c.undoSubmitted();
-    }
+  if (Status s = queueEntry(*c.value(), sendbuf, recvbuf, callback, arg, start, generation, &seq); !s.ok()) {
     addSubmitted(~uint64_t{0}, 0 - tasks, generation);
     return s;
   }
@@ -154,7 +182,9 @@ Status Comm::submitEntry(uint64_t collId, const void* sendbuf, void* recvbuf, oc
     // Under the submit lock, so one stream's submissions open in their submission order. The SQE
     // is out: were its gate never opened, only an abort would fail it, so a stream that cannot
     // take the gate (checkStream passed, so the driver itself refused) aborts the communicator.
-    if (Status s = backend_->enqueueGate(stream, c.gateOpenWord(seq), c.gateDoneWord(seq), gateValue(seq)); !s.ok()) {
+    Collective& coll = *c.value();
+    if (Status s = backend_->enqueueGate(stream, coll.gateOpenWord(seq), coll.gateDoneWord(seq), gateValue(seq));
+        !s.ok()) {
       lock.unlock();
       const Status failed = s.withContext("occlSubmitOnStream: the submission was queued but its stream refused "
                                           "the gate, so the communicator is aborted");
@@ -166,6 +196,55 @@ Status Comm::submitEntry(uint64_t collId, const void* sendbuf, void* recvbuf, oc
   }
   lock.unlock();
   backend_->notifySubmission();
+  return Status::success();
+}
+
+Status Comm::submitGroup(std::span<const occlSubmission_t> subs, int* submitted) {
+  if (submitted != nullptr) *submitted = 0;
+  if (stopped_) return stoppedError();
+  if (atomics::loadAcquire(env_->hostAbortFlag) != 0) return errors_.asyncStatus(occlInvalidUsage);
+  if (subs.empty()) return Status::success();
+  std::unique_lock<std::mutex> lock(submitMu_);
+  if (stopped_) return stoppedError();
+  // Every entry is checked before any is queued. Each collective counts its entries checked so
+  // far (Collective::groupScratch), so that a collId listed several times fits its window.
+  std::vector<Collective*> colls(subs.size());
+  uint64_t tasks = 0;
+  Status bad;
+  size_t checked = 0;
+  for (; checked < subs.size(); ++checked) {
+    const occlSubmission_t& e = subs[checked];
+    Result<Collective*> c = checkEntry(e.collId, e.sendbuf, e.recvbuf);
+    if (!c.ok()) {
+      bad = c.status().withContext(absl::StrFormat("subs[%d] of %d", checked, subs.size()));
+      break;
+    }
+    colls[checked] = c.value();
+    colls[checked]->groupScratch() += 1;
+    tasks += c.value()->tasksPerSubmission();
+  }
+  for (size_t i = 0; i < checked; ++i) colls[i]->groupScratch() = 0;
+  if (!bad.ok()) return bad;
+  if (Status s = checkTaskRoom(tasks); !s.ok())
+    return s.withContext(absl::StrFormat("a group of %d submissions needs %d task-queue entries", subs.size(), tasks));
+  // The whole group is counted in at once, in one generation, and what a failed push leaves
+  // unqueued is counted out again.
+  const int generation = waits_.current();
+  addSubmitted(subs.size(), tasks, generation);
+  for (size_t i = 0; i < subs.size(); ++i) {
+    const occlSubmission_t& e = subs[i];
+    if (Status s = queueEntry(*colls[i], e.sendbuf, e.recvbuf, e.callback, e.arg, Start::Now, generation, nullptr);
+        !s.ok()) {
+      addSubmitted(0 - static_cast<uint64_t>(subs.size() - i), 0 - tasks, generation);
+      lock.unlock();
+      if (i > 0) backend_->notifySubmission();  // the ones queued run (or fail) as submitted
+      return s.withContext(absl::StrFormat("subs[%d] of %d, after %d were queued", i, subs.size(), i));
+    }
+    if (submitted != nullptr) *submitted = static_cast<int>(i + 1);
+    tasks -= colls[i]->tasksPerSubmission();  // what is still to queue
+  }
+  lock.unlock();
+  backend_->notifySubmission();  // one doorbell for the group
   return Status::success();
 }
 

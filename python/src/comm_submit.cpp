@@ -1,0 +1,132 @@
+// occl.Comm's submissions: submit (plain, gated or on a stream), submit_group and open_gate.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm.hpp"
+
+namespace occl::python {
+namespace {
+
+// A Prepared submission the C call refused: the reference its Pending held for the callback goes.
+void dropUnsubmitted(py::object& future, const Pending& pending) {
+  if (pending.future != nullptr) future.dec_ref();
+}
+
+}  // namespace
+
+Comm::Prepared Comm::prepare(occlComm_t comm, uint64_t collId, const py::object& send, const py::object& recv,
+                             const py::object& callback) {
+  auto reg = registered_.find(collId);
+  if (reg == registered_.end())
+    throw OcclError{occlInvalidArgument, "collId " + std::to_string(collId) + " is not registered on rank " +
+                                             std::to_string(rank()) + " (call register first)"};
+  if (!callback.is_none() && !PyCallable_Check(callback.ptr()))
+    throw py::type_error("callback: expected a callable taking the Future, or None");
+  auto completion = std::make_shared<Completion>();
+  Prepared p{py::cast(Future(collId, completion)), nullptr};
+  Future& f = p.future.cast<Future&>();
+  f.send = viewOf(send, /*writable=*/false, "sendbuf");
+  f.recv = viewOf(recv, /*writable=*/true, "recvbuf");
+  checkBuffers(collId, reg->second, f.send, f.recv);
+  f.callback = callback;
+  p.pending = std::make_unique<Pending>(Pending{completion, nullptr, comm});
+  if (!callback.is_none()) p.pending->future = p.future.inc_ref().ptr();
+  return p;
+}
+
+void Comm::submitted(Prepared& p) {
+  p.pending.release();  // onComplete owns it now
+  sweep();
+  inflight_.push_back(p.future);
+}
+
+py::object Comm::submit(uint64_t collId, const py::object& send, const py::object& recv, const py::object& callback,
+                        bool gated, const py::object& stream) {
+  occlComm_t comm = live();
+  if (gated && !stream.is_none())
+    throw py::value_error("gated=True and stream: a submission is started by its gate or by its stream, not both");
+  const bool onStream = !stream.is_none();  // read here, under the GIL, not in the call below
+  struct CUstream_st* cudaStream = nullptr;
+  if (onStream) {
+    if (!py::isinstance<py::int_>(stream))
+      throw py::type_error("stream: expected a CUDA stream handle as an int (e.g. torch.cuda.Stream.cuda_stream)");
+    cudaStream = reinterpret_cast<struct CUstream_st*>(stream.cast<uintptr_t>());
+  }
+  Prepared p = prepare(comm, collId, send, recv, callback);
+  Future& f = p.future.cast<Future&>();
+  Pending* pending = p.pending.get();
+  occlGate_t gate{};
+  const occlResult_t r = withoutGil([&] {
+    if (gated) return occlSubmitGated(comm, collId, f.send.data, f.recv.data, &onComplete, pending, &gate);
+    if (onStream) return occlSubmitOnStream(comm, collId, f.send.data, f.recv.data, cudaStream, &onComplete, pending);
+    return occlSubmit(comm, collId, f.send.data, f.recv.data, &onComplete, pending);
+  });
+  if (r != occlSuccess) {
+    dropUnsubmitted(p.future, *pending);
+    raise(r, comm);
+  }
+  if (gated) f.gate = gate;
+  submitted(p);
+  return p.future;
+}
+
+py::list Comm::submitGroup(const py::list& entries) {
+  occlComm_t comm = live();
+  std::vector<Prepared> prepared;
+  prepared.reserve(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    py::handle e = entries[i];
+    const size_t n = py::isinstance<py::tuple>(e) ? py::len(e) : 0;
+    if (n != 3 && n != 4)
+      throw py::type_error("entries[" + std::to_string(i) +
+                           "]: expected a tuple (coll_id, send, recv) or (coll_id, send, recv, callback)");
+    py::tuple t = py::reinterpret_borrow<py::tuple>(e);
+    try {
+      prepared.push_back(prepare(comm, t[0].cast<uint64_t>(), t[1], t[2], n == 4 ? py::object(t[3]) : py::none()));
+    } catch (...) {
+      for (Prepared& p : prepared) dropUnsubmitted(p.future, *p.pending);
+      throw;
+    }
+  }
+  std::vector<occlSubmission_t> subs;
+  subs.reserve(prepared.size());
+  for (Prepared& p : prepared) {
+    const Future& f = p.future.cast<const Future&>();
+    subs.push_back({f.collId(), f.send.data, f.recv.data, &onComplete, p.pending.get()});
+  }
+  int done = 0;
+  const occlResult_t r =
+      withoutGil([&] { return occlSubmitGroup(comm, subs.data(), static_cast<int>(subs.size()), &done); });
+  py::list futures;
+  for (size_t i = 0; i < prepared.size(); ++i) {
+    if (static_cast<int>(i) < done) {
+      submitted(prepared[i]);
+      futures.append(prepared[i].future);
+    } else {
+      dropUnsubmitted(prepared[i].future, *prepared[i].pending);
+    }
+  }
+  if (r != occlSuccess) raise(r, comm);
+  return futures;
+}
+
+void Comm::openGate(const py::object& gate) {
+  occlComm_t comm = live();
+  occlGate_t g{};
+  if (py::isinstance<Future>(gate)) {
+    const Future& f = gate.cast<const Future&>();
+    if (!f.gate) throw py::value_error("gate: this Future's submission is not gated (submit it with gated=True)");
+    g = *f.gate;
+  } else if (py::isinstance<py::tuple>(gate) && py::len(gate) == 2) {
+    g = occlGate_t{gate[py::int_(0)].cast<uint64_t>(), gate[py::int_(1)].cast<uint64_t>()};
+  } else {
+    throw py::type_error("gate: expected a gated submission's Future or its (coll_id, seq) pair");
+  }
+  const occlResult_t r = withoutGil([&] { return occlGateOpen(comm, g); });
+  if (r != occlSuccess) raise(r, comm);
+}
+
+}  // namespace occl::python
