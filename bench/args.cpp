@@ -153,10 +153,10 @@ std::vector<Flag> allFlags(Options& o) {
       cli::onlyValue('R', "local_register", "0", "see --shared-buffers for occl's registered buffers"),
       cli::onlyValue('S', "report_timestamps", "0", "not in occl-bench's report"),
       cli::onlyValue('M', "memory_report", "0", "not in occl-bench's report"),
-      {'\0', "coll", "C", "allreduce allgather reducescatter reduce broadcast alltoall sendrecv\n(as the positional COLLECTIVE)",
+      {'\0', "coll", "C", "allreduce allgather reducescatter reduce broadcast alltoall sendrecv gather\nscatter (as the positional COLLECTIVE)",
        [&o](auto v) -> std::string {
          auto c = collFromName(v);
-         if (!c) return "allreduce, allgather, reducescatter, reduce, broadcast, alltoall or sendrecv";
+         if (!c) return "allreduce, allgather, reducescatter, reduce, broadcast, alltoall, sendrecv, gather or scatter";
          o.coll = *c;
          o.collGiven = true;
          return "";
@@ -233,7 +233,7 @@ std::string checkConsistency(const Options& o) {
            " runs occl on host threads; expected --backend cuda (or auto)";
   if (o.compareNccl && o.coll == Coll::SendRecv)
     return "--compare nccl: sendrecv has no NCCL comparison; expected allreduce, allgather, reducescatter, reduce, "
-           "broadcast or alltoall";
+           "broadcast, alltoall, gather or scatter";
   if (sizeSequence(o).size() > kMaxSizes)
     return "-i/--stepbytes: the range -b..-e holds more than " + std::to_string(kMaxSizes) +
            " sizes; expected a larger step";
@@ -266,7 +266,7 @@ ParsedArgs parseArgs(const std::vector<std::string>& args) {
     if (!c) {
       out.error = "unexpected argument \"" + a +
                   "\": expected a collective (allreduce, allgather, reducescatter, reduce, broadcast, alltoall, "
-                  "sendrecv) or a flag; see --help";
+                  "sendrecv, gather, scatter) or a flag; see --help";
       return out;
     }
     o.coll = *c;
@@ -320,6 +320,7 @@ std::string usage(const std::string& program) {
   return "usage: " + program +
          " [COLLECTIVE] [flags]\n"
          "  COLLECTIVE (or --coll): allreduce allgather reducescatter reduce broadcast alltoall sendrecv\n"
+         "                          gather scatter\n"
          "                          (nccl-tests names such as all_reduce_perf work too, also as argv[0])\n" +
          cli::usage(allFlags(scratch));
 }

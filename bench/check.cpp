@@ -82,6 +82,8 @@ class Values {
       case Coll::Broadcast: return input(s_.root, j);
       case Coll::AllToAll: return input(static_cast<int>(j / c), shard + j % c);
       case Coll::SendRecv: return input((s_.rank + s_.nRanks - 1) % s_.nRanks, j);
+      case Coll::Gather: return input(static_cast<int>(j / c), j % c);
+      case Coll::Scatter: return input(s_.root, shard + j);
     }
     return T{};
   }
@@ -98,7 +100,9 @@ class Values {
   int64_t spread_;  // sum/min/max/avg inputs are 1..spread_
 };
 
-bool hasResult(const CheckSpec& s) { return s.plan.coll != Coll::Reduce || s.rank == s.root; }
+bool hasResult(const CheckSpec& s) {
+  return (s.plan.coll != Coll::Reduce && s.plan.coll != Coll::Gather) || s.rank == s.root;
+}
 
 }  // namespace
 

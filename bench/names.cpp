@@ -22,13 +22,15 @@ struct CollName {
   Coll coll;
   const char* name;
 };
-constexpr std::array<CollName, 7> kColls = {{{Coll::AllReduce, "allreduce"},
+constexpr std::array<CollName, 9> kColls = {{{Coll::AllReduce, "allreduce"},
                                              {Coll::AllGather, "allgather"},
                                              {Coll::ReduceScatter, "reducescatter"},
                                              {Coll::Reduce, "reduce"},
                                              {Coll::Broadcast, "broadcast"},
                                              {Coll::AllToAll, "alltoall"},
-                                             {Coll::SendRecv, "sendrecv"}}};
+                                             {Coll::SendRecv, "sendrecv"},
+                                             {Coll::Gather, "gather"},
+                                             {Coll::Scatter, "scatter"}}};
 
 // Indexed by occlDataType_t; nccl-tests prints these spellings.
 constexpr std::array<const char*, occlNumTypes> kDtypeNames = {"int8",   "uint8", "int32", "uint32", "int64",

@@ -53,7 +53,7 @@ Geometry geometryOf(const NcclRunSpec& s, size_t nRanks) {
 Status validate(const NcclRunSpec& s, size_t nRanks) {
   if (!isCollType(s.coll) || collInfo(s.coll).pointToPoint)
     return Status::error(occlInvalidArgument,
-                         absl::StrFormat("NCCL comparison: collective %d is not one of allreduce..alltoall", s.coll));
+                         absl::StrFormat("NCCL comparison: collective %d is not one of allreduce..alltoall, gather, scatter", s.coll));
   if (s.datatype < 0 || s.datatype >= occlNumTypes)
     return Status::error(occlInvalidArgument, absl::StrFormat("NCCL comparison: datatype %d", s.datatype));
   if (s.op < 0 || s.op >= occlNumOps) return Status::error(occlInvalidArgument, absl::StrFormat("NCCL comparison: op %d", s.op));
@@ -135,6 +135,8 @@ Status NcclSession::launchOnce(const NcclRunSpec& spec, size_t count) {
       case occlCollReduceScatter: res = ncclReduceScatter(r.send, r.recv, count, type, op, r.comm, r.stream); break;
       case occlCollReduce: res = ncclReduce(r.send, r.recv, count, type, op, spec.root, r.comm, r.stream); break;
       case occlCollBroadcast: res = ncclBroadcast(r.send, r.recv, count, type, spec.root, r.comm, r.stream); break;
+      case occlCollGather: res = ncclGather(r.send, r.recv, count, type, spec.root, r.comm, r.stream); break;
+      case occlCollScatter: res = ncclScatter(r.send, r.recv, count, type, spec.root, r.comm, r.stream); break;
       default: res = ncclAlltoAll(r.send, r.recv, count, type, r.comm, r.stream); break;
     }
     if (res != ncclSuccess) {

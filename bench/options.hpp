@@ -17,7 +17,7 @@ namespace occl::bench {
 
 // The collectives occl-bench measures; SendRecv pairs an occlCollSend to the next rank with an
 // occlCollRecv from the previous one, as nccl-tests' sendrecv_perf does.
-enum class Coll { AllReduce, AllGather, ReduceScatter, Reduce, Broadcast, AllToAll, SendRecv };
+enum class Coll { AllReduce, AllGather, ReduceScatter, Reduce, Broadcast, AllToAll, SendRecv, Gather, Scatter };
 
 // --submit: how a timed submission starts (docs/design.md, Gates and streams). Plain: occlSubmit.
 // Gated: occlSubmitGated, its gate opened by the submitting thread right after (the gate's own

@@ -46,6 +46,8 @@ int collType(Coll coll) {
     case Coll::Broadcast: return occlCollBroadcast;
     case Coll::AllToAll: return occlCollAllToAll;
     case Coll::SendRecv: return occlCollSend;
+    case Coll::Gather: return occlCollGather;
+    case Coll::Scatter: return occlCollScatter;
   }
   return occlCollAllReduce;
 }

@@ -70,7 +70,9 @@ typedef enum {
   occlCollAllToAll = 5,
   occlCollSend = 6, /* point-to-point: `root` names the peer */
   occlCollRecv = 7,
-  occlNumCollTypes = 8
+  occlCollGather = 8,  /* count elements from every rank into the root's recvbuf, rank r's at r*count */
+  occlCollScatter = 9, /* the root's sendbuf, count elements to each rank, rank r's from r*count */
+  occlNumCollTypes = 10
 } occlCollType_t;
 
 typedef enum {

@@ -5,8 +5,8 @@
 // generator (ir_loader/ring.hpp) and a test case (tests/support/collective_cases.hpp).
 //
 // "count" is NCCL's: elements per rank for AllReduce, Reduce, Broadcast and Send/Recv; elements
-// each rank contributes to (AllGather) or receives from (ReduceScatter) the whole; elements sent
-// to each peer (AllToAll).
+// each rank contributes to (AllGather, Gather) or receives from (ReduceScatter, Scatter) the
+// whole; elements sent to each peer (AllToAll).
 #pragma once
 
 #include <cstddef>
@@ -25,14 +25,15 @@ enum class Extent : uint8_t {
   Count,        // count
   CountByRanks, // count * n
   RootOnly,     // count on the root, none (NULL allowed) elsewhere
+  RootOnlyByRanks,  // count * n on the root, none (NULL allowed) elsewhere
 };
 
 // In place, where sendbuf sits against recvbuf (NCCL's rule; any other overlap is an error).
 enum class InPlaceRule : uint8_t {
   None,            // no in-place form: the buffers must not overlap
   Same,            // sendbuf == recvbuf
-  SendIsOwnShare,  // sendbuf == recvbuf + rank * count (AllGather)
-  RecvIsOwnShare,  // recvbuf == sendbuf + rank * count (ReduceScatter)
+  SendIsOwnShare,  // sendbuf == recvbuf + rank * count (AllGather; Gather on the root)
+  RecvIsOwnShare,  // recvbuf == sendbuf + rank * count (ReduceScatter; Scatter on the root)
 };
 
 // nccl-tests' bus-bandwidth factor, as a function of n.
@@ -74,6 +75,10 @@ inline constexpr CollTypeInfo kCollTypes[] = {
      BusBw::One},
     {occlCollRecv, "recv", nullptr, "p2p", false, false, true, Extent::None, Extent::Count, false, InPlaceRule::None,
      BusBw::One},
+    {occlCollGather, "gather", nullptr, "direct", false, true, false, Extent::Count, Extent::RootOnlyByRanks, true,
+     InPlaceRule::SendIsOwnShare, BusBw::NMinusOneOverN},
+    {occlCollScatter, "scatter", nullptr, "direct", false, true, false, Extent::RootOnlyByRanks, Extent::Count, true,
+     InPlaceRule::RecvIsOwnShare, BusBw::NMinusOneOverN},
 };
 
 constexpr bool rowsInEnumOrder() {
@@ -128,6 +133,7 @@ constexpr uint64_t extentElems(Extent e, uint64_t count, int nRanks, bool isRoot
     case Extent::Count: return count;
     case Extent::CountByRanks: return count * static_cast<uint64_t>(nRanks);
     case Extent::RootOnly: return isRoot ? count : 0;
+    case Extent::RootOnlyByRanks: return isRoot ? count * static_cast<uint64_t>(nRanks) : 0;
   }
   return 0;
 }

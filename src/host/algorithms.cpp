@@ -102,7 +102,7 @@ bool peerAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ringNa
 // {generator, nRanks, nBlocks, root or sender, receiver}, so the library's copy of a key's
 // program is the one generate() would make.
 enum Generator : int32_t { kDirect, kPeer, kRingAllReduce, kRingAllGather, kRingReduceScatter, kChainReduce,
-                           kChainBroadcast, kAllToAll, kSendRecv };
+                           kChainBroadcast, kAllToAll, kSendRecv, kGather, kScatter };
 
 BuiltInKey builtInKey(const occlCollDesc_t& d, int rank, int nRanks, int nBlocks, bool ringNamed, PeerAccess peer) {
   auto key = [&](Generator g, int32_t a = 0, int32_t b = 0) { return BuiltInKey{g, nRanks, nBlocks, a, b}; };
@@ -115,6 +115,8 @@ BuiltInKey builtInKey(const occlCollDesc_t& d, int rank, int nRanks, int nBlocks
     case occlCollReduce: return key(kChainReduce, d.root);
     case occlCollBroadcast: return key(kChainBroadcast, d.root);
     case occlCollAllToAll: return key(kAllToAll);
+    case occlCollGather: return key(kGather, d.root);
+    case occlCollScatter: return key(kScatter, d.root);
     default: {
       const Endpoints e = endpoints(d, rank);
       return key(kSendRecv, e.sender, e.receiver);
@@ -133,6 +135,8 @@ ir::Program generate(const BuiltInKey& key) {
     case kChainReduce: return ir::makeChainReduce(nRanks, nBlocks, a);
     case kChainBroadcast: return ir::makeChainBroadcast(nRanks, nBlocks, a);
     case kAllToAll: return ir::makeAllToAll(nRanks, nBlocks);
+    case kGather: return ir::makeGather(nRanks, a);
+    case kScatter: return ir::makeScatter(nRanks, a);
     default: return ir::makeSendRecv(nRanks, nBlocks, a, b);
   }
 }

@@ -1,4 +1,4 @@
-// Direct generators: AllToAll and point-to-point Send/Recv (see ring.hpp).
+// Direct generators: AllToAll, Gather, Scatter and point-to-point Send/Recv (see ring.hpp).
 #include <algorithm>
 
 #include "ir_loader/ring.hpp"
@@ -43,6 +43,50 @@ Program makeAllToAll(int nRanks, int nBlocks) {
   }
   return p;
 }
+
+namespace {
+
+// Gather (`gathering`) or Scatter: root and each other rank exchange one chunk, one hop each.
+Program rootedDirect(CollKind coll, int nRanks, int root, bool gathering) {
+  Program p;
+  p.name = "direct";
+  p.coll = coll;
+  p.nRanks = nRanks;
+  p.nChannels = 1;
+  p.nChunksPerLoop = nRanks;  // chunk q = the count elements of (or for) rank q
+  p.raggedChunksAllowed = true;
+  p.inPlace = p.outOfPlace = true;  // reads only input, writes only output (ring.hpp)
+  for (int r = 0; r < nRanks; ++r) {
+    RankProgram rp;
+    rp.blocks.resize(1);
+    std::vector<Step>& steps = rp.blocks[0].steps;
+    // Root's side of the buffers holds every rank's chunk, the others' one.
+    const int mine = r == root ? nRanks : 1;
+    rp.inputChunks = gathering ? 1 : (r == root ? mine : 0);
+    rp.outputChunks = gathering ? (r == root ? mine : 0) : 1;
+    if (r == root) {
+      steps.push_back(gathering ? stepFromTo(OpType::Copy, In, 0, Out, root) : stepFromTo(OpType::Copy, In, root, Out, 0));
+      for (int d = 1; d < nRanks; ++d) {
+        const int q = mod(root + d, nRanks);
+        Step s = gathering ? stepAt(OpType::Recv, Out, q) : stepAt(OpType::Send, In, q);
+        (gathering ? s.recvPeer : s.sendPeer) = q;
+        steps.push_back(s);
+      }
+    } else {
+      Step s = gathering ? stepAt(OpType::Send, In, 0) : stepAt(OpType::Recv, Out, 0);
+      (gathering ? s.sendPeer : s.recvPeer) = root;
+      steps.push_back(s);
+    }
+    p.ranks.push_back(std::move(rp));
+  }
+  return p;
+}
+
+}  // namespace
+
+Program makeGather(int nRanks, int root) { return rootedDirect(CollKind::Gather, nRanks, root, /*gathering=*/true); }
+
+Program makeScatter(int nRanks, int root) { return rootedDirect(CollKind::Scatter, nRanks, root, /*gathering=*/false); }
 
 namespace {
 

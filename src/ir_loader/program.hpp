@@ -22,7 +22,7 @@ using BufferKind = occl::BufKind;
 
 // occlCollType_t as a scoped enum: the same values (pinned below), so device/coll_types.hpp's
 // table describes both.
-enum class CollKind : uint8_t { AllReduce, AllGather, ReduceScatter, Reduce, Broadcast, AllToAll, Send, Recv };
+enum class CollKind : uint8_t { AllReduce, AllGather, ReduceScatter, Reduce, Broadcast, AllToAll, Send, Recv, Gather, Scatter };
 static_assert(static_cast<int>(CollKind::AllReduce) == occlCollAllReduce &&
                   static_cast<int>(CollKind::AllGather) == occlCollAllGather &&
                   static_cast<int>(CollKind::ReduceScatter) == occlCollReduceScatter &&
@@ -30,7 +30,9 @@ static_assert(static_cast<int>(CollKind::AllReduce) == occlCollAllReduce &&
                   static_cast<int>(CollKind::Broadcast) == occlCollBroadcast &&
                   static_cast<int>(CollKind::AllToAll) == occlCollAllToAll &&
                   static_cast<int>(CollKind::Send) == occlCollSend && static_cast<int>(CollKind::Recv) == occlCollRecv &&
-                  static_cast<int>(CollKind::Recv) + 1 == occlNumCollTypes,
+                  static_cast<int>(CollKind::Gather) == occlCollGather &&
+                  static_cast<int>(CollKind::Scatter) == occlCollScatter &&
+                  static_cast<int>(CollKind::Scatter) + 1 == occlNumCollTypes,
               "CollKind mirrors occlCollType_t");
 inline const CollTypeInfo& collInfo(CollKind c) { return occl::collInfo(static_cast<int>(c)); }
 

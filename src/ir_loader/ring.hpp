@@ -48,6 +48,18 @@ Program makeChainBroadcast(int nRanks, int nChannels, int root);
 // n-1 blocks; a block owns a connector per peer it serves, so one block suffices.
 Program makeAllToAll(int nRanks, int nBlocks);
 
+// Direct Gather to `root`: every other rank sends its input (one chunk) straight to root, which
+// stores rank q's as chunk q of its output and copies its own into chunk root. n-1 times the
+// count moves into root, once per byte: against the AllGather torch's gather ran before, n times
+// fewer bytes. One block on every rank: a rank's tiles are sized by its block count
+// (host/collective.cpp, tileBytes), so root and senders must have as many, and the senders have
+// one transfer each. The root's block owns a connector per sender, as AllToAll's blocks do.
+Program makeGather(int nRanks, int root);
+
+// Direct Scatter from `root`, Gather's mirror: root sends chunk q of its input to rank q, which
+// stores it as its output, and copies chunk root into its own.
+Program makeScatter(int nRanks, int root);
+
 // Direct AllReduce for small counts, one block per rank and one hop: every rank sends its whole
 // input (one chunk per tile) to each other rank, then folds the n inputs in rank order,
 // ((x0 op x1) op x2) op ..., so every rank computes the same value bit for bit: rank r first

@@ -312,7 +312,7 @@ TEST_P(GpuCollectives, EveryTypeInAndOutOfPlace) {
 
 INSTANTIATE_TEST_SUITE_P(Types, GpuCollectives,
                          ::testing::Values(occlCollAllGather, occlCollReduceScatter, occlCollReduce, occlCollBroadcast,
-                                           occlCollAllToAll, occlCollSend),
+                                           occlCollAllToAll, occlCollSend, occlCollGather, occlCollScatter),
                          [](const ::testing::TestParamInfo<int>& p) { return std::string(caseName(p.param)); });
 
 // ---- Buffers the daemon cannot reach ----

@@ -66,6 +66,13 @@ def expected_and_buffers(kind, n, dtype, root):
         elif kind == "alltoall":
             s, rv = pattern(r, n * c, dtype) * (1 if r % 2 else 1), np.zeros(n * c, dtype)
             w = np.concatenate([pattern(q, n * c, dtype)[r * c:(r + 1) * c] for q in range(n)])
+        elif kind == "gather":
+            s = pattern(r, c, dtype)
+            rv = np.zeros(n * c, dtype) if r == root else None
+            w = np.concatenate([pattern(q, c, dtype) for q in range(n)]) if r == root else None
+        elif kind == "scatter":
+            s = pattern(r, n * c, dtype) if r == root else None
+            rv, w = np.zeros(c, dtype), pattern(root, n * c, dtype)[r * c:(r + 1) * c]
         sends.append(s)
         recvs.append(rv)
         want.append(w)
@@ -77,7 +84,8 @@ class EveryKind(unittest.TestCase):
         for n in (2, 3):
             with Ranks(n) as ranks:
                 coll_id = 0
-                for kind in ["allreduce", "allgather", "reducescatter", "reduce", "broadcast", "alltoall"]:
+                for kind in ["allreduce", "allgather", "reducescatter", "reduce", "broadcast", "alltoall", "gather",
+                             "scatter"]:
                     for dtype in NUMPY_DTYPES:
                         coll_id += 1
                         root = n - 1

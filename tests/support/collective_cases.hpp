@@ -182,6 +182,8 @@ bool expectedAt(const Spec& s, const Tables<T>& t, int rank, size_t i, T& out) {
     case occlCollAllGather: out = t.input(static_cast<int>(i / c), i % c); return true;
     case occlCollBroadcast: out = t.input(s.root, i); return true;
     case occlCollAllToAll: out = t.input(static_cast<int>(i / c), static_cast<size_t>(rank) * c + i % c); return true;
+    case occlCollGather: out = t.input(static_cast<int>(i / c), i % c); return rank == s.root;
+    case occlCollScatter: out = t.input(s.root, static_cast<size_t>(rank) * c + i); return true;
     default: out = t.input(s.root, i); return true;  // the receiving peer
   }
 }
@@ -210,11 +212,13 @@ RankIo prepareAs(const Spec& s, const Tables<T>& t, int n, int rank) {
       std::memcpy(at + j * eb, &v, eb);
     }
   };
-  if (s.inPlace) {
+  // Gather and Scatter are in place on the root only: the others have one buffer.
+  const bool rootsShare = collInfo(s.type).send == Extent::RootOnlyByRanks || collInfo(s.type).recv == Extent::RootOnlyByRanks;
+  if (s.inPlace && !(rootsShare && rank != s.root)) {
     io.first.assign(std::max(sendElems, io.recvElems) * eb, kSentinel);
-    const size_t own = static_cast<size_t>(rank) * c * eb;
-    io.send = io.first.data() + (s.type == occlCollAllGather ? own : 0);
-    io.recv = io.first.data() + (s.type == occlCollReduceScatter ? own : 0);
+    const auto [sendAt, recvAt] = inPlaceOffsets(s.type, rank, c);
+    io.send = io.first.data() + sendAt * eb;
+    io.recv = io.first.data() + recvAt * eb;
     fill(static_cast<std::byte*>(io.send), s.type == occlCollBroadcast ? c : sendElems);
   } else {
     io.first.assign(sendElems * eb, kSentinel);

@@ -17,8 +17,8 @@
 
 namespace occl::torch_backend {
 
-// The calls of the backend. Barrier, Gather and Scatter run an occl collective of another kind
-// (AllReduce, AllGather, Broadcast) under keys of their own, so they never pair with a user's.
+// The calls of the backend. Barrier runs an occl AllReduce under a key of its own, so it never
+// pairs with a user's.
 enum class CallKind : uint8_t {
   AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AllToAll, PointToPoint, Barrier, Gather, Scatter
 };

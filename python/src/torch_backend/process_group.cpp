@@ -251,9 +251,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::gather(std::vector<std::vector<
     TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                 "occl: gather: only the root takes output tensors");
   }
-  Signature sig = signature(CallKind::Gather, occlCollAllGather, in, 0, static_cast<uint64_t>(in.numel()), "gather");
+  Signature sig = signature(CallKind::Gather, occlCollGather, in, 0, static_cast<uint64_t>(in.numel()), "gather");
   sig.root = root;
-  return allGatherInto(in, outs, sig, c10d::OpType::GATHER);
+  if (rank_ != root)  // sends its input; receives nothing
+    return submit(sig, in.data_ptr(), nullptr, makeWork(rank_, c10d::OpType::GATHER, sig, {}, {in}));
+  return allGatherInto(in, outs, sig, c10d::OpType::GATHER);  // into one staging tensor, copied out
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::scatter(std::vector<at::Tensor>& outputs,
@@ -261,25 +263,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::scatter(std::vector<at::Tensor>
                                                          const c10d::ScatterOptions& opts) {
   at::Tensor& out = single(outputs, "scatter");
   const int root = checkedRoot(opts.rootRank, 0, size_, "scatter");
-  at::Tensor flat = at::empty({static_cast<int64_t>(size_) * out.numel()}, out.options());
-  const size_t bytes = static_cast<size_t>(out.numel()) * out.element_size();
-  if (rank_ == root) {
-    TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_, "occl: scatter: the root takes ",
-                "one input list of ", size_, " tensors");
-    for (const at::Tensor& i : inputs[0]) checkSameShape(i, out, "scatter", "an input tensor");
-    fillFrom(flat, inputs[0]);
-  } else {
+  Signature sig = signature(CallKind::Scatter, occlCollScatter, out, 0, static_cast<uint64_t>(out.numel()), "scatter");
+  sig.root = root;
+  if (rank_ != root) {  // receives its share; sends nothing
     TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                 "occl: scatter: only the root takes input tensors");
+    return submit(sig, nullptr, out.data_ptr(), makeWork(rank_, c10d::OpType::SCATTER, sig, {out}, {out}));
   }
-  Signature sig = signature(CallKind::Scatter, occlCollBroadcast, out, 0, static_cast<uint64_t>(flat.numel()), "scatter");
-  sig.root = root;
-  const size_t offset = static_cast<size_t>(rank_) * bytes;
-  auto epilogue = [out, flat, offset, bytes] {
-    std::memcpy(out.data_ptr(), static_cast<const char*>(flat.data_ptr()) + offset, bytes);
-  };
-  return submit(sig, flat.data_ptr(), flat.data_ptr(),
-                makeWork(rank_, c10d::OpType::SCATTER, sig, {out}, {out, flat}, epilogue));
+  TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_, "occl: scatter: the root takes ",
+              "one input list of ", size_, " tensors");
+  for (const at::Tensor& i : inputs[0]) checkSameShape(i, out, "scatter", "an input tensor");
+  at::Tensor flat = at::empty({static_cast<int64_t>(size_) * out.numel()}, out.options());
+  fillFrom(flat, inputs[0]);
+  return submit(sig, flat.data_ptr(), out.data_ptr(), makeWork(rank_, c10d::OpType::SCATTER, sig, {out}, {out, flat}));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::_allgather_base(at::Tensor& output, at::Tensor& input,

@@ -62,9 +62,7 @@ class ProcessGroupOccl : public BackendBase {
                                            const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
-  // occl has no Gather or Scatter: gather runs an AllGather whose other shares the root drops,
-  // scatter a Broadcast of the root's whole list of which each rank keeps its share (n times the
-  // bytes of a real gather or scatter, on keys of their own).
+  // occl's Gather and Scatter: the root's list of tensors goes through one staging tensor.
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
                                         std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,

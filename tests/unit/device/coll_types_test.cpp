@@ -21,6 +21,7 @@ TEST(CollTypes, BufferElementsAreNcclsOnFourRanks) {
       {occlCollReduceScatter, 40, 10, 40, 10}, {occlCollReduce, 10, 10, 10, 0},
       {occlCollBroadcast, 10, 10, 0, 10},      {occlCollAllToAll, 40, 40, 40, 40},
       {occlCollSend, 10, 0, 10, 0},            {occlCollRecv, 0, 10, 0, 10},
+      {occlCollGather, 10, 40, 10, 0},         {occlCollScatter, 40, 10, 0, 10},
   };
   for (const Expected& e : kNccl) {
     SCOPED_TRACE(collTypeName(e.type));
@@ -38,6 +39,8 @@ TEST(CollTypes, BusBandwidthFactorsAreNcclTests) {
   EXPECT_DOUBLE_EQ(busBwFactor(occlCollAllToAll, 4), 0.75);
   EXPECT_DOUBLE_EQ(busBwFactor(occlCollReduce, 4), 1.0);
   EXPECT_DOUBLE_EQ(busBwFactor(occlCollBroadcast, 4), 1.0);
+  EXPECT_DOUBLE_EQ(busBwFactor(occlCollGather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(busBwFactor(occlCollScatter, 4), 0.75);
   EXPECT_DOUBLE_EQ(busBwFactor(occlCollAllReduce, 1), 0.0);  // one rank moves nothing over a bus
 }
 
@@ -45,6 +48,9 @@ TEST(CollTypes, InPlaceOffsetsAreNcclsRule) {
   EXPECT_EQ(inPlaceOffsets(occlCollAllGather, 3, 10), std::make_pair(uint64_t{30}, uint64_t{0}));
   EXPECT_EQ(inPlaceOffsets(occlCollReduceScatter, 3, 10), std::make_pair(uint64_t{0}, uint64_t{30}));
   EXPECT_EQ(inPlaceOffsets(occlCollAllReduce, 3, 10), std::make_pair(uint64_t{0}, uint64_t{0}));
+  // Gather and Scatter: the root's own share, as AllGather's and ReduceScatter's.
+  EXPECT_EQ(inPlaceOffsets(occlCollGather, 3, 10), std::make_pair(uint64_t{30}, uint64_t{0}));
+  EXPECT_EQ(inPlaceOffsets(occlCollScatter, 3, 10), std::make_pair(uint64_t{0}, uint64_t{30}));
   EXPECT_EQ(collInfo(occlCollAllToAll).inPlace, InPlaceRule::None);
   EXPECT_EQ(std::string(inPlaceRuleText(occlCollAllGather)), "sendbuf == recvbuf + rank*count");
 }
@@ -58,9 +64,11 @@ TEST(CollTypes, RowsAreConsistent) {
       EXPECT_EQ(collTypeFromName(c.irName), c.type);
     }
     // The chunks divide count * n exactly where a buffer holds count * n elements.
-    EXPECT_EQ(c.chunksByRanks, c.send == Extent::CountByRanks || c.recv == Extent::CountByRanks);
+    const auto byRanks = [](Extent e) { return e == Extent::CountByRanks || e == Extent::RootOnlyByRanks; };
+    EXPECT_EQ(c.chunksByRanks, byRanks(c.send) || byRanks(c.recv));
     // A root is the only rank with one of the buffers; point-to-point uses one buffer a side.
-    EXPECT_EQ(c.rooted, c.send == Extent::RootOnly || c.recv == Extent::RootOnly);
+    const auto rootOnly = [](Extent e) { return e == Extent::RootOnly || e == Extent::RootOnlyByRanks; };
+    EXPECT_EQ(c.rooted, rootOnly(c.send) || rootOnly(c.recv));
     if (c.pointToPoint) {
       EXPECT_EQ(c.irName, nullptr) << "MSCCL-IR describes collectives only";
       EXPECT_TRUE(c.send == Extent::None || c.recv == Extent::None);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "support/collective_cases.hpp"
 #include "support/ranks.hpp"
 
@@ -139,7 +140,9 @@ TEST(CollectiveErrors, InvalidDescriptionsNameTheFieldAndRange) {
     d.datatype = dtype;
     expectRejected(comms[0], d, "desc.datatype = " + std::to_string(dtype) + ": expected an occlDataType_t (0..9)");
   }
-  expectRejected(comms[0], makeDesc(occlNumCollTypes), "desc.type = 8: expected an occlCollType_t (0..7)");
+  expectRejected(comms[0], makeDesc(occlNumCollTypes),
+                 absl::StrFormat("desc.type = %d: expected an occlCollType_t (0..%d)", occlNumCollTypes,
+                                 occlNumCollTypes - 1));
   occlCollDesc_t blocks = makeDesc(occlCollAllToAll);
   blocks.nBlocks = 2;
   expectRejected(comms[0], blocks, "desc.nBlocks = 2 exceeds config.daemonBlocks = 1");
