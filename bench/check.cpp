@@ -4,6 +4,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "device/coll_types.hpp"
 #include "device/dtypes.hpp"
 #include "primitives/reduce_ops.hpp"
 
@@ -100,9 +101,8 @@ class Values {
   int64_t spread_;  // sum/min/max/avg inputs are 1..spread_
 };
 
-bool hasResult(const CheckSpec& s) {
-  return (s.plan.coll != Coll::Reduce && s.plan.coll != Coll::Gather) || s.rank == s.root;
-}
+// Reduce and Gather leave a non-root's receive buffer alone.
+bool hasResult(const CheckSpec& s) { return !rootOnly(collInfo(collType(s.plan.coll)).recv) || s.rank == s.root; }
 
 }  // namespace
 

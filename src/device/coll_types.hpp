@@ -28,6 +28,9 @@ enum class Extent : uint8_t {
   RootOnlyByRanks,  // count * n on the root, none (NULL allowed) elsewhere
 };
 
+// Whether only the root holds a buffer of this extent (NULL allowed elsewhere).
+constexpr bool rootOnly(Extent e) { return e == Extent::RootOnly || e == Extent::RootOnlyByRanks; }
+
 // In place, where sendbuf sits against recvbuf (NCCL's rule; any other overlap is an error).
 enum class InPlaceRule : uint8_t {
   None,            // no in-place form: the buffers must not overlap

@@ -168,9 +168,9 @@ Status Comm::submitEntry(uint64_t collId, const void* sendbuf, void* recvbuf, oc
   if (stopped_) return stoppedError();
   Result<Collective*> c = checkEntry(collId, sendbuf, recvbuf);
   if (!c.ok()) return c.status();
-  if (Status s = checkTaskRoom(c.value()->tasksPerSubmission()); !s.ok()) return s;
-  uint64_t seq = 0;
   const uint64_t tasks = c.value()->tasksPerSubmission();
+  if (Status s = checkTaskRoom(tasks); !s.ok()) return s;
+  uint64_t seq = 0;
   const int generation = waits_.current();  // read once: see WaitGenerations::countIn
   addSubmitted(1, tasks, generation);
   if (Status s = queueEntry(*c.value(), sendbuf, recvbuf, callback, arg, start, generation, &seq); !s.ok()) {

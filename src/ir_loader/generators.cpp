@@ -60,10 +60,10 @@ Program rootedDirect(CollKind coll, int nRanks, int root, bool gathering) {
     RankProgram rp;
     rp.blocks.resize(1);
     std::vector<Step>& steps = rp.blocks[0].steps;
-    // Root's side of the buffers holds every rank's chunk, the others' one.
-    const int mine = r == root ? nRanks : 1;
-    rp.inputChunks = gathering ? 1 : (r == root ? mine : 0);
-    rp.outputChunks = gathering ? (r == root ? mine : 0) : 1;
+    // Root's side of the buffers holds every rank's chunk, each other rank's side one.
+    const int rootSide = r == root ? nRanks : 0;
+    rp.inputChunks = gathering ? 1 : rootSide;
+    rp.outputChunks = gathering ? rootSide : 1;
     if (r == root) {
       steps.push_back(gathering ? stepFromTo(OpType::Copy, In, 0, Out, root) : stepFromTo(OpType::Copy, In, root, Out, 0));
       for (int d = 1; d < nRanks; ++d) {

@@ -67,7 +67,6 @@ TEST(CollTypes, RowsAreConsistent) {
     const auto byRanks = [](Extent e) { return e == Extent::CountByRanks || e == Extent::RootOnlyByRanks; };
     EXPECT_EQ(c.chunksByRanks, byRanks(c.send) || byRanks(c.recv));
     // A root is the only rank with one of the buffers; point-to-point uses one buffer a side.
-    const auto rootOnly = [](Extent e) { return e == Extent::RootOnly || e == Extent::RootOnlyByRanks; };
     EXPECT_EQ(c.rooted, rootOnly(c.send) || rootOnly(c.recv));
     if (c.pointToPoint) {
       EXPECT_EQ(c.irName, nullptr) << "MSCCL-IR describes collectives only";
