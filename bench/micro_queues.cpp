@@ -37,7 +37,7 @@ void BM_SqPushPop(benchmark::State& state) {
   SqStorage sq(1024, consumers);
   std::vector<uint64_t> cursors(consumers, 0);
   uint64_t ticket = 0, limit = 0;
-  occl::SqeView in{occl::kSqeSubmit, 1, 7, 0, 0x1000, 0x2000};
+  occl::SqeView in{occl::kSqeSubmit, 1, 7, 0, 0x1000, 0x2000, 0};
   occl::SqeView out{};
   for (auto _ : state) {
     in.seq = ticket;

@@ -121,7 +121,7 @@ void BM_SubmitBurst(benchmark::State& state) {
   };
   for (int id = 0; id < kBurst; ++id) {
     (void)occlCollRegister(comm, static_cast<uint64_t>(id), &d);
-    subs[id] = {static_cast<uint64_t>(id), &send[2 * id], &recv[2 * id], count, &fired};
+    subs[id] = {static_cast<uint64_t>(id), &send[2 * id], &recv[2 * id], count, &fired, OCCL_COUNT_REGISTERED};
   }
   int64_t expected = 0;
   double submitSeconds = 0;

@@ -184,6 +184,11 @@ typedef struct {
                             one host ("shm" peers) may run "peer" too, as threads do. Host
                             backend only; every rank must set the same. 0 (default): any
                             memory */
+  int variableCount;     /* 1: `count` is a maximum, and each submission says its own count up to
+                            it (occlSubmitCount, occlSubmission_t::count); the connectors keep the
+                            maximum's size. Every rank must set the same, and pass the same count
+                            for the same submission (checked: see occlSubmitCount). 0 (default):
+                            every submission has `count` */
 } occlCollDesc_t;
 
 occlResult_t occlCollDescInit(occlCollDesc_t* desc);
@@ -336,6 +341,19 @@ occlResult_t occlCollGetAlgorithm(occlComm_t comm, uint64_t collId, int inPlace,
 occlResult_t occlSubmit(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf,
                         occlCallback_t callback, void* arg);
 /*
+ * A submission of a collective registered with desc.variableCount, with `count` elements (NCCL's
+ * per-collective meaning, as desc.count), 0..desc.count; the buffers need only hold what `count`
+ * needs. Otherwise as occlSubmit, which submits the registered count. Every rank must pass the same
+ * count for the same submission (the k-th of this collId): a rank that receives data from a rank
+ * that passed another count fails the submission with occlInvalidUsage, and a message naming both
+ * counts, before it reads any of it; the failure reaches the other ranks as a registration
+ * mismatch does, and the collective stays failed (register it again). A collective without
+ * desc.variableCount takes only its registered count. OCCL_COUNT_REGISTERED: the registered count.
+ */
+#define OCCL_COUNT_REGISTERED ((size_t)-1)
+occlResult_t occlSubmitCount(occlComm_t comm, uint64_t collId, size_t count, const void* sendbuf, void* recvbuf,
+                             occlCallback_t callback, void* arg);
+/*
  * Grouped submission: the `count` submissions of `subs` in one call, for a burst of small
  * collectives. Every entry is checked before any is queued: a bad one (not registered, bad
  * buffers, no room in its window) fails the call with its index in the message, and nothing is
@@ -354,6 +372,7 @@ typedef struct {
   void* recvbuf;
   occlCallback_t callback;
   void* arg;
+  size_t count; /* elements, as occlSubmitCount's; OCCL_COUNT_REGISTERED for the registered count */
 } occlSubmission_t;
 occlResult_t occlSubmitGroup(occlComm_t comm, const occlSubmission_t* subs, int count, int* submitted);
 /*

@@ -130,8 +130,12 @@ class Comm {
   // that fire while the destructor or a move-assignment finalizes), and the callbacks of other
   // submissions go on firing.
   void submit(uint64_t collId, const void* sendbuf, void* recvbuf, Callback callback) {
+    submitCount(collId, OCCL_COUNT_REGISTERED, sendbuf, recvbuf, std::move(callback));
+  }
+  // occlSubmitCount: a collective registered with desc.variableCount, `count` elements this time.
+  void submitCount(uint64_t collId, size_t count, const void* sendbuf, void* recvbuf, Callback callback) {
     auto* heap = new Pending{std::move(callback), thrown_};
-    occlResult_t r = occlSubmit(comm_, collId, sendbuf, recvbuf, &Comm::trampoline, heap);
+    occlResult_t r = occlSubmitCount(comm_, collId, count, sendbuf, recvbuf, &Comm::trampoline, heap);
     if (r != occlSuccess) {
       delete heap;
       check(r, comm_);
@@ -152,12 +156,14 @@ class Comm {
     const void* sendbuf;
     void* recvbuf;
     Callback callback;
+    size_t count = OCCL_COUNT_REGISTERED;  // occlSubmission_t::count
   };
   void submitGroup(std::vector<Submission> subs) {
     std::vector<occlSubmission_t> entries;
     entries.reserve(subs.size());
     for (Submission& s : subs)
-      entries.push_back({s.collId, s.sendbuf, s.recvbuf, &Comm::trampoline, new Pending{std::move(s.callback), thrown_}});
+      entries.push_back(
+          {s.collId, s.sendbuf, s.recvbuf, &Comm::trampoline, new Pending{std::move(s.callback), thrown_}, s.count});
     int submitted = 0;
     const occlResult_t r = occlSubmitGroup(comm_, entries.data(), static_cast<int>(entries.size()), &submitted);
     if (r == occlSuccess) return;

@@ -14,7 +14,9 @@ runs, and must not block)::
 
 Buffers are torch CPU tensors or C-contiguous objects with the buffer protocol (numpy arrays,
 bytearray, memoryview); they stay referenced until their callback has fired. Failures raise
-occl.OcclError (a RuntimeError) carrying occl's message and code. The torch.distributed backend is
+occl.OcclError (a RuntimeError) carrying occl's message and code. A shape that changes every step
+needs one registration: ``register(..., variable_count=True)`` takes the count as a maximum, and
+``submit(..., count=n)`` runs n elements (the same n on every rank for the same run). The torch.distributed backend is
 occl.torch (import it to register "occl").
 """
 

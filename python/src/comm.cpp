@@ -123,7 +123,7 @@ std::string Comm::peerTransport(int peer) const {
 
 void Comm::registerCollective(uint64_t collId, const py::object& kind, size_t count, const py::object& dtype,
                               const py::object& op, int root, int priority,
-                              const std::optional<std::string>& algorithm, int nBlocks) {
+                              const std::optional<std::string>& algorithm, int nBlocks, bool variableCount) {
   occlCollDesc_t d;
   check(occlCollDescInit(&d), nullptr);
   d.type = nameIndex(kind, occlNumCollTypes, [](int t) { return collTypeName(t); }, "kind");
@@ -134,10 +134,11 @@ void Comm::registerCollective(uint64_t collId, const py::object& kind, size_t co
   d.priority = priority;
   d.algorithm = algorithm ? algorithm->c_str() : nullptr;
   d.nBlocks = nBlocks;
+  d.variableCount = variableCount ? 1 : 0;
   occlComm_t comm = live();
   check(withoutGil([&] { return occlCollRegister(comm, collId, &d); }), comm);
   const bool kept = d.type == occlCollAllReduce && (!algorithm || *algorithm == "ring");
-  registered_[collId] = Registration{d.type, d.datatype, count, root, kept};
+  registered_[collId] = Registration{d.type, d.datatype, count, root, kept, variableCount};
 }
 
 void Comm::deregister(uint64_t collId) {
@@ -146,9 +147,13 @@ void Comm::deregister(uint64_t collId) {
   registered_.erase(collId);
 }
 
-void Comm::checkBuffers(uint64_t collId, const Registration& reg, const View& send, const View& recv) const {
+void Comm::checkBuffers(uint64_t collId, const Registration& reg, const View& send, const View& recv,
+                        uint64_t count) const {
   const bool isRoot = rank() == reg.root;
-  auto [sendElems, recvElems] = userElems(reg.type, reg.count, size(), isRoot);
+  // A count the collective does not take is occlSubmitCount's to refuse, by name: sized here
+  // by the registered count, the largest it takes.
+  const uint64_t n = count == OCCL_COUNT_REGISTERED || count > reg.count ? reg.count : count;
+  auto [sendElems, recvElems] = userElems(reg.type, n, size(), isRoot);
   const size_t elemBytes = dtypeSize(reg.datatype);
   auto checkOne = [&](const View& v, uint64_t elems, const char* what) {
     if (elems == 0 || v.data == nullptr) return;  // occlSubmit judges a missing buffer
@@ -158,7 +163,7 @@ void Comm::checkBuffers(uint64_t collId, const Registration& reg, const View& se
     if (v.bytes < elems * elemBytes)
       throw py::value_error(std::string(what) + ": " + std::to_string(v.bytes) + " bytes; collId " +
                             std::to_string(collId) + " (" + collTypeName(reg.type) + " of " +
-                            std::to_string(reg.count) + " " + dtypePythonName(reg.datatype) + " on " +
+                            std::to_string(n) + " " + dtypePythonName(reg.datatype) + " on " +
                             std::to_string(size()) + " ranks) needs " + std::to_string(elems * elemBytes));
   };
   checkOne(send, sendElems, "sendbuf");

@@ -40,6 +40,7 @@ struct Registration {
   size_t count;
   int root;
   bool keptByShrink;  // what occlCommShrink registers again (host/comm_split.hpp, carriedByShrink)
+  bool variableCount;  // desc.variableCount: `count` is a maximum (submit's count=)
 };
 
 class Comm {
@@ -59,13 +60,14 @@ class Comm {
   std::string peerTransport(int peer) const;
   void registerCollective(uint64_t collId, const py::object& kind, size_t count, const py::object& dtype,
                           const py::object& op, int root, int priority, const std::optional<std::string>& algorithm,
-                          int nBlocks);
+                          int nBlocks, bool variableCount);
   void deregister(uint64_t collId);
   // `gated`: the submission starts once openGate(its Future) (occlSubmitGated). `stream`: a CUDA
   // stream handle (an int, e.g. torch.cuda.Stream.cuda_stream) that starts it and waits for it
-  // (occlSubmitOnStream). At most one of them.
+  // (occlSubmitOnStream). At most one of them. `count`: occlSubmitCount's (a collective
+  // registered with variable_count), None for the registered count; not with gated nor stream.
   py::object submit(uint64_t collId, const py::object& send, const py::object& recv, const py::object& callback,
-                    bool gated, const py::object& stream);
+                    bool gated, const py::object& stream, std::optional<uint64_t> count);
   // occlSubmitGroup: `entries` a list of (coll_id, send, recv) or (coll_id, send, recv, callback)
   // tuples, all checked before any is submitted; returns their Futures, in order.
   py::list submitGroup(const py::list& entries);
@@ -87,7 +89,9 @@ class Comm {
  private:
   explicit Comm(occlComm_t comm) : comm_(comm) {}
   occlComm_t live() const;
-  void checkBuffers(uint64_t collId, const Registration& reg, const View& send, const View& recv) const;
+  // The buffers hold a submission of `count` (OCCL_COUNT_REGISTERED: the registered count).
+  void checkBuffers(uint64_t collId, const Registration& reg, const View& send, const View& recv,
+                    uint64_t count = OCCL_COUNT_REGISTERED) const;
   // One submission made ready for the C call (comm_submit.cpp): its buffers checked, its Future
   // and the Pending its callback frees.
   struct Prepared {
@@ -95,7 +99,7 @@ class Comm {
     std::unique_ptr<Pending> pending;
   };
   Prepared prepare(occlComm_t comm, uint64_t collId, const py::object& send, const py::object& recv,
-                   const py::object& callback);
+                   const py::object& callback, uint64_t count = OCCL_COUNT_REGISTERED);
   // The C call took `p`: onComplete owns its Pending, and its Future is kept until it is done.
   void submitted(Prepared& p);
   void sweep();

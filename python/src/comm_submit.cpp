@@ -18,7 +18,7 @@ void dropUnsubmitted(py::object& future, const Pending& pending) {
 }  // namespace
 
 Comm::Prepared Comm::prepare(occlComm_t comm, uint64_t collId, const py::object& send, const py::object& recv,
-                             const py::object& callback) {
+                             const py::object& callback, uint64_t count) {
   auto reg = registered_.find(collId);
   if (reg == registered_.end())
     throw OcclError{occlInvalidArgument, "collId " + std::to_string(collId) + " is not registered on rank " +
@@ -30,7 +30,7 @@ Comm::Prepared Comm::prepare(occlComm_t comm, uint64_t collId, const py::object&
   Future& f = p.future.cast<Future&>();
   f.send = viewOf(send, /*writable=*/false, "sendbuf");
   f.recv = viewOf(recv, /*writable=*/true, "recvbuf");
-  checkBuffers(collId, reg->second, f.send, f.recv);
+  checkBuffers(collId, reg->second, f.send, f.recv, count);
   f.callback = callback;
   p.pending = std::make_unique<Pending>(Pending{completion, nullptr, comm});
   if (!callback.is_none()) p.pending->future = p.future.inc_ref().ptr();
@@ -44,10 +44,12 @@ void Comm::submitted(Prepared& p) {
 }
 
 py::object Comm::submit(uint64_t collId, const py::object& send, const py::object& recv, const py::object& callback,
-                        bool gated, const py::object& stream) {
+                        bool gated, const py::object& stream, std::optional<uint64_t> count) {
   occlComm_t comm = live();
   if (gated && !stream.is_none())
     throw py::value_error("gated=True and stream: a submission is started by its gate or by its stream, not both");
+  if (count && (gated || !stream.is_none()))
+    throw py::value_error("count: a gated or stream submission has its registered count");
   const bool onStream = !stream.is_none();  // read here, under the GIL, not in the call below
   struct CUstream_st* cudaStream = nullptr;
   if (onStream) {
@@ -55,14 +57,15 @@ py::object Comm::submit(uint64_t collId, const py::object& send, const py::objec
       throw py::type_error("stream: expected a CUDA stream handle as an int (e.g. torch.cuda.Stream.cuda_stream)");
     cudaStream = reinterpret_cast<struct CUstream_st*>(stream.cast<uintptr_t>());
   }
-  Prepared p = prepare(comm, collId, send, recv, callback);
+  const uint64_t n = count.value_or(OCCL_COUNT_REGISTERED);
+  Prepared p = prepare(comm, collId, send, recv, callback, n);
   Future& f = p.future.cast<Future&>();
   Pending* pending = p.pending.get();
   occlGate_t gate{};
   const occlResult_t r = withoutGil([&] {
     if (gated) return occlSubmitGated(comm, collId, f.send.data, f.recv.data, &onComplete, pending, &gate);
     if (onStream) return occlSubmitOnStream(comm, collId, f.send.data, f.recv.data, cudaStream, &onComplete, pending);
-    return occlSubmit(comm, collId, f.send.data, f.recv.data, &onComplete, pending);
+    return occlSubmitCount(comm, collId, n, f.send.data, f.recv.data, &onComplete, pending);
   });
   if (r != occlSuccess) {
     dropUnsubmitted(p.future, *pending);
@@ -95,7 +98,7 @@ py::list Comm::submitGroup(const py::list& entries) {
   subs.reserve(prepared.size());
   for (Prepared& p : prepared) {
     const Future& f = p.future.cast<const Future&>();
-    subs.push_back({f.collId(), f.send.data, f.recv.data, &onComplete, p.pending.get()});
+    subs.push_back({f.collId(), f.send.data, f.recv.data, &onComplete, p.pending.get(), OCCL_COUNT_REGISTERED});
   }
   int done = 0;
   const occlResult_t r =

@@ -95,13 +95,16 @@ PYBIND11_MODULE(_occl, m) {
       .def("peer_transport", &Comm::peerTransport, py::arg("peer"))
       .def("register", &Comm::registerCollective, py::arg("coll_id"), py::arg("kind"), py::arg("count"),
            py::arg("dtype"), py::arg("op") = "sum", py::arg("root") = 0, py::arg("priority") = 0,
-           py::arg("algorithm") = py::none(), py::arg("n_blocks") = 0)
+           py::arg("algorithm") = py::none(), py::arg("n_blocks") = 0, py::kw_only(), py::arg("variable_count") = false,
+           "occlCollRegister. variable_count=True: count is a maximum, and each submit may pass count= up to it.")
       .def("deregister", &Comm::deregister, py::arg("coll_id"))
       .def("submit", &Comm::submit, py::arg("coll_id"), py::arg("send"), py::arg("recv"),
            py::arg("callback") = py::none(), py::kw_only(), py::arg("gated") = false, py::arg("stream") = py::none(),
+           py::arg("count") = py::none(),
            "Submits one run of coll_id; returns its Future. gated=True: it starts once open_gate(future) says "
            "its input is ready (any thread). stream=<int>: a CUDA stream handle that starts it and waits for it "
-           "(CUDA ranks).")
+           "(CUDA ranks). count=<int>: this run's count, for a collective registered with variable_count=True "
+           "(every rank must pass the same; occlSubmitCount).")
       .def("submit_group", &Comm::submitGroup, py::arg("entries"),
            "occlSubmitGroup: submits a list of (coll_id, send, recv) or (coll_id, send, recv, callback) tuples "
            "in one call with one doorbell; every entry is checked before any is submitted (a bad one raises and "

@@ -291,7 +291,7 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
   uint64_t deadline = d.timeoutNs != 0 ? task.popNs + d.timeoutNs : 0;
   SpinBudget budget = budgetFor(env, bs, block, position);
   budget.stampData = env.timelineDepth != 0;
-  BlockExecutor ex(d, form, part, ctx, bufs, budget, env.abortFlag, deadline);
+  BlockExecutor ex(d, form, part, ctx, bufs, budget, env.abortFlag, deadline, task.count);
   TryOutcome out = ex.run();
   const DataStamps stamps = ex.stamps();
   if (out.status != TryStatus::Done) clock.stale();
@@ -372,7 +372,7 @@ OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int bl
       const uint32_t part = static_cast<uint32_t>(block) + i * env.nBlocks;
       const uint16_t gate = (e.flags & kSqeGated) ? kGateClosed : kGateNone;
       TaskEntry t{e.collIndex, env.policy.order == occlOrderPriority ? d->priority : 0, e.seq, e.sendbuf, e.recvbuf,
-                  clock.now(), static_cast<uint16_t>(form), gate, part, d->collId};
+                  clock.now(), static_cast<uint16_t>(form), gate, part, d->collId, e.count};
       insertTask(bs, t, env.policy.order);
     }
     leaderUpdate([&] {

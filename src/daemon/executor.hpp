@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "device/chunk_geometry.hpp"
 #include "device/coll_desc.hpp"
 #include "daemon/progress.hpp"
 #include "daemon/timeline.hpp"
@@ -22,10 +23,13 @@ class BlockExecutor {
   using Scope = atomics::Scope;
 
  public:
+  // `count`: the submission's count, where the collective's varies (CollDesc::variableCount);
+  // the geometry is then computed from it, the same on every try.
   OCCL_HD BlockExecutor(const CollDesc& desc, const ProgramForm& form, int block, BlockContext& ctx,
-                        const TaskBuffers& bufs, SpinBudget budget, const uint32_t* abortFlag, uint64_t deadlineNs)
-      : d_(desc), form_(form), plan_(form.blocks[block]), block_(block), ctx_(ctx), bufs_(bufs), budget_(budget),
-        abortFlag_(abortFlag), deadlineNs_(deadlineNs) {}
+                        const TaskBuffers& bufs, SpinBudget budget, const uint32_t* abortFlag, uint64_t deadlineNs,
+                        uint64_t count = 0)
+      : d_(desc), form_(form), plan_(form.blocks[block]), g_(geometryOf(desc, form, count)), count_(count),
+        block_(block), ctx_(ctx), bufs_(bufs), budget_(budget), abortFlag_(abortFlag), deadlineNs_(deadlineNs) {}
 
   // When this try's primitives first and last moved data, where SpinBudget::stampData asked.
   OCCL_HD const DataStamps& stamps() const { return stamps_; }
@@ -41,8 +45,8 @@ class BlockExecutor {
     if (ctx_.tile == 0 && ctx_.step == 0 && ctx_.sub == 0 &&
         exec::broadcastFromLeader([&] { return failureOfCollective() != 0; }))
       return stop(WaitResult::Failed);
-    if (plan_.nSteps == 0) ctx_.tile = form_.nTiles;  // no part in this form: done at once
-    for (; ctx_.tile < form_.nTiles; ++ctx_.tile, ctx_.step = 0) {
+    if (plan_.nSteps == 0) ctx_.tile = g_.nTiles;  // no part in this form: done at once
+    for (; ctx_.tile < g_.nTiles; ++ctx_.tile, ctx_.step = 0) {
       if (ctx_.tile != 0 && ctx_.step == 0 && ctx_.sub == 0 && progressed_ &&
           (budget_.yieldEachTile || (arrivalLookDue(ctx_.tile) && exec::broadcastFromLeader([&] { return urgentArrival(false); }))))
         return stop(WaitResult::Yielded);
@@ -79,9 +83,13 @@ class BlockExecutor {
 
   OCCL_HD WaitResult runPrimitive(const DeviceStep& step) {
     if (isPeerOp(step.op)) return runPeerStep(step);
+    if (step.op == StepOp::Nop) return WaitResult::Ready;
     uint64_t chunk = static_cast<uint64_t>(stepReadsSrc(step.op) ? step.srcOff : step.dstOff) + ctx_.sub;
-    uint64_t n = step.op == StepOp::Nop ? 0 : tileLength(d_, form_, chunk, ctx_.tile);
-    if (n == 0) return WaitResult::Ready;
+    uint64_t n = tileLength(g_, chunk, ctx_.tile);
+    // Both ends of a connector compute the same length and skip an empty tile together; a variable
+    // count still sends tile 0, empty or not, so that every connector carries a stamped message
+    // per submission (chunk_geometry.hpp) and a count mismatch is always seen.
+    if (n == 0 && !(g_.variable && ctx_.tile == 0)) return WaitResult::Ready;
     const FifoHandle* recv = stepReceives(step.op) ? &plan_.recvs[step.recvConn] : nullptr;
     const FifoHandle* send = stepSends(step.op) ? &plan_.sends[step.sendConn] : nullptr;
     if (recv != nullptr || send != nullptr) {
@@ -89,10 +97,12 @@ class BlockExecutor {
                              recv, send);
       if (w != WaitResult::Ready) return w;
     }
-    applyStep(d_, form_, step, recv, send, bufs_, ctx_.sub, ctx_.tile, n);
+    if (recv != nullptr && g_.variable && exec::broadcastFromLeader([&] { return countDiffers(*recv, step.recvConn); }))
+      return WaitResult::Failed;
+    applyStep(d_, g_, step, recv, send, bufs_, ctx_.sub, ctx_.tile, n);
     if (exec::isLeader()) {
       if (recv != nullptr) recv->commitRecv();
-      if (send != nullptr) send->commitSend(n * d_.elemBytes);
+      if (send != nullptr) send->commitSend(n * d_.elemBytes, stamp());
     }
     markProgress();
     return WaitResult::Ready;
@@ -107,7 +117,7 @@ class BlockExecutor {
         const FifoHandle& send = plan_.sends[step.sendConn];
         WaitResult w = waitFor([&] { return send.canSend(); }, nullptr, &send);
         if (w != WaitResult::Ready) return w;
-        if (!exec::broadcastFromLeader([&] { return postPeerNotice(d_, send, bufs_); }))
+        if (!exec::broadcastFromLeader([&] { return postPeerNotice(d_, g_, send, bufs_, stamp()); }))
           return failWith(occlInvalidArgument);
         break;
       }
@@ -121,9 +131,15 @@ class BlockExecutor {
           WaitResult w = waitForNotices(plan_.recvs[i], kPeerNoticeBuffers);
           if (w != WaitResult::Ready) return w;
         }
-        if (ctx_.sub == 0 && !exec::broadcastFromLeader([&] { return acceptPeerNotices(d_, plan_); }))
+        if (ctx_.sub == 0 && g_.variable && exec::broadcastFromLeader([&] {
+              for (uint32_t i = 0; i < plan_.nRecvs; ++i)
+                if (countDiffers(plan_.recvs[i], i)) return true;
+              return false;
+            }))
+          return WaitResult::Failed;
+        if (ctx_.sub == 0 && !exec::broadcastFromLeader([&] { return acceptPeerNotices(d_, g_, plan_); }))
           return failWith(occlSystemError);
-        if (!exec::broadcastFromLeader([&] { return peerReduceTile(d_, form_, plan_, step, bufs_, ctx_.sub); }))
+        if (!exec::broadcastFromLeader([&] { return peerReduceTile(d_, g_, plan_, step, bufs_, ctx_.sub); }))
           return WaitResult::Failed;
         break;
       }
@@ -152,9 +168,31 @@ class BlockExecutor {
     return WaitResult::Failed;
   }
 
+  // The stamp of this rank's messages: its count, where the collective's varies (fifo.hpp).
+  OCCL_HD uint64_t stamp() const { return g_.variable ? countStamp(count_) : 0; }
+
+  // Leader only, a variable count, once `recv` (receive connector `conn` of the plan) holds a
+  // message: whether its sender submitted another count than this rank. Then the collective fails
+  // as for a registration mismatch (occlInvalidUsage, which peers see as it is), and the first such
+  // block of the rank records where and both counts for the host's message.
+  OCCL_HD bool countDiffers(const FifoHandle& recv, uint32_t conn) const {
+    const uint64_t peerStamp = recv.recvStamp();
+    if (peerStamp == stamp()) return false;
+    uint32_t none = 0;
+    atomics::compareExchange<Scope::Device>(&d_.shared->failStatus, none, static_cast<uint32_t>(occlInvalidUsage));
+    const uint32_t form = &form_ == &d_.forms[kFormInPlace] ? kFormInPlace : kFormOutOfPlace;
+    none = 0;
+    if (atomics::compareExchange<Scope::Device>(&d_.shared->failedWhere, none,
+                                                failedWhereWord(FailedAt::CountMismatch, form, static_cast<uint32_t>(block_), conn))) {
+      atomics::storeRelaxed<Scope::Device>(&d_.shared->mismatchOwnCount, count_);
+      atomics::storeRelaxed<Scope::Device>(&d_.shared->mismatchPeerCount, peerStamp - 1);
+    }
+    return true;
+  }
+
   // A step runs `count` chunks as sub-steps; a peer fold runs its tiles (peer_read.hpp).
   OCCL_HD uint32_t subSteps(const DeviceStep& step) const {
-    return step.op == StepOp::PeerReduce ? peerFoldTiles(d_, form_, step) : static_cast<uint32_t>(step.count);
+    return step.op == StepOp::PeerReduce ? peerFoldTiles(g_, step) : static_cast<uint32_t>(step.count);
   }
 
   OCCL_HD WaitResult waitForNotices(const FifoHandle& recv, uint32_t notices,
@@ -355,7 +393,7 @@ class BlockExecutor {
       if (connectorFailure(plan_.recvs[i], /*peerIsReceiver=*/false)) return failedWhereWord(FailedAt::PoisonedReceive, form, block, i);
     for (uint32_t i = 0; i < plan_.nSends; ++i)
       if (connectorFailure(plan_.sends[i], /*peerIsReceiver=*/true)) return failedWhereWord(FailedAt::PoisonedSend, form, block, i);
-    if (!waited || ctx_.tile >= form_.nTiles || ctx_.step >= plan_.nSteps) return 0;  // past its last step: waits for nothing
+    if (!waited || ctx_.tile >= g_.nTiles || ctx_.step >= plan_.nSteps) return 0;  // past its last step: waits for nothing
     const DeviceStep& s = plan_.steps[ctx_.step];
     if (ctx_.sub == 0 && s.depBlock >= 0 &&
         !progressReached(atomics::loadAcquire<Scope::Device>(&d_.shared->progress[s.depBlock]),
@@ -371,6 +409,8 @@ class BlockExecutor {
   const CollDesc& d_;
   const ProgramForm& form_;
   const BlockPlan& plan_;
+  ChunkGeometry g_;
+  uint64_t count_;
   int block_;
   BlockContext& ctx_;
   TaskBuffers bufs_;

@@ -32,8 +32,9 @@ struct TaskEntry {
   uint16_t gate;   // GateState (device/gate.hpp)
   uint32_t part;   // the program block this task runs (daemonParts(): part % daemon blocks == block)
   uint64_t collId; // the user's id, the same on every rank (the agreed order's tie-break)
+  uint64_t count;  // the submission's count where the collective's varies (SqeView::count)
 };
-static_assert(sizeof(TaskEntry) == 56, "TaskEntry layout is shared by host and device");
+static_assert(sizeof(TaskEntry) == 64, "TaskEntry layout is shared by host and device");
 
 // The block's own state: daemon memory (device memory on the GPU), initialised by the host
 // before the first launch and then touched by the block alone. What the host must see goes to

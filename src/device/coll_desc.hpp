@@ -58,6 +58,10 @@ struct alignas(64) CollShared {
   uint32_t finished[kMaxInflightPerColl];  // blocks done with submission seq, at seq % window
   uint32_t gateOpen[kMaxInflightPerColl];  // gated submission seq may start: gateValue(seq) at seq % window
   uint32_t gateDone[kMaxInflightPerColl];  // gated submission seq completed (device/gate.hpp)
+  // A count mismatch (FailedAt::CountMismatch): the two counts, written by the block whose
+  // failedWhere it is, before that.
+  uint64_t mismatchOwnCount;
+  uint64_t mismatchPeerCount;
 };
 static_assert(sizeof(CollShared) == 1344, "CollShared layout is shared by host and device");
 static_assert(offsetof(CollShared, failStatus) % 8 == 0 && offsetof(CollShared, failedWhere) == offsetof(CollShared, failStatus) + 4,
@@ -66,7 +70,11 @@ static_assert(offsetof(CollShared, failStatus) % 8 == 0 && offsetof(CollShared, 
 // What a block was doing when it saw its collective fail, so that the host's message can name the
 // peer (Collective::failurePlace): the connector it waited on, the connector a peer had poisoned,
 // or the block of this rank whose step it waited for.
-enum class FailedAt : uint32_t { Unknown = 0, Receive = 1, Send = 2, OtherBlock = 3, PoisonedReceive = 4, PoisonedSend = 5 };
+// CountMismatch: a receive connector's message came with another count than this rank's
+// (CollDesc::variableCount; CollShared::mismatchOwnCount and mismatchPeerCount say which).
+enum class FailedAt : uint32_t {
+  Unknown = 0, Receive = 1, Send = 2, OtherBlock = 3, PoisonedReceive = 4, PoisonedSend = 5, CountMismatch = 6
+};
 // at << 28 | form << 27 | block << 16 | index (a connector of the block's plan, or a block).
 OCCL_HD inline uint32_t failedWhereWord(FailedAt at, uint32_t form, uint32_t block, uint32_t index) {
   return static_cast<uint32_t>(at) << 28 | (form & 1u) << 27 | (block & 0x7ffu) << 16 | (index & 0xffffu);
@@ -83,8 +91,11 @@ struct ProgramForm {
   uint32_t nTiles;          // tiles per chunk
   uint32_t ragged;          // chunk c spans [c*total/nChunks, (c+1)*total/nChunks)
   uint32_t peerReads;       // the peer program: its connectors carry notices (primitives/peer_read.hpp)
+  uint32_t raggedAllowed;   // the program's chunks may differ in size (a count per submission needs it
+                            // unless the count splits evenly: device/chunk_geometry.hpp)
+  uint32_t pad;
 };
-static_assert(sizeof(ProgramForm) == 40, "ProgramForm layout is shared by host and device");
+static_assert(sizeof(ProgramForm) == 48, "ProgramForm layout is shared by host and device");
 
 inline constexpr uint32_t kFormOutOfPlace = 0;
 inline constexpr uint32_t kFormInPlace = 1;
@@ -110,11 +121,13 @@ struct CollDesc {
   BlockStats* stats;        // [nBlocks]
   uint16_t inflightWindow;  // submissions in flight at most, <= kMaxInflightPerColl
   uint8_t peerStream;       // out of place, a peer fold's copies to peers stream (peerCopiesStream)
-  uint8_t spare;
+  uint8_t variableCount;    // each submission carries its count, up to the registered one; the
+                            // geometry is then the submission's (device/chunk_geometry.hpp)
   int32_t priority;
+  uint64_t countMultiplier; // totalElems per element of count (ir::chunkMultiplier)
 };
 static_assert(kMaxInflightPerColl <= UINT16_MAX, "CollDesc::inflightWindow holds it");
-static_assert(sizeof(CollDesc) == 176, "CollDesc layout is shared by host and device");
+static_assert(sizeof(CollDesc) == 200, "CollDesc layout is shared by host and device");
 
 // A collective's program blocks ("parts") are dealt round-robin to the daemon's blocks: daemon
 // block b runs parts b, b + nDaemonBlocks, ... as tasks of their own. A program may have more parts

@@ -44,6 +44,8 @@ Status validateCommon(const occlCollDesc_t& d) {
   if (d.nBlocks < 0) return invalid(absl::StrFormat("desc.nBlocks = %d: expected >= 0 (0 = default)", d.nBlocks));
   if (d.sharedBuffers != 0 && d.sharedBuffers != 1)
     return invalid(absl::StrFormat("desc.sharedBuffers = %d: expected 0 or 1", d.sharedBuffers));
+  if (d.variableCount != 0 && d.variableCount != 1)
+    return invalid(absl::StrFormat("desc.variableCount = %d: expected 0 or 1", d.variableCount));
   return Status::success();
 }
 
@@ -245,7 +247,7 @@ uint64_t registrationSignature(const occlCollDesc_t& d, int rank, int nRanks, co
     if (rooted(d.type)) h.add(int64_t{d.root});
   }
   if (collectiveReduces(d.type)) h.add(int64_t{d.op});
-  h.add(int64_t{d.sharedBuffers});
+  h.add(int64_t{d.sharedBuffers}).add(int64_t{d.variableCount});
   h.add(uint64_t{d.count}).add(int64_t{d.datatype}).add(int64_t{nRanks}).add(uint64_t{slots}).add(slotBytes);
   for (uint64_t fingerprint : choice.fingerprints) h.add(fingerprint);
   return h.value() | 1;  // 0 means "not registered yet" in a connector header

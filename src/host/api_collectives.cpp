@@ -72,6 +72,12 @@ occlResult_t occlSubmit(occlComm_t comm, uint64_t collId, const void* sendbuf, v
   return fail(comm, comm->impl->submit(collId, sendbuf, recvbuf, callback, arg));
 }
 
+occlResult_t occlSubmitCount(occlComm_t comm, uint64_t collId, size_t count, const void* sendbuf, void* recvbuf,
+                             occlCallback_t callback, void* arg) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  return fail(comm, comm->impl->submit(collId, sendbuf, recvbuf, callback, arg, count));
+}
+
 occlResult_t occlSubmitGroup(occlComm_t comm, const occlSubmission_t* subs, int count, int* submitted) {
   if (submitted != nullptr) *submitted = 0;
   if (occlResult_t r = checkComm(comm)) return r;

@@ -13,6 +13,7 @@
 #include "device/dtypes.hpp"
 #include "primitives/peer_read.hpp"
 #include "primitives/reduce_ops.hpp"
+#include "queues/sq.hpp"
 #include "util/cache_size.hpp"
 #include "util/fnv1a.hpp"
 
@@ -40,20 +41,14 @@ uint16_t indexOf(const std::vector<int32_t>& peers, int32_t peer) {
   return static_cast<uint16_t>(std::find(peers.begin(), peers.end(), peer) - peers.begin());
 }
 
-// Elements of the user's send and receive buffers, NCCL's definitions. Only the root reads a
-// Broadcast's sendbuf or writes a Reduce's recvbuf; the other ranks may pass NULL there.
-std::pair<uint64_t, uint64_t> bufferElems(const occlCollDesc_t& d, int rank, int nRanks) {
-  return userElems(d.type, d.count, nRanks, rank == d.root);
-}
-
 // The peer's registration is known only as a hash, so the message lists what must match and what
 // this rank registered, for the user to compare with the peer's.
 std::string mismatchMessage(uint64_t collId, const occlCollDesc_t& d, int peer) {
   return absl::StrFormat("collId 0x%x: rank %d registered it differently (type, count, datatype, op, root, "
-                         "sharedBuffers, algorithm and blocks must match on every rank); this rank registered %s "
-                         "count=%d datatype=%s op=%s root=%d sharedBuffers=%d",
+                         "sharedBuffers, variableCount, algorithm and blocks must match on every rank); this rank "
+                         "registered %s count=%d datatype=%s op=%s root=%d sharedBuffers=%d variableCount=%d",
                          collId, peer, collTypeName(d.type), d.count, dtypeName(d.datatype), ops::opName(d.op), d.root,
-                         d.sharedBuffers);
+                         d.sharedBuffers, d.variableCount);
 }
 
 // A program's threadblocks index CollShared::progress and the per-part arrays.
@@ -141,7 +136,12 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   const uint64_t mult = ir::chunkMultiplier(forms[0]->coll, setup.nRanks);
   if (desc.count > std::numeric_limits<uint64_t>::max() / 8 / mult / elemBytes)
     return Status::error(occlInvalidArgument, absl::StrFormat("desc.count = %d overflows the buffer size", desc.count));
-  std::tie(sendElems_, recvElems_) = bufferElems(desc, setup.rank, setup.nRanks);
+  // A submission's count crosses to the daemon in the SQE's 44 bits (SqeView::count).
+  if (desc.variableCount == 1 && desc.count > sqe::kMaxCount)
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("desc.count = %d: with desc.variableCount the count is at most %d", desc.count,
+                                         sqe::kMaxCount));
+  rank_ = setup.rank;
 
   desc_.signature = registrationSignature(desc, setup.rank, setup.nRanks, choice.value(),
                                           static_cast<uint32_t>(cfg.connectorSlots), cfg.connectorSlotBytes);
@@ -150,16 +150,20 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   desc_.redOp = static_cast<uint8_t>(collInfo(desc.type).reduces ? desc.op : occlSum);
   desc_.collType = static_cast<uint8_t>(desc.type);
   desc_.peerShared = peer == PeerAccess::Processes && (forms[0]->peerReads || forms[1]->peerReads) ? 1 : 0;
-  static_assert(ir::kMaxBlocksPerRank <= UINT16_MAX, "an SQE names a collective's parts in 16 bits (SqeView::nParts)");
+  static_assert(ir::kMaxBlocksPerRank < (1 << sqe::kPartBits), "an SQE names a collective's parts in 8 bits (SqeView::nParts)");
+  static_assert(CollTable::kMaxPages * CollTable::kPageSize <= (1u << sqe::kIndexBits),
+                "an SQE names a collective's table index in 20 bits (SqeView::collIndex)");
   desc_.nBlocks = nBlocks;
   desc_.nRanks = static_cast<uint32_t>(setup.nRanks);
   desc_.totalElems = desc.count * mult;
+  desc_.countMultiplier = mult;
+  desc_.variableCount = desc.variableCount == 1 ? 1 : 0;
   desc_.tileElems = tileBytes(cfg.connectorSlotBytes, nBlocks, parts.bySize) / elemBytes;
   desc_.elemBytes = elemBytes;
   desc_.timeoutNs = static_cast<uint64_t>(cfg.collTimeoutMs) * 1000000ull;
   desc_.inflightWindow = static_cast<uint16_t>(cfg.maxInflightPerColl);  // validated <= kMaxInflightPerColl
   desc_.priority = desc.priority;
-  desc_.peerStream = peerCopiesStream(desc_.nRanks, peerBufferBytes(desc_), lastLevelCacheBytes()) ? 1 : 0;
+  desc_.peerStream = peerCopiesStream(desc_.nRanks, desc_.totalElems * elemBytes, lastLevelCacheBytes()) ? 1 : 0;
 
   for (uint32_t f : {kFormOutOfPlace, kFormInPlace}) {
     if (f == kFormInPlace && forms[f] == forms[kFormOutOfPlace]) {
@@ -200,10 +204,10 @@ Status Collective::buildForm(const CollectiveSetup& setup, const occlCollDesc_t&
     return Status::error(occlInternalError, absl::StrFormat("algorithm %s was chosen for %d elements, which do not "
                                                             "split into its %d chunks",
                                                             program.name, total, nChunks));
-  const uint64_t chunkElems = (total + nChunks - 1) / nChunks;
-  // A peer program's steps cover a whole chunk (its fold runs its own tiles as sub-steps, peer_read.hpp).
-  const uint64_t tilesPerChunk = program.peerReads ? 1 : (chunkElems + desc_.tileElems - 1) / desc_.tileElems;
-  const uint64_t nTiles = chunkElems == 0 ? 0 : tilesPerChunk;
+  // The registered count's geometry: the most tiles any submission of it has.
+  const ChunkGeometry g = chunkGeometry(total, static_cast<uint32_t>(nChunks), desc_.tileElems, program.peerReads,
+                                        program.raggedChunksAllowed, desc_.variableCount != 0);
+  const uint64_t chunkElems = g.chunkElems, nTiles = g.nTiles;
   if (nTiles >= kMaxTiles)
     return Status::error(occlInvalidArgument,
                          absl::StrFormat("desc.count = %d needs %d tiles of %d bytes; at most %d: raise "
@@ -211,8 +215,9 @@ Status Collective::buildForm(const CollectiveSetup& setup, const occlCollDesc_t&
                                          desc.count, nTiles, desc_.tileElems * desc_.elemBytes, kMaxTiles - 1));
   form.chunkElems = chunkElems;
   form.nChunks = static_cast<uint32_t>(nChunks);
-  form.nTiles = static_cast<uint32_t>(nTiles);
-  form.ragged = program.raggedChunksAllowed && total % nChunks != 0 ? 1 : 0;
+  form.nTiles = g.nTiles;
+  form.ragged = g.ragged;
+  form.raggedAllowed = program.raggedChunksAllowed ? 1 : 0;
 
   form.peerReads = program.peerReads ? 1 : 0;
   const ir::RankProgram& mine = program.ranks.at(setup.rank);
@@ -227,6 +232,12 @@ Status Collective::buildForm(const CollectiveSetup& setup, const occlCollDesc_t&
     scratchBytes_ += scratchBytes;
   }
   return Status::success();
+}
+
+std::pair<uint64_t, uint64_t> Collective::elemsFor(uint64_t count) const {
+  // NCCL's definitions. Only the root reads a Broadcast's sendbuf or writes a Reduce's recvbuf; the
+  // other ranks may pass NULL there.
+  return userElems(user_.type, count, static_cast<int>(desc_.nRanks), rank_ == user_.root);
 }
 
 Result<void*> Collective::allocDaemon(size_t bytes) {
@@ -369,17 +380,28 @@ std::string Collective::failurePlace(backend::Backend& backend) const {
   // A form that shares the other's program (every built-in one) has no peers of its own.
   const std::vector<BlockPeers>& blocks = peersOf_[form].empty() ? peersOf_[kFormOutOfPlace] : peersOf_[form];
   if (block >= blocks.size()) return "";
-  const bool receives = at == FailedAt::Receive || at == FailedAt::PoisonedReceive;
+  const bool receives = at == FailedAt::Receive || at == FailedAt::PoisonedReceive || at == FailedAt::CountMismatch;
   const std::vector<int32_t>& peers = receives ? blocks[block].recvs : blocks[block].sends;
   if (index >= peers.size()) return "";
   const int32_t peer = peers[index];
   switch (at) {
     case FailedAt::Receive: return absl::StrFormat(": waiting for data from rank %d (block %d)", peer, block);
     case FailedAt::Send: return absl::StrFormat(": waiting for rank %d to take data (block %d)", peer, block);
+    case FailedAt::CountMismatch: return countMismatchText(backend, peer);
     default:
       return absl::StrFormat(": rank %d failed it (it poisoned its connector %s this rank, block %d)", peer,
                              receives ? "to" : "from", block);
   }
+}
+
+std::string Collective::countMismatchText(backend::Backend& backend, int32_t peer) const {
+  static_assert(offsetof(CollShared, mismatchPeerCount) == offsetof(CollShared, mismatchOwnCount) + 8,
+                "the two counts are read as two words");
+  uint64_t counts[2] = {0, 0};
+  if (!backend.readDaemonWords(counts, &desc_.shared->mismatchOwnCount, 2).ok()) return "";
+  return absl::StrFormat(": this rank submitted count %d and rank %d count %d (the collective stays failed: "
+                         "register it again)",
+                         counts[0], peer, counts[1]);
 }
 
 Result<occlCollStats_t> Collective::stats(backend::Backend& backend) const {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "device/chunk_geometry.hpp"
 #include "device/coll_desc.hpp"
 #include "host/algorithm_library.hpp"
 #include "ir_loader/program.hpp"
@@ -67,9 +68,17 @@ class Collective {
   // which reads it every 50 ms: hashed once here.
   uint64_t requestedAlgorithmHash() const { return requestedAlgorithmHash_; }
   uint32_t window() const { return desc_.inflightWindow; }
-  // Elements of the user's send and receive buffers, for validation.
-  uint64_t sendElems() const { return sendElems_; }
-  uint64_t recvElems() const { return recvElems_; }
+  // Elements of the user's send and receive buffers for a submission of `count`, for validation.
+  std::pair<uint64_t, uint64_t> elemsFor(uint64_t count) const;
+  // desc.variableCount: a submission may carry any count up to the registered one.
+  bool variableCount() const { return desc_.variableCount != 0; }
+  uint64_t countMultiplier() const { return desc_.countMultiplier; }
+  uint32_t chunksPerLoop(uint32_t form) const { return desc_.forms[form].nChunks; }
+  // Whether `count` elements split into form `form`'s chunks (always, where they may be ragged).
+  bool countSplits(uint64_t count, uint32_t form) const {
+    const ProgramForm& f = desc_.forms[form];
+    return chunksFit(count * desc_.countMultiplier, f.nChunks, f.raggedAllowed != 0);
+  }
   // The algorithm a submission runs, by placement (kFormInPlace, kFormOutOfPlace).
   const std::string& algorithmName(uint32_t form) const { return algorithmNames_[form]; }
   // Task-queue entries one submission takes on the daemon block that runs the most of its parts.
@@ -113,6 +122,7 @@ class Collective {
   // place (CollShared::failedWhere). The first failure's place: later submissions fail with it.
   std::string failurePlace(backend::Backend& backend) const;
 
+
   // After an abort: a peer that waits on this rank through any of these connectors fails with
   // `status` instead of waiting for data that will never come. Through the connector memory,
   // which may be device memory the host cannot address. Returns the first failure (every
@@ -128,6 +138,8 @@ class Collective {
   }
 
  private:
+  // failurePlace's text for a count mismatch with `peer` (CollShared::mismatchOwnCount).
+  std::string countMismatchText(backend::Backend& backend, int32_t peer) const;
   void addSubmitted(uint64_t delta) {
     addByOneWriter(nextSeq_, delta);
     addByOneWriter(submissions_, delta, std::memory_order_relaxed);
@@ -177,8 +189,7 @@ class Collective {
   uint64_t connectorBytes_ = 0;
   uint32_t connectorSlots_ = 0;
   uint64_t scratchBytes_ = 0;
-  uint64_t sendElems_ = 0;
-  uint64_t recvElems_ = 0;
+  int rank_ = 0;
   std::array<std::string, 2> algorithmNames_;
   mutable BuffersSeen buffersSeen_{false, nullptr, nullptr, 0};
   uint32_t groupScratch_ = 0;

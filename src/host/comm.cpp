@@ -282,10 +282,10 @@ void Comm::shutdown() {
     // fails them and drains the SQ, and the second push gets in. Should that fail too, the abort
     // flag alone lets the daemon leave once it holds no task (Backend::stop).
     std::lock_guard<std::mutex> lock(submitMu_);
-    if (!pushSqe(SqeView{kSqeExit, 0, 0, 0, 0, 0}).ok()) {
+    if (!pushSqe(SqeView{kSqeExit, 0, 0, 0, 0, 0, 0}).ok()) {
       raiseAbort(occlAborted, /*keepFirst=*/true);  // an abort already under way keeps its own reason
       errors_.setAsync(occlAborted, "shutdown: the submission queue stayed full, so pending submissions were failed");
-      if (Status s = pushSqe(SqeView{kSqeExit, 0, 0, 0, 0, 0}); !s.ok())
+      if (Status s = pushSqe(SqeView{kSqeExit, 0, 0, 0, 0, 0, 0}); !s.ok())
         (void)record(s.withContext("shutdown: the daemon did not take the exit request"));
     }
   }

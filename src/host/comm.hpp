@@ -82,8 +82,10 @@ class Comm {
 
   Status registerCollective(uint64_t collId, const occlCollDesc_t& desc);
   Status deregisterCollective(uint64_t collId);
-  Status submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg) {
-    return submitEntry(collId, sendbuf, recvbuf, callback, arg, Start::Now, nullptr, nullptr);
+  // `count`: occlSubmitCount's (a variable count's collective), or OCCL_COUNT_REGISTERED.
+  Status submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
+                uint64_t count = OCCL_COUNT_REGISTERED) {
+    return submitEntry(collId, count, sendbuf, recvbuf, callback, arg, Start::Now, nullptr, nullptr);
   }
   // occlSubmitGroup: every entry checked before any is queued, then all queued under one lock
   // with one notifySubmission(); `submitted` receives how many were queued.
@@ -157,21 +159,28 @@ class Comm {
   // stream reaches it.
   enum class Start { Now, AtGate, OnStream };
   // submit(), submitGated() and submitOnStream(); `seq` receives the submission's number.
-  Status submitEntry(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
-                     Start start, void* stream, uint64_t* seq);
-  // The checks of one submission under the submit lock: registered, its buffers, room in its
-  // window for it after the entries of the same group checked before it (groupScratch).
-  Result<Collective*> checkEntry(uint64_t collId, const void* sendbuf, const void* recvbuf);
+  Status submitEntry(uint64_t collId, uint64_t count, const void* sendbuf, void* recvbuf, occlCallback_t callback,
+                     void* arg, Start start, void* stream, uint64_t* seq);
+  // The checks of one submission under the submit lock: registered, its count (OCCL_COUNT_REGISTERED
+  // or one the collective takes), its buffers, room in its window for it after the entries of the
+  // same group checked before it (groupScratch). Gives the collective and the count.
+  struct Checked {
+    Collective* coll;
+    uint64_t count;
+  };
+  Result<Checked> checkEntry(uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf);
+  // Whether collective `c` takes a submission of `count` elements (checkEntry).
+  Status checkCount(const Collective& c, uint64_t count, bool inPlace) const;
   // Whether `tasks` more task-queue entries fit every block's task queue.
   Status checkTaskRoom(uint64_t tasks) const;
   // A checked submission's callback slot (of `generation`), its collective's count and its SQE;
   // the collective's count undone if the push fails. The caller counts it in `generation`
   // (addSubmitted) before, and out again if this fails.
-  Status queueEntry(Collective& c, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg, Start start,
-                    int generation, uint64_t* seq);
-  Status validateBuffers(const Collective& c, const void* sendbuf, const void* recvbuf) const;
-  // NCCL's in-place position of the two buffers for this rank.
-  bool inPlace(const Collective& c, const void* sendbuf, const void* recvbuf) const;
+  Status queueEntry(const Checked& e, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
+                    Start start, int generation, uint64_t* seq);
+  Status validateBuffers(const Collective& c, uint64_t count, const void* sendbuf, const void* recvbuf) const;
+  // NCCL's in-place position of the two buffers of a submission of `count` for this rank.
+  bool inPlace(const Collective& c, uint64_t count, const void* sendbuf, const void* recvbuf) const;
   // After an abort: writes the done word of every gated submission that has not completed, so a
   // stream waiting for one goes on even where the daemon stopped before it failed them
   // (comm_gates.cpp).

@@ -11,7 +11,7 @@ Status Comm::submitGated(uint64_t collId, const void* sendbuf, void* recvbuf, oc
                          occlGate_t* gate) {
   if (gate == nullptr) return Status::error(occlInvalidArgument, "gate is NULL: occlSubmitGated returns the gate there");
   uint64_t seq = 0;
-  if (Status s = submitEntry(collId, sendbuf, recvbuf, callback, arg, Start::AtGate, nullptr, &seq); !s.ok()) return s;
+  if (Status s = submitEntry(collId, OCCL_COUNT_REGISTERED, sendbuf, recvbuf, callback, arg, Start::AtGate, nullptr, &seq); !s.ok()) return s;
   *gate = occlGate_t{collId, seq};
   return Status::success();
 }
@@ -20,7 +20,7 @@ Status Comm::submitOnStream(uint64_t collId, const void* sendbuf, void* recvbuf,
                             void* arg) {
   // Before anything is queued: a stream the backend refuses leaves nothing behind.
   if (Status s = backend_->checkStream(stream); !s.ok()) return s;
-  return submitEntry(collId, sendbuf, recvbuf, callback, arg, Start::OnStream, stream, nullptr);
+  return submitEntry(collId, OCCL_COUNT_REGISTERED, sendbuf, recvbuf, callback, arg, Start::OnStream, stream, nullptr);
 }
 
 Status Comm::openGate(const occlGate_t& gate) {

@@ -113,8 +113,9 @@ std::string Comm::completionFailure(const Waiting& failed, occlResult_t status) 
   const std::string head = absl::StrFormat("collId 0x%x, submission %d: ", collId, seq);
   switch (status) {
     case occlInvalidUsage:
-      return head + "a peer registered this collId differently (type, count, datatype, op, root, algorithm and "
-                    "connector geometry must match on every rank)";
+      return head + "ranks disagree on it: a peer registered this collId differently (type, count, datatype, op, "
+                    "root, algorithm and connector geometry must match on every rank) or, with desc.variableCount, "
+                    "submitted another count for this submission";
     case occlTimeout:
       return head + absl::StrFormat("did not complete within config.collTimeoutMs = %d ms (here, or on a peer "
                                     "whose timeout then failed it here): %s",

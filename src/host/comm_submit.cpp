@@ -51,19 +51,20 @@ Status Comm::pushSqe(const SqeView& e) {
   return Status::success();
 }
 
-Status Comm::validateBuffers(const Collective& c, const void* sendbuf, const void* recvbuf) const {
+Status Comm::validateBuffers(const Collective& c, uint64_t count, const void* sendbuf, const void* recvbuf) const {
   const occlCollDesc_t& d = c.userDesc();
-  if (c.sendElems() > 0 && sendbuf == nullptr)
+  const auto [sendElems, recvElems] = c.elemsFor(count);
+  if (sendElems > 0 && sendbuf == nullptr)
     return Status::error(occlInvalidArgument, absl::StrFormat("sendbuf is NULL for collId 0x%x", c.collId()));
-  if (c.recvElems() > 0 && recvbuf == nullptr)
+  if (recvElems > 0 && recvbuf == nullptr)
     return Status::error(occlInvalidArgument, absl::StrFormat("recvbuf is NULL for collId 0x%x", c.collId()));
   const uint64_t eb = dtypeSize(d.datatype);
   if (d.sharedBuffers == 1) {  // the peer program maps them in other processes
     Collective::BuffersSeen& seen = c.sharedBuffersSeen();
     const uint64_t releases = memory::releases();
     if (!seen.valid || seen.send != sendbuf || seen.recv != recvbuf || seen.releases != releases) {
-      for (auto [name, buf, bytes] : {std::tuple{"sendbuf", sendbuf, c.sendElems() * eb},
-                                      std::tuple{"recvbuf", static_cast<const void*>(recvbuf), c.recvElems() * eb}}) {
+      for (auto [name, buf, bytes] : {std::tuple{"sendbuf", sendbuf, sendElems * eb},
+                                      std::tuple{"recvbuf", static_cast<const void*>(recvbuf), recvElems * eb}}) {
         if (bytes > 0 && memory::describe(buf, bytes).inode == 0)
           return Status::error(occlInvalidArgument,
                                absl::StrFormat("%s of collId 0x%x is not memory from occlMemAlloc holding its %d bytes; "
@@ -75,32 +76,57 @@ Status Comm::validateBuffers(const Collective& c, const void* sendbuf, const voi
   }
   if (sendbuf == nullptr || recvbuf == nullptr) return Status::success();
   auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
-  uint64_t sBytes = c.sendElems() * eb, rBytes = c.recvElems() * eb;
+  uint64_t sBytes = sendElems * eb, rBytes = recvElems * eb;
   if (s + sBytes <= r || r + rBytes <= s) return Status::success();  // disjoint
-  if (inPlace(c, sendbuf, recvbuf)) return Status::success();  // the only overlap allowed
+  if (inPlace(c, count, sendbuf, recvbuf)) return Status::success();  // the only overlap allowed
   return Status::error(occlInvalidArgument,
                        absl::StrFormat("sendbuf and recvbuf of collId 0x%x overlap but are not in place (%s in-place "
                                        "means %s)",
                                        c.collId(), collTypeName(d.type), inPlaceRuleText(d.type)));
 }
 
-bool Comm::inPlace(const Collective& c, const void* sendbuf, const void* recvbuf) const {
+bool Comm::inPlace(const Collective& c, uint64_t count, const void* sendbuf, const void* recvbuf) const {
   const occlCollDesc_t& d = c.userDesc();
   if (sendbuf == nullptr || recvbuf == nullptr) return false;
   const auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
   if (collInfo(d.type).inPlace == InPlaceRule::None) return false;  // e.g. AllToAll: NCCL has none
-  const auto [sendAt, recvAt] = inPlaceOffsets(d.type, rank_, d.count);
+  const auto [sendAt, recvAt] = inPlaceOffsets(d.type, rank_, count);
   const uint64_t eb = dtypeSize(d.datatype);
   return s - sendAt * eb == r - recvAt * eb;
 }
 
-Result<Collective*> Comm::checkEntry(uint64_t collId, const void* sendbuf, const void* recvbuf) {
+Status Comm::checkCount(const Collective& c, uint64_t count, bool inPlace) const {
+  const uint64_t registered = c.userDesc().count;
+  if (!c.variableCount()) {
+    if (count == registered) return Status::success();
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("count = %d: collId 0x%x was registered with count %d and no "
+                                         "desc.variableCount, so every submission has that count",
+                                         count, c.collId(), registered));
+  }
+  if (count > registered)
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("count = %d: collId 0x%x takes at most the count it was registered with, %d",
+                                         count, c.collId(), registered));
+  const uint32_t form = inPlace ? kFormInPlace : kFormOutOfPlace;
+  const uint64_t nChunks = c.chunksPerLoop(form);
+  if (!c.countSplits(count, form))
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("count = %d: collId 0x%x runs algorithm %s, whose %d chunks must be equal, and "
+                                         "%d elements do not split into them",
+                                         count, c.collId(), c.algorithmName(form), nChunks, count * c.countMultiplier()));
+  return Status::success();
+}
+
+Result<Comm::Checked> Comm::checkEntry(uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf) {
   Collective* found = registry_.find(collId);
   if (found == nullptr)
     return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));
   Collective& c = *found;
   const uint32_t earlierInGroup = c.groupScratch();
-  if (Status s = validateBuffers(c, sendbuf, recvbuf); !s.ok()) return s;
+  if (count == OCCL_COUNT_REGISTERED) count = c.userDesc().count;
+  if (Status s = checkCount(c, count, inPlace(c, count, sendbuf, recvbuf)); !s.ok()) return s;
+  if (Status s = validateBuffers(c, count, sendbuf, recvbuf); !s.ok()) return s;
   if (Status s = backend_->checkUserBuffers(sendbuf, recvbuf); !s.ok()) return s;
   if (c.inFlight() + earlierInGroup >= c.window()) {
     if (earlierInGroup == 0)
@@ -113,7 +139,7 @@ Result<Collective*> Comm::checkEntry(uint64_t collId, const void* sendbuf, const
                                          "its window is %d (config.maxInflightPerColl)",
                                          collId, c.inFlight(), earlierInGroup, c.window()));
   }
-  return found;
+  return Checked{found, count};
 }
 
 Status Comm::checkTaskRoom(uint64_t tasks) const {
@@ -127,8 +153,9 @@ Status Comm::checkTaskRoom(uint64_t tasks) const {
                                        config_.taskQueueDepth));
 }
 
-Status Comm::queueEntry(Collective& c, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
+Status Comm::queueEntry(const Checked& entry, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
                         Start start, int generation, uint64_t* seqOut) {
+  Collective& c = *entry.coll;
   const uint64_t seq = c.nextSeq();
   // The callback is in place before the SQE exists, so a fast completion always finds it: the
   // thread that takes the CQE reads nextSeq first (processCqe), which noteSubmitted releases.
@@ -138,10 +165,10 @@ Status Comm::queueEntry(Collective& c, const void* sendbuf, void* recvbuf, occlC
   // A stream opens its gate itself: occlGateOpen refuses it (kGateOpen).
   const uint8_t gate = start == Start::Now ? kGateNone : start == Start::AtGate ? kGateClosed : kGateOpen;
   c.slotFor(seq) = CallbackSlot{callback, arg, 0, false, static_cast<uint8_t>(generation), gate};
-  const uint16_t flags = static_cast<uint16_t>((inPlace(c, sendbuf, recvbuf) ? kSqeInPlace : kSqeSubmit) |
+  const uint16_t flags = static_cast<uint16_t>((inPlace(c, entry.count, sendbuf, recvbuf) ? kSqeInPlace : kSqeSubmit) |
                                                (start == Start::Now ? 0 : kSqeGated));
   const SqeView e{flags, c.nParts(), c.index(), seq, reinterpret_cast<uint64_t>(sendbuf),
-                  reinterpret_cast<uint64_t>(recvbuf)};
+                  reinterpret_cast<uint64_t>(recvbuf), c.variableCount() ? entry.count : 0};
   c.noteSubmitted();
   if (Status s = pushSqe(e); !s.ok()) {
     // Under the poller's lock: a poller that read the count before the undo must be done with
@@ -155,8 +182,8 @@ Status Comm::queueEntry(Collective& c, const void* sendbuf, void* recvbuf, occlC
   return Status::success();
 }
 
-Status Comm::submitEntry(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
-                         Start start, void* stream, uint64_t* seqOut) {
+Status Comm::submitEntry(uint64_t collId, uint64_t count, const void* sendbuf, void* recvbuf, occlCallback_t callback,
+                         void* arg, Start start, void* stream, uint64_t* seqOut) {
   if (stopped_) return stoppedError();
   if (atomics::loadAcquire(env_->hostAbortFlag) != 0) {
     return errors_.asyncStatus(occlInvalidUsage);  // a peer failed: say which, not "finalized"
@@ -166,14 +193,14 @@ Status Comm::submitEntry(uint64_t collId, const void* sendbuf, void* recvbuf, oc
   // submission that passed the first look while shutdown began would otherwise go in behind the
   // exit SQE, where no daemon reads it, and its callback would never fire.
   if (stopped_) return stoppedError();
-  Result<Collective*> c = checkEntry(collId, sendbuf, recvbuf);
+  Result<Checked> c = checkEntry(collId, count, sendbuf, recvbuf);
   if (!c.ok()) return c.status();
-  const uint64_t tasks = c.value()->tasksPerSubmission();
+  const uint64_t tasks = c.value().coll->tasksPerSubmission();
   if (Status s = checkTaskRoom(tasks); !s.ok()) return s;
   uint64_t seq = 0;
   const int generation = waits_.current();  // read once: see WaitGenerations::countIn
   addSubmitted(1, tasks, generation);
-  if (Status s = queueEntry(*c.value(), sendbuf, recvbuf, callback, arg, start, generation, &seq); !s.ok()) {
+  if (Status s = queueEntry(c.value(), sendbuf, recvbuf, callback, arg, start, generation, &seq); !s.ok()) {
     addSubmitted(~uint64_t{0}, 0 - tasks, generation);
     return s;
   }
@@ -182,7 +209,7 @@ Status Comm::submitEntry(uint64_t collId, const void* sendbuf, void* recvbuf, oc
     // Under the submit lock, so one stream's submissions open in their submission order. The SQE
     // is out: were its gate never opened, only an abort would fail it, so a stream that cannot
     // take the gate (checkStream passed, so the driver itself refused) aborts the communicator.
-    Collective& coll = *c.value();
+    Collective& coll = *c.value().coll;
     if (Status s = backend_->enqueueGate(stream, coll.gateOpenWord(seq), coll.gateDoneWord(seq), gateValue(seq));
         !s.ok()) {
       lock.unlock();
@@ -208,22 +235,22 @@ Status Comm::submitGroup(std::span<const occlSubmission_t> subs, int* submitted)
   if (stopped_) return stoppedError();
   // Every entry is checked before any is queued. Each collective counts its entries checked so
   // far (Collective::groupScratch), so that a collId listed several times fits its window.
-  std::vector<Collective*> colls(subs.size());
+  std::vector<Checked> checks(subs.size());
   uint64_t tasks = 0;
   Status bad;
   size_t checked = 0;
   for (; checked < subs.size(); ++checked) {
     const occlSubmission_t& e = subs[checked];
-    Result<Collective*> c = checkEntry(e.collId, e.sendbuf, e.recvbuf);
+    Result<Checked> c = checkEntry(e.collId, e.count, e.sendbuf, e.recvbuf);
     if (!c.ok()) {
       bad = c.status().withContext(absl::StrFormat("subs[%d] of %d", checked, subs.size()));
       break;
     }
-    colls[checked] = c.value();
-    colls[checked]->groupScratch() += 1;
-    tasks += c.value()->tasksPerSubmission();
+    checks[checked] = c.value();
+    checks[checked].coll->groupScratch() += 1;
+    tasks += c.value().coll->tasksPerSubmission();
   }
-  for (size_t i = 0; i < checked; ++i) colls[i]->groupScratch() = 0;
+  for (size_t i = 0; i < checked; ++i) checks[i].coll->groupScratch() = 0;
   if (!bad.ok()) return bad;
   if (Status s = checkTaskRoom(tasks); !s.ok())
     return s.withContext(absl::StrFormat("a group of %d submissions needs %d task-queue entries", subs.size(), tasks));
@@ -233,7 +260,7 @@ Status Comm::submitGroup(std::span<const occlSubmission_t> subs, int* submitted)
   addSubmitted(subs.size(), tasks, generation);
   for (size_t i = 0; i < subs.size(); ++i) {
     const occlSubmission_t& e = subs[i];
-    if (Status s = queueEntry(*colls[i], e.sendbuf, e.recvbuf, e.callback, e.arg, Start::Now, generation, nullptr);
+    if (Status s = queueEntry(checks[i], e.sendbuf, e.recvbuf, e.callback, e.arg, Start::Now, generation, nullptr);
         !s.ok()) {
       addSubmitted(0 - static_cast<uint64_t>(subs.size() - i), 0 - tasks, generation);
       lock.unlock();
@@ -241,7 +268,7 @@ Status Comm::submitGroup(std::span<const occlSubmission_t> subs, int* submitted)
       return s.withContext(absl::StrFormat("subs[%d] of %d, after %d were queued", i, subs.size(), i));
     }
     if (submitted != nullptr) *submitted = static_cast<int>(i + 1);
-    tasks -= colls[i]->tasksPerSubmission();  // what is still to queue
+    tasks -= checks[i].coll->tasksPerSubmission();  // what is still to queue
   }
   lock.unlock();
   backend_->notifySubmission();  // one doorbell for the group

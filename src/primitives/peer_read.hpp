@@ -60,15 +60,21 @@ OCCL_HD inline bool isPeerOp(StepOp op) {
 }
 
 // Bytes of each of a submission's buffers (an AllReduce's input and output are the same size).
-OCCL_HD inline size_t peerBufferBytes(const CollDesc& d) { return static_cast<size_t>(d.totalElems * d.elemBytes); }
+OCCL_HD inline size_t peerBufferBytes(const CollDesc& d, const ChunkGeometry& g) {
+  return static_cast<size_t>(g.totalElems * d.elemBytes);
+}
 
-// Leader only, once the send slot is free. False, having posted nothing, when a buffer is no
-// longer occlMemAlloc memory (freed since occlSubmit checked it): the caller fails the collective.
-OCCL_HD inline bool postPeerNotice(const CollDesc& d, const FifoHandle& send, const TaskBuffers& bufs) {
+// Leader only, once the send slot is free; `stamp` as FifoHandle::commitSend's. False, having
+// posted nothing, when a buffer is no longer occlMemAlloc memory (freed since occlSubmit checked
+// it): the caller fails the collective. Between processes, a submission of no elements (a variable
+// count of 0) posts no buffers: there is nothing to map, nor to release.
+OCCL_HD inline bool postPeerNotice(const CollDesc& d, const ChunkGeometry& g, const FifoHandle& send,
+                                   const TaskBuffers& bufs, uint64_t stamp) {
   PeerNotice notice{bufs.input, bufs.output, {0, 0, 0, -1}, {0, 0, 0, -1}};
 #if !OCCL_ON_DEVICE
-  if (d.peerShared) {
-    const size_t bytes = peerBufferBytes(d);
+  if (d.peerShared && peerBufferBytes(d, g) == 0) notice.input = notice.output = nullptr;
+  if (d.peerShared && notice.input != nullptr) {
+    const size_t bytes = peerBufferBytes(d, g);
     notice.inputRef = memory::describe(bufs.input, bytes);
     notice.outputRef = memory::describe(bufs.output, bytes);
     if (bytes > 0 && (notice.inputRef.inode == 0 || notice.outputRef.inode == 0)) {
@@ -79,9 +85,10 @@ OCCL_HD inline bool postPeerNotice(const CollDesc& d, const FifoHandle& send, co
   }
 #else
   (void)d;
+  (void)g;
 #endif
   memcpy(send.sendSlot(), &notice, sizeof notice);
-  send.commitSend(sizeof notice);
+  send.commitSend(sizeof notice, stamp);
   return true;
 }
 
@@ -95,9 +102,9 @@ OCCL_HD inline PeerNotice peerNotice(const FifoHandle& recv) {
 // Leader only, with every peer's first notice there: makes each notice's addresses this
 // process's (peer_read.hpp's head), pinning the mappings until releasePeerNotice. Returns false,
 // having logged why, when a peer's buffer cannot be mapped; the caller fails the collective.
-OCCL_HD inline bool acceptPeerNotices(const CollDesc& d, const BlockPlan& plan) {
+OCCL_HD inline bool acceptPeerNotices(const CollDesc& d, const ChunkGeometry& g, const BlockPlan& plan) {
 #if !OCCL_ON_DEVICE
-  const size_t bytes = peerBufferBytes(d);
+  const size_t bytes = peerBufferBytes(d, g);
   if (!d.peerShared || bytes == 0) return true;
   for (uint32_t i = 0; i < plan.nRecvs; ++i) {
     PeerNotice notice = peerNotice(plan.recvs[i]);
@@ -119,6 +126,7 @@ OCCL_HD inline bool acceptPeerNotices(const CollDesc& d, const BlockPlan& plan) 
   }
 #else
   (void)d;
+  (void)g;
   (void)plan;
 #endif
   return true;
@@ -128,9 +136,10 @@ OCCL_HD inline bool acceptPeerNotices(const CollDesc& d, const BlockPlan& plan) 
 // acceptPeerNotices resolved.
 OCCL_HD inline void releasePeerNotice(const CollDesc& d, const FifoHandle& recv) {
 #if !OCCL_ON_DEVICE
-  if (!d.peerShared || peerBufferBytes(d) == 0) return;
+  if (!d.peerShared) return;
   const PeerNotice notice = peerNotice(recv);
-  if (notice.inputRef.inode != 0 || notice.input == nullptr) return;  // never accepted, or released
+  // Never accepted, released, or a notice of no buffers (postPeerNotice).
+  if (notice.inputRef.inode != 0 || notice.input == nullptr) return;
   memory::unpin(notice.input);
   memory::unpin(notice.output);
 #else
@@ -200,9 +209,9 @@ OCCL_HD inline void copyToPeer(char* to, const char* from, size_t bytes, bool st
 
 // Tiles of the fold of `step` (PeerReduce) on this rank: the executor runs them as the step's
 // sub-steps, one primitive each, so a long fold gives way between tiles like the ring does.
-OCCL_HD inline uint32_t peerFoldTiles(const CollDesc& d, const ProgramForm& f, const DeviceStep& step) {
-  const uint64_t len = chunkLength(d, f, static_cast<uint64_t>(step.srcOff));
-  return len == 0 ? 1u : static_cast<uint32_t>((len + d.tileElems - 1) / d.tileElems);
+OCCL_HD inline uint32_t peerFoldTiles(const ChunkGeometry& g, const DeviceStep& step) {
+  const uint64_t len = chunkLength(g, static_cast<uint64_t>(step.srcOff));
+  return len == 0 ? 1u : static_cast<uint32_t>((len + g.tileElems - 1) / g.tileElems);
 }
 
 // Tile `tile` of slice `step.srcOff` of every rank's input, folded in the order own, recvs[0],
@@ -212,13 +221,13 @@ OCCL_HD inline uint32_t peerFoldTiles(const CollDesc& d, const ProgramForm& f, c
 // (fifo.hpp); returns false, having touched nothing, when one is poisoned. In place is safe:
 // slice r of any buffer is read and written by r's owner alone, and a tile is read before it is
 // written.
-OCCL_HD inline bool peerReduceTile(const CollDesc& d, const ProgramForm& f, const BlockPlan& plan,
+OCCL_HD inline bool peerReduceTile(const CollDesc& d, const ChunkGeometry& g, const BlockPlan& plan,
                                    const DeviceStep& step, const TaskBuffers& bufs, uint32_t tile) {
   const uint64_t eb = d.elemBytes;
-  const uint64_t len = chunkLength(d, f, static_cast<uint64_t>(step.srcOff));
-  const uint64_t first = static_cast<uint64_t>(tile) * d.tileElems;
-  const uint64_t n = len <= first ? 0 : (len - first < d.tileElems ? len - first : d.tileElems);
-  const uint64_t at = (chunkStart(d, f, static_cast<uint64_t>(step.srcOff)) + first) * eb;
+  const uint64_t len = chunkLength(g, static_cast<uint64_t>(step.srcOff));
+  const uint64_t first = static_cast<uint64_t>(tile) * g.tileElems;
+  const uint64_t n = len <= first ? 0 : (len - first < g.tileElems ? len - first : g.tileElems);
+  const uint64_t at = (chunkStart(g, static_cast<uint64_t>(step.srcOff)) + first) * eb;
   uint32_t held = 0;
   for (; held < plan.nRecvs; ++held)
     if (!plan.recvs[held].beginPeerAccess()) break;

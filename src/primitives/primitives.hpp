@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "device/chunk_geometry.hpp"
 #include "device/coll_desc.hpp"
 #include "occl/occl.h"
 #include "primitives/dispatch.hpp"
@@ -30,22 +31,22 @@ struct TaskBuffers {
   }
 };
 
-// Chunk geometry of form `f`: chunk c of any buffer, tile t of that chunk.
-OCCL_HD inline uint64_t chunkStart(const CollDesc& d, const ProgramForm& f, uint64_t c) {
-  return f.ragged ? c * d.totalElems / f.nChunks : c * f.chunkElems;
+// Chunk c of any buffer, tile t of that chunk, in geometry `g` (device/chunk_geometry.hpp).
+OCCL_HD inline uint64_t chunkStart(const ChunkGeometry& g, uint64_t c) {
+  return g.ragged ? c * g.totalElems / g.nChunks : c * g.chunkElems;
 }
-OCCL_HD inline uint64_t chunkLength(const CollDesc& d, const ProgramForm& f, uint64_t c) {
-  return f.ragged ? chunkStart(d, f, c + 1) - chunkStart(d, f, c) : f.chunkElems;
+OCCL_HD inline uint64_t chunkLength(const ChunkGeometry& g, uint64_t c) {
+  return g.ragged ? chunkStart(g, c + 1) - chunkStart(g, c) : g.chunkElems;
 }
 // Elements of tile `t` of chunk `c`; 0 when the chunk is shorter (both ends of a connector
 // compute the same length and skip the slot together).
-OCCL_HD inline uint64_t tileLength(const CollDesc& d, const ProgramForm& f, uint64_t c, uint32_t t) {
-  uint64_t len = chunkLength(d, f, c), first = static_cast<uint64_t>(t) * d.tileElems;
+OCCL_HD inline uint64_t tileLength(const ChunkGeometry& g, uint64_t c, uint32_t t) {
+  uint64_t len = chunkLength(g, c), first = static_cast<uint64_t>(t) * g.tileElems;
   if (len <= first) return 0;
-  return len - first < d.tileElems ? len - first : d.tileElems;
+  return len - first < g.tileElems ? len - first : g.tileElems;
 }
-OCCL_HD inline uint64_t tileOffset(const CollDesc& d, const ProgramForm& f, uint64_t c, uint32_t t) {
-  return chunkStart(d, f, c) + static_cast<uint64_t>(t) * d.tileElems;
+OCCL_HD inline uint64_t tileOffset(const ChunkGeometry& g, uint64_t c, uint32_t t) {
+  return chunkStart(g, c) + static_cast<uint64_t>(t) * g.tileElems;
 }
 
 struct ReduceCopyCall {
@@ -68,12 +69,12 @@ struct ReduceCopyCall {
 // Never inlined: on the GPU the tile loop is a function of its own with the whole register budget
 // (the kernel's control path is live around the call, not inside the loop), and ptxas reports its
 // spills apart from the kernel's (tests/policy/kernel_resources_test.cpp pins them at zero).
-OCCL_HD OCCL_NOINLINE inline void applyStep(const CollDesc& d, const ProgramForm& f, const DeviceStep& step, const FifoHandle* recv,
+OCCL_HD OCCL_NOINLINE inline void applyStep(const CollDesc& d, const ChunkGeometry& g, const DeviceStep& step, const FifoHandle* recv,
                               const FifoHandle* send, const TaskBuffers& bufs, uint32_t sub, uint32_t tile,
                               uint64_t n) {
   const uint64_t eb = d.elemBytes;
-  char* src = bufs.get(step.srcBuf) + tileOffset(d, f, step.srcOff + sub, tile) * eb;
-  char* dst = bufs.get(step.dstBuf) + tileOffset(d, f, step.dstOff + sub, tile) * eb;
+  char* src = bufs.get(step.srcBuf) + tileOffset(g, step.srcOff + sub, tile) * eb;
+  char* dst = bufs.get(step.dstBuf) + tileOffset(g, step.dstOff + sub, tile) * eb;
   // Avg is a sum whose final reduction step divides by the rank count (kStepPostOp).
   const bool postOp = (step.flags & kStepPostOp) != 0 && d.redOp == occlAvg;
   const int post = postOp ? static_cast<int>(d.nRanks) : 0;
@@ -98,7 +99,7 @@ OCCL_HD OCCL_NOINLINE inline void applyStep(const CollDesc& d, const ProgramForm
     case StepOp::PeerReduce:
     case StepOp::PeerRelease: return;
   }
-  dispatchTypeOp(d.dtype, d.redOp, call);
+  if (call.n != 0) dispatchTypeOp(d.dtype, d.redOp, call);  // an empty message of a variable count (executor.hpp)
   exec::blockSync();  // every lane's stores land before the leader publishes the slots
 }
 

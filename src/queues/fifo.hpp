@@ -9,6 +9,11 @@
 // proxy) ships those bytes, not the whole slot: an 8-byte AllReduce moves 8 bytes a hop, not a
 // tile. The receiver needs no length: its step knows how many elements it reads.
 //
+// A collective whose count varies per submission (CollDesc::variableCount) also stamps each slot
+// with the sender's count (+ 1; 0 = unstamped) in the slot's stamp word, a table after the lengths,
+// which the receiver compares with its own before it reads the slot (executor.hpp): ranks that
+// submitted different counts fail the submission instead of reading each other's chunks wrongly.
+//
 // A message of at most kFifoLineBytes (host only) also goes into the slot's line, a cache line
 // after the length table that holds its bytes and a flag, the step + 1 that wrote them (NCCL's LL
 // protocol has data and flag share a store; here they share a line). The receiver looks at the
@@ -129,9 +134,13 @@ inline constexpr size_t kFifoDataOffset = 256;  // slot data starts here, 256-by
 OCCL_HD inline constexpr uint64_t fifoGeometry(uint32_t nSlots, uint64_t slotBytes) {
   return (static_cast<uint64_t>(nSlots) << 40) | slotBytes;
 }
-// From the start of the slot data to the length table (8-byte aligned).
+// From the start of the slot data to the length table (8-byte aligned), and to the stamp table
+// after it.
 OCCL_HD inline constexpr size_t fifoLengthsOffset(uint32_t nSlots, uint64_t slotBytes) {
   return (static_cast<size_t>(nSlots) * slotBytes + 7) / 8 * 8;
+}
+OCCL_HD inline constexpr size_t fifoStampsOffset(uint32_t nSlots, uint64_t slotBytes) {
+  return fifoLengthsOffset(nSlots, slotBytes) + static_cast<size_t>(nSlots) * sizeof(uint64_t);
 }
 // A slot's line (see the top of the file): a tiny message's bytes and the step that wrote them.
 inline constexpr uint64_t kFifoLineBytes = 56;
@@ -143,9 +152,9 @@ struct FifoLine {  // at a 64-byte boundary in connector memory (fifoLinesOffset
   uint64_t flag;  // step + 1 of the message in `bytes`; 0 = never written
 };
 static_assert(sizeof(FifoLine) == 64, "a FifoLine fills one cache line");
-// From the start of the slot data to the lines (64-byte aligned), which follow the length table.
+// From the start of the slot data to the lines (64-byte aligned), which follow the stamp table.
 OCCL_HD inline constexpr size_t fifoLinesOffset(uint32_t nSlots, uint64_t slotBytes) {
-  return (fifoLengthsOffset(nSlots, slotBytes) + static_cast<size_t>(nSlots) * sizeof(uint64_t) + 63) / 64 * 64;
+  return (fifoStampsOffset(nSlots, slotBytes) + static_cast<size_t>(nSlots) * sizeof(uint64_t) + 63) / 64 * 64;
 }
 OCCL_HD inline constexpr size_t fifoBytes(uint32_t nSlots, uint64_t slotBytes) {
   return kFifoDataOffset + fifoLinesOffset(nSlots, slotBytes) + static_cast<size_t>(nSlots) * sizeof(FifoLine);
@@ -180,9 +189,12 @@ struct FifoHandle {
   }
   OCCL_HD char* sendSlot() const { return slot(atomics::loadRelaxed(&header->tail)); }
   // Publishes the slot sendSlot() returned, of which the first `bytes` (<= slotBytes) are filled
-  // (and copied into the slot's line when they fit: host only, where the receiver looks there).
-  OCCL_HD void commitSend(uint64_t bytes) const {
+  // (and copied into the slot's line when they fit: host only, where the receiver looks there),
+  // stamped with `stamp` where it is not 0 (countStamp; before the line, whose flag the receiver
+  // may acquire instead of tail).
+  OCCL_HD void commitSend(uint64_t bytes, uint64_t stamp = 0) const {
     const uint64_t t = atomics::loadRelaxed(&header->tail);
+    if (stamp != 0) atomics::storeRelaxed(slotStamp(t), stamp);
 #if !OCCL_ON_DEVICE
     if (credits != 0) --credits;
     if (bytes <= kFifoLineBytes) {
@@ -198,6 +210,11 @@ struct FifoHandle {
   // The length word of the slot that holds step `step` (written before that step is published).
   OCCL_HD uint64_t* slotLength(uint64_t step) const {
     return reinterpret_cast<uint64_t*>(data + fifoLengthsOffset(nSlots, slotBytes)) + slotIndex(step);
+  }
+
+  // The stamp word of the slot that holds step `step` (see the top of the file).
+  OCCL_HD uint64_t* slotStamp(uint64_t step) const {
+    return reinterpret_cast<uint64_t*>(data + fifoStampsOffset(nSlots, slotBytes)) + slotIndex(step);
   }
 
   // The slot, and the slot's line, that hold step `step`.
@@ -230,6 +247,8 @@ struct FifoHandle {
     const uint64_t h = atomics::loadRelaxed(&header->head);
     return inLine(h) ? line(h)->bytes : slot(h);
   }
+  // The stamp of the message at head (once canRecv()): the sender's countStamp, 0 if none.
+  OCCL_HD uint64_t recvStamp() const { return atomics::loadRelaxed(slotStamp(atomics::loadRelaxed(&header->head))); }
   OCCL_HD void commitRecv() const {
     atomics::storeRelease(&header->head, atomics::loadRelaxed(&header->head) + 1);
     fifoPublished(header, FifoWord::Head);
@@ -286,5 +305,8 @@ struct FifoHandle {
   }
 };
 static_assert(sizeof(FifoHandle) == 32, "FifoHandle layout is shared by host and device");
+
+// A slot's stamp for a sender whose count is `count` (0 means unstamped).
+OCCL_HD inline uint64_t countStamp(uint64_t count) { return count + 1; }
 
 }  // namespace occl

@@ -35,7 +35,9 @@ enum SqeFlags : uint16_t {
   kSqeGated = 1u << 3,    // the submission starts once its gate is open (device/gate.hpp)
 };
 
-// What an entry says; the producer writes it, a consumer copies it.
+// What an entry says; the producer writes it, a consumer copies it. The fields are wider than what
+// an entry carries (eight 32-bit pieces, sqe::split): flags and parts 8 bits each, the collective's
+// index 20 bits, the submission number 48 bits, the count 44 bits, the buffers 64 bits each.
 struct SqeView {
   uint16_t flags;      // SqeFlags
   uint16_t nParts;     // the collective's parts (CollDesc::nBlocks): a block given none skips the entry
@@ -43,26 +45,32 @@ struct SqeView {
   uint64_t seq;        // per-collective submission number, starts at 0
   uint64_t sendbuf;
   uint64_t recvbuf;
+  uint64_t count;      // the submission's count (CollDesc::variableCount), else 0
 };
-static_assert(sizeof(SqeView) == 32, "an entry is 32 bits under each of a slot's eight tags");
-
-// One slot: eight words of (tag << 32 | 32 bits of the SqeView), 0 before its first entry.
-struct alignas(64) Sqe {
-  uint64_t words[8];
-};
-static_assert(sizeof(Sqe) == 64, "an SQE is one cache line on both sides of the bus");
 
 namespace sqe {
 inline constexpr int kWords = 8;
+inline constexpr uint32_t kFlagBits = 8;
+inline constexpr uint32_t kPartBits = 8;
+inline constexpr uint32_t kIndexBits = 20;
+inline constexpr uint32_t kSeqBits = 48;
+inline constexpr uint32_t kCountBits = 44;  // 16 beside flags and parts, 12 beside the index, 16 beside seq
+inline constexpr uint64_t kMaxCount = (uint64_t{1} << kCountBits) - 1;
+// A collective's submission numbers go over the bus in 48 bits: 2^48 submissions of one collective
+// (nine years at one a microsecond) before its saved context (BlockContext::seq) would no longer match.
+static_assert(kFlagBits + kPartBits + 16 == 32 && kIndexBits + 12 == 32 && kSeqBits - 32 + 16 == 32 &&
+                  16 + 12 + 16 == kCountBits,
+              "the pieces below are full and the count's three parts add up");
 
 OCCL_HD inline uint64_t tagOf(uint64_t ticket) { return (ticket + 1) & 0xffffffffu; }
 
 // The view as eight 32-bit pieces, in word order.
 OCCL_HD inline void split(const SqeView& e, uint32_t (&piece)[kWords]) {
-  piece[0] = static_cast<uint32_t>(e.flags) | (static_cast<uint32_t>(e.nParts) << 16);
-  piece[1] = e.collIndex;
+  const uint64_t n = e.count & kMaxCount;
+  piece[0] = (e.flags & 0xffu) | (static_cast<uint32_t>(e.nParts & 0xffu) << 8) | static_cast<uint32_t>(n & 0xffffu) << 16;
+  piece[1] = (e.collIndex & ((1u << kIndexBits) - 1)) | static_cast<uint32_t>((n >> 16) & 0xfffu) << kIndexBits;
   piece[2] = static_cast<uint32_t>(e.seq);
-  piece[3] = static_cast<uint32_t>(e.seq >> 32);
+  piece[3] = static_cast<uint32_t>((e.seq >> 32) & 0xffffu) | static_cast<uint32_t>(n >> 28) << 16;
   piece[4] = static_cast<uint32_t>(e.sendbuf);
   piece[5] = static_cast<uint32_t>(e.sendbuf >> 32);
   piece[6] = static_cast<uint32_t>(e.recvbuf);
@@ -76,15 +84,23 @@ OCCL_HD inline bool join(const uint64_t (&words)[kWords], uint64_t ticket, SqeVi
   for (int i = 0; i < kWords; ++i)
     if ((words[i] >> 32) != tag) return false;
   auto piece = [&](int i) { return static_cast<uint64_t>(static_cast<uint32_t>(words[i])); };
-  out.flags = static_cast<uint16_t>(piece(0) & 0xffffu);
-  out.nParts = static_cast<uint16_t>(piece(0) >> 16);
-  out.collIndex = static_cast<uint32_t>(piece(1));
-  out.seq = piece(2) | (piece(3) << 32);
+  out.flags = static_cast<uint16_t>(piece(0) & 0xffu);
+  out.nParts = static_cast<uint16_t>((piece(0) >> 8) & 0xffu);
+  out.collIndex = static_cast<uint32_t>(piece(1) & ((1u << kIndexBits) - 1));
+  out.seq = piece(2) | ((piece(3) & 0xffffu) << 32);
+  out.count = (piece(0) >> 16) | ((piece(1) >> kIndexBits) << 16) | ((piece(3) >> 16) << 28);
   out.sendbuf = piece(4) | (piece(5) << 32);
   out.recvbuf = piece(6) | (piece(7) << 32);
   return true;
 }
 }  // namespace sqe
+
+// One slot: eight words of (tag << 32 | 32 bits of the SqeView), 0 before its first entry.
+struct alignas(64) Sqe {
+  uint64_t words[8];
+};
+static_assert(sizeof(Sqe) == 64, "an SQE is one cache line on both sides of the bus");
+
 
 // Plain handle over memory that the host allocates: pinned host memory on the CUDA backend for
 // the SQ itself; daemon memory for a daemon's relay (daemon.hpp), whose producer is block 0.

@@ -105,13 +105,13 @@ void populateHostSlots(void* base, uint32_t nSlots, uint64_t slotBytes, uint64_t
 
 // Calls fn(from, bytes) for each range of a connector at `base` that a collective writing
 // `bytesPerSlot` of each slot uses besides the header: each slot's first bytesPerSlot, the slot
-// lengths, the slots' lines (queues/fifo.hpp).
+// lengths and stamps, the slots' lines (queues/fifo.hpp).
 template <typename Fn>
 void forEachUsedRange(void* base, uint32_t nSlots, uint64_t slotBytes, uint64_t bytesPerSlot, Fn&& fn) {
   char* data = static_cast<char*>(base) + kFifoDataOffset;
   const uint64_t used = bytesPerSlot < slotBytes ? bytesPerSlot : slotBytes;
   for (uint32_t s = 0; s < nSlots; ++s) fn(data + s * slotBytes, used);
-  fn(data + fifoLengthsOffset(nSlots, slotBytes), nSlots * sizeof(uint64_t));
+  fn(data + fifoLengthsOffset(nSlots, slotBytes), 2 * nSlots * sizeof(uint64_t));  // the lengths, then the stamps
   fn(data + fifoLinesOffset(nSlots, slotBytes), nSlots * sizeof(FifoLine));
 }
 

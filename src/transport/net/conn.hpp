@@ -32,6 +32,7 @@ struct Conn {
   char* slot(uint64_t step) const { return fifo().slot(step); }
   // The slot's length word: bytes the sender filled in the slot holding `step`.
   uint64_t* length(uint64_t step) const { return fifo().slotLength(step); }
+  uint64_t* stamp(uint64_t step) const { return fifo().slotStamp(step); }
   bool isSender() const { return end == ConnectorEnd::Sender; }
 
   // Fixed at creation.

@@ -107,6 +107,7 @@ void Proxy::sendData(const std::shared_ptr<Conn>& c, uint64_t step) {
   }
   auto* op = new Op{this, Op::SendData, c, step, headerFor(*c, WireKind::Data)};
   op->header.value = step;
+  op->header.stamp = atomics::loadRelaxed(c->stamp(step));
   ucp_request_param_t p = paramsFor(op, false);
   ucs_status_ptr_t req =
       ucp_am_send_nbx(peer.ep, kWireAmId, &op->header, sizeof op->header, c->slot(step), length, &p);
@@ -194,6 +195,7 @@ ucs_status_t Proxy::onMessage(const WireHeader& h, void* data, size_t length, co
       }
       // For symmetry with a FIFO the daemon fills itself; the receiving step does not read it.
       atomics::storeRelaxed(c.length(step), uint64_t{length});
+      atomics::storeRelaxed(c.stamp(step), h.stamp);  // a variable count's, which the receiving step checks
       if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
         auto* op = new Op{this, Op::RecvData, conn, step, h};
         ucp_request_param_t p = paramsFor(op, true);

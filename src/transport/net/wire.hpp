@@ -32,9 +32,10 @@ struct WireHeader {
   uint64_t generation;
   uint64_t geometry;  // fifoGeometry() of the end that sent this
   uint64_t value;
+  uint64_t stamp;     // Data only: the slot's stamp (queues/fifo.hpp: a variable count's)
 
   ConnectorKey key() const { return ConnectorKey{collId, sender, receiver, channel, form}; }
 };
-static_assert(std::is_trivially_copyable_v<WireHeader> && sizeof(WireHeader) == 56, "WireHeader is sent as bytes");
+static_assert(std::is_trivially_copyable_v<WireHeader> && sizeof(WireHeader) == 64, "WireHeader is sent as bytes");
 
 }  // namespace occl::transport::net

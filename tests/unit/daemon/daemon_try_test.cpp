@@ -113,7 +113,7 @@ class DaemonRig {
   // exactly one try of it (the pass that takes an SQE counts the arrival as progress).
   void submitAndTake() {
     uint64_t limit = 0;
-    ASSERT_TRUE(env_.sq.tryPush(0, SqeView{kSqeSubmit, 2, 0, 0, 0, reinterpret_cast<uint64_t>(output.data())}, limit));
+    ASSERT_TRUE(env_.sq.tryPush(0, SqeView{kSqeSubmit, 2, 0, 0, 0, reinterpret_cast<uint64_t>(output.data()), 0}, limit));
     for (int blk = 0; blk < 2; ++blk) {
       PassClock clock;
       ASSERT_TRUE(pollSubmissions(env_, blocks_[blk], blk, clock));
@@ -122,7 +122,7 @@ class DaemonRig {
   }
   void publishExit(uint64_t ticket) {
     uint64_t limit = 0;
-    ASSERT_TRUE(env_.sq.tryPush(ticket, SqeView{kSqeExit, 0, 0, 0, 0, 0}, limit));
+    ASSERT_TRUE(env_.sq.tryPush(ticket, SqeView{kSqeExit, 0, 0, 0, 0, 0, 0}, limit));
   }
   PassResult pass(int block) { return daemonPass(env_, block); }
   // Runs block `block`'s whole part of launch `epoch` on this thread.

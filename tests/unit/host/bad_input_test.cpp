@@ -369,7 +369,7 @@ void registrationDiffers(bool submitFirst) {
   ASSERT_TRUE(done.waitFor(1, std::chrono::seconds(10))) << "rank 0's submission never completed";
   EXPECT_EQ(done.fired()[0].second, occlInvalidUsage);
   const std::string why = occlGetLastError(comms[0]);
-  EXPECT_NE(why.find("collId 0xd1ff, submission 0: a peer registered this collId differently"), std::string::npos) << why;
+  EXPECT_NE(why.find("collId 0xd1ff, submission 0: ranks disagree on it: a peer registered this collId differently"), std::string::npos) << why;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(cfg.collTimeoutMs + 1000));
 }
 

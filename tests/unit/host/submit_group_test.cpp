@@ -77,7 +77,8 @@ TEST(SubmitGroupTest, GroupsInADifferentOrderOnEveryRankAreExact) {
       std::vector<occlSubmission_t> group;
       for (int c : order) {
         const int run = c * (kPerColl + 1) + next[c]++;
-        group.push_back({0x600u + c, send[run].data(), recv[run].data(), &CallbackCounter::callback, done[r].arg()});
+        group.push_back(
+            {0x600u + c, send[run].data(), recv[run].data(), &CallbackCounter::callback, done[r].arg(), count(c)});
       }
       int submitted = -1;
       expectOk(occlSubmitGroup(comms[r], group.data(), static_cast<int>(group.size()), &submitted), comms[r],
@@ -119,15 +120,26 @@ TEST(SubmitGroupTest, ABadEntrySubmitsNothingAndIsNamed) {
     registerAllReduce(comms[r], 0x72, 16);
     for (auto& b : buf[r]) b.assign(16, static_cast<float>(r + 1));
   }
-  occlSubmission_t bad[3] = {{0x71, buf[0][0].data(), buf[0][0].data(), &CallbackCounter::callback, done[0].arg()},
-                             {0x72, buf[0][1].data(), buf[0][1].data(), &CallbackCounter::callback, done[0].arg()},
-                             {0x73, buf[0][2].data(), buf[0][2].data(), &CallbackCounter::callback, nullptr}};
+  constexpr size_t kAsRegistered = OCCL_COUNT_REGISTERED;
+  occlSubmission_t bad[3] = {
+      {0x71, buf[0][0].data(), buf[0][0].data(), &CallbackCounter::callback, done[0].arg(), kAsRegistered},
+      {0x72, buf[0][1].data(), buf[0][1].data(), &CallbackCounter::callback, done[0].arg(), kAsRegistered},
+      {0x73, buf[0][2].data(), buf[0][2].data(), &CallbackCounter::callback, nullptr, kAsRegistered}};
   int submitted = -1;
   EXPECT_EQ(occlSubmitGroup(comms[0], bad, 3, &submitted), occlInvalidArgument);
   EXPECT_EQ(submitted, 0);
-  const std::string why = occlGetLastError(comms[0]);
+  std::string why = occlGetLastError(comms[0]);
   EXPECT_NE(why.find("subs[2] of 3"), std::string::npos) << why;
   EXPECT_NE(why.find("collId 0x73 is not registered"), std::string::npos) << why;
+  // A count other than the registered one, for a collective without desc.variableCount.
+  bad[2] = bad[1];
+  bad[2].count = 8;
+  EXPECT_EQ(occlSubmitGroup(comms[0], bad, 3, &submitted), occlInvalidArgument);
+  EXPECT_EQ(submitted, 0);
+  why = occlGetLastError(comms[0]);
+  EXPECT_NE(why.find("subs[2] of 3: count = 8: collId 0x72 was registered with count 16 and no desc.variableCount"),
+            std::string::npos)
+      << why;
   occlCollStats_t stats;
   for (uint64_t id : {0x71, 0x72}) {
     expectOk(occlCollGetStats(comms[0], id, &stats), comms[0], "stats");
@@ -136,8 +148,10 @@ TEST(SubmitGroupTest, ABadEntrySubmitsNothingAndIsNamed) {
   // Entries 0 and 1 again, now on both ranks; rank 0 reuses its callback arguments (armed above).
   runRanks(2, [&](int r) {
     occlSubmission_t good[2] = {
-        {0x71, buf[r][0].data(), buf[r][0].data(), &CallbackCounter::callback, r == 0 ? bad[0].arg : done[1].arg()},
-        {0x72, buf[r][1].data(), buf[r][1].data(), &CallbackCounter::callback, r == 0 ? bad[1].arg : done[1].arg()}};
+        {0x71, buf[r][0].data(), buf[r][0].data(), &CallbackCounter::callback, r == 0 ? bad[0].arg : done[1].arg(),
+         16},
+        {0x72, buf[r][1].data(), buf[r][1].data(), &CallbackCounter::callback, r == 0 ? bad[1].arg : done[1].arg(),
+         kAsRegistered}};
     expectOk(occlSubmitGroup(comms[r], good, 2, nullptr), comms[r], "the group without its bad entry");
   });
   for (int r = 0; r < 2; ++r) {
@@ -154,7 +168,7 @@ TEST(SubmitGroupTest, ACollIdBeyondItsWindowInOneGroupIsRefused) {
   std::vector<float> buf(8, 1.0f);
   CommGroup comms(1, config);
   registerAllReduce(comms[0], 0x81, 8);
-  std::vector<occlSubmission_t> group(3, occlSubmission_t{0x81, buf.data(), buf.data(), nullptr, nullptr});
+  std::vector<occlSubmission_t> group(3, occlSubmission_t{0x81, buf.data(), buf.data(), nullptr, nullptr, OCCL_COUNT_REGISTERED});
   int submitted = -1;
   EXPECT_EQ(occlSubmitGroup(comms[0], group.data(), 3, &submitted), occlInProgress);
   EXPECT_EQ(submitted, 0);

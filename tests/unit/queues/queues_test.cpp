@@ -44,14 +44,38 @@ class Backoff {
 };
 
 // The payload of SQ ticket t, so a consumer can tell a torn or overwritten slot from a good one.
+// Each field within what an entry carries (SqeView's comment).
 SqeView sqePayload(uint64_t t) {
-  return SqeView{kSqeSubmit, static_cast<uint16_t>(t * 40503u), static_cast<uint32_t>(t * 2654435761u), t, t * 3 + 1, ~t};
+  return SqeView{kSqeSubmit,          static_cast<uint16_t>((t * 40503u) & 0xffu),
+                 static_cast<uint32_t>((t * 2654435761u) & 0xfffffu), t,
+                 t * 3 + 1,           ~t,
+                 (t * 0x9e3779b97f4a7c15ull) & sqe::kMaxCount};
 }
 
 // kSqeReport is the producer's to set (SubmissionQueue::tryPush), so it is not compared.
 bool samePayload(const SqeView& a, const SqeView& b) {
   return (a.flags & ~kSqeReport) == (b.flags & ~kSqeReport) && a.nParts == b.nParts && a.collIndex == b.collIndex &&
-         a.seq == b.seq && a.sendbuf == b.sendbuf && a.recvbuf == b.recvbuf;
+         a.seq == b.seq && a.sendbuf == b.sendbuf && a.recvbuf == b.recvbuf && a.count == b.count;
+}
+
+// Every field at its widest goes through the eight pieces and back, each piece's bits its own.
+TEST(SqeTest, EveryFieldRoundTripsAtItsWidest) {
+  const SqeView widest{0xff, 0xff, (1u << sqe::kIndexBits) - 1, (uint64_t{1} << sqe::kSeqBits) - 1, ~uint64_t{0},
+                       ~uint64_t{0} - 1, sqe::kMaxCount};
+  for (const SqeView& e : {widest, SqeView{0, 0, 0, 0, 0, 0, sqe::kMaxCount}, SqeView{0xff, 0xff, 0, 0, 0, 0, 0},
+                           SqeView{0, 0, (1u << sqe::kIndexBits) - 1, 0, 0, 0, 1},
+                           SqeView{0, 0, 0, uint64_t{1} << 47, 0, 0, uint64_t{1} << 43}}) {
+    uint32_t piece[sqe::kWords];
+    sqe::split(e, piece);
+    uint64_t words[sqe::kWords];
+    for (int i = 0; i < sqe::kWords; ++i) words[i] = sqe::tagOf(5) << 32 | piece[i];
+    SqeView out{};
+    ASSERT_TRUE(sqe::join(words, 5, out));
+    EXPECT_TRUE(e.flags == out.flags && e.nParts == out.nParts && e.collIndex == out.collIndex && e.seq == out.seq &&
+                e.sendbuf == out.sendbuf && e.recvbuf == out.recvbuf && e.count == out.count)
+        << "count " << e.count << " -> " << out.count << ", seq " << e.seq << " -> " << out.seq << ", index "
+        << e.collIndex << " -> " << out.collIndex;
+  }
 }
 
 struct SqRig {
