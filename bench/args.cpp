@@ -178,6 +178,10 @@ std::vector<Flag> allFlags(Options& o) {
        [&o](auto v) { return algorithmValue(v, o.algorithm); }},
       {'\0', "blocks", "N", "daemon blocks per collective (occlCollDesc_t.nBlocks)",
        [&o](auto v) { return intInRange(v, 1, kMaxBlocks, o.blocks); }},
+      {'\0', "max-count", "N",
+       "register every size for N bytes with desc.variableCount and submit\neach with its own count "
+       "(occlSubmitCount); N >= -e/--maxbytes",
+       [&o](auto v) { return bytesValue(v, o.maxCountBytes); }},
       {'\0', "shared-buffers", "0|1",
        "buffers from occlMemAlloc, registered with sharedBuffers (host\nranks; default 1 for processes under a launcher, else 0): ranks\nas processes then run the peer AllReduce, as threads do",
        [&o](auto v) { return intInRange(v, 0, 1, o.sharedBuffers); }},
@@ -219,6 +223,11 @@ std::string checkConsistency(const Options& o) {
   if (o.minBytes > o.maxBytes)
     return "-b/--minbytes (" + std::to_string(o.minBytes) + ") must not exceed -e/--maxbytes (" +
            std::to_string(o.maxBytes) + ")";
+  if (o.maxCountBytes != 0 && o.maxCountBytes < o.maxBytes)
+    return "--max-count (" + std::to_string(o.maxCountBytes) + ") must be at least -e/--maxbytes (" +
+           std::to_string(o.maxBytes) + ")";
+  if (o.maxCountBytes != 0 && o.submit != SubmitMode::Plain)
+    return "--max-count: a gated or stream submission has its registered count; expected --submit plain";
   if (o.stepFactor > 1 && o.minBytes == 0)
     return "-b/--minbytes: expected >= 1 with -f/--stepfactor (0 times a factor never grows)";
   if (!o.devlist.empty() && static_cast<int>(o.devlist.size()) != o.localRanks)

@@ -69,6 +69,10 @@ struct Options {
   bool mpi = false;  // --mpi: one rank per process even without a launcher's variables
   bool timeline = false;  // --timeline: config.timelineDepth, and a footer line per row from it
   SubmitMode submit = SubmitMode::Plain;  // --submit
+  // --max-count: every size registered for this many bytes with desc.variableCount, and submitted
+  // with its own count (occlSubmitCount), as a framework with changing shapes registers; 0: each
+  // size registered for its own count.
+  uint64_t maxCountBytes = 0;
   bool help = false;
   bool version = false;
 };

@@ -83,15 +83,21 @@ std::vector<Registration> registrationsFor(const SizePlan& plan, const Options& 
                                            int nRanks) {
   occlCollDesc_t d = baseDesc(plan, options, key.op);
   d.type = collType(plan.coll);
-  if (plan.coll != Coll::SendRecv) return {{rowCollId(key, 0), d, true, true}};
+  size_t count = OCCL_COUNT_REGISTERED;
+  if (options.maxCountBytes != 0) {
+    d.count = planFor(plan.coll, options.maxCountBytes, plan.dtype, nRanks).count;
+    d.variableCount = 1;
+    count = plan.count;
+  }
+  if (plan.coll != Coll::SendRecv) return {{rowCollId(key, 0), d, true, true, count}};
   const int next = (rank + 1) % nRanks;
   const int prev = (rank + nRanks - 1) % nRanks;
   occlCollDesc_t recv = d;
   d.root = next;
   recv.type = occlCollRecv;
   recv.root = prev;
-  return {{rowCollId(key, static_cast<uint32_t>(rank) + 1), d, true, false},
-          {rowCollId(key, static_cast<uint32_t>(prev) + 1), recv, false, true}};
+  return {{rowCollId(key, static_cast<uint32_t>(rank) + 1), d, true, false, count},
+          {rowCollId(key, static_cast<uint32_t>(prev) + 1), recv, false, true, count}};
 }
 
 uint64_t sideChannelCollId(uint32_t which) { return kSideChannelTag | which; }

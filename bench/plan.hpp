@@ -50,6 +50,7 @@ struct Registration {
   occlCollDesc_t desc;
   bool usesSend;  // submitted with the send buffer (false: NULL)
   bool usesRecv;  // submitted with the receive buffer (false: NULL)
+  size_t count = OCCL_COUNT_REGISTERED;  // what each submission passes (--max-count: the size's)
 };
 struct RowKey {
   int dtype;

@@ -277,7 +277,7 @@ RunStatus RankRunner::runOnce(const Row& row, const RunBuffers& buffers) {
   Submission parts[2];
   size_t n = 0;
   for (const Registration& reg : row.regs)
-    parts[n++] = {reg.collId, reg.usesSend ? buffers.send : nullptr, reg.usesRecv ? buffers.recv : nullptr};
+    parts[n++] = {reg.collId, reg.usesSend ? buffers.send : nullptr, reg.usesRecv ? buffers.recv : nullptr, reg.count};
   // Made at the first run, inside run()'s handling of errors (it throws a CUDA failure).
   if (options_.submit == SubmitMode::Stream && stream_ == nullptr) stream_ = makeRunStream(device_);
   return submitAndWait(comm_, std::span<const Submission>(parts, n), done_, bound_,

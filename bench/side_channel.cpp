@@ -64,8 +64,10 @@ RunStatus SideChannel::combine(Maxes& maxes, Sums& sums) {
   } slots{maxes, sums};
   buffer_->reserve(sizeof slots);
   std::byte* d = buffer_->data();
-  const Submission parts[] = {{sideChannelCollId(kMaxDoubles), d + offsetof(Slots, maxes), d + offsetof(Slots, maxes)},
-                              {sideChannelCollId(kSumInt64), d + offsetof(Slots, sums), d + offsetof(Slots, sums)}};
+  const Submission parts[] = {{sideChannelCollId(kMaxDoubles), d + offsetof(Slots, maxes), d + offsetof(Slots, maxes),
+                               OCCL_COUNT_REGISTERED},
+                              {sideChannelCollId(kSumInt64), d + offsetof(Slots, sums), d + offsetof(Slots, sums),
+                               OCCL_COUNT_REGISTERED}};
   RunStatus status = exchange(&slots, sizeof slots, parts);
   maxes = slots.maxes;
   sums = slots.sums;
@@ -78,7 +80,7 @@ RunStatus SideChannel::sumVector(std::vector<int64_t>& values) {
   if (occlResult_t r = occlCollRegister(comm_, id, &d); r != occlSuccess) return {registerError(comm_, r), false};
   const size_t bytes = values.size() * sizeof(int64_t);
   buffer_->reserve(bytes);
-  const Submission part{id, buffer_->data(), buffer_->data()};
+  const Submission part{id, buffer_->data(), buffer_->data(), OCCL_COUNT_REGISTERED};
   RunStatus status = exchange(values.data(), bytes, {&part, 1});
   if (!status.lost) occlCollDeregister(comm_, id);
   return status;

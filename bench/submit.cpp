@@ -43,8 +43,8 @@ const char* submitPart(occlComm_t comm, const Submission& p, Completion& done, c
                        occlResult_t& r) {
   switch (path.mode) {
     case SubmitMode::Plain:
-      r = occlSubmit(comm, p.collId, p.send, p.recv, &Completion::callback, &done);
-      return r == occlSuccess ? nullptr : "occlSubmit";
+      r = occlSubmitCount(comm, p.collId, p.count, p.send, p.recv, &Completion::callback, &done);
+      return r == occlSuccess ? nullptr : "occlSubmitCount";
     case SubmitMode::Gated: {
       occlGate_t gate{};
       r = occlSubmitGated(comm, p.collId, p.send, p.recv, &Completion::callback, &done, &gate);

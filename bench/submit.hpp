@@ -21,6 +21,7 @@ struct Submission {
   uint64_t collId;
   const void* send;
   void* recv;
+  size_t count;  // occlSubmitCount's (Registration::count)
 };
 
 // Counts a run's callbacks down. The count is an atomic, and the lock is taken only by a waiter

@@ -105,6 +105,8 @@ TEST(BenchArgs, BadValuesNameTheFlagAndTheExpectation) {
       {{"-T", "0"}, "-T/--timeout"},      {{"-t", "0"}, "-t/--nthreads"},
       {{"-t", "16", "-g", "17"}, "-t/--nthreads 16 x -g/--ngpus 17: expected at most 256 ranks"},
       {{"-p", "2"}, "-p/--parallel_init"}, {{"-1"}, "unknown flag \"-1\""},
+      {{"-b", "8", "-e", "64K", "--max-count", "32K"}, "--max-count (32768) must be at least -e/--maxbytes (65536)"},
+      {{"--max-count", "64M", "--submit", "gated"}, "--max-count: a gated or stream submission has its registered count"},
   };
   for (const Case& c : cases) {
     const ParsedArgs p = parse(c.args);

@@ -138,6 +138,17 @@ TEST(BenchEndToEnd, GatedSubmissionRunsCheckedOnHostAndSimt) {
       << stream.err;
 }
 
+// --max-count: every size under one maximum registration, submitted with its own count, checked
+// element by element (sizes off the chunk grid too: 3 x 7 floats on 3 ranks).
+TEST(BenchEndToEnd, MaxCountRunsEverySizeUnderOneMaximum) {
+  for (const char* coll : {"allreduce", "allgather", "alltoall"}) {
+    const CliRun r = runMain({coll, "-b", "12", "-e", "64K", "-f", "7", "-g", "3", "-n", "3", "-w", "1", "--max-count",
+                              "1M"});
+    EXPECT_EQ(r.exitCode, kExitOk) << coll << "\n" << r.out << r.err;
+    EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << coll << "\n" << r.out;
+  }
+}
+
 TEST(BenchEndToEnd, HostRunsPrintNoCrossings) {
   const CliRun r = runMain({"-b", "8", "-e", "8", "-g", "2", "-n", "1"});
   EXPECT_EQ(r.exitCode, kExitOk) << r.out << r.err;
