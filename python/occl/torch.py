@@ -21,6 +21,17 @@ signature, tag them::
 and another rank may issue tag 8 before tag 7. A tag applies to every call in its block on the
 calling thread; blocks nest (the innermost tag wins).
 
+Shapes that change every step would register a collective per shape. Inside a size_classes() block
+the element count enters the signature as its size class (the next power of two), and each call
+submits its own count under that one registration::
+
+    with occl.torch.size_classes():
+        for batch in loader:                 # a different length every step
+            dist.all_reduce(batch.grad_like)  # one registration per power of two, not per shape
+
+Calls of one class then pair up in issue order, as calls of one signature do (tags free them);
+ranks that issue different counts for the same call fail it, both counts named.
+
 Tested with torch 1.13 (Debian 12's) and a current torch 2.x from pip (CI runs the same tests on
 both); CPU tensors only. In torch 2.x a process group holds one backend per device type: occl
 registers for "cpu".
@@ -39,7 +50,8 @@ import torch.distributed as dist
 
 from . import _occl_torch as _C
 
-__all__ = ["coll_id", "current_coll_id", "origin", "peer_transport", "registered_count", "shrink", "BACKEND"]
+__all__ = ["coll_id", "current_coll_id", "origin", "peer_transport", "registered_bytes", "registered_count",
+           "shrink", "size_classes", "BACKEND"]
 
 BACKEND = "occl"
 
@@ -111,6 +123,16 @@ def coll_id(tag):
         _C.set_coll_tag(previous)
 
 
+@contextlib.contextmanager
+def size_classes(on=True):
+    """Inside the block, this thread's calls register by size class (see the module's help)."""
+    previous = _C.set_size_classes(bool(on))
+    try:
+        yield
+    finally:
+        _C.set_size_classes(previous)
+
+
 def current_coll_id():
     """The tag of the innermost coll_id block of this thread, or None."""
     return _C.coll_tag()
@@ -130,6 +152,11 @@ def origin(group=None):
 def registered_count(group=None):
     """How many occl collectives `group` has registered (one per distinct call signature)."""
     return _C.registered_count(_backend(group))
+
+
+def registered_bytes(group=None):
+    """Connector and scratch bytes of `group`'s registered collectives on this rank."""
+    return _C.registered_bytes(_backend(group))
 
 
 def shrink(exclude, group=None, abort=True):

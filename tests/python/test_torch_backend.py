@@ -93,6 +93,19 @@ class Subgroups(unittest.TestCase):
         self.check(results, {"world": "rendezvous", "pair": "rendezvous", "copy": "rendezvous"})
 
 
+class SizeClasses(unittest.TestCase):
+    def test_two_thousand_random_shapes_register_a_bounded_set(self):
+        results = support.run(torch_jobs.shape_loop, 2, support.store_path(), 2000, timeout=300)
+        for rank, (wrong, seen) in enumerate(results):
+            self.assertEqual(wrong, [], f"rank {rank}")
+            (early, count_early, bytes_early), (end, count_end, bytes_end) = seen
+            print(f"rank {rank}: registered after {early} steps: {count_early} collectives, {bytes_early} bytes; "
+                  f"after {end}: {count_end} collectives, {bytes_end} bytes")
+            # all_reduce lengths 1..16383 fall in 15 classes, all_gather lengths 1..1023 in 11.
+            self.assertLessEqual(count_end, 15 + 11)
+            self.assertLessEqual(bytes_end, 2 * bytes_early)
+
+
 class Diagnostics(unittest.TestCase):
     def test_mismatched_sizes_time_out_naming_the_peer_and_what_it_ran(self):
         for rank, why in enumerate(support.run(torch_jobs.mismatched_sizes, 2, support.store_path(), timeout=120)):

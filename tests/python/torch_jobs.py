@@ -209,6 +209,33 @@ def any_order(rank, size, store, seed):
     return order, wrong
 
 
+def shape_loop(rank, size, store, steps):
+    """`steps` all_reduces and all_gathers of random lengths (the same on every rank) inside
+    size_classes(): every result checked, and what was registered (count and bytes) read after
+    the first tenth of the steps and at the end."""
+    init(rank, size, store)
+    rng = random.Random(2024)
+    wrong, seen = [], []
+    with occl.torch.size_classes():
+        for step in range(steps):
+            n = rng.randrange(1, 1 << 14)
+            t = pattern(rank, n, torch.float32, step % 7 + 1)
+            dist.all_reduce(t)
+            want = sum(pattern(r, n, torch.float32, step % 7 + 1) for r in range(size))
+            if not torch.equal(t, want):
+                wrong.append(f"all_reduce step {step} of {n}")
+            if step % 4 == 0:
+                m = rng.randrange(1, 1 << 10)
+                outs = [torch.zeros(m, dtype=torch.int32) for _ in range(size)]
+                dist.all_gather(outs, pattern(rank, m, torch.int32, step % 3 + 1))
+                if any(not torch.equal(outs[r], pattern(r, m, torch.int32, step % 3 + 1)) for r in range(size)):
+                    wrong.append(f"all_gather step {step} of {m}")
+            if step + 1 in (steps // 10, steps):
+                seen.append((step + 1, occl.torch.registered_count(), occl.torch.registered_bytes()))
+    dist.destroy_process_group()
+    return wrong, seen
+
+
 def mismatched_sizes(rank, size, store):
     """Rank r all_reduces 4 * (r + 1) floats: no two ranks issue the same collective, so each
     times out, and its error says what the others registered and ran instead."""

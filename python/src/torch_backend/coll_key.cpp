@@ -1,6 +1,8 @@
 #include "torch_backend/coll_key.hpp"
 
+#include <bit>
 #include <string_view>
+#include <utility>
 
 #include "device/coll_types.hpp"
 #include "device/dtypes.hpp"
@@ -11,6 +13,7 @@ namespace occl::torch_backend {
 namespace {
 
 thread_local std::optional<uint64_t> tCurrentTag;
+thread_local bool tSizeClasses = false;
 
 constexpr std::string_view kCallNames[] = {"allreduce", "broadcast", "reduce", "allgather",
                                            "reduce_scatter", "alltoall", "send/recv", "barrier",
@@ -21,12 +24,13 @@ constexpr std::string_view kCallNames[] = {"allreduce", "broadcast", "reduce", "
 uint64_t Signature::collId() const {
   // Fixed-width fields in a fixed order; the version byte changes if the layout ever does.
   Fnv1a h;
-  h.add(uint8_t{1}).add(static_cast<uint8_t>(call)).add(int32_t{datatype}).add(int32_t{op}).add(count);
+  h.add(uint8_t{1}).add(static_cast<uint8_t>(call)).add(int32_t{datatype}).add(int32_t{op}).add(registeredCount());
   if (call == CallKind::PointToPoint)
     h.add(int32_t{src}).add(int32_t{dst}).add(int32_t{p2pTag});
   else
     h.add(int32_t{root});
   h.add(uint8_t{tag.has_value()}).add(tag.value_or(0));
+  if (sizeClass) h.add(uint8_t{2});  // never the id of an exact registration of the class's count
   return h.value();
 }
 
@@ -39,13 +43,23 @@ std::string Signature::describe() const {
   else if (collInfo(collType).rooted || call == CallKind::Gather)
     s += " root " + std::to_string(root);
   if (tag) s += " in coll_id(" + std::to_string(*tag) + ")";
+  if (sizeClass) s += " in size class " + std::to_string(registeredCount());
   return s;
 }
 
 bool Signature::sameRegistration(const Signature& o) const {
-  return call == o.call && collType == o.collType && datatype == o.datatype && op == o.op && count == o.count &&
-         root == o.root && src == o.src && dst == o.dst && p2pTag == o.p2pTag && tag == o.tag;
+  return call == o.call && collType == o.collType && datatype == o.datatype && op == o.op &&
+         registeredCount() == o.registeredCount() && sizeClass == o.sizeClass && root == o.root && src == o.src &&
+         dst == o.dst && p2pTag == o.p2pTag && tag == o.tag;
 }
+
+uint64_t Signature::registeredCount() const { return sizeClass ? sizeClassOf(count) : count; }
+
+uint64_t sizeClassOf(uint64_t count) { return count <= 1 ? 1 : std::bit_ceil(count); }
+
+bool sizeClassesOn() { return tSizeClasses; }
+
+bool setSizeClasses(bool on) { return std::exchange(tSizeClasses, on); }
 
 std::optional<uint64_t> currentTag() { return tCurrentTag; }
 

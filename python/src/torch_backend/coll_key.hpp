@@ -9,6 +9,13 @@
 //   - calls with the same signature and tag must be issued in the same order on every rank,
 //     as any collective library requires: give them distinct tags to free their order too.
 // The id is a 64-bit FNV-1a hash of the signature's fields: the same on every rank and run.
+//
+// Inside an `occl.torch.size_classes()` block the count enters the signature as its size class
+// (the smallest power of two at least the count): the collective is registered with that class
+// as its maximum (desc.variableCount) and each call submits its own count. A loop over many
+// shapes then registers one collective per class, not per shape; calls of one class pair up in
+// issue order as calls of one signature do, and ranks that issue different counts for the same
+// call fail it with both counts named (occlSubmitCount).
 #pragma once
 
 #include <cstdint>
@@ -33,7 +40,10 @@ struct Signature {
   int src = -1, dst = -1;  // point to point: the sender and the receiver (the same on both sides)
   int p2pTag = 0;     // torch's send/recv tag
   std::optional<uint64_t> tag;  // occl.torch.coll_id(tag)
+  bool sizeClass = false;       // occl.torch.size_classes(): registered by registeredCount()
 
+  // The count the collective is registered with: `count`, or its size class.
+  uint64_t registeredCount() const;
   // Fields that must agree across ranks, and so enter the id (collType does not: a send and its
   // recv register Send and Recv under one id).
   uint64_t collId() const;
@@ -44,5 +54,11 @@ struct Signature {
 // The tag of the innermost `coll_id` block of the calling thread, if any.
 std::optional<uint64_t> currentTag();
 std::optional<uint64_t> setCurrentTag(std::optional<uint64_t> tag);
+// Whether the calling thread is inside an `occl.torch.size_classes()` block; the setter returns
+// the previous setting.
+bool sizeClassesOn();
+bool setSizeClasses(bool on);
+// The smallest power of two at least `count` (1 for 0).
+uint64_t sizeClassOf(uint64_t count);
 
 }  // namespace occl::torch_backend

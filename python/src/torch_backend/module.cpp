@@ -67,6 +67,9 @@ PYBIND11_MODULE(_occl_torch, m) {
       "set_coll_tag", [](std::optional<uint64_t> tag) { return occl::torch_backend::setCurrentTag(tag); },
       py::arg("tag"), "Sets the calling thread's collective tag (None: untagged); returns the previous one.");
   m.def("coll_tag", &occl::torch_backend::currentTag);
+  m.def("set_size_classes", &occl::torch_backend::setSizeClasses, py::arg("on"),
+        "Sets whether the calling thread's calls register by size class; returns the previous setting.");
+  m.def("size_classes", &occl::torch_backend::sizeClassesOn);
   m.def(
       "peer_transport",
       [](const c10::intrusive_ptr<occl::torch_backend::BackendBase>& pg, int peer) {
@@ -76,6 +79,10 @@ PYBIND11_MODULE(_occl_torch, m) {
   m.def(
       "registered_count",
       [](const c10::intrusive_ptr<occl::torch_backend::BackendBase>& pg) { return occlGroup(pg).registeredCount(); },
+      py::arg("group"));
+  m.def(
+      "registered_bytes",
+      [](const c10::intrusive_ptr<occl::torch_backend::BackendBase>& pg) { return occlGroup(pg).registeredBytes(); },
       py::arg("group"));
   m.def(
       "shrink",

@@ -25,6 +25,7 @@ Signature signature(CallKind call, int collType, const at::Tensor& t, int op, ui
   s.op = op;
   s.count = count;
   s.tag = currentTag();
+  s.sizeClass = sizeClassesOn();
   return s;
 }
 
@@ -132,6 +133,18 @@ size_t ProcessGroupOccl::registeredCount() const {
   return registered_.size();
 }
 
+uint64_t ProcessGroupOccl::registeredBytes() const {
+  TORCH_CHECK(comm_ != nullptr, "occl: the process group is shut down");
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t bytes = 0;
+  for (const auto& [id, sig] : registered_) {
+    occlCollStats_t s{};
+    TORCH_CHECK(occlCollGetStats(comm_, id, &s) == occlSuccess, "occl: ", occlGetLastError(comm_));
+    bytes += s.connectorBytes + s.scratchBytes;
+  }
+  return bytes;
+}
+
 uint64_t ProcessGroupOccl::registered(const Signature& sig) {
   TORCH_CHECK(comm_ != nullptr, "occl: the process group is shut down");
   const uint64_t id = sig.collId();
@@ -144,7 +157,8 @@ uint64_t ProcessGroupOccl::registered(const Signature& sig) {
   occlCollDesc_t d;
   occlCollDescInit(&d);
   d.type = sig.collType;
-  d.count = sig.count;
+  d.count = sig.registeredCount();
+  d.variableCount = sig.sizeClass ? 1 : 0;
   d.datatype = sig.datatype;
   d.op = sig.op;
   d.root = sig.root;
@@ -170,7 +184,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::submit(const Signature& sig, co
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   occlResult_t r;
   for (int attempt = 0;; ++attempt) {
-    r = occlSubmit(comm_, id, send, recv, &WorkOccl::onComplete, raw);
+    r = occlSubmitCount(comm_, id, sig.count, send, recv, &WorkOccl::onComplete, raw);
     if (r != occlInProgress || std::chrono::steady_clock::now() > deadline) break;
     std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 << std::min(attempt, 7))));
   }

@@ -85,6 +85,8 @@ class ProcessGroupOccl : public BackendBase {
   std::string peerTransport(int peer) const;
   // Collectives registered so far (one per distinct signature).
   size_t registeredCount() const;
+  // The connector and scratch bytes of those registrations (occlCollStats_t), on this rank.
+  uint64_t registeredBytes() const;
   // Finalizes and frees the communicator (idempotent; the destructor calls it).
   void close();
   // occlCommShrink of this group's communicator without the group ranks `exclude` (after one died
