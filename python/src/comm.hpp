@@ -68,8 +68,8 @@ class Comm {
   // registered with variable_count), None for the registered count; not with gated nor stream.
   py::object submit(uint64_t collId, const py::object& send, const py::object& recv, const py::object& callback,
                     bool gated, const py::object& stream, std::optional<uint64_t> count);
-  // occlSubmitGroup: `entries` a list of (coll_id, send, recv) or (coll_id, send, recv, callback)
-  // tuples, all checked before any is submitted; returns their Futures, in order.
+  // occlSubmitGroup: `entries` a list of (coll_id, send, recv[, callback[, count]]) tuples (count
+  // None: the registered one), all checked before any is submitted; returns their Futures, in order.
   py::list submitGroup(const py::list& entries);
   // occlGateOpen: `gate` is a gated submission's Future or its (coll_id, seq) pair.
   void openGate(const py::object& gate);

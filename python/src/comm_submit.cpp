@@ -79,16 +79,20 @@ py::object Comm::submit(uint64_t collId, const py::object& send, const py::objec
 py::list Comm::submitGroup(const py::list& entries) {
   occlComm_t comm = live();
   std::vector<Prepared> prepared;
+  std::vector<uint64_t> counts;
   prepared.reserve(entries.size());
+  counts.reserve(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     py::handle e = entries[i];
     const size_t n = py::isinstance<py::tuple>(e) ? py::len(e) : 0;
-    if (n != 3 && n != 4)
+    if (n < 3 || n > 5)
       throw py::type_error("entries[" + std::to_string(i) +
-                           "]: expected a tuple (coll_id, send, recv) or (coll_id, send, recv, callback)");
+                           "]: expected a tuple (coll_id, send, recv[, callback[, count]])");
     py::tuple t = py::reinterpret_borrow<py::tuple>(e);
     try {
-      prepared.push_back(prepare(comm, t[0].cast<uint64_t>(), t[1], t[2], n == 4 ? py::object(t[3]) : py::none()));
+      counts.push_back(n == 5 && !t[4].is_none() ? t[4].cast<uint64_t>() : uint64_t{OCCL_COUNT_REGISTERED});
+      prepared.push_back(
+          prepare(comm, t[0].cast<uint64_t>(), t[1], t[2], n >= 4 ? py::object(t[3]) : py::none(), counts.back()));
     } catch (...) {
       for (Prepared& p : prepared) dropUnsubmitted(p.future, *p.pending);
       throw;
@@ -96,9 +100,9 @@ py::list Comm::submitGroup(const py::list& entries) {
   }
   std::vector<occlSubmission_t> subs;
   subs.reserve(prepared.size());
-  for (Prepared& p : prepared) {
-    const Future& f = p.future.cast<const Future&>();
-    subs.push_back({f.collId(), f.send.data, f.recv.data, &onComplete, p.pending.get(), OCCL_COUNT_REGISTERED});
+  for (size_t i = 0; i < prepared.size(); ++i) {
+    const Future& f = prepared[i].future.cast<const Future&>();
+    subs.push_back({f.collId(), f.send.data, f.recv.data, &onComplete, prepared[i].pending.get(), counts[i]});
   }
   int done = 0;
   const occlResult_t r =

@@ -106,7 +106,7 @@ PYBIND11_MODULE(_occl, m) {
            "(CUDA ranks). count=<int>: this run's count, for a collective registered with variable_count=True "
            "(every rank must pass the same; occlSubmitCount).")
       .def("submit_group", &Comm::submitGroup, py::arg("entries"),
-           "occlSubmitGroup: submits a list of (coll_id, send, recv) or (coll_id, send, recv, callback) tuples "
+           "occlSubmitGroup: submits a list of (coll_id, send, recv[, callback[, count]]) tuples "
            "in one call with one doorbell; every entry is checked before any is submitted (a bad one raises and "
            "submits nothing). Returns their Futures, in order.")
       .def("open_gate", &Comm::openGate, py::arg("gate"),

@@ -49,6 +49,8 @@ class SubmitGroup(unittest.TestCase):
                 c.submit_group([(1, x, x), (2, x, x)])
             with self.assertRaisesRegex(TypeError, r"entries\[1\]: expected a tuple"):
                 c.submit_group([(1, x, x), 5])
+            with self.assertRaisesRegex(occl.OcclError, "subs\\[1\\] of 2: count = 2: collId 0x1 was registered with count 4"):
+                c.submit_group([(1, x, x, None, None), (1, x, x, None, 2)])
             with self.assertRaisesRegex(ValueError, "recvbuf: 8 bytes"):
                 c.submit_group([(1, x, x), (1, x, np.ones(2, np.float32))])
             self.assertEqual(c.stats(1)["submissions"], 0)

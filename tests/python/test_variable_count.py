@@ -40,6 +40,19 @@ class VariableCount(unittest.TestCase):
                     np.testing.assert_array_equal(grecvs[r][: n * count], np.concatenate(gsends))
                     self.assertEqual(grecvs[r][n * count], -1, f"run {run} rank {r}: past count")
 
+    def test_a_group_of_counts(self):
+        with Ranks(2) as ranks:
+            for c in ranks.comms:
+                c.register(4, "allreduce", 100, "float32", variable_count=True)
+            bufs = {(r, n): np.full(n, r + 1, np.float32) for r in range(2) for n in (0, 3, 100, 57)}
+            futures = []
+            for r, c in enumerate(ranks.comms):
+                futures += c.submit_group([(4, bufs[(r, n)], bufs[(r, n)], None, n) for n in (0, 3, 100, 57)])
+            for f in futures:
+                f.result(timeout=60)
+            for (r, n), b in bufs.items():
+                np.testing.assert_array_equal(b, 3, err_msg=f"rank {r} count {n}")
+
     def test_counts_it_does_not_take_are_refused(self):
         with Ranks(1) as ranks:
             c = ranks.comms[0]
