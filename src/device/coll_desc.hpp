@@ -58,8 +58,8 @@ struct alignas(64) CollShared {
   uint32_t finished[kMaxInflightPerColl];  // blocks done with submission seq, at seq % window
   uint32_t gateOpen[kMaxInflightPerColl];  // gated submission seq may start: gateValue(seq) at seq % window
   uint32_t gateDone[kMaxInflightPerColl];  // gated submission seq completed (device/gate.hpp)
-  // A count mismatch (FailedAt::CountMismatch): the two counts, written by the block whose
-  // failedWhere it is, before that.
+  // A count mismatch (FailedAt::CountMismatch): this rank's count and the peer's, written by the
+  // block that set failedWhere to it, right after (the host reads them once the failed CQE is in).
   uint64_t mismatchOwnCount;
   uint64_t mismatchPeerCount;
 };
