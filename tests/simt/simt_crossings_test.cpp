@@ -30,10 +30,15 @@ struct PerCollective {
   double waitLooks;  // looks for new submissions by waits that were not ready, counted apart
 };
 
+// How each collective is submitted: occlSubmit; occlSubmitGated with its gate opened right after;
+// occlSubmitCount of 2 elements under a registration of kVariableMax (desc.variableCount).
+enum class How { Plain, Gated, Variable };
+constexpr size_t kVariableMax = size_t{1} << 20;
+
 // Runs `iters` 8 B AllReduces one after another on every rank of a simt communicator with
 // `blocks` daemon blocks and returns the crossings of the last `iters - warmup`, per collective
-// and rank. `gated`: each is submitted with occlSubmitGated and its gate opened right after.
-PerCollective measure(int nRanks, int iters, int warmup, int blocks = 1, bool gated = false) {
+// and rank.
+PerCollective measure(int nRanks, int iters, int warmup, int blocks = 1, How how = How::Plain) {
   exec::simt::countCrossings(true);  // before the first launch: its lanes count
   occlConfig_t cfg = testConfig();
   cfg.backend = occlBackendSimt;
@@ -44,21 +49,23 @@ PerCollective measure(int nRanks, int iters, int warmup, int blocks = 1, bool ga
   for (int r = 0; r < nRanks; ++r) {
     occlCollDesc_t d;
     occlCollDescInit(&d);
-    d.count = 2;
+    d.count = how == How::Variable ? kVariableMax : 2;
+    d.variableCount = how == How::Variable ? 1 : 0;
     expectOk(occlCollRegister(comms[r], 1, &d), comms[r], "register");
   }
   exec::simt::Crossings before;
   auto runOne = [&] {
     runRanks(nRanks, [&](int r) {
       CallbackCounter done;
-      if (gated) {
+      if (how == How::Gated) {
         occlGate_t gate{};
         expectOk(occlSubmitGated(comms[r], 1, bufs[r].data(), bufs[r].data(), &CallbackCounter::callback, done.arg(),
                                  &gate),
                  comms[r], "occlSubmitGated");
         expectOk(occlGateOpen(comms[r], gate), comms[r], "occlGateOpen");
       } else {
-        expectOk(occlSubmit(comms[r], 1, bufs[r].data(), bufs[r].data(), &CallbackCounter::callback, done.arg()),
+        expectOk(occlSubmitCount(comms[r], 1, how == How::Variable ? 2 : OCCL_COUNT_REGISTERED, bufs[r].data(),
+                                 bufs[r].data(), &CallbackCounter::callback, done.arg()),
                  comms[r], "submit");
       }
       if (!done.waitFor(1) || done.fired()[0].second != occlSuccess) throw std::runtime_error("collective failed");
@@ -112,7 +119,7 @@ TEST(SimtCrossings, FourDaemonBlocksReadASmallCollectiveOnce) {
 // A gated submission (device/gate.hpp): the gate's words are daemon memory, so neither the
 // daemon's looks at a closed gate nor the done word cross the bus.
 TEST(SimtCrossings, AGatedCollectiveCrossesAsAPlainOne) {
-  const PerCollective c = measure(2, 40, 10, /*blocks=*/1, /*gated=*/true);
+  const PerCollective c = measure(2, 40, 10, /*blocks=*/1, How::Gated);
   EXPECT_EQ(c.reads, kReadsPerSmallCollective);
   EXPECT_EQ(c.writes, kWritesPerSmallCollective);
   EXPECT_EQ(c.rmws, 0);
@@ -123,6 +130,18 @@ TEST(SimtCrossings, TwoRanksOfThreeDaemonBlocksReadASmallCollectiveOnce) {
   EXPECT_EQ(c.reads, kReadsPerSmallCollective);
   EXPECT_EQ(c.writes, kWritesPerSmallCollective);
   EXPECT_EQ(c.rmws, 0);
+}
+
+// A count per submission (desc.variableCount): the count rides in the SQE's line, so a small
+// count under a large maximum (4 MiB: on four daemon blocks several parts, relayed by block 0)
+// crosses the bus as a small registration does.
+TEST(SimtCrossings, ASmallCountUnderALargeMaximumCrossesAsASmallCollective) {
+  for (int blocks : {1, 4}) {
+    const PerCollective c = measure(2, 40, 10, blocks, How::Variable);
+    EXPECT_EQ(c.reads, kReadsPerSmallCollective) << blocks << " blocks";
+    EXPECT_EQ(c.writes, kWritesPerSmallCollective) << blocks << " blocks";
+    EXPECT_EQ(c.rmws, 0);
+  }
 }
 
 }  // namespace
