@@ -100,6 +100,10 @@ uint64_t payloadBytes(uint64_t stream, uint64_t step, uint64_t slotBytes) {
   return 1 + (step * 7919 + stream * 104729) % slotBytes;
 }
 
+// The stamp step `step` carries (queues/fifo.hpp: a variable count's), so that the proxy is seen
+// to ship it with the slot.
+uint64_t stampOf(uint64_t stream, uint64_t step) { return countStamp(step * 31 + stream); }
+
 // Sends steps [from, to) through `f` as a daemon block would; false on poison or timeout.
 bool sendSteps(const Fifo& f, uint64_t stream, uint64_t from, uint64_t to) {
   FifoHandle h = f.h();
@@ -109,7 +113,7 @@ bool sendSteps(const Fifo& f, uint64_t stream, uint64_t from, uint64_t to) {
     char* slot = h.sendSlot();
     const uint64_t bytes = payloadBytes(stream, s, f.slotBytes);
     for (uint64_t i = 0; i < bytes; ++i) slot[i] = static_cast<char>(pattern(stream, s, i));
-    h.commitSend(bytes);
+    h.commitSend(bytes, stampOf(stream, s));
   }
   return true;
 }
@@ -123,6 +127,7 @@ bool recvSteps(const Fifo& f, uint64_t stream, uint64_t from, uint64_t to, uint6
     const char* slot = h.recvSlot();
     const uint64_t bytes = payloadBytes(stream, s, f.slotBytes);
     if (atomics::loadRelaxed(h.slotLength(s)) != bytes) wrongBytes += 1;  // the length crossed too
+    if (h.recvStamp() != stampOf(stream, s)) wrongBytes += 1;              // and the stamp
     for (uint64_t i = 0; i < bytes; ++i) wrongBytes += static_cast<uint8_t>(slot[i]) != pattern(stream, s, i);
     h.commitRecv();
   }
