@@ -134,10 +134,11 @@ TEST(SimtCrossings, TwoRanksOfThreeDaemonBlocksReadASmallCollectiveOnce) {
 
 // A count per submission (desc.variableCount): the count rides in the SQE's line, so a small
 // count under a large maximum (4 MiB) crosses the bus as a small registration does. On four daemon
-// blocks the maximum has several parts, which block 0 relays. There, an occasional read came on
-// top of the entry's own (one in 60 collectives in one run of the CUDA build's simt; none in the
-// host build's), whose source is not pinned down yet: bounded here at a tenth of a read per
-// collective.
+// blocks the maximum has several parts, which block 0 relays, and the part that finishes last
+// writes the CQE, on whichever block runs it. A block's first CQE reads the poller's head for its
+// credit (queues/cq.hpp), so a block that writes its first CQE inside the measured window adds a
+// read: at most three here (one in 60 collectives in one run of the CUDA build's simt, none in
+// the host build's), bounded at a tenth of a read per collective.
 TEST(SimtCrossings, ASmallCountUnderALargeMaximumCrossesAsASmallCollective) {
   const PerCollective one = measure(2, 40, 10, /*blocks=*/1, How::Variable);
   EXPECT_EQ(one.reads, kReadsPerSmallCollective);
