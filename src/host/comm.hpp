@@ -167,6 +167,7 @@ class Comm {
   struct Checked {
     Collective* coll;
     uint64_t count;
+    bool inPlace;  // NCCL's in-place position for this count: the form it runs (kSqeInPlace)
   };
   Result<Checked> checkEntry(uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf);
   // Whether collective `c` takes a submission of `count` elements (checkEntry).

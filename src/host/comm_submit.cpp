@@ -125,7 +125,8 @@ Result<Comm::Checked> Comm::checkEntry(uint64_t collId, uint64_t count, const vo
   Collective& c = *found;
   const uint32_t earlierInGroup = c.groupScratch();
   if (count == OCCL_COUNT_REGISTERED) count = c.userDesc().count;
-  if (Status s = checkCount(c, count, inPlace(c, count, sendbuf, recvbuf)); !s.ok()) return s;
+  const bool placedInPlace = inPlace(c, count, sendbuf, recvbuf);
+  if (Status s = checkCount(c, count, placedInPlace); !s.ok()) return s;
   if (Status s = validateBuffers(c, count, sendbuf, recvbuf); !s.ok()) return s;
   if (Status s = backend_->checkUserBuffers(sendbuf, recvbuf); !s.ok()) return s;
   if (c.inFlight() + earlierInGroup >= c.window()) {
@@ -139,7 +140,7 @@ Result<Comm::Checked> Comm::checkEntry(uint64_t collId, uint64_t count, const vo
                                          "its window is %d (config.maxInflightPerColl)",
                                          collId, c.inFlight(), earlierInGroup, c.window()));
   }
-  return Checked{found, count};
+  return Checked{found, count, placedInPlace};
 }
 
 Status Comm::checkTaskRoom(uint64_t tasks) const {
@@ -165,7 +166,7 @@ Status Comm::queueEntry(const Checked& entry, const void* sendbuf, void* recvbuf
   // A stream opens its gate itself: occlGateOpen refuses it (kGateOpen).
   const uint8_t gate = start == Start::Now ? kGateNone : start == Start::AtGate ? kGateClosed : kGateOpen;
   c.slotFor(seq) = CallbackSlot{callback, arg, 0, false, static_cast<uint8_t>(generation), gate};
-  const uint16_t flags = static_cast<uint16_t>((inPlace(c, entry.count, sendbuf, recvbuf) ? kSqeInPlace : kSqeSubmit) |
+  const uint16_t flags = static_cast<uint16_t>((entry.inPlace ? kSqeInPlace : kSqeSubmit) |
                                                (start == Start::Now ? 0 : kSqeGated));
   const SqeView e{flags, c.nParts(), c.index(), seq, reinterpret_cast<uint64_t>(sendbuf),
                   reinterpret_cast<uint64_t>(recvbuf), c.variableCount() ? entry.count : 0};

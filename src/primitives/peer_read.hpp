@@ -72,12 +72,12 @@ OCCL_HD inline bool postPeerNotice(const CollDesc& d, const ChunkGeometry& g, co
                                    const TaskBuffers& bufs, uint64_t stamp) {
   PeerNotice notice{bufs.input, bufs.output, {0, 0, 0, -1}, {0, 0, 0, -1}};
 #if !OCCL_ON_DEVICE
-  if (d.peerShared && peerBufferBytes(d, g) == 0) notice.input = notice.output = nullptr;
-  if (d.peerShared && notice.input != nullptr) {
-    const size_t bytes = peerBufferBytes(d, g);
+  const size_t bytes = d.peerShared ? peerBufferBytes(d, g) : 0;
+  if (d.peerShared && bytes == 0) notice.input = notice.output = nullptr;
+  if (bytes > 0) {
     notice.inputRef = memory::describe(bufs.input, bytes);
     notice.outputRef = memory::describe(bufs.output, bytes);
-    if (bytes > 0 && (notice.inputRef.inode == 0 || notice.outputRef.inode == 0)) {
+    if (notice.inputRef.inode == 0 || notice.outputRef.inode == 0) {
       logWarning("peer AllReduce of collId " + std::to_string(d.collId) +
                  ": a buffer is no longer memory from occlMemAlloc (freed before the submission completed?)");
       return false;
