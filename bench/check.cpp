@@ -6,26 +6,17 @@
 
 #include "device/coll_types.hpp"
 #include "device/dtypes.hpp"
+#include "primitives/dispatch.hpp"
 #include "primitives/reduce_ops.hpp"
 
 namespace occl::bench {
 namespace {
 
-// Calls f(T{}) with the C++ type of `dtype` (occl's own Half/BFloat16 storage types).
+// Calls f(T{}) with the C++ type of `dtype` (occl's own storage types for the narrow floats); an
+// invalid dtype (the options reject one first) calls nothing.
 template <typename F>
 decltype(auto) withType(int dtype, F&& f) {
-  switch (dtype) {
-    case occlInt8: return f(int8_t{});
-    case occlUint8: return f(uint8_t{});
-    case occlInt32: return f(int32_t{});
-    case occlUint32: return f(uint32_t{});
-    case occlInt64: return f(int64_t{});
-    case occlUint64: return f(uint64_t{});
-    case occlFloat16: return f(Half{});
-    case occlFloat32: return f(float{});
-    case occlFloat64: return f(double{});
-    default: return f(BFloat16{});
-  }
+  return dispatchType(dtype, [&]<typename T>() { return f(T{}); });
 }
 
 // Largest integer up to which every integer is exact in T: partial sums must stay below it for a
@@ -34,6 +25,8 @@ template <typename T>
 int64_t exactIntegerLimit() {
   if constexpr (std::is_same_v<T, Half>) return 2048;
   if constexpr (std::is_same_v<T, BFloat16>) return 256;
+  if constexpr (std::is_same_v<T, Fp8E4M3>) return 16;
+  if constexpr (std::is_same_v<T, Fp8E5M2>) return 8;
   if constexpr (std::is_same_v<T, float>) return int64_t{1} << 24;
   return int64_t{1} << 40;
 }

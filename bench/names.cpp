@@ -33,22 +33,26 @@ constexpr std::array<CollName, 9> kColls = {{{Coll::AllReduce, "allreduce"},
                                              {Coll::Scatter, "scatter"}}};
 
 // Indexed by occlDataType_t; nccl-tests prints these spellings.
-constexpr std::array<const char*, occlNumTypes> kDtypeNames = {"int8",   "uint8", "int32", "uint32", "int64",
-                                                               "uint64", "half",  "float", "double", "bfloat16"};
-constexpr std::array<size_t, occlNumTypes> kDtypeSizes = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+constexpr std::array<const char*, occlNumTypes> kDtypeNames = {
+    "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
+constexpr std::array<size_t, occlNumTypes> kDtypeSizes = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
 
 struct Alias {
   const char* name;
   int dtype;
 };
-constexpr std::array<Alias, 8> kDtypeAliases = {{{"fp16", occlFloat16},
+constexpr std::array<Alias, 12> kDtypeAliases = {{{"fp16", occlFloat16},
                                                  {"float16", occlFloat16},
                                                  {"fp32", occlFloat32},
                                                  {"float32", occlFloat32},
                                                  {"fp64", occlFloat64},
                                                  {"float64", occlFloat64},
                                                  {"bf16", occlBfloat16},
-                                                 {"char", occlInt8}}};
+                                                 {"char", occlInt8},
+                                                 {"fp8e4m3", occlFloat8e4m3},
+                                                 {"float8e4m3fn", occlFloat8e4m3},
+                                                 {"fp8e5m2", occlFloat8e5m2},
+                                                 {"float8e5m2", occlFloat8e5m2}}};
 
 // Indexed by occlRedOp_t.
 constexpr std::array<const char*, occlNumOps> kOpNames = {"sum", "prod", "max", "min", "avg"};

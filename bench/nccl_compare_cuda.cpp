@@ -50,12 +50,24 @@ Geometry geometryOf(const NcclRunSpec& s, size_t nRanks) {
   return {send, recv, count};
 }
 
+// occl's dtypes and ops are numbered as NCCL's, so they pass through as they are. NCCL before
+// 2.24 stops at bfloat16 (validate refuses the 8-bit types there).
+static_assert(static_cast<int>(ncclBfloat16) == occlBfloat16, "occlDataType_t follows ncclDataType_t");
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
+static_assert(static_cast<int>(ncclFloat8e4m3) == occlFloat8e4m3 && static_cast<int>(ncclFloat8e5m2) == occlFloat8e5m2,
+              "occlDataType_t follows ncclDataType_t");
+#endif
+static_assert(static_cast<int>(ncclAvg) == occlAvg, "occlRedOp_t follows ncclRedOp_t");
+
 Status validate(const NcclRunSpec& s, size_t nRanks) {
   if (!isCollType(s.coll) || collInfo(s.coll).pointToPoint)
     return Status::error(occlInvalidArgument,
                          absl::StrFormat("NCCL comparison: collective %d is not one of allreduce..alltoall, gather, scatter", s.coll));
   if (s.datatype < 0 || s.datatype >= occlNumTypes)
     return Status::error(occlInvalidArgument, absl::StrFormat("NCCL comparison: datatype %d", s.datatype));
+  if (s.datatype >= static_cast<int>(ncclNumTypes))
+    return Status::error(occlInvalidArgument,
+                         absl::StrFormat("NCCL comparison: this NCCL (%d) has no datatype %s", NCCL_VERSION_CODE, dtypeName(s.datatype)));
   if (s.op < 0 || s.op >= occlNumOps) return Status::error(occlInvalidArgument, absl::StrFormat("NCCL comparison: op %d", s.op));
   if (s.root < 0 || s.root >= static_cast<int>(nRanks))
     return Status::error(occlInvalidArgument, absl::StrFormat("NCCL comparison: root %d", s.root));

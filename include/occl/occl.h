@@ -56,7 +56,9 @@ typedef enum {
   occlFloat32 = 7,
   occlFloat64 = 8,
   occlBfloat16 = 9,
-  occlNumTypes = 10
+  occlFloat8e4m3 = 10, /* OCP e4m3 (torch float8_e4m3fn): max 448, no infinities */
+  occlFloat8e5m2 = 11, /* OCP e5m2 (torch float8_e5m2): max 57344 */
+  occlNumTypes = 12
 } occlDataType_t;
 
 typedef enum { occlSum = 0, occlProd = 1, occlMax = 2, occlMin = 3, occlAvg = 4, occlNumOps = 5 } occlRedOp_t;

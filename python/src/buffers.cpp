@@ -11,8 +11,9 @@ namespace {
 
 // numpy's and torch's names, indexed by occlDataType_t.
 constexpr std::array<std::string_view, occlNumTypes> kPythonNames = {
-    "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16"};
-static_assert(occlFloat16 == 6 && occlBfloat16 == 9, "kPythonNames follows occlDataType_t");
+    "int8",    "uint8",   "int32",    "uint32",        "int64",      "uint64",
+    "float16", "float32", "float64", "bfloat16", "float8_e4m3fn", "float8_e5m2"};
+static_assert(occlFloat16 == 6 && occlBfloat16 == 9 && occlFloat8e5m2 == 11, "kPythonNames follows occlDataType_t");
 
 int dtypeFromName(std::string_view name) {
   if (name.starts_with("torch.")) name.remove_prefix(6);

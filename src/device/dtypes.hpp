@@ -1,7 +1,7 @@
 // Element types of occl buffers, shared by the host and the device builds.
 //
-// Half and BFloat16 are plain 16-bit storage types: the same layout on both sides, trivially
-// copyable, usable in connector slots and __shared__ arrays. Arithmetic on them is done in float
+// Half and BFloat16 (and the 8-bit Fp8E4M3 and Fp8E5M2 of fp8.hpp) are plain storage types: the
+// same layout on both sides, trivially copyable, usable in connector slots and __shared__ arrays. Arithmetic on them is done in float
 // and rounded back once per binary op (as NCCL does). Because float carries at least 2p+2 bits
 // of the 11-bit (half) and 8-bit (bfloat16) significands, "compute in float, round once" gives
 // the correctly rounded result of +, *, / — the same bits as native half arithmetic would.
@@ -12,7 +12,8 @@
 // - half/bf16 -> float is exact; a NaN comes back quiet.
 // The bit-level host implementation below is exact and constexpr. On the device the CUDA
 // intrinsics are used instead: they round identically for every non-NaN input; NaN payloads
-// may differ between host and device (the device returns the canonical NaN).
+// may differ between host and device (the device returns the canonical NaN). The 8-bit types
+// follow the same rules and are converted bit by bit on both sides (fp8.hpp).
 #pragma once
 
 #include <cstddef>
@@ -22,6 +23,8 @@
 
 #include "occl/occl.h"
 #include "device/compat.hpp"
+#include "device/fp8.hpp"
+#include "device/rounding.hpp"
 
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
@@ -40,23 +43,11 @@ static_assert(sizeof(Half) == 2 && alignof(Half) == 2, "Half crosses the bus as 
 static_assert(sizeof(BFloat16) == 2 && alignof(BFloat16) == 2, "BFloat16 crosses the bus as 2 bytes");
 static_assert(std::is_trivially_copyable_v<Half> && std::is_trivially_copyable_v<BFloat16>);
 
-// The 16-bit floating types: stored as bits, computed in float.
+// The narrow floating types (16 and 8 bits): stored as bits, computed in float.
 template <typename T>
-inline constexpr bool kIsReducedFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+inline constexpr bool kIsReducedFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16> || kIsFp8<T>;
 
 // ---- Bit-level conversions (exact; the host path, and the reference for the device path) ----
-
-namespace detail {
-
-// True when the `dropped` low bits of `bits`, removed by truncation to `kept`, call for rounding
-// up under round-to-nearest-even.
-OCCL_HD constexpr uint32_t roundsUp(uint32_t bits, uint32_t dropped, uint32_t kept) {
-  const uint32_t rem = bits & ((1u << dropped) - 1u);
-  const uint32_t halfway = 1u << (dropped - 1u);
-  return (rem > halfway || (rem == halfway && (kept & 1u))) ? 1u : 0u;
-}
-
-}  // namespace detail
 
 OCCL_HD constexpr uint16_t halfBitsFromFloatBits(uint32_t x) {
   const uint32_t sign = (x >> 16) & 0x8000u;
@@ -187,6 +178,19 @@ OCCL_HD inline float toFloat(BFloat16 b) {
 #endif
 }
 
+// The 8-bit types convert bit by bit on both sides (fp8.hpp), so host and device agree exactly.
+template <typename T>
+  requires kIsFp8<T>
+OCCL_HD inline float toFloat(T x) {
+  return bitsToFloat(floatBitsFromFp8Bits<T>(x.bits));
+}
+
+template <typename T>
+  requires kIsFp8<T>
+OCCL_HD inline T toFp8(float f) {
+  return T{fp8BitsFromFloatBits<T>(floatToBits(f))};
+}
+
 OCCL_HD inline Half toHalf(float f) {
 #if OCCL_ON_DEVICE
   return Half{__half_as_ushort(__float2half_rn(f))};
@@ -223,6 +227,8 @@ OCCL_HD inline T fromCompute(ComputeType<T> x) {
     return toHalf(x);
   } else if constexpr (std::is_same_v<T, BFloat16>) {
     return toBFloat16(x);
+  } else if constexpr (kIsFp8<T>) {
+    return toFp8<T>(x);
   } else {
     return x;
   }
@@ -249,7 +255,8 @@ struct TypeList {
 };
 
 // Indexed by occlDataType_t (NCCL numbering).
-using DataTypes = TypeList<int8_t, uint8_t, int32_t, uint32_t, int64_t, uint64_t, Half, float, double, BFloat16>;
+using DataTypes =
+    TypeList<int8_t, uint8_t, int32_t, uint32_t, int64_t, uint64_t, Half, float, double, BFloat16, Fp8E4M3, Fp8E5M2>;
 static_assert(DataTypes::size == occlNumTypes, "one C++ type per occlDataType_t");
 
 namespace detail {
@@ -292,7 +299,9 @@ OCCL_HD constexpr bool dtypeValid(int dtype) { return dtype >= 0 && dtype < occl
 OCCL_HD constexpr size_t dtypeSize(int dtype) {
   switch (dtype) {
     case occlInt8:
-    case occlUint8: return 1;
+    case occlUint8:
+    case occlFloat8e4m3:
+    case occlFloat8e5m2: return 1;
     case occlFloat16:
     case occlBfloat16: return 2;
     case occlInt32:
@@ -318,12 +327,15 @@ OCCL_HD constexpr const char* dtypeName(int dtype) {
     case occlFloat32: return "float";
     case occlFloat64: return "double";
     case occlBfloat16: return "bfloat16";
+    case occlFloat8e4m3: return "f8e4m3";
+    case occlFloat8e5m2: return "f8e5m2";
     default: return "invalid";
   }
 }
 
 OCCL_HD constexpr bool dtypeIsFloating(int dtype) {
-  return dtype == occlFloat16 || dtype == occlFloat32 || dtype == occlFloat64 || dtype == occlBfloat16;
+  return dtype == occlFloat16 || dtype == occlFloat32 || dtype == occlFloat64 || dtype == occlBfloat16 ||
+         dtype == occlFloat8e4m3 || dtype == occlFloat8e5m2;
 }
 
 }  // namespace occl

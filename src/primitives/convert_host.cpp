@@ -1,5 +1,6 @@
 #include "primitives/convert_host.hpp"
 
+#include <array>
 #include <cstdint>
 
 #if defined(__x86_64__)
@@ -93,12 +94,33 @@ const Paths& paths() {
   return p;
 }
 
+// Every fp8 value as a float, built once from the bit-level conversion.
+template <typename T>
+const std::array<float, 256>& fp8Table() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (uint32_t b = 0; b < 256; ++b) t[b] = bitsToFloat(floatBitsFromFp8Bits<T>(static_cast<uint8_t>(b)));
+    return t;
+  }();
+  return table;
+}
+
+template <typename T>
+void fp8ToFloats(const T* in, float* out, size_t n) {
+  const std::array<float, 256>& table = fp8Table<T>();
+  for (size_t i = 0; i < n; ++i) out[i] = table[in[i].bits];
+}
+
 }  // namespace
 
 void toFloats(const Half* in, float* out, size_t n) { paths().halfToFloats(in, out, n); }
 void toFloats(const BFloat16* in, float* out, size_t n) { paths().bf16ToFloats(in, out, n); }
 void fromFloats(const float* in, Half* out, size_t n) { paths().floatsToHalf(in, out, n); }
 void fromFloats(const float* in, BFloat16* out, size_t n) { paths().floatsToBf16(in, out, n); }
+void toFloats(const Fp8E4M3* in, float* out, size_t n) { fp8ToFloats(in, out, n); }
+void toFloats(const Fp8E5M2* in, float* out, size_t n) { fp8ToFloats(in, out, n); }
+void fromFloats(const float* in, Fp8E4M3* out, size_t n) { fromFloatsScalar(in, out, n); }
+void fromFloats(const float* in, Fp8E5M2* out, size_t n) { fromFloatsScalar(in, out, n); }
 const char* halfConversionPath() { return paths().half; }
 const char* bf16ConversionPath() { return paths().bf16; }
 

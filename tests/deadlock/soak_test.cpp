@@ -33,8 +33,8 @@ constexpr size_t kMaxCount = 1200;   // elements: up to 9.6 KB of 8-byte types, 
 constexpr size_t kSlotBytes = 4096;  // small tiles: more steps per collective, less connector memory
 constexpr auto kRoundTimeout = std::chrono::seconds(60);
 
-constexpr int kDtypes[] = {occlInt8,    occlUint8,    occlInt32,   occlUint32, occlInt64,
-                           occlUint64,  occlFloat16,  occlBfloat16, occlFloat32, occlFloat64};
+constexpr int kDtypes[] = {occlInt8,    occlUint8,    occlInt32,   occlUint32,  occlInt64,      occlUint64,
+                           occlFloat16, occlBfloat16, occlFloat32, occlFloat64, occlFloat8e4m3, occlFloat8e5m2};
 constexpr int kOps[] = {occlSum, occlProd, occlMin, occlMax, occlAvg};
 
 struct Group {

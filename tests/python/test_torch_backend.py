@@ -45,6 +45,14 @@ class Backend(unittest.TestCase):
             self.assertEqual(got["after"], [2.0] * 8)
 
 
+@unittest.skipUnless(hasattr(torch, "float8_e5m2"), "torch before 2.1 has no float8 types")
+class Float8(unittest.TestCase):
+    def test_float8_types_reduce_bit_exact_on_2_and_3_processes(self):
+        for size in (2, 3):
+            for rank, failures in enumerate(support.run(torch_jobs.float8, size, support.store_path(), timeout=120)):
+                self.assertEqual(failures, [], f"{size} processes, rank {rank}")
+
+
 class AnyOrder(unittest.TestCase):
     def test_two_ranks_issue_tagged_all_reduces_in_opposite_orders(self):
         results = support.run(torch_jobs.any_order, 2, support.store_path(), 0, timeout=120)

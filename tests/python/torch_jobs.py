@@ -147,6 +147,45 @@ def all_ops(rank, size, store):
     return failures, transport, registered
 
 
+def float8(rank, size, store):
+    """float8_e4m3fn and float8_e5m2 (torch 2.1 and later) through every reducing call and a copy;
+    returns the mismatches. Inputs are integers within +-2 whose partial sums on up to 4 ranks stay
+    exact in both formats; results are compared bit for bit (torch compares float8 as bytes)."""
+    init(rank, size, store)
+    failures = []
+
+    def same(what, got, want):
+        if not torch.equal(got.view(torch.uint8), want.view(torch.uint8)):
+            failures.append(f"{what}: got {got.float().tolist()[:8]}..., want {want.float().tolist()[:8]}...")
+
+    def small(q, n):
+        return (torch.arange(n) + q) % 5 - 2  # int64 in -2..2
+
+    for dt in (torch.float8_e4m3fn, torch.float8_e5m2):
+        c = 1000
+        everyone = [small(q, c) for q in range(size)]
+        for op, combine in [(dist.ReduceOp.SUM, lambda a, b: a + b), (dist.ReduceOp.MAX, torch.maximum),
+                            (dist.ReduceOp.MIN, torch.minimum)]:
+            t = small(rank, c).to(dt)
+            dist.all_reduce(t, op=op)
+            want = everyone[0]
+            for x in everyone[1:]:
+                want = combine(want, x)
+            same(f"{dt} all_reduce {op}", t, want.float().to(dt))
+        # avg rounds the quotient once: 3 / 2 and 1 / 4 are exact, 1 / 3 rounds.
+        t = small(rank, c).to(dt)
+        dist.all_reduce(t, op=dist.ReduceOp.AVG)
+        same(f"{dt} all_reduce avg", t, (sum(everyone).float() / size).to(dt))
+        flat = torch.zeros(size * c, dtype=dt)
+        dist.all_gather_into_tensor(flat, small(rank, c).to(dt))
+        same(f"{dt} all_gather_into_tensor", flat, torch.cat(everyone).float().to(dt))
+        out = torch.zeros(c, dtype=dt)
+        dist.reduce_scatter_tensor(out, torch.cat([small(rank + q, c) for q in range(size)]).to(dt))
+        same(f"{dt} reduce_scatter_tensor", out, sum(small(q + rank, c) for q in range(size)).float().to(dt))
+    dist.destroy_process_group()
+    return failures
+
+
 def errors(rank, size, store):
     """What occl lacks raises RuntimeError naming it; the group still works afterwards."""
     init(rank, size, store)

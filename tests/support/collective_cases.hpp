@@ -94,8 +94,25 @@ inline std::pair<size_t, size_t> userElems(const Spec& s, int nRanks, int rank) 
 // +-32, products within +-4 (at most two 2s per element on 8 ranks), so no order rounds or wraps.
 // Integer avg sums are arbitrary (truncating division is tested); floating avg sums are n times an
 // integer, so the quotient is exact however avg is computed. Periodic in the index (inputPeriod).
+// The 8-bit floats hold every integer only up to 8 (e5m2; e4m3 to 16): their inputs are narrower
+// (fp8Input), so that on up to 8 ranks every partial sum stays within +-8.
+inline bool isFp8(int dtype) { return dtype == occlFloat8e4m3 || dtype == occlFloat8e5m2; }
+
+inline int64_t fp8Input(const Spec& s, int nRanks, int64_t r, int64_t i) {
+  if (!reducing(s.type)) return (i * 5 + r * 11 + 1) % 17 - 8;
+  switch (s.op) {
+    case occlSum: return (r * 3 + i) % 3 - 1;
+    case occlMin:
+    case occlMax: return (i * 7 + r * 13) % 17 - 8;
+    default:  // Avg: pairs of ranks cancel out, and at most four 2s meet in a partial sum
+      if (nRanks % 2 == 1 && r == nRanks - 1) return i % 2;
+      return i % 2 + (r % 2 == 0 ? 1 : -1);
+  }
+}
+
 inline int64_t caseInput(const Spec& s, int nRanks, int rank, size_t index) {
   const auto i = static_cast<int64_t>(index), r = static_cast<int64_t>(rank);
+  if (isFp8(s.dtype) && !(reducing(s.type) && s.op == occlProd)) return fp8Input(s, nRanks, r, i);
   const int64_t shift = (s.dtype == occlUint8 || s.dtype == occlUint32 || s.dtype == occlUint64) ? 0 : 1;
   if (!reducing(s.type)) return (i * 5 + r * 11 + 1) % 113;
   switch (s.op) {
@@ -138,6 +155,16 @@ double toDouble(T v) {
 
 // caseInput is periodic in the index with this period, so a case evaluates one period per rank.
 inline size_t inputPeriod(const Spec& s) {
+  if (isFp8(s.dtype)) {
+    if (!reducing(s.type)) return 17;
+    switch (s.op) {
+      case occlSum: return 3;
+      case occlProd: return 28;
+      case occlMin:
+      case occlMax: return 17;
+      default: return 2;
+    }
+  }
   if (!reducing(s.type)) return 113;
   switch (s.op) {
     case occlSum: return 5;

@@ -31,4 +31,11 @@ using BackendBase = c10d::ProcessGroup;
 #define OCCL_TORCH_SPLITS 0
 #endif
 
+// torch's 8-bit floating types (float8_e4m3fn, float8_e5m2) arrived in 2.1.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#define OCCL_TORCH_FP8 1
+#else
+#define OCCL_TORCH_FP8 0
+#endif
+
 }  // namespace occl::torch_backend

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "occl/occl.h"
+#include "torch_backend/compat.hpp"
 
 namespace occl::torch_backend {
 
@@ -17,9 +18,14 @@ int dtypeOf(const at::Tensor& t, const char* call) {
     case at::kFloat: return occlFloat32;
     case at::kDouble: return occlFloat64;
     case at::kBFloat16: return occlBfloat16;
+#if OCCL_TORCH_FP8
+    case at::kFloat8_e4m3fn: return occlFloat8e4m3;
+    case at::kFloat8_e5m2: return occlFloat8e5m2;
+#endif
     default:
       TORCH_CHECK(false, "occl: ", call, ": dtype ", t.scalar_type(),
-                  " is not supported (occl has float32, float64, float16, bfloat16, int8, uint8, int32, int64)");
+                  " is not supported (occl has float32, float64, float16, bfloat16, float8_e4m3fn, float8_e5m2, int8, "
+                  "uint8, int32, int64)");
   }
 }
 

@@ -20,8 +20,8 @@ namespace occl::test {
 namespace {
 
 constexpr size_t kCounts[] = {0, 1, 7, 1023, 65537};
-constexpr int kDtypes[] = {occlInt8,  occlUint8,   occlInt32,   occlUint32,  occlInt64,
-                           occlUint64, occlFloat16, occlBfloat16, occlFloat32, occlFloat64};
+constexpr int kDtypes[] = {occlInt8,    occlUint8,    occlInt32,   occlUint32,  occlInt64,      occlUint64,
+                           occlFloat16, occlBfloat16, occlFloat32, occlFloat64, occlFloat8e4m3, occlFloat8e5m2};
 constexpr int kOps[] = {occlSum, occlProd, occlMin, occlMax, occlAvg};
 
 // Batches allocate the same large buffers over and over: keeping freed memory in the heap instead

@@ -32,13 +32,11 @@ double asDouble(T x) {
 }
 
 // Rounds a double to T. Going through float first is exact enough: float has 2p+2 bits of the
-// half/bfloat16 significand, double of float's, so no double-rounding error can appear.
+// half/bfloat16/fp8 significand, double of float's, so no double-rounding error can appear.
 template <typename T>
 T fromDouble(double d) {
-  if constexpr (std::is_same_v<T, Half>) {
-    return toHalf(static_cast<float>(d));
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    return toBFloat16(static_cast<float>(d));
+  if constexpr (kIsReducedFloat<T>) {
+    return fromCompute<T>(static_cast<float>(d));
   } else {
     return static_cast<T>(d);
   }
