@@ -63,6 +63,9 @@ typedef enum {
 
 typedef enum { occlSum = 0, occlProd = 1, occlMax = 2, occlMin = 3, occlAvg = 4, occlNumOps = 5 } occlRedOp_t;
 
+/* Where a PreMulSum op's scalar lives (occlRedOpCreatePreMulSum), as NCCL's. */
+typedef enum { occlScalarDevice = 0, occlScalarHostImmediate = 1 } occlScalarResidence_t;
+
 typedef enum {
   occlCollAllReduce = 0,
   occlCollAllGather = 1,
@@ -313,6 +316,20 @@ occlResult_t occlCommGetConfig(occlComm_t comm, occlConfig_t* config);
 
 occlResult_t occlCollRegister(occlComm_t comm, uint64_t collId, const occlCollDesc_t* desc);
 occlResult_t occlCollDeregister(occlComm_t comm, uint64_t collId);
+/*
+ * A PreMulSum op, as NCCL's ncclRedOpCreatePreMulSum: a reduction registered with *op (in
+ * desc.op; its desc.datatype must be `datatype`) sums every rank's input multiplied by that rank's
+ * scalar, each product rounded to the datatype first. Ranks may pass different scalars.
+ * occlScalarHostImmediate reads *scalar now; occlScalarDevice keeps the address and reads the
+ * scalar whenever a submission's step reads this rank's input, so a change between submissions
+ * takes effect (the address must be readable by the daemon: host memory on the host backend, the
+ * communicator's device memory on CUDA). A registration keeps the op's scalar or address:
+ * occlRedOpDestroy afterwards changes nothing registered. AllReduce with PreMulSum never takes the
+ * peer algorithm, whose fold reads the other ranks' inputs without their scalars.
+ */
+occlResult_t occlRedOpCreatePreMulSum(occlRedOp_t* op, void* scalar, occlDataType_t datatype,
+                                      occlScalarResidence_t residence, occlComm_t comm);
+occlResult_t occlRedOpDestroy(occlRedOp_t op, occlComm_t comm);
 /*
  * Loads and validates the MSCCL-IR file at `path` under `name` (replacing what the name held),
  * for occlCollDesc_t.algorithm on this communicator. A registration may also name a file path

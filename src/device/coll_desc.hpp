@@ -125,9 +125,13 @@ struct CollDesc {
                             // geometry is then the submission's (device/chunk_geometry.hpp)
   int32_t priority;
   uint64_t countMultiplier; // totalElems per element of count (ir::chunkMultiplier)
+  // PreMulSum (redOp == ops::kOpPreMulSum): this rank's scalar, as the bits of one element; or,
+  // when preMulScalarPtr is set (occlScalarDevice), where to read it when a step runs.
+  uint64_t preMulScalar;
+  const void* preMulScalarPtr;
 };
 static_assert(kMaxInflightPerColl <= UINT16_MAX, "CollDesc::inflightWindow holds it");
-static_assert(sizeof(CollDesc) == 200, "CollDesc layout is shared by host and device");
+static_assert(sizeof(CollDesc) == 216, "CollDesc layout is shared by host and device");
 
 // A collective's program blocks ("parts") are dealt round-robin to the daemon's blocks: daemon
 // block b runs parts b, b + nDaemonBlocks, ... as tasks of their own. A program may have more parts

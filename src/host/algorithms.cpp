@@ -12,6 +12,7 @@
 #include "ir_loader/ring.hpp"
 #include "ir_loader/validate.hpp"
 #include "device/dtypes.hpp"
+#include "primitives/reduce_ops.hpp"
 
 namespace occl::host {
 namespace {
@@ -38,7 +39,8 @@ Status validateCommon(const occlCollDesc_t& d) {
     return invalid(absl::StrFormat("desc.type = %d: expected an occlCollType_t (0..%d)", d.type, occlNumCollTypes - 1));
   if (d.datatype < 0 || d.datatype >= occlNumTypes)
     return invalid(absl::StrFormat("desc.datatype = %d: expected an occlDataType_t (0..%d)", d.datatype, occlNumTypes - 1));
-  if (collectiveReduces(d.type) && (d.op < 0 || d.op >= occlNumOps))
+  // ops::kOpPreMulSum comes from a PreMulSum handle the communicator resolved (host/premul_ops.hpp).
+  if (collectiveReduces(d.type) && (d.op < 0 || d.op >= ops::kNumOpKinds))
     return invalid(absl::StrFormat("desc.op = %d: expected an occlRedOp_t (0..%d) for %s", d.op, occlNumOps - 1,
                                    collTypeName(d.type)));
   if (d.nBlocks < 0) return invalid(absl::StrFormat("desc.nBlocks = %d: expected >= 0 (0 = default)", d.nBlocks));
@@ -95,8 +97,9 @@ bool directAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ring
 // and from every peer, as direct does, hence the rank bound.
 constexpr int kPeerAllReduceMaxRanks = 16;
 
+// Not for PreMulSum: the fold reads the other ranks' inputs, and their scalars are theirs alone.
 bool peerAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ringNamed, PeerAccess peer) {
-  return peer != PeerAccess::None && d.type == occlCollAllReduce && !ringNamed && nRanks >= 2 &&
+  return peer != PeerAccess::None && d.type == occlCollAllReduce && d.op != ops::kOpPreMulSum && !ringNamed && nRanks >= 2 &&
          nRanks <= kPeerAllReduceMaxRanks && nBlocks == 1 && !directAllReduce(d, nRanks, nBlocks, ringNamed, peer);
 }
 

@@ -50,6 +50,21 @@ occlResult_t occlCollDeregister(occlComm_t comm, uint64_t collId) {
   return fail(comm, comm->impl->deregisterCollective(collId));
 }
 
+occlResult_t occlRedOpCreatePreMulSum(occlRedOp_t* op, void* scalar, occlDataType_t datatype,
+                                      occlScalarResidence_t residence, occlComm_t comm) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  if (op == nullptr) return fail(comm, Status::error(occlInvalidArgument, "op is NULL"));
+  occl::Result<int> created = comm->impl->preMulSumOps().create(scalar, datatype, residence);
+  if (!created.ok()) return fail(comm, created.status());
+  *op = static_cast<occlRedOp_t>(created.value());
+  return occlSuccess;
+}
+
+occlResult_t occlRedOpDestroy(occlRedOp_t op, occlComm_t comm) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  return fail(comm, comm->impl->preMulSumOps().destroy(op));
+}
+
 occlResult_t occlAlgorithmLoad(occlComm_t comm, const char* name, const char* path) {
   if (occlResult_t r = checkComm(comm)) return r;
   if (name == nullptr) return fail(comm, Status::error(occlInvalidArgument, "name is NULL"));

@@ -77,12 +77,15 @@ FifoHandle handleOf(const transport::ConnectorMemory& m, uint32_t nSlots, uint64
 }  // namespace
 
 Result<std::unique_ptr<Collective>> Collective::create(const CollectiveSetup& setup, uint64_t collId, uint32_t index,
-                                                       const occlCollDesc_t& desc) {
+                                                       const occlCollDesc_t& user, const ResolvedOp& resolved) {
   std::unique_ptr<Collective> c(new Collective());
   c->desc_.collId = collId;
   c->desc_.collIndex = index;
+  c->desc_.preMulScalar = resolved.scalar.bits;
+  c->desc_.preMulScalarPtr = resolved.scalar.address;
   c->backend_ = setup.backend;
-  if (Status s = c->build(setup, desc); !s.ok()) return s;
+  if (Status s = c->build(setup, resolved.desc); !s.ok()) return s;
+  c->user_.op = user.op;
   return c;
 }
 

@@ -15,6 +15,7 @@
 #include "device/chunk_geometry.hpp"
 #include "device/coll_desc.hpp"
 #include "host/algorithm_library.hpp"
+#include "host/premul_ops.hpp"
 #include "ir_loader/program.hpp"
 #include "occl/occl.h"
 #include "queues/yield_board.hpp"
@@ -48,8 +49,10 @@ struct CollectiveSetup {
 class Collective {
  public:
   // Builds everything the daemon needs; nothing is visible to the daemon until publish().
+  // `resolved` is the caller's `user` description with a PreMulSum handle resolved
+  // (host/premul_ops.hpp); userDesc() keeps the handle as the caller passed it.
   static Result<std::unique_ptr<Collective>> create(const CollectiveSetup& setup, uint64_t collId, uint32_t index,
-                                                    const occlCollDesc_t& desc);
+                                                    const occlCollDesc_t& user, const ResolvedOp& resolved);
   ~Collective();
   Collective(const Collective&) = delete;
   Collective& operator=(const Collective&) = delete;

@@ -28,6 +28,7 @@
 #include "host/coll_registry.hpp"
 #include "host/collective.hpp"
 #include "host/comm_errors.hpp"
+#include "host/premul_ops.hpp"
 #include "host/wait_generations.hpp"
 #include "occl/occl.h"
 #include "queues/yield_board.hpp"
@@ -82,6 +83,8 @@ class Comm {
 
   Status registerCollective(uint64_t collId, const occlCollDesc_t& desc);
   Status deregisterCollective(uint64_t collId);
+  // occlRedOpCreatePreMulSum / occlRedOpDestroy (host/premul_ops.hpp).
+  PreMulSumOps& preMulSumOps() { return preMulSumOps_; }
   // `count`: occlSubmitCount's (a variable count's collective), or OCCL_COUNT_REGISTERED.
   Status submit(uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
                 uint64_t count = OCCL_COUNT_REGISTERED) {
@@ -241,6 +244,7 @@ class Comm {
   YieldBoard* yieldBoard_;
   YieldWord* yieldWord_;
   AlgorithmLibrary library_;
+  PreMulSumOps preMulSumOps_;
   std::unique_ptr<bootstrap::Bootstrap> bootstrap_;
   std::unique_ptr<bootstrap::Group> threadGroup_;
   const std::vector<bootstrap::UniqueIdData> spareIds_;

@@ -19,11 +19,13 @@ Status Comm::registerCollective(uint64_t collId, const occlCollDesc_t& desc) {
   if (stopped_) return stoppedError();
   if (registry_.contains(collId))
     return Status::error(occlInvalidUsage, absl::StrFormat("collId 0x%x is already registered on rank %d", collId, rank_));
+  Result<ResolvedOp> resolved = preMulSumOps_.resolve(desc);
+  if (!resolved.ok()) return resolved.status();
   Result<uint32_t> index = registry_.allocateIndex();
   if (!index.ok()) return index.status();
   CollectiveSetup setup{rank_,     nRanks_,    &config_,   backend_.get(), connectors_.get(),
                         &library_, peerReads_, peerShared_, yieldBoard_};
-  Result<std::unique_ptr<Collective>> coll = Collective::create(setup, collId, index.value(), desc);
+  Result<std::unique_ptr<Collective>> coll = Collective::create(setup, collId, index.value(), desc, resolved.value());
   Status published = coll.ok() ? Status::success() : coll.status();
   if (published.ok()) {
     Result<CollDesc*> entry = registry_.tableEntry(index.value(), *backend_, env_->colls.pages);

@@ -262,7 +262,9 @@ Result<std::unique_ptr<Comm>> shrink(Comm& parent, const int* excludeRanks, int 
                                             : shrinkThreads(parent, survivors, cfg.value());
   if (!child.ok()) return child.status();
   const std::string who = absl::StrFormat("occlCommShrink (new rank %d of %d)", newRank, static_cast<int>(survivors.size()));
-  // What does not depend on the rank count goes along: AllReduce with the built-in algorithms.
+  // What does not depend on the rank count goes along: AllReduce with the built-in algorithms,
+  // and the PreMulSum ops their registrations may name.
+  child.value()->preMulSumOps().adopt(parent.preMulSumOps().snapshot());
   for (const Comm::Registration& reg : parent.registrations()) {
     if (!carriedByShrink(reg.desc, reg.algorithm)) continue;
     occlCollDesc_t d = reg.desc;

@@ -43,7 +43,7 @@ OCCL_HD inline R dispatchTypeFrom(int dtype, F& f) {
 template <typename R, typename T, int O, typename F>
 OCCL_HD inline R dispatchOpFrom(int op, F& f) {
   if (op == O) return f.template operator()<T, ops::OpOf_t<O>>();
-  if constexpr (O + 1 < occlNumOps) {
+  if constexpr (O + 1 < ops::kNumOpKinds) {
     return dispatchOpFrom<R, T, O + 1>(op, f);
   } else {
     return invalidDispatch<R>();

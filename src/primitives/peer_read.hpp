@@ -237,7 +237,7 @@ OCCL_HD inline bool peerReduceTile(const CollDesc& d, const ChunkGeometry& g, co
     const char* own = bufs.get(step.srcBuf) + at;
     char* dst = bufs.get(step.dstBuf) + at;
     for (uint32_t i = 0; i < plan.nRecvs; ++i) {
-      const int post = postOp && i + 1 == plan.nRecvs ? static_cast<int>(d.nRanks) : 0;
+      const uint64_t post = postOp && i + 1 == plan.nRecvs ? d.nRanks : 0u;
       const void* a = i == 0 ? static_cast<const void*>(own) : dst;
       const char* peer = peerNotice(plan.recvs[i]).input + at;
       dispatchTypeOp(d.dtype, d.redOp, ReduceCopyCall{a, peer, dst, nullptr, static_cast<size_t>(n), post});

@@ -55,14 +55,48 @@ struct ReduceCopyCall {
   void* d0;
   void* d1;
   size_t n;
-  int postDivisor;
+  uint64_t opArg;  // reduce_copy.hpp: Avg's divisor, PreMulSum's scalar
 
   template <typename T, typename Op>
   OCCL_HD void operator()() const {
     reduceCopy<T, Op>(static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(d0),
-                      static_cast<T*>(d1), n, postDivisor);
+                      static_cast<T*>(d1), n, opArg);
   }
 };
+
+// PreMulSum's scalar for this rank, as the bits of one element: the registered value, or read
+// from where the registration pointed (occlScalarDevice) when the step runs.
+OCCL_HD inline uint64_t preMulScalarBits(const CollDesc& d) {
+  if (d.preMulScalarPtr == nullptr) return d.preMulScalar;
+  switch (d.elemBytes) {
+    case 1: return *static_cast<const uint8_t*>(d.preMulScalarPtr);
+    case 2: return *static_cast<const uint16_t*>(d.preMulScalarPtr);
+    case 4: return *static_cast<const uint32_t*>(d.preMulScalarPtr);
+    default: return *static_cast<const uint64_t*>(d.preMulScalarPtr);
+  }
+}
+
+// A step's data op and argument. Avg divides by the rank count at its final reduction step
+// (kStepPostOp on a step that reduces and stores). PreMulSum scales the operand a step reads from
+// the rank's input; a step that reads no input runs as Sum.
+struct StepOpArg {
+  int op;
+  uint64_t arg;
+};
+
+OCCL_HD inline StepOpArg stepOpArg(const CollDesc& d, const DeviceStep& step) {
+  if (d.redOp == occlAvg) {
+    const bool stores = step.op == StepOp::RecvReduceCopy || step.op == StepOp::RecvReduceCopySend ||
+                        step.op == StepOp::Reduce;
+    return {occlAvg, stores && (step.flags & kStepPostOp) != 0 ? d.nRanks : 0u};
+  }
+  if (d.redOp != ops::kOpPreMulSum) return {d.redOp, 0};
+  const bool readsSrc = step.op == StepOp::Send || step.op == StepOp::Copy || step.op == StepOp::Reduce ||
+                        step.op == StepOp::RecvReduceSend || step.op == StepOp::RecvReduceCopy ||
+                        step.op == StepOp::RecvReduceCopySend;
+  if (readsSrc && step.srcBuf == BufKind::Input) return {ops::kOpPreMulSum, preMulScalarBits(d)};
+  return {occlSum, 0};
+}
 
 // Performs the data movement of `step` on tile `t` of its `sub`-th chunk, once its connectors
 // (`recv`, `send`: nullptr when the step has none) are ready: the caller has waited. It cannot fail.
@@ -75,23 +109,23 @@ OCCL_HD OCCL_NOINLINE inline void applyStep(const CollDesc& d, const ChunkGeomet
   const uint64_t eb = d.elemBytes;
   char* src = bufs.get(step.srcBuf) + tileOffset(g, step.srcOff + sub, tile) * eb;
   char* dst = bufs.get(step.dstBuf) + tileOffset(g, step.dstOff + sub, tile) * eb;
-  // Avg is a sum whose final reduction step divides by the rank count (kStepPostOp).
-  const bool postOp = (step.flags & kStepPostOp) != 0 && d.redOp == occlAvg;
-  const int post = postOp ? static_cast<int>(d.nRanks) : 0;
+  const StepOpArg opArg = stepOpArg(d, step);
+  const uint64_t post = opArg.arg;
   const void* recvSlot = recv != nullptr ? recv->recvSlot() : nullptr;
   void* sendSlot = send != nullptr ? send->sendSlot() : nullptr;
 
   ReduceCopyCall call{nullptr, nullptr, nullptr, nullptr, static_cast<size_t>(n), 0};
   switch (step.op) {
-    case StepOp::Send: call = {src, nullptr, sendSlot, nullptr, call.n, 0}; break;
+    case StepOp::Send: call = {src, nullptr, sendSlot, nullptr, call.n, post}; break;
     case StepOp::Recv: call = {recvSlot, nullptr, dst, nullptr, call.n, 0}; break;
     case StepOp::RecvCopySend: call = {recvSlot, nullptr, dst, sendSlot, call.n, 0}; break;
-    case StepOp::RecvReduceSend: call = {recvSlot, src, sendSlot, nullptr, call.n, 0}; break;
+    case StepOp::RecvReduceSend: call = {recvSlot, src, sendSlot, nullptr, call.n, post}; break;
     case StepOp::RecvReduceCopy: call = {recvSlot, src, dst, nullptr, call.n, post}; break;
     case StepOp::RecvReduceCopySend: call = {recvSlot, src, dst, sendSlot, call.n, post}; break;
     case StepOp::Copy:
-      if (src == dst) return;  // in-place AllGather copies a chunk onto itself
-      call = {src, nullptr, dst, nullptr, call.n, 0};
+      // In-place AllGather copies a chunk onto itself; PreMulSum still scales its input there.
+      if (src == dst && opArg.op != ops::kOpPreMulSum) return;
+      call = {src, nullptr, dst, nullptr, call.n, post};
       break;
     case StepOp::Reduce: call = {dst, src, dst, nullptr, call.n, post}; break;
     case StepOp::Nop: return;
@@ -99,7 +133,7 @@ OCCL_HD OCCL_NOINLINE inline void applyStep(const CollDesc& d, const ChunkGeomet
     case StepOp::PeerReduce:
     case StepOp::PeerRelease: return;
   }
-  if (call.n != 0) dispatchTypeOp(d.dtype, d.redOp, call);  // an empty message of a variable count (executor.hpp)
+  if (call.n != 0) dispatchTypeOp(d.dtype, opArg.op, call);  // an empty message of a variable count (executor.hpp)
   exec::blockSync();  // every lane's stores land before the leader publishes the slots
 }
 

@@ -1,9 +1,11 @@
 // reduceCopy: the one data-path loop every primitive uses.
 //
 //   d0[i] (and d1[i] when d1) = post(a[i] op b[i]) for i in [0, n), or post(a[i]) when b == nullptr,
-//   where post(x) = x / postDivisor (ops::postDivide) when Op is Avg and postDivisor > 1, else x.
-//   postDivisor is Avg's division by nranks at the step that stores a final value; every other
-//   op's result is final as it is, so they ignore it (the executor may pass it for any op).
+//   where post(x) = x / opArg (ops::postDivide) when Op is Avg and opArg > 1, else x.
+//   opArg is Avg's division by nranks at the step that stores a final value; Sum, Prod, Min and
+//   Max ignore it (the executor may pass it for any op). For PreMulSum it is the bits of the
+//   rank's scalar s, and the operand read from the rank's input is multiplied first:
+//   d0[i] = a[i] + s * b[i], or s * a[i] when b == nullptr (ops::preMultiply).
 //
 // Buffers may alias exactly (d0 == a or d0 == b for in-place reductions, d1 == d0, ...) but must
 // never overlap partially: each element is read and written at the same index only.
@@ -56,12 +58,27 @@ struct alignas(16) Pack16 {
 static_assert(sizeof(Pack16) == 16 && alignof(Pack16) == 16);
 
 // One element of the result, before it is stored to d0 (and d1).
-template <typename T, typename Op, bool kHasB, bool kDiv>
-OCCL_HD inline T combine(T x, T y, int div) {
-  T r = x;
-  if constexpr (kHasB) r = Op{}(x, y);
-  if constexpr (kDiv) r = ops::postDivide(r, div);
-  return r;
+// kArg: the op's argument applies (Avg's division, PreMulSum's scalar).
+template <typename T, typename Op, bool kHasB, bool kArg>
+OCCL_HD inline T combine(T x, T y, uint64_t arg) {
+  if constexpr (Op::kPreMultiply) {
+    if constexpr (kHasB) {
+      return Op{}(x, ops::preMultiply(y, arg));
+    } else {
+      return ops::preMultiply(x, arg);
+    }
+  } else {
+    T r = x;
+    if constexpr (kHasB) r = Op{}(x, y);
+    if constexpr (kArg) r = ops::postDivide(r, static_cast<int>(arg));
+    return r;
+  }
+}
+
+// Whether a call's opArg changes anything: Avg's divisor above 1, and PreMulSum always.
+template <typename Op>
+OCCL_HD inline bool argApplies(uint64_t arg) {
+  return Op::kPreMultiply || (Op::kPostDivide && arg > 1);
 }
 
 template <bool kHasB, typename T>
@@ -85,11 +102,11 @@ OCCL_HD inline bool dropSelfCopy(const T* a, T*& d0, T*& d1) {
 
 // ---- Host ----
 
-template <typename T, typename Op, bool kHasB, bool kHasD1, bool kDiv>
-inline void hostLoop(const T* a, const T* b, T* d0, T* d1, size_t n, int div) {
+template <typename T, typename Op, bool kHasB, bool kHasD1, bool kArg>
+inline void hostLoop(const T* a, const T* b, T* d0, T* d1, size_t n, uint64_t arg) {
   OCCL_IVDEP
   for (size_t i = 0; i < n; ++i) {
-    const T r = combine<T, Op, kHasB, kDiv>(a[i], loadOrZero<kHasB>(b, i), div);
+    const T r = combine<T, Op, kHasB, kArg>(a[i], loadOrZero<kHasB>(b, i), arg);
     d0[i] = r;
     if constexpr (kHasD1) d1[i] = r;
   }
@@ -133,29 +150,29 @@ inline void reducedFloatHost(const T* a, const T* b, T* d0, T* d1, size_t n, int
 }
 
 template <typename T, typename Op>
-inline void reduceCopyHost(const T* a, const T* b, T* d0, T* d1, size_t n, int postDivisor) {
-  const bool div = Op::kPostDivide && postDivisor > 1;
+inline void reduceCopyHost(const T* a, const T* b, T* d0, T* d1, size_t n, uint64_t opArg) {
+  const bool useArg = argApplies<Op>(opArg);
   if (n == 0) return;
-  if (b == nullptr && !div) {
+  if (b == nullptr && !useArg) {
     if (!dropSelfCopy(a, d0, d1)) return;
     std::memcpy(d0, a, n * sizeof(T));
     if (d1 != nullptr) std::memcpy(d1, a, n * sizeof(T));
     return;
   }
   if constexpr (kChunkedInFloat<T, Op>) {
-    reducedFloatHost<T, Op>(a, b, d0, d1, n, div ? postDivisor : 0);
+    reducedFloatHost<T, Op>(a, b, d0, d1, n, useArg ? static_cast<int>(opArg) : 0);
     return;
   }
   // Runtime flags become template arguments once per call: the loops carry no per-element branch.
-  auto run = [&]<bool kHasB, bool kDiv>() {
+  auto run = [&]<bool kHasB, bool kArg>() {
     if (d1 != nullptr) {
-      hostLoop<T, Op, kHasB, true, kDiv>(a, b, d0, d1, n, postDivisor);
+      hostLoop<T, Op, kHasB, true, kArg>(a, b, d0, d1, n, opArg);
     } else {
-      hostLoop<T, Op, kHasB, false, kDiv>(a, b, d0, d1, n, postDivisor);
+      hostLoop<T, Op, kHasB, false, kArg>(a, b, d0, d1, n, opArg);
     }
   };
-  if constexpr (Op::kPostDivide) {
-    if (div) {
+  if constexpr (Op::kPostDivide || Op::kPreMultiply) {
+    if (useArg) {
       if (b != nullptr) {
         run.template operator()<true, true>();
       } else {
@@ -195,15 +212,15 @@ OCCL_HD inline void packPut(Pack16& p, int e, T x) {
   }
 }
 
-template <typename T, typename Op, bool kHasB, bool kDiv>
-OCCL_HD inline Pack16 combinePack(const Pack16& x, const Pack16& y, int div) {
-  if constexpr (!kHasB && !kDiv) {
+template <typename T, typename Op, bool kHasB, bool kArg>
+OCCL_HD inline Pack16 combinePack(const Pack16& x, const Pack16& y, uint64_t arg) {
+  if constexpr (!kHasB && !kArg) {
     return x;
   } else {
     Pack16 r{};
     for (int e = 0; e < static_cast<int>(16 / sizeof(T)); ++e) {
       const T xe = packGet<T>(x, e);
-      packPut(r, e, combine<T, Op, kHasB, kDiv>(xe, kHasB ? packGet<T>(y, e) : xe, div));
+      packPut(r, e, combine<T, Op, kHasB, kArg>(xe, kHasB ? packGet<T>(y, e) : xe, arg));
     }
     return r;
   }
@@ -211,13 +228,13 @@ OCCL_HD inline Pack16 combinePack(const Pack16& x, const Pack16& y, int div) {
 
 // The elements outside whole packs — the head [0, head) and the tail [tail, n) — one at a time,
 // lane-strided, in one loop (one copy of the loop body per instantiation, not two).
-template <typename T, typename Op, bool kHasB, bool kDiv>
-OCCL_HD inline void scalarEnds(const T* a, const T* b, T* d0, T* d1, size_t head, size_t tail, size_t n, int div,
+template <typename T, typename Op, bool kHasB, bool kArg>
+OCCL_HD inline void scalarEnds(const T* a, const T* b, T* d0, T* d1, size_t head, size_t tail, size_t n, uint64_t arg,
                                int lane, int nLanes) {
   const size_t count = head + (n - tail);
   for (size_t k = static_cast<size_t>(lane); k < count; k += static_cast<size_t>(nLanes)) {
     const size_t i = k < head ? k : tail + (k - head);
-    const T r = combine<T, Op, kHasB, kDiv>(a[i], loadOrZero<kHasB>(b, i), div);
+    const T r = combine<T, Op, kHasB, kArg>(a[i], loadOrZero<kHasB>(b, i), arg);
     d0[i] = r;
     if (d1 != nullptr) d1[i] = r;  // uniform across the block: no divergence
   }
@@ -238,9 +255,9 @@ inline constexpr int kReducePacksInFlight = 4;
 // exactly (in place) is safe; nothing here promises the compiler that the buffers are distinct
 // (__restrict__ would let it use the non-coherent load path, wrong for memory the persistent
 // kernel sees rewritten).
-template <int kUnroll, typename T, typename Op, bool kHasB, bool kDiv>
+template <int kUnroll, typename T, typename Op, bool kHasB, bool kArg>
 OCCL_HD inline size_t packRounds(const Pack16* a, const Pack16* b, Pack16* d0, Pack16* d1, size_t nPacks, size_t i,
-                                 size_t stride, int div) {
+                                 size_t stride, uint64_t arg) {
   for (; i + (kUnroll - 1) * stride < nPacks; i += kUnroll * stride) {
     Pack16 x[kUnroll];
     Pack16 y[kUnroll];
@@ -251,7 +268,7 @@ OCCL_HD inline size_t packRounds(const Pack16* a, const Pack16* b, Pack16* d0, P
     }
     OCCL_UNROLL
     for (int u = 0; u < kUnroll; ++u) {
-      const Pack16 r = combinePack<T, Op, kHasB, kDiv>(x[u], y[u], div);
+      const Pack16 r = combinePack<T, Op, kHasB, kArg>(x[u], y[u], arg);
       d0[i + u * stride] = r;
       if (d1 != nullptr) d1[i + u * stride] = r;
     }
@@ -270,11 +287,11 @@ OCCL_HD inline void copyPacks(const Pack16* a, Pack16* d0, Pack16* d1, size_t nP
 }
 
 // Whole packs of a reduction, lane-strided: rounds of kReducePacksInFlight, then one pack a round.
-template <typename T, typename Op, bool kHasB, bool kDiv>
+template <typename T, typename Op, bool kHasB, bool kArg>
 OCCL_HD inline void reducePacks(const Pack16* a, const Pack16* b, Pack16* d0, Pack16* d1, size_t nPacks, size_t i,
-                                size_t stride, int div) {
-  i = packRounds<kReducePacksInFlight, T, Op, kHasB, kDiv>(a, b, d0, d1, nPacks, i, stride, div);
-  packRounds<1, T, Op, kHasB, kDiv>(a, b, d0, d1, nPacks, i, stride, div);
+                                size_t stride, uint64_t arg) {
+  i = packRounds<kReducePacksInFlight, T, Op, kHasB, kArg>(a, b, d0, d1, nPacks, i, stride, arg);
+  packRounds<1, T, Op, kHasB, kArg>(a, b, d0, d1, nPacks, i, stride, arg);
 }
 
 OCCL_HD inline uintptr_t offsetIn16(const void* p) { return reinterpret_cast<uintptr_t>(p) & 15u; }
@@ -308,8 +325,8 @@ OCCL_HD inline PackPlan planPacks(const T* a, const T* b, const T* d0, const T* 
   return {head, nPacks, head + nPacks * (16 / sizeof(T))};
 }
 
-template <typename T, typename Op, bool kHasB, bool kDiv>
-OCCL_HD inline void lanesLoop(const T* a, const T* b, T* d0, T* d1, size_t n, int div, int lane, int nLanes) {
+template <typename T, typename Op, bool kHasB, bool kArg>
+OCCL_HD inline void lanesLoop(const T* a, const T* b, T* d0, T* d1, size_t n, uint64_t arg, int lane, int nLanes) {
   const PackPlan plan = planPacks(a, b, d0, d1, n);
   const size_t h = plan.head;
   if (plan.nPacks != 0) {
@@ -317,15 +334,15 @@ OCCL_HD inline void lanesLoop(const T* a, const T* b, T* d0, T* d1, size_t n, in
     auto out = [](T* p) { return reinterpret_cast<Pack16*>(p); };
     Pack16* e1 = d1 != nullptr ? out(d1 + h) : nullptr;
     const size_t first = static_cast<size_t>(lane), stride = static_cast<size_t>(nLanes);
-    if constexpr (!kHasB && !kDiv) {
+    if constexpr (!kHasB && !kArg) {
       // A copy moves bytes whatever T is: one instantiation for every type.
       copyPacks<kCopyPacksInFlight>(in(a + h), out(d0 + h), e1, plan.nPacks, first, stride);
     } else {
-      reducePacks<T, Op, kHasB, kDiv>(in(a + h), kHasB ? in(b + h) : nullptr, out(d0 + h), e1, plan.nPacks, first,
-                                      stride, div);
+      reducePacks<T, Op, kHasB, kArg>(in(a + h), kHasB ? in(b + h) : nullptr, out(d0 + h), e1, plan.nPacks, first,
+                                      stride, arg);
     }
   }
-  scalarEnds<T, Op, kHasB, kDiv>(a, b, d0, d1, h, plan.tail, n, div, lane, nLanes);
+  scalarEnds<T, Op, kHasB, kArg>(a, b, d0, d1, h, plan.tail, n, arg, lane, nLanes);
 }
 
 }  // namespace detail
@@ -337,37 +354,37 @@ OCCL_HD inline void lanesLoop(const T* a, const T* b, T* d0, T* d1, size_t n, in
 // depend on Op (one loop per T), d1 is a block-uniform runtime test, and only Avg compiles the
 // division.
 template <typename T, typename Op>
-OCCL_HD inline void reduceCopyLanes(const T* a, const T* b, T* d0, T* d1, size_t n, int postDivisor, int lane,
+OCCL_HD inline void reduceCopyLanes(const T* a, const T* b, T* d0, T* d1, size_t n, uint64_t opArg, int lane,
                                     int nLanes) {
-  const bool div = Op::kPostDivide && postDivisor > 1;
+  const bool useArg = detail::argApplies<Op>(opArg);
   if (n == 0) return;
-  if (b == nullptr && !div) {
+  if (b == nullptr && !useArg) {
     if (detail::dropSelfCopy(a, d0, d1)) detail::lanesLoop<T, ops::Sum, false, false>(a, b, d0, d1, n, 0, lane, nLanes);
     return;
   }
-  if constexpr (Op::kPostDivide) {
-    if (div) {
+  if constexpr (Op::kPostDivide || Op::kPreMultiply) {
+    if (useArg) {
       if (b != nullptr) {
-        detail::lanesLoop<T, Op, true, true>(a, b, d0, d1, n, postDivisor, lane, nLanes);
+        detail::lanesLoop<T, Op, true, true>(a, b, d0, d1, n, opArg, lane, nLanes);
       } else {
-        detail::lanesLoop<T, Op, false, true>(a, b, d0, d1, n, postDivisor, lane, nLanes);
+        detail::lanesLoop<T, Op, false, true>(a, b, d0, d1, n, opArg, lane, nLanes);
       }
       return;
     }
   }
-  detail::lanesLoop<T, Op, true, false>(a, b, d0, d1, n, postDivisor, lane, nLanes);
+  detail::lanesLoop<T, Op, true, false>(a, b, d0, d1, n, opArg, lane, nLanes);
 }
 
 template <typename T, typename Op>
-OCCL_HD inline void reduceCopy(const T* a, const T* b, T* d0, T* d1, size_t n, int postDivisor /*0 = none*/) {
+OCCL_HD inline void reduceCopy(const T* a, const T* b, T* d0, T* d1, size_t n, uint64_t opArg /*0 = none*/) {
 #if OCCL_ON_DEVICE
-  reduceCopyLanes<T, Op>(a, b, d0, d1, n, postDivisor, exec::lane(), exec::laneCount());
+  reduceCopyLanes<T, Op>(a, b, d0, d1, n, opArg, exec::lane(), exec::laneCount());
 #else
   // A simt block's lanes take the device path; a block of one (host backend) the host loops.
   if (exec::laneCount() > 1) {
-    reduceCopyLanes<T, Op>(a, b, d0, d1, n, postDivisor, exec::lane(), exec::laneCount());
+    reduceCopyLanes<T, Op>(a, b, d0, d1, n, opArg, exec::lane(), exec::laneCount());
   } else {
-    detail::reduceCopyHost<T, Op>(a, b, d0, d1, n, postDivisor);
+    detail::reduceCopyHost<T, Op>(a, b, d0, d1, n, opArg);
   }
 #endif
 }

@@ -16,6 +16,10 @@
 //   and float; double for double), correctly rounded, then rounded once to T. (NCCL pre-multiplies
 //   floats by 1/n instead; dividing at the end keeps integer and floating averages alike and avoids
 //   the inexact reciprocal.)
+// - PreMulSum (NCCL's ncclRedOpCreatePreMulSum): each rank's input is multiplied by that rank's
+//   scalar before the sum. The product is rounded to T as Prod's is, then summed as Sum: two
+//   roundings, NCCL's order. Its scalar travels as the op's argument (reduceCopy's opArg), as the
+//   bits of a T; the executor applies it only to operands read from the rank's input.
 #pragma once
 
 #include <cstdint>
@@ -62,9 +66,15 @@ OCCL_HD inline bool firstIsMax(C a, C b) {
 
 }  // namespace detail
 
+// The internal number of PreMulSum: after the public ops, and what a collective registered with a
+// PreMulSum handle (occlRedOpCreatePreMulSum) carries in CollDesc::redOp. Dispatch covers it.
+inline constexpr int kOpPreMulSum = occlNumOps;
+inline constexpr int kNumOpKinds = occlNumOps + 1;
+
 struct Sum {
-  static constexpr occlRedOp_t kOp = occlSum;
+  static constexpr int kOp = occlSum;
   static constexpr bool kPostDivide = false;
+  static constexpr bool kPreMultiply = false;
   template <typename T>
   OCCL_HD T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
@@ -77,8 +87,9 @@ struct Sum {
 };
 
 struct Prod {
-  static constexpr occlRedOp_t kOp = occlProd;
+  static constexpr int kOp = occlProd;
   static constexpr bool kPostDivide = false;
+  static constexpr bool kPreMultiply = false;
   template <typename T>
   OCCL_HD T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
@@ -92,8 +103,9 @@ struct Prod {
 
 // Min and Max return one of their operands unchanged: no rounding, NaN payloads kept.
 struct Min {
-  static constexpr occlRedOp_t kOp = occlMin;
+  static constexpr int kOp = occlMin;
   static constexpr bool kPostDivide = false;
+  static constexpr bool kPreMultiply = false;
   template <typename T>
   OCCL_HD T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
@@ -105,8 +117,9 @@ struct Min {
 };
 
 struct Max {
-  static constexpr occlRedOp_t kOp = occlMax;
+  static constexpr int kOp = occlMax;
   static constexpr bool kPostDivide = false;
+  static constexpr bool kPreMultiply = false;
   template <typename T>
   OCCL_HD T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
@@ -120,9 +133,22 @@ struct Max {
 // Combines like Sum; the executor passes nranks as postDivisor to the step that stores a final
 // value (kPostDivide tells it so).
 struct Avg : Sum {
-  static constexpr occlRedOp_t kOp = occlAvg;
+  static constexpr int kOp = occlAvg;
   static constexpr bool kPostDivide = true;
 };
+
+// Combines like Sum; the executor passes the scalar's bits as the argument of the steps that
+// read this rank's input, and runs the others as Sum.
+struct PreMulSum : Sum {
+  static constexpr int kOp = kOpPreMulSum;
+  static constexpr bool kPreMultiply = true;
+};
+
+// x times the scalar whose bits are `scalarBits` (a T's), rounded once to T as Prod rounds.
+template <typename T>
+OCCL_HD inline T preMultiply(T x, uint64_t scalarBits) {
+  return Prod{}(x, fromBits<T>(static_cast<BitsOf<T>>(scalarBits)));
+}
 
 // x / n, rounded once to T. n > 1 (1 would be the identity); n <= 2^24 so float holds it exactly.
 template <typename T>
@@ -162,6 +188,10 @@ template <>
 struct OpOf<occlAvg> {
   using type = Avg;
 };
+template <>
+struct OpOf<kOpPreMulSum> {
+  using type = PreMulSum;
+};
 template <int O>
 using OpOf_t = typename OpOf<O>::type;
 
@@ -172,6 +202,7 @@ OCCL_HD constexpr const char* opName(int op) {
     case occlMax: return "max";
     case occlMin: return "min";
     case occlAvg: return "avg";
+    case kOpPreMulSum: return "premulsum";
     default: return "invalid";
   }
 }
