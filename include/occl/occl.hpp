@@ -124,6 +124,15 @@ class Comm {
   }
   void deregisterCollective(uint64_t collId) { check(occlCollDeregister(comm_, collId), comm_); }
 
+  // occlRedOpCreatePreMulSum: an op for desc.op that sums every rank's input times its own rank's
+  // scalar. Immediate: *scalar is read now; Device: it is read whenever a submission runs.
+  occlRedOp_t createPreMulSum(void* scalar, occlDataType_t datatype, occlScalarResidence_t residence) {
+    occlRedOp_t op;
+    check(occlRedOpCreatePreMulSum(&op, scalar, datatype, residence, comm_), comm_);
+    return op;
+  }
+  void destroyRedOp(occlRedOp_t op) { check(occlRedOpDestroy(op, comm_), comm_); }
+
   // `callback` runs on the poller thread, or in a thread waiting in waitAll; it must not block.
   // An exception it throws cannot reach the thread that submitted: the first one is kept and
   // rethrown by the next waitAll() (later ones, until then, are dropped, as are those of callbacks

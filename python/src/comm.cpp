@@ -10,6 +10,7 @@
 
 #include "device/coll_types.hpp"
 #include "device/dtypes.hpp"
+#include "primitives/dispatch.hpp"
 #include "primitives/reduce_ops.hpp"
 
 namespace occl::python {
@@ -121,6 +122,23 @@ std::string Comm::peerTransport(int peer) const {
   return t;
 }
 
+int Comm::preMulSum(double scalar, const py::object& dtype) {
+  const int t = dtypeFromObject(dtype);
+  uint64_t bits = 0;
+  dispatchType(t, [&]<typename T>() {
+    T v{};
+    if constexpr (kIsReducedFloat<T>) {
+      v = fromCompute<T>(static_cast<float>(scalar));  // float holds 2p+2 bits: rounding twice is exact
+    } else {
+      v = static_cast<T>(scalar);
+    }
+    std::memcpy(&bits, &v, sizeof v);
+  });
+  occlRedOp_t op;
+  check(occlRedOpCreatePreMulSum(&op, &bits, static_cast<occlDataType_t>(t), occlScalarHostImmediate, live()), comm_);
+  return static_cast<int>(op);
+}
+
 void Comm::registerCollective(uint64_t collId, const py::object& kind, size_t count, const py::object& dtype,
                               const py::object& op, int root, int priority,
                               const std::optional<std::string>& algorithm, int nBlocks, bool variableCount) {
@@ -129,7 +147,9 @@ void Comm::registerCollective(uint64_t collId, const py::object& kind, size_t co
   d.type = nameIndex(kind, occlNumCollTypes, [](int t) { return collTypeName(t); }, "kind");
   d.count = count;
   d.datatype = dtypeFromObject(dtype);
-  d.op = nameIndex(op, occlNumOps, [](int o) { return ops::opName(o); }, "op");
+  // An int from premul_sum() names a PreMulSum op; the library checks it.
+  const bool handle = py::isinstance<py::int_>(op) && op.cast<int64_t>() >= occlNumOps && op.cast<int64_t>() <= INT32_MAX;
+  d.op = handle ? op.cast<int>() : nameIndex(op, occlNumOps, [](int o) { return ops::opName(o); }, "op");
   d.root = root;
   d.priority = priority;
   d.algorithm = algorithm ? algorithm->c_str() : nullptr;

@@ -58,6 +58,9 @@ class Comm {
   int rank() const;
   int size() const;
   std::string peerTransport(int peer) const;
+  // occlRedOpCreatePreMulSum with a host scalar (converted to `dtype` as numpy would round it):
+  // the op to pass to register(op=...).
+  int preMulSum(double scalar, const py::object& dtype);
   void registerCollective(uint64_t collId, const py::object& kind, size_t count, const py::object& dtype,
                           const py::object& op, int root, int priority, const std::optional<std::string>& algorithm,
                           int nBlocks, bool variableCount);

@@ -93,6 +93,9 @@ PYBIND11_MODULE(_occl, m) {
       .def_property_readonly("size", &Comm::size)
       .def_property_readonly("closed", &Comm::closed)
       .def("peer_transport", &Comm::peerTransport, py::arg("peer"))
+      .def("premul_sum", &Comm::preMulSum, py::arg("scalar"), py::arg("dtype"),
+           "occlRedOpCreatePreMulSum with this rank's scalar: returns the op for register(op=...), which then "
+           "sums every rank's input times its own rank's scalar (each product rounded to dtype first).")
       .def("register", &Comm::registerCollective, py::arg("coll_id"), py::arg("kind"), py::arg("count"),
            py::arg("dtype"), py::arg("op") = "sum", py::arg("root") = 0, py::arg("priority") = 0,
            py::arg("algorithm") = py::none(), py::arg("n_blocks") = 0, py::kw_only(), py::arg("variable_count") = false,

@@ -16,6 +16,7 @@
 #include "device/coll_types.hpp"
 #include "device/dtypes.hpp"
 #include "occl/occl.h"
+#include "occl/occl.hpp"
 #include "primitives/dispatch.hpp"
 #include "support/ranks.hpp"
 
@@ -239,6 +240,30 @@ TEST(PreMulSum, BadHandlesAndArgumentsAreRefusedByName) {
   expectOk(occlSubmit(c, 3, in, out, nullptr, nullptr), c, "submit");
   expectOk(occlCommWaitAll(c, 60000), c, "wait");
   for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i], 2.0f * in[i]) << i;
+}
+
+// The C++ wrapper: createPreMulSum, destroyRedOp, and its refusal as an occl::Error.
+TEST(PreMulSum, TheWrapperMakesAndDestroysOps) {
+  occlConfig_t config = testConfig();
+  std::vector<occl::Comm> comms = occl::Comm::all(2, &config);
+  double scalars[2] = {3.0, -2.0};
+  std::vector<double> buf[2];
+  runRanks(2, [&](int r) {
+    occl::Comm& c = comms[static_cast<size_t>(r)];
+    const occlRedOp_t op = c.createPreMulSum(&scalars[r], occlFloat64, occlScalarHostImmediate);
+    occlCollDesc_t d;
+    occlCollDescInit(&d);
+    d.count = 64;
+    d.datatype = occlFloat64;
+    d.op = op;
+    c.registerCollective(0x55, d);
+    c.destroyRedOp(op);
+    EXPECT_THROW(c.destroyRedOp(op), occl::Error);
+    buf[r].assign(64, static_cast<double>(r + 1));
+    c.submit(0x55, buf[r].data(), buf[r].data(), [](uint64_t, occlResult_t) {});
+    c.waitAll(60000);
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(buf[r], std::vector<double>(64, 3.0 * 1 + -2.0 * 2)) << "rank " << r;
 }
 
 }  // namespace
