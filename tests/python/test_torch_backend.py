@@ -45,6 +45,14 @@ class Backend(unittest.TestCase):
             self.assertEqual(got["after"], [2.0] * 8)
 
 
+class PreMulSum(unittest.TestCase):
+    def test_premul_sum_factors_scale_each_rank_before_the_sum(self):
+        for rank, (failures, refused) in enumerate(support.run(torch_jobs.premul_sum, 2, support.store_path(),
+                                                               timeout=120)):
+            self.assertEqual(failures, [], f"rank {rank}")
+            self.assertIn("PREMUL_SUM with a tensor factor is not supported", refused or "", f"rank {rank}")
+
+
 @unittest.skipUnless(hasattr(torch, "float8_e5m2"), "torch before 2.1 has no float8 types")
 class Float8(unittest.TestCase):
     def test_float8_types_reduce_bit_exact_on_2_and_3_processes(self):

@@ -186,6 +186,33 @@ def float8(rank, size, store):
     return failures
 
 
+def premul_sum(rank, size, store):
+    """dist._make_nccl_premul_sum(factor): every rank's input times the factor, then summed; exact
+    (small integers, factors that are powers of two). A tensor factor is refused by name."""
+    init(rank, size, store)
+    failures = []
+    c = 1000
+    for dt in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
+        for factor in (0.5, 2.0):
+            everyone = [pattern(q, c, dt) for q in range(size)]
+            t = pattern(rank, c, dt)
+            dist.all_reduce(t, op=dist._make_nccl_premul_sum(factor))
+            check(failures, f"{dt} all_reduce premul {factor}", t,
+                  sum(x.to(torch.float64) * factor for x in everyone).to(dt))
+        out = torch.zeros(c, dtype=dt)
+        big = torch.cat([pattern(rank, c, dt, scale=q + 1) for q in range(size)])
+        dist.reduce_scatter_tensor(out, big, op=dist._make_nccl_premul_sum(0.25))
+        check(failures, f"{dt} reduce_scatter_tensor premul", out,
+              sum(pattern(q, c, torch.float64, rank + 1) * 0.25 for q in range(size)).to(dt))
+    refused = None
+    try:
+        dist.all_reduce(torch.ones(4), op=dist._make_nccl_premul_sum(torch.tensor([2.0])))
+    except (RuntimeError, TypeError, ValueError) as e:
+        refused = str(e)
+    dist.destroy_process_group()
+    return failures, refused
+
+
 def errors(rank, size, store):
     """What occl lacks raises RuntimeError naming it; the group still works afterwards."""
     init(rank, size, store)

@@ -1,6 +1,7 @@
 #include "torch_backend/coll_key.hpp"
 
 #include <bit>
+#include <cstdio>
 #include <string_view>
 #include <utility>
 
@@ -30,7 +31,8 @@ uint64_t Signature::collId() const {
   else
     h.add(int32_t{root});
   h.add(uint8_t{tag.has_value()}).add(tag.value_or(0));
-  if (sizeClass) h.add(uint8_t{2});  // never the id of an exact registration of the class's count
+  if (sizeClass) h.add(uint8_t{2});
+  if (op == ops::kOpPreMulSum) h.add(uint8_t{3}).add(preMulScalar);  // never the id of an exact registration of the class's count
   return h.value();
 }
 
@@ -38,6 +40,11 @@ std::string Signature::describe() const {
   std::string s = std::string(kCallNames[static_cast<size_t>(call)]) + " of " + std::to_string(count) + " " +
                   dtypeName(datatype);
   if (collInfo(collType).reduces) s += std::string(" (") + ops::opName(op) + ")";
+  if (op == ops::kOpPreMulSum) {
+    char bits[32];
+    std::snprintf(bits, sizeof bits, " factor bits 0x%llx", static_cast<unsigned long long>(preMulScalar));
+    s += bits;
+  }
   if (call == CallKind::PointToPoint)
     s += " from rank " + std::to_string(src) + " to rank " + std::to_string(dst) + " tag " + std::to_string(p2pTag);
   else if (collInfo(collType).rooted || call == CallKind::Gather)
@@ -49,6 +56,7 @@ std::string Signature::describe() const {
 
 bool Signature::sameRegistration(const Signature& o) const {
   return call == o.call && collType == o.collType && datatype == o.datatype && op == o.op &&
+         preMulScalar == o.preMulScalar &&
          registeredCount() == o.registeredCount() && sizeClass == o.sizeClass && root == o.root && src == o.src &&
          dst == o.dst && p2pTag == o.p2pTag && tag == o.tag;
 }

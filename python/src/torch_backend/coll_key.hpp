@@ -34,7 +34,8 @@ struct Signature {
   CallKind call = CallKind::AllReduce;
   int collType = 0;   // occlCollType_t registered on this rank (Send or Recv for PointToPoint)
   int datatype = 0;   // occlDataType_t
-  int op = 0;         // occlRedOp_t, 0 when the call does not reduce
+  int op = 0;         // occlRedOp_t (or ops::kOpPreMulSum), 0 when the call does not reduce
+  uint64_t preMulScalar = 0;  // PREMUL_SUM: its factor as one element's bits (ranks must agree)
   uint64_t count = 0; // occl's count for collType
   int root = 0;       // Reduce/Broadcast root; the peer for point to point
   int src = -1, dst = -1;  // point to point: the sender and the receiver (the same on both sides)

@@ -7,7 +7,10 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/version.h>
+
+#include <optional>
 
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -30,6 +33,19 @@ using BackendBase = c10d::ProcessGroup;
 #else
 #define OCCL_TORCH_SPLITS 0
 #endif
+
+// PREMUL_SUM's float factor (dist._make_nccl_premul_sum(f)), or nothing for a tensor factor: 1.13
+// keeps tensor factors in a list, 2.x in one tensor.
+inline std::optional<double> preMulFactor(const c10d::ReduceOp& op) {
+  const auto* s = dynamic_cast<const c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+  if (s == nullptr) return std::nullopt;
+#if TORCH_VERSION_MAJOR >= 2
+  if (s->tensor_factor.defined()) return std::nullopt;
+#else
+  if (!s->tensor_factors.empty()) return std::nullopt;
+#endif
+  return s->double_factor;
+}
 
 // torch's 8-bit floating types (float8_e4m3fn, float8_e5m2) arrived in 2.1.
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)

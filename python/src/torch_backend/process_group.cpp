@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "device/coll_types.hpp"
+#include "primitives/reduce_ops.hpp"
 #include "torch_backend/tensor_checks.hpp"
 
 namespace occl::torch_backend {
@@ -27,6 +28,11 @@ Signature signature(CallKind call, int collType, const at::Tensor& t, int op, ui
   s.tag = currentTag();
   s.sizeClass = sizeClassesOn();
   return s;
+}
+
+// PREMUL_SUM's factor, converted to the call's dtype, enters its signature.
+void setPreMulScalar(Signature& sig, const c10d::ReduceOp& op, const at::Tensor& t) {
+  if (sig.op == ops::kOpPreMulSum) sig.preMulScalar = preMulScalarBits(op, t);
 }
 
 c10::intrusive_ptr<WorkOccl> makeWork(int rank, c10d::OpType op, const Signature& sig,
@@ -162,7 +168,16 @@ uint64_t ProcessGroupOccl::registered(const Signature& sig) {
   d.datatype = sig.datatype;
   d.op = sig.op;
   d.root = sig.root;
+  if (sig.op == ops::kOpPreMulSum) {  // the registration keeps the scalar: the op goes right after
+    uint64_t scalar = sig.preMulScalar;
+    occlRedOp_t op;
+    occlResult_t made = occlRedOpCreatePreMulSum(&op, &scalar, static_cast<occlDataType_t>(sig.datatype),
+                                                 occlScalarHostImmediate, comm_);
+    TORCH_CHECK(made == occlSuccess, "occl: ", sig.describe(), ": ", occlGetLastError(comm_));
+    d.op = op;
+  }
   occlResult_t r = occlCollRegister(comm_, id, &d);
+  if (sig.op == ops::kOpPreMulSum) occlRedOpDestroy(static_cast<occlRedOp_t>(d.op), comm_);
   TORCH_CHECK(r == occlSuccess, "occl: registering ", sig.describe(), ": ", occlGetErrorString(r), ": ",
               occlGetLastError(comm_));
   registered_.emplace(id, sig);
@@ -200,6 +215,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allreduce(std::vector<at::Tenso
   at::Tensor& t = single(tensors, "allreduce");
   Signature sig = signature(CallKind::AllReduce, occlCollAllReduce, t, opOf(opts.reduceOp, "allreduce"),
                             static_cast<uint64_t>(t.numel()), "allreduce");
+  setPreMulScalar(sig, opts.reduceOp, t);
   return submit(sig, t.data_ptr(), t.data_ptr(), makeWork(rank_, c10d::OpType::ALLREDUCE, sig, {t}, {t}));
 }
 
@@ -216,6 +232,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::reduce(std::vector<at::Tensor>&
   at::Tensor& t = single(tensors, "reduce");
   Signature sig = signature(CallKind::Reduce, occlCollReduce, t, opOf(opts.reduceOp, "reduce"),
                             static_cast<uint64_t>(t.numel()), "reduce");
+  setPreMulScalar(sig, opts.reduceOp, t);
   sig.root = checkedRoot(opts.rootRank, opts.rootTensor, size_, "reduce");
   void* recv = rank_ == sig.root ? t.data_ptr() : nullptr;  // other ranks' tensors stay as they are
   return submit(sig, t.data_ptr(), recv, makeWork(rank_, c10d::OpType::REDUCE, sig, {t}, {t}));
@@ -314,6 +331,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::reduce_scatter(std::vector<at::
   fillFrom(flat, ins);
   Signature sig = signature(CallKind::ReduceScatter, occlCollReduceScatter, out, opOf(opts.reduceOp, "reduce_scatter"),
                             static_cast<uint64_t>(out.numel()), "reduce_scatter");
+  setPreMulScalar(sig, opts.reduceOp, out);
   return submit(sig, flat.data_ptr(), out.data_ptr(),
                 makeWork(rank_, c10d::OpType::REDUCE_SCATTER, sig, {out}, {out, flat}));
 }
@@ -324,6 +342,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::_reduce_scatter_base(at::Tensor
   Signature sig = signature(CallKind::ReduceScatter, occlCollReduceScatter, output,
                             opOf(opts.reduceOp, "_reduce_scatter_base"), static_cast<uint64_t>(output.numel()),
                             "_reduce_scatter_base");
+  setPreMulScalar(sig, opts.reduceOp, output);
   return submit(sig, input.data_ptr(), output.data_ptr(),
                 makeWork(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, sig, {output}, {output, input}));
 }

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "occl/occl.h"
+#include "primitives/reduce_ops.hpp"
 #include "torch_backend/compat.hpp"
 
 namespace occl::torch_backend {
@@ -29,6 +30,13 @@ int dtypeOf(const at::Tensor& t, const char* call) {
   }
 }
 
+uint64_t preMulScalarBits(const c10d::ReduceOp& op, const at::Tensor& t) {
+  const at::Tensor factor = at::scalar_tensor(*preMulFactor(op), at::TensorOptions().dtype(t.scalar_type()));
+  uint64_t bits = 0;
+  std::memcpy(&bits, factor.data_ptr(), factor.element_size());
+  return bits;
+}
+
 int opOf(const c10d::ReduceOp& op, const char* call) {
   switch (op.op_) {
     case c10d::ReduceOp::SUM: return occlSum;
@@ -39,7 +47,10 @@ int opOf(const c10d::ReduceOp& op, const char* call) {
     case c10d::ReduceOp::BAND: TORCH_CHECK(false, "occl: ", call, ": reduce op BAND is not supported");
     case c10d::ReduceOp::BOR: TORCH_CHECK(false, "occl: ", call, ": reduce op BOR is not supported");
     case c10d::ReduceOp::BXOR: TORCH_CHECK(false, "occl: ", call, ": reduce op BXOR is not supported");
-    case c10d::ReduceOp::PREMUL_SUM: TORCH_CHECK(false, "occl: ", call, ": reduce op PREMUL_SUM is not supported");
+    case c10d::ReduceOp::PREMUL_SUM:
+      TORCH_CHECK(preMulFactor(op).has_value(), "occl: ", call,
+                  ": reduce op PREMUL_SUM with a tensor factor is not supported (a float factor is)");
+      return ops::kOpPreMulSum;
     default: TORCH_CHECK(false, "occl: ", call, ": unknown reduce op ", static_cast<int>(op.op_));
   }
 }

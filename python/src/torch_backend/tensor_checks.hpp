@@ -15,8 +15,11 @@ namespace occl::torch_backend {
 // occl's datatype for the tensor's dtype.
 int dtypeOf(const at::Tensor& t, const char* call);
 
-// occl's reduction for torch's op (no bitwise ops, no PREMUL_SUM yet).
+// occl's reduction for torch's op (no bitwise ops; PREMUL_SUM with a float factor is
+// ops::kOpPreMulSum, its factor given by preMulScalarBits).
 int opOf(const c10d::ReduceOp& op, const char* call);
+// PREMUL_SUM's factor as one element of t's dtype (torch's own conversion), as bits.
+uint64_t preMulScalarBits(const c10d::ReduceOp& op, const at::Tensor& t);
 
 // A CPU tensor, contiguous and dense; `what` names it in the error.
 void checkTensor(const at::Tensor& t, const char* call, const char* what);
