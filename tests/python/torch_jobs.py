@@ -206,8 +206,12 @@ def premul_sum(rank, size, store):
               sum(pattern(q, c, torch.float64, rank + 1) * 0.25 for q in range(size)).to(dt))
     refused = None
     try:
-        dist.all_reduce(torch.ones(4), op=dist._make_nccl_premul_sum(torch.tensor([2.0])))
-    except (RuntimeError, TypeError, ValueError) as e:
+        tensor_op = dist._make_nccl_premul_sum(torch.tensor([2.0]))
+    except TypeError:  # torch 1.13 takes a list of tensors
+        tensor_op = dist._make_nccl_premul_sum([torch.tensor([2.0])])
+    try:
+        dist.all_reduce(torch.ones(4), op=tensor_op)
+    except RuntimeError as e:
         refused = str(e)
     dist.destroy_process_group()
     return failures, refused

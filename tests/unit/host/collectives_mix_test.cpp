@@ -130,15 +130,19 @@ TEST(CollectiveErrors, InvalidDescriptionsNameTheFieldAndRange) {
   expectRejected(comms[1], makeDesc(occlCollRecv, 1), "desc.root = 1 is this rank: send/recv needs a peer");
   expectRejected(comms[0], makeDesc(occlCollSend, 7), "desc.root = 7: expected the receiving peer of send in 0..3");
   expectRejected(comms[0], makeDesc(occlCollRecv, -2), "desc.root = -2: expected the sending peer of recv in 0..3");
-  for (int op : {-1, int{occlNumOps}}) {
-    occlCollDesc_t d = makeDesc(occlCollReduceScatter);
-    d.op = op;
-    expectRejected(comms[0], d, "desc.op = " + std::to_string(op) + ": expected an occlRedOp_t (0..4) for reducescatter");
-  }
+  occlCollDesc_t negative = makeDesc(occlCollReduceScatter);
+  negative.op = -1;
+  expectRejected(comms[0], negative, "desc.op = -1: expected an occlRedOp_t (0..4) for reducescatter");
+  // Past the built-in ops, a PreMulSum handle this communicator never made.
+  occlCollDesc_t unknown = makeDesc(occlCollReduceScatter);
+  unknown.op = occlNumOps;
+  expectRejected(comms[0], unknown,
+                 "desc.op = 5: expected an occlRedOp_t (0..4) or a live PreMulSum op of this communicator "
+                 "(occlRedOpCreatePreMulSum) for reducescatter");
   for (int dtype : {-1, int{occlNumTypes}}) {
     occlCollDesc_t d = makeDesc(occlCollAllGather);
     d.datatype = dtype;
-    expectRejected(comms[0], d, "desc.datatype = " + std::to_string(dtype) + ": expected an occlDataType_t (0..9)");
+    expectRejected(comms[0], d, "desc.datatype = " + std::to_string(dtype) + ": expected an occlDataType_t (0..11)");
   }
   expectRejected(comms[0], makeDesc(occlNumCollTypes),
                  absl::StrFormat("desc.type = %d: expected an occlCollType_t (0..%d)", occlNumCollTypes,

@@ -356,13 +356,14 @@ TEST(Dispatch, InvalidCallsNothing) {
     return static_cast<int>(sizeof(T));
   };
   EXPECT_EQ(dispatchTypeOp(occlNumTypes, occlSum, count), 0);
-  EXPECT_EQ(dispatchTypeOp(occlFloat32, occlNumOps, count), 0);
+  EXPECT_EQ(dispatchTypeOp(occlFloat32, ops::kNumOpKinds, count), 0);
   EXPECT_EQ(dispatchTypeOp(-1, -1, count), 0);
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(dispatchTypeOp(occlFloat64, occlMax, count), 8);
+  EXPECT_EQ(dispatchTypeOp(occlFloat8e5m2, ops::kOpPreMulSum, count), 1);
   EXPECT_EQ(dispatchType(occlBfloat16, []<typename T>() { return sizeof(T); }), 2u);
   EXPECT_EQ(dispatchType(42, []<typename T>() { return sizeof(T); }), 0u);
-  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(calls, 2);
 }
 
 }  // namespace
