@@ -1,6 +1,7 @@
 // occl-micro: the reduce-copy loop alone (primitives/reduce_copy.hpp), host path, per element type.
 //   BM_ReduceCopySum<T>/bytes : d0[i] = a[i] + b[i] over `bytes` of each buffer (one tile of a
 //                               reducing step), buffers in cache at 128 KiB, not at 8 MiB.
+//   BM_ReduceCopyPreMulSum<float>/bytes : d0[i] = a[i] + s * b[i], PreMulSum's reducing steps.
 //   BM_Copy<T>/bytes          : d0 = a (b == nullptr): the copy steps of allgather/broadcast.
 //   BM_Memcpy/bytes           : std::memcpy, the machine's copy bandwidth.
 // Bytes/s counts the bytes of one output buffer, as a tile's size.
@@ -34,6 +35,19 @@ void BM_ReduceCopySum(benchmark::State& state) {
   Buffers<T> buf(static_cast<size_t>(state.range(0)));
   for (auto _ : state) {
     occl::reduceCopy<T, occl::ops::Sum>(buf.a.data(), buf.b.data(), buf.d.data(), nullptr, buf.n, 1);
+    benchmark::DoNotOptimize(buf.d.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(buf.n * sizeof(T)));
+}
+
+template <typename T>
+void BM_ReduceCopyPreMulSum(benchmark::State& state) {
+  Buffers<T> buf(static_cast<size_t>(state.range(0)));
+  const T scalar = occl::fromCompute<T>(static_cast<occl::ComputeType<T>>(3));
+  const auto bits = static_cast<uint64_t>(occl::toBits(scalar));
+  for (auto _ : state) {
+    occl::reduceCopy<T, occl::ops::PreMulSum>(buf.a.data(), buf.b.data(), buf.d.data(), nullptr, buf.n, bits);
     benchmark::DoNotOptimize(buf.d.data());
     benchmark::ClobberMemory();
   }
@@ -79,6 +93,8 @@ bool registerPerType(occl::TypeList<Ts...>) {
   return true;
 }
 const bool kRegistered = registerPerType(occl::DataTypes{});
+BENCHMARK_TEMPLATE(BM_ReduceCopyPreMulSum, float)->Arg(kTile)->Arg(kLarge);
+BENCHMARK_TEMPLATE(BM_ReduceCopyPreMulSum, occl::BFloat16)->Arg(kTile)->Arg(kLarge);
 BENCHMARK_TEMPLATE(BM_Copy, float)->Arg(kTile)->Arg(kLarge);
 
 }  // namespace

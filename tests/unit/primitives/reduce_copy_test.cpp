@@ -133,7 +133,7 @@ constexpr size_t kSlack = 3;  // buffers start at element offset 0 or 1; the res
 enum class Path { Host, Lanes1, Lanes7, Lanes32 };
 
 template <typename T, typename Op>
-void runPath(Path path, const T* a, const T* b, T* d0, T* d1, size_t n, int div) {
+void runPath(Path path, const T* a, const T* b, T* d0, T* d1, size_t n, uint64_t div) {
   const int lanes = path == Path::Lanes1 ? 1 : path == Path::Lanes7 ? 7 : 32;
   if (path == Path::Host) {
     reduceCopy<T, Op>(a, b, d0, d1, n, div);
@@ -159,9 +159,28 @@ Case<T> makeCase(size_t n, std::mt19937_64& rng) {
   return c;
 }
 
+// PreMulSum's scalar in these tests, and the opArg a call passes: the scalar's bits for
+// PreMulSum, the mode's divisor otherwise.
+template <typename T>
+T preMulScalar() {
+  return fromDouble<T>(3.0);
+}
+
+template <typename T>
+uint64_t opArgFor(int op, const Mode& m) {
+  if (op == ops::kOpPreMulSum) return static_cast<uint64_t>(toBits(preMulScalar<T>()));
+  return static_cast<uint64_t>(m.divisor);
+}
+
 template <typename T>
 std::vector<T> expectedAt(int op, const Mode& m, const Case<T>& c, size_t off, size_t n) {
   std::vector<T> e(n);
+  if (op == ops::kOpPreMulSum) {  // the operand from the input (b, else a) times the scalar, then the sum
+    const T s = preMulScalar<T>();
+    for (size_t i = 0; i < n; ++i)
+      e[i] = m.hasB ? refOp(occlSum, c.a[off + i], refOp(occlProd, c.b[off + i], s)) : refOp(occlProd, c.a[off + i], s);
+    return e;
+  }
   for (size_t i = 0; i < n; ++i) {
     T r = m.hasB ? refOp(op, c.a[off + i], c.b[off + i]) : c.a[off + i];
     e[i] = (op == occlAvg && m.divisor > 1) ? refDivide(r, m.divisor) : r;  // only Avg divides
@@ -196,7 +215,7 @@ void checkOne(const Mode& m, Path path, size_t off, const Case<T>& c, const std:
   s.d1.assign(n + kSlack, c.sentinel);
   std::vector<T>& out = m.inPlace == 1 ? s.a : m.inPlace == 2 ? s.b : s.d0;
   runPath<T, Op>(path, s.a.data() + off, m.hasB ? s.b.data() + off : nullptr, out.data() + off,
-                 m.hasD1 ? s.d1.data() + off : nullptr, n, m.divisor);
+                 m.hasD1 ? s.d1.data() + off : nullptr, n, opArgFor<T>(Op::kOp, m));
 
   const std::string where = std::string(m.name) + " path=" + std::to_string(static_cast<int>(path)) +
                             " off=" + std::to_string(off) + " n=" + std::to_string(n) + " at ";
@@ -250,7 +269,7 @@ TEST_P(ReduceCopy, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(AllTypesOps, ReduceCopy,
                          ::testing::Combine(::testing::Range(0, static_cast<int>(occlNumTypes)),
-                                            ::testing::Range(0, static_cast<int>(occlNumOps))),
+                                            ::testing::Range(0, ops::kNumOpKinds)),
                          [](const auto& info) {
                            return std::string(dtypeName(std::get<0>(info.param))) + "_" +
                                   ops::opName(std::get<1>(info.param));
