@@ -112,25 +112,44 @@ inline void hostLoop(const T* a, const T* b, T* d0, T* d1, size_t n, uint64_t ar
   }
 }
 
-// The 16-bit floating types under an op that computes in float (Sum, Prod, Avg; Min and Max
-// return an operand's own bits, so they keep the element loop): a chunk at a time, converted
-// in bulk (convert_host.hpp), combined as floats, rounded back, and for Avg's final step divided
-// and rounded again, exactly the element loop's two roundings. A chunk is read whole before it
-// is written, so d0 may alias a or b.
+// The narrow floating types under an op that computes in float (Sum, Prod, Avg, PreMulSum; Min
+// and Max return an operand's own bits, so they keep the element loop): a chunk at a time,
+// converted in bulk (convert_host.hpp), combined as floats, rounded back, and for Avg's final step
+// divided and rounded again, exactly the element loop's two roundings. PreMulSum rounds the
+// scaled input operand to T before the sum, as the element loop does. A chunk is read whole
+// before it is written, so d0 may alias a or b.
 template <typename T, typename Op>
 inline constexpr bool kChunkedInFloat =
     kIsReducedFloat<T> && (std::is_same_v<Op, ops::Sum> || std::is_same_v<Op, ops::Prod> ||
-                           std::is_same_v<Op, ops::Avg>);
+                           std::is_same_v<Op, ops::Avg> || std::is_same_v<Op, ops::PreMulSum>);
 
+// `arg`: Avg's divisor (0 or 1: none), PreMulSum's scalar bits.
 template <typename T, typename Op>
-inline void reducedFloatHost(const T* a, const T* b, T* d0, T* d1, size_t n, int div) {
+inline void reducedFloatHost(const T* a, const T* b, T* d0, T* d1, size_t n, uint64_t arg) {
   constexpr size_t kChunk = 512;
   alignas(64) float fa[kChunk];
   alignas(64) float fb[kChunk];
+  const int div = Op::kPostDivide ? static_cast<int>(arg) : 0;
   for (size_t i = 0; i < n; i += kChunk) {
     const size_t m = n - i < kChunk ? n - i : kChunk;
     host::toFloats(a + i, fa, m);
-    if (b != nullptr) {
+    if constexpr (Op::kPreMultiply) {
+      alignas(64) T rounded[kChunk];
+      const float scale = toFloat(fromBits<T>(static_cast<BitsOf<T>>(arg)));
+      float* in = b != nullptr ? fb : fa;  // the operand read from the rank's input
+      if (b != nullptr) host::toFloats(b + i, fb, m);
+      OCCL_IVDEP
+      for (size_t j = 0; j < m; ++j) in[j] = in[j] * scale;
+      host::fromFloats(in, rounded, m);
+      if (b == nullptr) {
+        std::memcpy(d0 + i, rounded, m * sizeof(T));
+      } else {
+        host::toFloats(rounded, fb, m);
+        OCCL_IVDEP
+        for (size_t j = 0; j < m; ++j) fa[j] = fa[j] + fb[j];
+        host::fromFloats(fa, d0 + i, m);
+      }
+    } else if (b != nullptr) {
       host::toFloats(b + i, fb, m);
       OCCL_IVDEP
       for (size_t j = 0; j < m; ++j) fa[j] = Op{}(fa[j], fb[j]);
@@ -160,7 +179,7 @@ inline void reduceCopyHost(const T* a, const T* b, T* d0, T* d1, size_t n, uint6
     return;
   }
   if constexpr (kChunkedInFloat<T, Op>) {
-    reducedFloatHost<T, Op>(a, b, d0, d1, n, useArg ? static_cast<int>(opArg) : 0);
+    reducedFloatHost<T, Op>(a, b, d0, d1, n, useArg ? opArg : 0);
     return;
   }
   // Runtime flags become template arguments once per call: the loops carry no per-element branch.

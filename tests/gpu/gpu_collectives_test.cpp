@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -663,6 +664,80 @@ TEST_F(Gpu, TortureStreamOrderedGatesInRandomOrders) {
   ASSERT_TRUE(counter.waitFor(kRanks * kColls * kIterations, std::chrono::seconds(30)));
   for (const auto& [id, status] : counter.fired()) EXPECT_EQ(status, occlSuccess) << "collId " << id;
   for (int c = 0; c < kColls; ++c) deregisterCase(g, specs[c], ids[c]);
+}
+
+// ---- PreMulSum on the GPU: each rank's scalar, by value and by device address ----
+
+// An AllReduce of `count` elements of T on 4 ranks: rank r's input is (i + r) % 3 - 1 and its
+// scalar 2 or -1 (1 or -1 for e5m2); every order of the sum is exact. By address, the scalar sits
+// in device memory and is changed between two submissions.
+template <typename T>
+void preMulSumOnGpu(occlScalarResidence_t residence) {
+  constexpr int kRanks = 4;
+  constexpr size_t kCount = 65537;
+  const auto dtype = static_cast<occlDataType_t>(kDtypeOf<T>);
+  GpuComms g(kRanks);
+  const uint64_t collId = nextCollId();
+  std::vector<int64_t> scalars(kRanks);
+  for (int r = 0; r < kRanks; ++r) scalars[r] = r % 2 == 0 ? (dtype == occlFloat8e5m2 ? 1 : 2) : -1;
+  std::vector<T*> dSend(kRanks), dRecv(kRanks), dScalar(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    std::vector<T> in(kCount);
+    for (size_t i = 0; i < kCount; ++i) in[i] = fromInt<T>(static_cast<int64_t>((i + r) % 3) - 1);
+    checkCuda(cudaMalloc(reinterpret_cast<void**>(&dSend[r]), kCount * sizeof(T)), "cudaMalloc");
+    checkCuda(cudaMalloc(reinterpret_cast<void**>(&dRecv[r]), kCount * sizeof(T)), "cudaMalloc");
+    checkCuda(cudaMalloc(reinterpret_cast<void**>(&dScalar[r]), sizeof(T)), "cudaMalloc");
+    checkCuda(cudaMemcpy(dSend[r], in.data(), kCount * sizeof(T), cudaMemcpyHostToDevice), "upload");
+    const T s = fromInt<T>(scalars[r]);
+    checkCuda(cudaMemcpy(dScalar[r], &s, sizeof(T), cudaMemcpyHostToDevice), "upload scalar");
+    T host = s;
+    void* where = residence == occlScalarDevice ? static_cast<void*>(dScalar[r]) : static_cast<void*>(&host);
+    occlRedOp_t op;
+    expectOk(occlRedOpCreatePreMulSum(&op, where, dtype, residence, g[r]), g[r], "occlRedOpCreatePreMulSum");
+    occlCollDesc_t d;
+    occlCollDescInit(&d);
+    d.count = kCount;
+    d.datatype = dtype;
+    d.op = op;
+    expectOk(occlCollRegister(g[r], collId, &d), g[r], "occlCollRegister");
+  }
+  for (int round = 0; round < 2; ++round) {
+    CallbackCounter counter;
+    runRanks(kRanks, [&](int r) {
+      expectOk(occlSubmit(g[r], collId, dSend[r], dRecv[r], CallbackCounter::callback, counter.arg()), g[r], "occlSubmit");
+    });
+    ASSERT_TRUE(counter.waitFor(kRanks));
+    for (int r = 0; r < kRanks; ++r) {
+      std::vector<T> out(kCount);
+      checkCuda(cudaMemcpy(out.data(), dRecv[r], kCount * sizeof(T), cudaMemcpyDeviceToHost), "download");
+      for (size_t i = 0; i < kCount; ++i) {
+        int64_t want = 0;
+        for (int q = 0; q < kRanks; ++q) want += scalars[q] * (static_cast<int64_t>((i + q) % 3) - 1);
+        const T w = fromInt<T>(want);
+        ASSERT_EQ(std::memcmp(&out[i], &w, sizeof(T)), 0) << dtypeName(dtype) << " round " << round << " rank " << r << " element " << i;
+      }
+    }
+    if (residence != occlScalarDevice) break;
+    for (int r = 0; r < kRanks; ++r) {  // a new scalar between submissions: -1 and 1 swap signs
+      scalars[r] = -scalars[r];
+      const T s = fromInt<T>(scalars[r]);
+      checkCuda(cudaMemcpy(dScalar[r], &s, sizeof(T), cudaMemcpyHostToDevice), "upload scalar");
+    }
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    expectOk(occlCollDeregister(g[r], collId), g[r], "occlCollDeregister");
+    cudaFree(dSend[r]);
+    cudaFree(dRecv[r]);
+    cudaFree(dScalar[r]);
+  }
+}
+
+TEST_F(Gpu, PreMulSumEveryRanksOwnScalar) {
+  preMulSumOnGpu<float>(occlScalarHostImmediate);
+  preMulSumOnGpu<BFloat16>(occlScalarHostImmediate);
+  preMulSumOnGpu<Fp8E4M3>(occlScalarHostImmediate);
+  preMulSumOnGpu<Fp8E5M2>(occlScalarHostImmediate);
+  preMulSumOnGpu<float>(occlScalarDevice);
 }
 
 // ---- Eight ranks on one GPU: eight persistent kernels resident together ----
