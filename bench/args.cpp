@@ -132,7 +132,7 @@ std::vector<Flag> allFlags(Options& o) {
       {'t', "nthreads", "N", "threads per process, each running -g ranks: -t x -g ranks as\nthreads of this process (nccl-tests' meaning), default 1",
        [&o](auto v) { return intInRange(v, 1, kMaxLocalRanks, o.threads); }},
       {'g', "ngpus", "N", "ranks per thread, default 1", [&o](auto v) { return intInRange(v, 1, kMaxLocalRanks, o.gpus); }},
-      {'d', "datatype", "T", "int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 | all",
+      {'d', "datatype", "T", "int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\nf8e4m3 f8e5m2 | all",
        [&o](auto v) { return dtypeList(v, o); }},
       {'o', "op", "OP", "sum prod min max avg | all (reducing collectives only)", [&o](auto v) { return opList(v, o); }},
       {'r', "root", "R", "root of reduce and broadcast, default 0",
