@@ -346,6 +346,13 @@ OCCL_HD inline PackPlan planPacks(const T* a, const T* b, const T* d0, const T* 
 
 template <typename T, typename Op, bool kHasB, bool kArg>
 OCCL_HD inline void lanesLoop(const T* a, const T* b, T* d0, T* d1, size_t n, uint64_t arg, int lane, int nLanes) {
+  // The 8-bit floats combine element by element, lane-strided: their bit-level conversions (fp8.hpp),
+  // 16 to a pack and kReducePacksInFlight packs a round, made the tile loop spill on every
+  // architecture (tests/policy/kernel_resources_test.cpp). Their copies still move packs.
+  if constexpr (kIsFp8<T> && (kHasB || kArg)) {
+    scalarEnds<T, Op, kHasB, kArg>(a, b, d0, d1, n, n, n, arg, lane, nLanes);
+    return;
+  }
   const PackPlan plan = planPacks(a, b, d0, d1, n);
   const size_t h = plan.head;
   if (plan.nPacks != 0) {
