@@ -6,6 +6,7 @@
 #include <functional>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "device/coll_types.hpp"
@@ -129,6 +130,8 @@ int Comm::preMulSum(double scalar, const py::object& dtype) {
     T v{};
     if constexpr (kIsReducedFloat<T>) {
       v = fromCompute<T>(static_cast<float>(scalar));  // float holds 2p+2 bits: rounding twice is exact
+    } else if constexpr (std::is_integral_v<T>) {
+      v = static_cast<T>(static_cast<int64_t>(scalar));  // -1 wraps for an unsigned type, as the sum does
     } else {
       v = static_cast<T>(scalar);
     }
