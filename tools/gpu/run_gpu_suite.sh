@@ -226,6 +226,10 @@ run_quick() {
   step quick-stream-g1 30 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 1M -f 16 -g 1 -n 100 -w 10 --submit stream
   step quick-allreduce-g1 90 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 256M -f 4 -g 1 -n 10 -w 3 "${nccl[@]}" \
     --json "$OUT/quick-allreduce-g1.json"
+  # The 8-bit floats combine element by element on the device (primitives/reduce_copy.hpp): how
+  # far that is from bfloat16's packed path, and from NCCL's fp8.
+  step quick-allreduce-f8-g1 45 "$BENCH_BIN" allreduce --backend cuda -b 1K -e 64M -f 16 -g 1 -d f8e4m3 -n 10 -w 3 \
+    "${nccl[@]}" --json "$OUT/quick-allreduce-f8-g1.json"
   step quick-allreduce-g4 60 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 64M -f 8 -g 4 --devlist 0,0,0,0 -n 10 -w 3 \
     --json "$OUT/quick-allreduce-g4.json"
   step quick-allreduce-g8 60 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 64M -f 8 -g 8 --devlist 0,0,0,0,0,0,0,0 \
