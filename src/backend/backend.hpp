@@ -58,9 +58,14 @@ class Backend {
   virtual void freeShared(void* p) = 0;
   virtual void freeDaemon(void* p) = 0;
 
-  // Whether the daemon can address the user's buffers of a submission (NULL is skipped): a GPU
-  // daemon given plain host memory would fault and take the CUDA context down with it.
-  virtual Status checkUserBuffers(const void* sendbuf, const void* recvbuf) { return Status::success(); }
+  // Whether the daemon can address memory the user gives it (NULL is skipped): a GPU daemon given
+  // plain host memory would fault and take the CUDA context down with it. `name` names the
+  // argument in the error. checkUserBuffers: a submission's two buffers.
+  virtual Status checkUserBuffer(const void* p, const char* name) const { return Status::success(); }
+  Status checkUserBuffers(const void* sendbuf, const void* recvbuf) const {
+    if (Status s = checkUserBuffer(sendbuf, "sendbuf"); !s.ok()) return s;
+    return checkUserBuffer(recvbuf, "recvbuf");
+  }
 
   // Starts the daemon over `env` (which lives in shared memory and outlives the daemon).
   virtual Status start(DaemonEnv* env) = 0;

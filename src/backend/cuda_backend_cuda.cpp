@@ -109,7 +109,7 @@ class CudaBackend final : public KernelBackend {
   }
   void freeShared(void* p) override;
   void freeDaemon(void* p) override;
-  Status checkUserBuffers(const void* sendbuf, const void* recvbuf) override;
+  Status checkUserBuffer(const void* p, const char* name) const override;
   const char* name() const override { return "cuda"; }
   Status checkStream(void* stream) override;
   Status enqueueGate(void* stream, uint32_t* open, const uint32_t* done, uint32_t value) override;
@@ -122,7 +122,6 @@ class CudaBackend final : public KernelBackend {
  private:
   Status cuda(cudaError_t e, const char* api) const { return cudaStatus(e, api, device_); }
   Status checkDevice();
-  Status checkUserBuffer(const void* p, const char* name) const;
   Result<void*> hostAlloc(size_t bytes);
   Status copy(void* dst, const void* src, size_t bytes, const char* what);
 
@@ -367,11 +366,6 @@ Status CudaBackend::enqueueGate(void* stream, uint32_t* open, const uint32_t* do
     return st;
   return driver(ops.wait(s, reinterpret_cast<CUdeviceptr>(done), value, CU_STREAM_WAIT_VALUE_GEQ),
                 "cuStreamWaitValue32");
-}
-
-Status CudaBackend::checkUserBuffers(const void* sendbuf, const void* recvbuf) {
-  if (Status s = checkUserBuffer(sendbuf, "sendbuf"); !s.ok()) return s;
-  return checkUserBuffer(recvbuf, "recvbuf");
 }
 
 Status CudaBackend::checkUserBuffer(const void* p, const char* name) const {

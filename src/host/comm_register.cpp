@@ -21,6 +21,10 @@ Status Comm::registerCollective(uint64_t collId, const occlCollDesc_t& desc) {
     return Status::error(occlInvalidUsage, absl::StrFormat("collId 0x%x is already registered on rank %d", collId, rank_));
   Result<ResolvedOp> resolved = preMulSumOps_.resolve(desc);
   if (!resolved.ok()) return resolved.status();
+  // An occlScalarDevice scalar is read by the daemon at every run: it must be memory it can reach.
+  if (Status s = backend_->checkUserBuffer(resolved->scalar.address, "the PreMulSum op's scalar (occlScalarDevice)");
+      !s.ok())
+    return s;
   Result<uint32_t> index = registry_.allocateIndex();
   if (!index.ok()) return index.status();
   CollectiveSetup setup{rank_,     nRanks_,    &config_,   backend_.get(), connectors_.get(),

@@ -331,6 +331,17 @@ TEST_F(Gpu, PlainHostBufferIsRejected) {
   EXPECT_EQ(occlSubmit(g[0], id, host.data(), host.data(), nullptr, nullptr), occlInvalidArgument);
   EXPECT_NE(std::string(occlGetLastError(g[0])).find("cannot access"), std::string::npos) << occlGetLastError(g[0]);
   deregisterCase(g, s, id);
+  // A PreMulSum scalar the daemon reads at every run (occlScalarDevice) is checked at registration.
+  float scalar = 2.0f;
+  occlRedOp_t op;
+  expectOk(occlRedOpCreatePreMulSum(&op, &scalar, occlFloat32, occlScalarDevice, g[0]), g[0], "create");
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.count = 16;
+  d.op = op;
+  EXPECT_EQ(occlCollRegister(g[0], nextCollId(), &d), occlInvalidArgument);
+  EXPECT_NE(std::string(occlGetLastError(g[0])).find("the PreMulSum op's scalar (occlScalarDevice)"), std::string::npos)
+      << occlGetLastError(g[0]);
 }
 
 // A communicator with a CUDA rank takes the GPU's auto slot size (host/config.hpp).
