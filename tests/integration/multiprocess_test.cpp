@@ -273,6 +273,10 @@ TEST(MultiProcessTest, StrangersOnTheBootstrapPortAreRefusedAndTheJobsAllReduces
   ASSERT_TRUE(data.ok()) << data.status().message;
   Strangers strangers(*data, 3);
   proc::touch(dir.path() + "/strangers-at-the-door");
+  // Ranks 0 and 1 are meeting; the root cannot finish before rank 2 comes, so it reads the stale
+  // rank first.
+  strangers.waitUntilStaleRankRefused();
+  proc::touch(dir.path() + "/stale-rank-refused");
   expectAllSucceeded(reapChildren(pids, std::chrono::seconds(90)));
   std::ifstream in(dir.path() + "/stderr.0");
   strangers.expectRefusedAndNamed(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
@@ -576,6 +580,8 @@ TEST(MultiProcessChild, DISABLED_Entry) {
     // Rank 0's log names the strangers: the parent reads it.
     if (rank == 0 && std::freopen((dir + "/stderr.0").c_str(), "w", stderr) == nullptr) FAIL() << "stderr.0";
     ASSERT_TRUE(waitForFile(dir + "/strangers-at-the-door", std::chrono::seconds(30)));
+    // The last rank holds the rendezvous open until the root has refused the stale rank.
+    if (rank == nRanks - 1) ASSERT_TRUE(waitForFile(dir + "/stale-rank-refused", std::chrono::seconds(30)));
     occlComm_t comm = nullptr;
     expectOk(occlCommInitRank(&comm, nRanks, id, rank, &cfg), nullptr, "occlCommInitRank");
     runAllReduces(comm, rank, nRanks);

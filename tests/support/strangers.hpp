@@ -1,7 +1,8 @@
 // Test support: strangers at a bootstrap root's port, before the job's ranks arrive. One sends
 // garbage, one speaks occl with another job's id (a rank started with a stale id), one sends part
 // of a hello and then nothing (slowloris), one sends part of a hello and hangs up. The root must
-// refuse each alone and name it on stderr; expectRefusedAndNamed() checks that log.
+// refuse each alone and name it on stderr; expectRefusedAndNamed() checks that log. The job's
+// last rank must wait for waitUntilStaleRankRefused() before it joins.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -44,6 +45,14 @@ class Strangers {
     });
   }  // the quitter hangs up here, mid-hello
   ~Strangers() {
+    if (staleRank_.joinable()) staleRank_.join();
+  }
+
+  // Returns once the root has refused the stale rank (or its 10 s ran out). A job must hold back
+  // one of its ranks until then: the root reads the strangers only while its rendezvous waits,
+  // and once the job has met it closes the port, so a stale rank that arrived later would find
+  // the port closed instead of being refused (as it did on a loaded machine, after 10 s).
+  void waitUntilStaleRankRefused() {
     if (staleRank_.joinable()) staleRank_.join();
   }
   Strangers(const Strangers&) = delete;
