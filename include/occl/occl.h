@@ -61,7 +61,17 @@ typedef enum {
   occlNumTypes = 12
 } occlDataType_t;
 
-typedef enum { occlSum = 0, occlProd = 1, occlMax = 2, occlMin = 3, occlAvg = 4, occlNumOps = 5 } occlRedOp_t;
+/* occlMaxRedOp widens the enum to every int, as NCCL's ncclMaxRedOp does: the ops that
+ * occlRedOpCreatePreMulSum returns (occlNumOps and up) are valid occlRedOp_t values. */
+typedef enum {
+  occlSum = 0,
+  occlProd = 1,
+  occlMax = 2,
+  occlMin = 3,
+  occlAvg = 4,
+  occlNumOps = 5,
+  occlMaxRedOp = 0x7fffffff
+} occlRedOp_t;
 
 /* Where a PreMulSum op's scalar lives (occlRedOpCreatePreMulSum), as NCCL's. */
 typedef enum { occlScalarDevice = 0, occlScalarHostImmediate = 1 } occlScalarResidence_t;
