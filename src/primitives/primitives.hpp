@@ -8,6 +8,7 @@
 
 #include "device/chunk_geometry.hpp"
 #include "device/coll_desc.hpp"
+#include "device/step.hpp"
 #include "occl/occl.h"
 #include "primitives/dispatch.hpp"
 #include "primitives/reduce_copy.hpp"
@@ -91,10 +92,7 @@ OCCL_HD inline StepOpArg stepOpArg(const CollDesc& d, const DeviceStep& step) {
     return {occlAvg, stores && (step.flags & kStepPostOp) != 0 ? d.nRanks : 0u};
   }
   if (d.redOp != ops::kOpPreMulSum) return {d.redOp, 0};
-  const bool readsSrc = step.op == StepOp::Send || step.op == StepOp::Copy || step.op == StepOp::Reduce ||
-                        step.op == StepOp::RecvReduceSend || step.op == StepOp::RecvReduceCopy ||
-                        step.op == StepOp::RecvReduceCopySend;
-  if (readsSrc && step.srcBuf == BufKind::Input) return {ops::kOpPreMulSum, preMulScalarBits(d)};
+  if (stepReadsSrc(step.op) && step.srcBuf == BufKind::Input) return {ops::kOpPreMulSum, preMulScalarBits(d)};
   return {occlSum, 0};
 }
 
