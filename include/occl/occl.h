@@ -204,6 +204,11 @@ typedef struct {
                             maximum's size. Every rank must set the same, and pass the same count
                             for the same submission (checked: see occlSubmitCount). 0 (default):
                             every submission has `count` */
+  int vectorCounts;      /* 1: the v-collective of `type` (MPI's AllToAllv, AllGatherv,
+                            Reduce_scatter with displacements): each submission gives every rank's
+                            block its own count and displacement (occlSubmitV), and `count` is the
+                            most elements of any one block. AllToAll, AllGather and ReduceScatter,
+                            built-in algorithm only. Every rank must set the same. 0 (default): none */
 } occlCollDesc_t;
 
 occlResult_t occlCollDescInit(occlCollDesc_t* desc);
@@ -382,6 +387,30 @@ occlResult_t occlSubmit(occlComm_t comm, uint64_t collId, const void* sendbuf, v
 #define OCCL_COUNT_REGISTERED ((size_t)-1)
 occlResult_t occlSubmitCount(occlComm_t comm, uint64_t collId, size_t count, const void* sendbuf, void* recvbuf,
                              occlCallback_t callback, void* arg);
+/*
+ * A submission of a v-collective (desc.vectorCounts): the buffers are n blocks (n = the rank count),
+ * block q being `counts[q]` elements at element offset `displs[q]`, each count at most desc.count.
+ *  - AllToAll (AllToAllv): block q of sendbuf (sendCounts, sendDispls) goes to rank q, which stores
+ *    it as block `rank` of its recvbuf (recvCounts, recvDispls). recvCounts[q] must equal rank q's
+ *    sendCounts[rank]. No in-place form.
+ *  - AllGather (AllGatherv): recvbuf's blocks (recvCounts, recvDispls, the same on every rank); rank
+ *    r's sendbuf holds recvCounts[r] elements. In place: sendbuf == recvbuf + recvDispls[rank].
+ *    sendCounts and sendDispls are NULL.
+ *  - ReduceScatter (ReduceScatterv): sendbuf's blocks (sendCounts, sendDispls, the same on every
+ *    rank) are reduced over the ranks, and rank r receives block r, sendCounts[r] elements, in
+ *    recvbuf. In place: recvbuf == sendbuf + sendDispls[rank]. recvCounts and recvDispls are NULL.
+ * The blocks of recvbuf must not overlap (those of sendbuf may). The arrays are read during the call
+ * only. Counts that disagree between ranks fail the submission as occlSubmitCount's do, with a
+ * message naming both lengths; the collective then stays failed. Otherwise as occlSubmit.
+ */
+typedef struct {
+  const size_t* sendCounts;
+  const size_t* sendDispls;
+  const size_t* recvCounts;
+  const size_t* recvDispls;
+} occlVectors_t;
+occlResult_t occlSubmitV(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf,
+                         const occlVectors_t* vectors, occlCallback_t callback, void* arg);
 /*
  * Grouped submission: the `count` submissions of `subs` in one call, for a burst of small
  * collectives. Every entry is checked before any is queued: a bad one (not registered, bad

@@ -150,6 +150,15 @@ class Comm {
       check(r, comm_);
     }
   }
+  // occlSubmitV: a v-collective (desc.vectorCounts); the arrays are read during the call only.
+  void submitV(uint64_t collId, const void* sendbuf, void* recvbuf, const occlVectors_t& vectors, Callback callback) {
+    auto* heap = new Pending{std::move(callback), thrown_};
+    occlResult_t r = occlSubmitV(comm_, collId, sendbuf, recvbuf, &vectors, &Comm::trampoline, heap);
+    if (r != occlSuccess) {
+      delete heap;
+      check(r, comm_);
+    }
+  }
   // The future holds the completion status (it does not throw on a failed collective).
   std::future<occlResult_t> submit(uint64_t collId, const void* sendbuf, void* recvbuf) {
     auto promise = std::make_shared<std::promise<occlResult_t>>();

@@ -144,7 +144,8 @@ int Comm::preMulSum(double scalar, const py::object& dtype) {
 
 void Comm::registerCollective(uint64_t collId, const py::object& kind, size_t count, const py::object& dtype,
                               const py::object& op, int root, int priority,
-                              const std::optional<std::string>& algorithm, int nBlocks, bool variableCount) {
+                              const std::optional<std::string>& algorithm, int nBlocks, bool variableCount,
+                              bool vectorCounts) {
   occlCollDesc_t d;
   check(occlCollDescInit(&d), nullptr);
   d.type = nameIndex(kind, occlNumCollTypes, [](int t) { return collTypeName(t); }, "kind");
@@ -158,10 +159,11 @@ void Comm::registerCollective(uint64_t collId, const py::object& kind, size_t co
   d.algorithm = algorithm ? algorithm->c_str() : nullptr;
   d.nBlocks = nBlocks;
   d.variableCount = variableCount ? 1 : 0;
+  d.vectorCounts = vectorCounts ? 1 : 0;
   occlComm_t comm = live();
   check(withoutGil([&] { return occlCollRegister(comm, collId, &d); }), comm);
   const bool kept = d.type == occlCollAllReduce && (!algorithm || *algorithm == "ring");
-  registered_[collId] = Registration{d.type, d.datatype, count, root, kept, variableCount};
+  registered_[collId] = Registration{d.type, d.datatype, count, root, kept, variableCount, vectorCounts};
 }
 
 void Comm::deregister(uint64_t collId) {
@@ -171,12 +173,12 @@ void Comm::deregister(uint64_t collId) {
 }
 
 void Comm::checkBuffers(uint64_t collId, const Registration& reg, const View& send, const View& recv,
-                        uint64_t count) const {
+                        uint64_t count, std::optional<Elems> elems) const {
   const bool isRoot = rank() == reg.root;
   // A count the collective does not take is occlSubmitCount's to refuse, by name: sized here
   // by the registered count, the largest it takes.
   const uint64_t n = count == OCCL_COUNT_REGISTERED || count > reg.count ? reg.count : count;
-  auto [sendElems, recvElems] = userElems(reg.type, n, size(), isRoot);
+  auto [sendElems, recvElems] = elems ? std::pair{elems->send, elems->recv} : userElems(reg.type, n, size(), isRoot);
   const size_t elemBytes = dtypeSize(reg.datatype);
   auto checkOne = [&](const View& v, uint64_t elems, const char* what) {
     if (elems == 0 || v.data == nullptr) return;  // occlSubmit judges a missing buffer
@@ -185,9 +187,11 @@ void Comm::checkBuffers(uint64_t collId, const Registration& reg, const View& se
                            std::to_string(collId) + " was registered with " + dtypePythonName(reg.datatype));
     if (v.bytes < elems * elemBytes)
       throw py::value_error(std::string(what) + ": " + std::to_string(v.bytes) + " bytes; collId " +
-                            std::to_string(collId) + " (" + collTypeName(reg.type) + " of " +
-                            std::to_string(n) + " " + dtypePythonName(reg.datatype) + " on " +
-                            std::to_string(size()) + " ranks) needs " + std::to_string(elems * elemBytes));
+                            std::to_string(collId) + " (" + collTypeName(reg.type) +
+                            (elems ? std::string("v: its blocks' counts and displacements in ")
+                                   : " of " + std::to_string(n) + " ") +
+                            dtypePythonName(reg.datatype) + " on " + std::to_string(size()) + " ranks) needs " +
+                            std::to_string(elems * elemBytes));
   };
   checkOne(send, sendElems, "sendbuf");
   checkOne(recv, recvElems, "recvbuf");

@@ -41,6 +41,12 @@ struct Registration {
   int root;
   bool keptByShrink;  // what occlCommShrink registers again (host/comm_split.hpp, carriedByShrink)
   bool variableCount;  // desc.variableCount: `count` is a maximum (submit's count=)
+  bool vectorCounts;   // desc.vectorCounts: a v-collective (submit_v)
+};
+
+// A buffer's elements as a submission uses them, where its counts say so (submit_v).
+struct Elems {
+  uint64_t send, recv;
 };
 
 class Comm {
@@ -63,7 +69,7 @@ class Comm {
   int preMulSum(double scalar, const py::object& dtype);
   void registerCollective(uint64_t collId, const py::object& kind, size_t count, const py::object& dtype,
                           const py::object& op, int root, int priority, const std::optional<std::string>& algorithm,
-                          int nBlocks, bool variableCount);
+                          int nBlocks, bool variableCount, bool vectorCounts);
   void deregister(uint64_t collId);
   // `gated`: the submission starts once openGate(its Future) (occlSubmitGated). `stream`: a CUDA
   // stream handle (an int, e.g. torch.cuda.Stream.cuda_stream) that starts it and waits for it
@@ -74,6 +80,12 @@ class Comm {
   // occlSubmitGroup: `entries` a list of (coll_id, send, recv[, callback[, count]]) tuples (count
   // None: the registered one), all checked before any is submitted; returns their Futures, in order.
   py::list submitGroup(const py::list& entries);
+  // occlSubmitV: a v-collective's run (register(vector_counts=True)). Counts and displacements in
+  // elements, one per rank; displacements None pack the blocks in rank order.
+  using Sizes = std::optional<std::vector<size_t>>;
+  py::object submitV(uint64_t collId, const py::object& send, const py::object& recv, const Sizes& sendCounts,
+                     const Sizes& sendDispls, const Sizes& recvCounts, const Sizes& recvDispls,
+                     const py::object& callback);
   // occlGateOpen: `gate` is a gated submission's Future or its (coll_id, seq) pair.
   void openGate(const py::object& gate);
   void waitAll(std::optional<double> timeout);
@@ -92,9 +104,10 @@ class Comm {
  private:
   explicit Comm(occlComm_t comm) : comm_(comm) {}
   occlComm_t live() const;
-  // The buffers hold a submission of `count` (OCCL_COUNT_REGISTERED: the registered count).
+  // The buffers hold a submission of `count` (OCCL_COUNT_REGISTERED: the registered count), or
+  // `elems` where given (a v-collective's).
   void checkBuffers(uint64_t collId, const Registration& reg, const View& send, const View& recv,
-                    uint64_t count = OCCL_COUNT_REGISTERED) const;
+                    uint64_t count = OCCL_COUNT_REGISTERED, std::optional<Elems> elems = std::nullopt) const;
   // One submission made ready for the C call (comm_submit.cpp): its buffers checked, its Future
   // and the Pending its callback frees.
   struct Prepared {
@@ -102,7 +115,8 @@ class Comm {
     std::unique_ptr<Pending> pending;
   };
   Prepared prepare(occlComm_t comm, uint64_t collId, const py::object& send, const py::object& recv,
-                   const py::object& callback, uint64_t count = OCCL_COUNT_REGISTERED);
+                   const py::object& callback, uint64_t count = OCCL_COUNT_REGISTERED,
+                   std::optional<Elems> elems = std::nullopt);
   // The C call took `p`: onComplete owns its Pending, and its Future is kept until it is done.
   void submitted(Prepared& p);
   void sweep();

@@ -1,4 +1,5 @@
 // occl.Comm's submissions: submit (plain, gated or on a stream), submit_group and open_gate.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,7 +19,7 @@ void dropUnsubmitted(py::object& future, const Pending& pending) {
 }  // namespace
 
 Comm::Prepared Comm::prepare(occlComm_t comm, uint64_t collId, const py::object& send, const py::object& recv,
-                             const py::object& callback, uint64_t count) {
+                             const py::object& callback, uint64_t count, std::optional<Elems> elems) {
   auto reg = registered_.find(collId);
   if (reg == registered_.end())
     throw OcclError{occlInvalidArgument, "collId " + std::to_string(collId) + " is not registered on rank " +
@@ -30,7 +31,7 @@ Comm::Prepared Comm::prepare(occlComm_t comm, uint64_t collId, const py::object&
   Future& f = p.future.cast<Future&>();
   f.send = viewOf(send, /*writable=*/false, "sendbuf");
   f.recv = viewOf(recv, /*writable=*/true, "recvbuf");
-  checkBuffers(collId, reg->second, f.send, f.recv, count);
+  checkBuffers(collId, reg->second, f.send, f.recv, count, elems);
   f.callback = callback;
   p.pending = std::make_unique<Pending>(Pending{completion, nullptr, comm});
   if (!callback.is_none()) p.pending->future = p.future.inc_ref().ptr();
@@ -72,6 +73,73 @@ py::object Comm::submit(uint64_t collId, const py::object& send, const py::objec
     raise(r, comm);
   }
   if (gated) f.gate = gate;
+  submitted(p);
+  return p.future;
+}
+
+namespace {
+
+// One side's arrays for submit_v: `nRanks` of each (displacements None: the blocks packed in rank
+// order), and where its furthest block ends.
+struct Side {
+  std::vector<size_t> counts, displs;
+  uint64_t end = 0;
+};
+Side sideOf(const Comm::Sizes& counts, const Comm::Sizes& displs, size_t nRanks, const char* countsName,
+            const char* displsName) {
+  Side s;
+  if (!counts) {
+    if (displs) throw py::value_error(std::string(displsName) + " without " + countsName);
+    return s;
+  }
+  if (counts->size() != nRanks)
+    throw py::value_error(std::string(countsName) + ": " + std::to_string(counts->size()) + " entries; expected one per rank, " +
+                          std::to_string(nRanks));
+  s.counts = *counts;
+  if (displs) {
+    if (displs->size() != nRanks)
+      throw py::value_error(std::string(displsName) + ": " + std::to_string(displs->size()) +
+                            " entries; expected one per rank, " + std::to_string(nRanks));
+    s.displs = *displs;
+  } else {
+    size_t at = 0;
+    for (size_t c : s.counts) {
+      s.displs.push_back(at);
+      at += c;
+    }
+  }
+  for (size_t q = 0; q < nRanks; ++q)
+    if (s.counts[q] > 0) s.end = std::max<uint64_t>(s.end, s.displs[q] + s.counts[q]);
+  return s;
+}
+
+}  // namespace
+
+py::object Comm::submitV(uint64_t collId, const py::object& send, const py::object& recv, const Sizes& sendCounts,
+                         const Sizes& sendDispls, const Sizes& recvCounts, const Sizes& recvDispls,
+                         const py::object& callback) {
+  occlComm_t comm = live();
+  auto reg = registered_.find(collId);
+  if (reg != registered_.end() && !reg->second.vectorCounts)
+    throw py::value_error("collId " + std::to_string(collId) + " was registered without vector_counts=True: use submit");
+  const auto n = static_cast<size_t>(size());
+  const Side s = sideOf(sendCounts, sendDispls, n, "send_counts", "send_displs");
+  const Side r = sideOf(recvCounts, recvDispls, n, "recv_counts", "recv_displs");
+  // The side of one block holds this rank's share of the other side's (occl.h, occlSubmitV).
+  const auto me = static_cast<size_t>(rank());
+  const Elems elems{sendCounts ? s.end : recvCounts ? r.counts[me] : 0,
+                    recvCounts ? r.end : sendCounts ? s.counts[me] : 0};
+  Prepared p = prepare(comm, collId, send, recv, callback, OCCL_COUNT_REGISTERED, elems);
+  Future& f = p.future.cast<Future&>();
+  Pending* pending = p.pending.get();
+  auto ptr = [](const std::vector<size_t>& v) { return v.empty() ? nullptr : v.data(); };
+  const occlVectors_t v{ptr(s.counts), ptr(s.displs), ptr(r.counts), ptr(r.displs)};
+  const occlResult_t rc =
+      withoutGil([&] { return occlSubmitV(comm, collId, f.send.data, f.recv.data, &v, &onComplete, pending); });
+  if (rc != occlSuccess) {
+    dropUnsubmitted(p.future, *pending);
+    raise(rc, comm);
+  }
   submitted(p);
   return p.future;
 }

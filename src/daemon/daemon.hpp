@@ -13,6 +13,7 @@
 #include "device/coll_desc.hpp"
 #include "device/compat.hpp"
 #include "device/gate.hpp"
+#include "device/vec_table.hpp"
 #include "occl/occl.h"
 #include "queues/cq.hpp"
 #include "queues/sq.hpp"
@@ -267,6 +268,18 @@ OCCL_HD OCCL_NOINLINE inline bool gateOpened(const DaemonEnv& env, BlockState& b
   return true;
 }
 
+// A v-collective's first try of submission `seq` on part `part`: the lanes copy the submission's
+// table of blocks from its window slot (shared memory, written by the host before the SQE) into the
+// part's cache in daemon memory (device/vec_table.hpp), which every later try reads.
+OCCL_HD OCCL_NOINLINE inline void copyVecTable(const CollDesc& d, int part, uint64_t seq) {
+  const uint64_t words = vecTableBlocks(d.vecGroups) * 2;
+  const auto* from = reinterpret_cast<const uint64_t*>(d.vecSlots + vecTableBlocks(d.vecGroups) * (seq % d.inflightWindow));
+  auto* to = reinterpret_cast<uint64_t*>(d.vecCache + vecTableBlocks(d.vecGroups) * static_cast<uint64_t>(part));
+  for (uint64_t i = static_cast<uint64_t>(exec::lane()); i < words; i += static_cast<uint64_t>(exec::laneCount()))
+    to[i] = atomics::loadRelaxed(const_cast<uint64_t*>(from + i));
+  exec::blockSync();
+}
+
 // One try of task `position`; returns true when the task left the queue. Every lane runs the
 // executor on its own copy of the context; decisions inside it are made uniform by the leader.
 OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uint32_t position, bool& progressed,
@@ -286,6 +299,7 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
     ctx.started = 1;
     ctx.startNs = now;
   }
+  if (!loaded.started && d.vecGroups != 0) copyVecTable(d, part, task.seq);
   const ProgramForm& form = d.forms[task.form];
   TaskBuffers bufs{reinterpret_cast<char*>(task.sendbuf), reinterpret_cast<char*>(task.recvbuf), form.scratch};
   uint64_t deadline = d.timeoutNs != 0 ? task.popNs + d.timeoutNs : 0;

@@ -28,7 +28,7 @@ class BlockExecutor {
   OCCL_HD BlockExecutor(const CollDesc& desc, const ProgramForm& form, int block, BlockContext& ctx,
                         const TaskBuffers& bufs, SpinBudget budget, const uint32_t* abortFlag, uint64_t deadlineNs,
                         uint64_t count = 0)
-      : d_(desc), form_(form), plan_(form.blocks[block]), g_(geometryOf(desc, form, count)), count_(count),
+      : d_(desc), form_(form), plan_(form.blocks[block]), g_(geometryOf(desc, form, count, static_cast<uint32_t>(block))), count_(count),
         block_(block), ctx_(ctx), bufs_(bufs), budget_(budget), abortFlag_(abortFlag), deadlineNs_(deadlineNs) {}
 
   // When this try's primitives first and last moved data, where SpinBudget::stampData asked.
@@ -84,8 +84,10 @@ class BlockExecutor {
   OCCL_HD WaitResult runPrimitive(const DeviceStep& step) {
     if (isPeerOp(step.op)) return runPeerStep(step);
     if (step.op == StepOp::Nop) return WaitResult::Ready;
-    uint64_t chunk = static_cast<uint64_t>(stepReadsSrc(step.op) ? step.srcOff : step.dstOff) + ctx_.sub;
-    uint64_t n = tileLength(g_, chunk, ctx_.tile);
+    const bool readsSrc = stepReadsSrc(step.op);
+    const BufKind kind = readsSrc ? step.srcBuf : step.dstBuf;
+    const uint64_t chunk = static_cast<uint64_t>(readsSrc ? step.srcOff : step.dstOff) + ctx_.sub;
+    const uint64_t n = tileLength(g_, kind, chunk, ctx_.tile);
     // Both ends of a connector compute the same length and skip an empty tile together; a variable
     // count still sends tile 0, empty or not, so that every connector carries a stamped message
     // per submission (chunk_geometry.hpp) and a count mismatch is always seen.
@@ -97,12 +99,15 @@ class BlockExecutor {
                              recv, send);
       if (w != WaitResult::Ready) return w;
     }
-    if (recv != nullptr && g_.variable && exec::broadcastFromLeader([&] { return countDiffers(*recv, step.recvConn); }))
+    // A v-collective stamps each message with its chunk's length, which the receiver's own blocks
+    // give too (device/vec_table.hpp).
+    const uint64_t own = stamp(g_.vec != nullptr ? chunkLength(g_, kind, chunk) : 0);
+    if (recv != nullptr && g_.variable && exec::broadcastFromLeader([&] { return countDiffers(*recv, step.recvConn, own); }))
       return WaitResult::Failed;
     applyStep(d_, g_, step, recv, send, bufs_, ctx_.sub, ctx_.tile, n);
     if (exec::isLeader()) {
       if (recv != nullptr) recv->commitRecv();
-      if (send != nullptr) send->commitSend(n * d_.elemBytes, stamp());
+      if (send != nullptr) send->commitSend(n * d_.elemBytes, own);
     }
     markProgress();
     return WaitResult::Ready;
@@ -133,7 +138,7 @@ class BlockExecutor {
         }
         if (ctx_.sub == 0 && g_.variable && exec::broadcastFromLeader([&] {
               for (uint32_t i = 0; i < plan_.nRecvs; ++i)
-                if (countDiffers(plan_.recvs[i], i)) return true;
+                if (countDiffers(plan_.recvs[i], i, stamp())) return true;
               return false;
             }))
           return WaitResult::Failed;
@@ -168,23 +173,27 @@ class BlockExecutor {
     return WaitResult::Failed;
   }
 
-  // The stamp of this rank's messages: its count, where the collective's varies (fifo.hpp).
-  OCCL_HD uint64_t stamp() const { return g_.variable ? countStamp(count_) : 0; }
+  // The stamp of this rank's messages (fifo.hpp): its count, where the collective's varies; a
+  // v-collective's, the length of the message's chunk, `chunkLen`.
+  OCCL_HD uint64_t stamp(uint64_t chunkLen = 0) const {
+    return g_.vec != nullptr ? countStamp(chunkLen) : g_.variable ? countStamp(count_) : 0;
+  }
 
   // Leader only, a variable count, once `recv` (receive connector `conn` of the plan) holds a
-  // message: whether its sender submitted another count than this rank. Then the collective fails
+  // message: whether its sender stamped it otherwise than this rank would (`own`), i.e. submitted
+  // another count, or another length for the chunk (a v-collective). Then the collective fails
   // as for a registration mismatch (occlInvalidUsage, which peers see as it is), and the first such
   // block of the rank records where and both counts for the host's message.
-  OCCL_HD bool countDiffers(const FifoHandle& recv, uint32_t conn) const {
+  OCCL_HD bool countDiffers(const FifoHandle& recv, uint32_t conn, uint64_t own) const {
     const uint64_t peerStamp = recv.recvStamp();
-    if (peerStamp == stamp()) return false;
+    if (peerStamp == own) return false;
     uint32_t none = 0;
     atomics::compareExchange<Scope::Device>(&d_.shared->failStatus, none, static_cast<uint32_t>(occlInvalidUsage));
     const uint32_t form = &form_ == &d_.forms[kFormInPlace] ? kFormInPlace : kFormOutOfPlace;
     none = 0;
     if (atomics::compareExchange<Scope::Device>(&d_.shared->failedWhere, none,
                                                 failedWhereWord(FailedAt::CountMismatch, form, static_cast<uint32_t>(block_), conn))) {
-      atomics::storeRelaxed<Scope::Device>(&d_.shared->mismatchOwnCount, count_);
+      atomics::storeRelaxed<Scope::Device>(&d_.shared->mismatchOwnCount, own - 1);
       atomics::storeRelaxed<Scope::Device>(&d_.shared->mismatchPeerCount, peerStamp - 1);
     }
     return true;

@@ -11,6 +11,7 @@
 
 #include "device/coll_desc.hpp"
 #include "device/compat.hpp"
+#include "device/vec_table.hpp"
 
 namespace occl {
 
@@ -22,6 +23,11 @@ struct ChunkGeometry {
   uint32_t nTiles;      // tiles per chunk
   uint32_t ragged;      // chunk c spans [c*total/nChunks, (c+1)*total/nChunks)
   uint32_t variable;    // CollDesc::variableCount: tile 0 runs even when empty (executor.hpp)
+  // A v-collective (device/vec_table.hpp): the part's table of blocks, or nullptr. Its Input and
+  // Output chunks are then pieces of blocks, groupChunks pieces a block; Scratch keeps the above.
+  const VecBlock* vec = nullptr;
+  uint32_t vecRanks = 0;
+  uint32_t groupChunks = 1;
 };
 
 // The geometry of `total` elements in `nChunks` chunks of tiles of `tileElems`. A peer program's
@@ -42,8 +48,28 @@ OCCL_HD inline bool chunksFit(uint64_t total, uint32_t nChunks, bool raggedAllow
   return raggedAllowed || total % nChunks == 0;
 }
 
-// Submission `count`'s geometry in form `f` of `d`: the registration's, unless the count varies.
-OCCL_HD inline ChunkGeometry geometryOf(const CollDesc& d, const ProgramForm& f, uint64_t count) {
+// A v-collective's geometry for part `part`'s copy of the submission's table: as many tiles as
+// its longest piece needs (at least one, as for a variable count), every piece its own length.
+OCCL_HD inline ChunkGeometry vectorGeometry(const CollDesc& d, const ProgramForm& f, uint32_t part) {
+  const VecBlock* table = d.vecCache + vecTableBlocks(d.vecGroups) * part;
+  const uint32_t pieces = f.nChunks / d.vecGroups;
+  uint64_t longest = 0;
+  for (uint64_t i = 0; i < vecTableBlocks(d.vecGroups); ++i) {
+    const uint64_t piece = (table[i].length + pieces - 1) / pieces;
+    longest = piece > longest ? piece : longest;
+  }
+  const uint64_t tiles = (longest + d.tileElems - 1) / d.tileElems;
+  ChunkGeometry g{0, longest, d.tileElems, f.nChunks, static_cast<uint32_t>(tiles == 0 ? 1 : tiles), 0u, 1u};
+  g.vec = table;
+  g.vecRanks = d.vecGroups;
+  g.groupChunks = pieces;
+  return g;
+}
+
+// Submission `count`'s geometry in form `f` of `d`, run by part `part`: the registration's, unless
+// the count varies or the collective is a v-collective.
+OCCL_HD inline ChunkGeometry geometryOf(const CollDesc& d, const ProgramForm& f, uint64_t count, uint32_t part = 0) {
+  if (d.vecGroups != 0) return vectorGeometry(d, f, part);
   if (!d.variableCount) return {d.totalElems, f.chunkElems, d.tileElems, f.nChunks, f.nTiles, f.ragged, 0u};
   return chunkGeometry(count * d.countMultiplier, f.nChunks, d.tileElems, f.peerReads != 0, f.raggedAllowed != 0, true);
 }

@@ -13,6 +13,7 @@
 namespace occl {
 
 struct FifoHandle;  // queues/fifo.hpp: a block plan only points at its connectors
+struct VecBlock;    // device/vec_table.hpp: a v-collective's blocks
 
 // A block's steps and its connectors: one per peer it sends to and one per peer it receives
 // from (an MSCCL-IR threadblock has at most one of each; a direct AllToAll block has one per peer).
@@ -129,9 +130,16 @@ struct CollDesc {
   // when preMulScalarPtr is set (occlScalarDevice), where to read it when a step runs.
   uint64_t preMulScalar;
   const void* preMulScalarPtr;
+  // A v-collective (occlSubmitV; device/vec_table.hpp): the rank count its tables describe, else 0;
+  // the host's table per window slot (shared memory, [inflightWindow][2 * vecGroups]) and each
+  // part's copy of its submission's (daemon memory, [nBlocks][2 * vecGroups]).
+  uint32_t vecGroups;
+  uint32_t pad;
+  const VecBlock* vecSlots;
+  VecBlock* vecCache;
 };
 static_assert(kMaxInflightPerColl <= UINT16_MAX, "CollDesc::inflightWindow holds it");
-static_assert(sizeof(CollDesc) == 216, "CollDesc layout is shared by host and device");
+static_assert(sizeof(CollDesc) == 240, "CollDesc layout is shared by host and device");
 
 // A collective's program blocks ("parts") are dealt round-robin to the daemon's blocks: daemon
 // block b runs parts b, b + nDaemonBlocks, ... as tasks of their own. A program may have more parts

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "device/coll_desc.hpp"
 #include "device/coll_types.hpp"
+#include "host/vec_layout.hpp"
 #include "ir_loader/fingerprint.hpp"
 #include "util/fnv1a.hpp"
 #include "ir_loader/ring.hpp"
@@ -48,6 +49,7 @@ Status validateCommon(const occlCollDesc_t& d) {
     return invalid(absl::StrFormat("desc.sharedBuffers = %d: expected 0 or 1", d.sharedBuffers));
   if (d.variableCount != 0 && d.variableCount != 1)
     return invalid(absl::StrFormat("desc.variableCount = %d: expected 0 or 1", d.variableCount));
+  if (std::string why = vectorCountsRefusal(d); !why.empty()) return invalid(why);
   return Status::success();
 }
 
@@ -250,7 +252,7 @@ uint64_t registrationSignature(const occlCollDesc_t& d, int rank, int nRanks, co
     if (rooted(d.type)) h.add(int64_t{d.root});
   }
   if (collectiveReduces(d.type)) h.add(int64_t{d.op});
-  h.add(int64_t{d.sharedBuffers}).add(int64_t{d.variableCount});
+  h.add(int64_t{d.sharedBuffers}).add(int64_t{d.variableCount}).add(int64_t{d.vectorCounts});
   h.add(uint64_t{d.count}).add(int64_t{d.datatype}).add(int64_t{nRanks}).add(uint64_t{slots}).add(slotBytes);
   for (uint64_t fingerprint : choice.fingerprints) h.add(fingerprint);
   return h.value() | 1;  // 0 means "not registered yet" in a connector header

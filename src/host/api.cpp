@@ -96,7 +96,7 @@ occlResult_t occlConfigSetField(occlConfig_t* config, const char* field, const c
 
 occlResult_t occlCollDescInit(occlCollDesc_t* desc) {
   if (desc == nullptr) return invalid("desc is NULL");
-  *desc = occlCollDesc_t{occlCollAllReduce, 0, occlFloat32, occlSum, 0, 0, nullptr, 0, 0, 0};
+  *desc = occlCollDesc_t{occlCollAllReduce, 0, occlFloat32, occlSum, 0, 0, nullptr, 0, 0, 0, 0};
   return occlSuccess;
 }
 

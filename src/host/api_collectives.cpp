@@ -93,6 +93,15 @@ occlResult_t occlSubmitCount(occlComm_t comm, uint64_t collId, size_t count, con
   return fail(comm, comm->impl->submit(collId, sendbuf, recvbuf, callback, arg, count));
 }
 
+occlResult_t occlSubmitV(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf,
+                         const occlVectors_t* vectors, occlCallback_t callback, void* arg) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  if (vectors == nullptr)
+    return fail(comm, Status::error(occlInvalidArgument, "vectors is NULL: occlSubmitV needs the blocks' counts and "
+                                                         "displacements"));
+  return fail(comm, comm->impl->submitVector(collId, sendbuf, recvbuf, *vectors, callback, arg));
+}
+
 occlResult_t occlSubmitGroup(occlComm_t comm, const occlSubmission_t* subs, int count, int* submitted) {
   if (submitted != nullptr) *submitted = 0;
   if (occlResult_t r = checkComm(comm)) return r;

@@ -45,10 +45,11 @@ uint16_t indexOf(const std::vector<int32_t>& peers, int32_t peer) {
 // this rank registered, for the user to compare with the peer's.
 std::string mismatchMessage(uint64_t collId, const occlCollDesc_t& d, int peer) {
   return absl::StrFormat("collId 0x%x: rank %d registered it differently (type, count, datatype, op, root, "
-                         "sharedBuffers, variableCount, algorithm and blocks must match on every rank); this rank "
-                         "registered %s count=%d datatype=%s op=%s root=%d sharedBuffers=%d variableCount=%d",
+                         "sharedBuffers, variableCount, vectorCounts, algorithm and blocks must match on every rank); "
+                         "this rank registered %s count=%d datatype=%s op=%s root=%d sharedBuffers=%d variableCount=%d "
+                         "vectorCounts=%d",
                          collId, peer, collTypeName(d.type), d.count, dtypeName(d.datatype), ops::opName(d.op), d.root,
-                         d.sharedBuffers, d.variableCount);
+                         d.sharedBuffers, d.variableCount, d.vectorCounts);
 }
 
 // A program's threadblocks index CollShared::progress and the per-part arrays.
@@ -140,10 +141,10 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   if (desc.count > std::numeric_limits<uint64_t>::max() / 8 / mult / elemBytes)
     return Status::error(occlInvalidArgument, absl::StrFormat("desc.count = %d overflows the buffer size", desc.count));
   // A submission's count crosses to the daemon in the SQE's 44 bits (SqeView::count).
-  if (desc.variableCount == 1 && desc.count > sqe::kMaxCount)
+  if ((desc.variableCount == 1 || desc.vectorCounts == 1) && desc.count > sqe::kMaxCount)
     return Status::error(occlInvalidArgument,
-                         absl::StrFormat("desc.count = %d: with desc.variableCount the count is at most %d", desc.count,
-                                         sqe::kMaxCount));
+                         absl::StrFormat("desc.count = %d: with desc.%s the count is at most %d", desc.count,
+                                         desc.variableCount == 1 ? "variableCount" : "vectorCounts", sqe::kMaxCount));
   rank_ = setup.rank;
 
   desc_.signature = registrationSignature(desc, setup.rank, setup.nRanks, choice.value(),
@@ -160,7 +161,8 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   desc_.nRanks = static_cast<uint32_t>(setup.nRanks);
   desc_.totalElems = desc.count * mult;
   desc_.countMultiplier = mult;
-  desc_.variableCount = desc.variableCount == 1 ? 1 : 0;
+  // A v-collective's submissions differ as a variable count's do: stamped messages, geometry per task.
+  desc_.variableCount = desc.variableCount == 1 || desc.vectorCounts == 1 ? 1 : 0;
   desc_.tileElems = tileBytes(cfg.connectorSlotBytes, nBlocks, parts.bySize) / elemBytes;
   desc_.elemBytes = elemBytes;
   desc_.timeoutNs = static_cast<uint64_t>(cfg.collTimeoutMs) * 1000000ull;
@@ -186,6 +188,15 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   desc_.shared = static_cast<CollShared*>(shared.value());
   desc_.contexts = static_cast<BlockContext*>(contexts.value());
   desc_.stats = static_cast<BlockStats*>(stats.value());
+  if (desc.vectorCounts == 1) {
+    Result<std::unique_ptr<VecTables>> tables =
+        VecTables::create(*backend_, desc_.nRanks, desc_.inflightWindow, nBlocks);
+    if (!tables.ok()) return tables.status();
+    vecTables_ = std::move(tables.value());
+    desc_.vecGroups = desc_.nRanks;
+    desc_.vecSlots = vecTables_->slots();
+    desc_.vecCache = vecTables_->cache();
+  }
   return Status::success();
 }
 
@@ -402,6 +413,10 @@ std::string Collective::countMismatchText(backend::Backend& backend, int32_t pee
                 "the two counts are read as two words");
   uint64_t counts[2] = {0, 0};
   if (!backend.readDaemonWords(counts, &desc_.shared->mismatchOwnCount, 2).ok()) return "";
+  if (vectorCounts())
+    return absl::StrFormat(": rank %d sent %d elements where this rank's blocks expect %d (the ranks' counts for a "
+                           "block differ; the collective stays failed: register it again)",
+                           peer, counts[1], counts[0]);
   return absl::StrFormat(": this rank submitted count %d and rank %d count %d (the collective stays failed: "
                          "register it again)",
                          counts[0], peer, counts[1]);

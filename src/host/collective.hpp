@@ -16,6 +16,7 @@
 #include "device/coll_desc.hpp"
 #include "host/algorithm_library.hpp"
 #include "host/premul_ops.hpp"
+#include "host/vec_layout.hpp"
 #include "ir_loader/program.hpp"
 #include "occl/occl.h"
 #include "queues/yield_board.hpp"
@@ -75,6 +76,13 @@ class Collective {
   std::pair<uint64_t, uint64_t> elemsFor(uint64_t count) const;
   // desc.variableCount: a submission may carry any count up to the registered one.
   bool variableCount() const { return desc_.variableCount != 0; }
+  // desc.vectorCounts: a v-collective, submitted with occlSubmitV (host/vec_layout.hpp).
+  bool vectorCounts() const { return vecTables_ != nullptr; }
+  VecShape vecShape() const {
+    return {user_.type, rank_, static_cast<int>(desc_.nRanks), user_.count, desc_.elemBytes};
+  }
+  // Under the submit lock, before submission `seq`'s SQE: its table of blocks (VecTables::write).
+  void writeVecTable(uint64_t seq, const std::vector<VecBlock>& blocks) { vecTables_->write(seq, blocks); }
   uint64_t countMultiplier() const { return desc_.countMultiplier; }
   uint32_t chunksPerLoop(uint32_t form) const { return desc_.forms[form].nChunks; }
   // Whether `count` elements split into form `form`'s chunks (always, where they may be ragged).
@@ -184,6 +192,7 @@ class Collective {
   CollDesc desc_{};
   backend::Backend* backend_ = nullptr;
   std::vector<void*> daemonAllocations_;
+  std::unique_ptr<VecTables> vecTables_;  // desc.vectorCounts
   std::vector<BlockPeers> peersOf_[2];  // [form][block]: failurePlace() names a connector's peer
   std::vector<std::shared_ptr<transport::ConnectorMemory>> connectors_;
   // What registration cost (occlCollStats_t): FIFO bytes of this rank's connector ends, the most

@@ -90,6 +90,12 @@ class Comm {
                 uint64_t count = OCCL_COUNT_REGISTERED) {
     return submitEntry(collId, count, sendbuf, recvbuf, callback, arg, Start::Now, nullptr, nullptr);
   }
+  // occlSubmitV: a v-collective's submission (host/vec_layout.hpp).
+  Status submitVector(uint64_t collId, const void* sendbuf, void* recvbuf, const occlVectors_t& vectors,
+                      occlCallback_t callback, void* arg) {
+    return submitEntry(collId, OCCL_COUNT_REGISTERED, sendbuf, recvbuf, callback, arg, Start::Now, nullptr, nullptr,
+                       &vectors);
+  }
   // occlSubmitGroup: every entry checked before any is queued, then all queued under one lock
   // with one notifySubmission(); `submitted` receives how many were queued.
   Status submitGroup(std::span<const occlSubmission_t> subs, int* submitted);
@@ -161,18 +167,22 @@ class Comm {
   // How a submission starts (device/gate.hpp): at once, when openGate opens its gate, or when a
   // stream reaches it.
   enum class Start { Now, AtGate, OnStream };
-  // submit(), submitGated() and submitOnStream(); `seq` receives the submission's number.
+  // submit(), submitVector(), submitGated() and submitOnStream(); `seq` receives the submission's
+  // number; `vectors`: a v-collective's blocks (occlSubmitV), else nullptr.
   Status submitEntry(uint64_t collId, uint64_t count, const void* sendbuf, void* recvbuf, occlCallback_t callback,
-                     void* arg, Start start, void* stream, uint64_t* seq);
+                     void* arg, Start start, void* stream, uint64_t* seq, const occlVectors_t* vectors = nullptr);
   // The checks of one submission under the submit lock: registered, its count (OCCL_COUNT_REGISTERED
   // or one the collective takes), its buffers, room in its window for it after the entries of the
-  // same group checked before it (groupScratch). Gives the collective and the count.
+  // same group checked before it (groupScratch). Gives the collective and the count. A
+  // v-collective takes `vectors` instead of a count, and only it takes them.
   struct Checked {
     Collective* coll;
     uint64_t count;
     bool inPlace;  // NCCL's in-place position for this count: the form it runs (kSqeInPlace)
+    std::vector<VecBlock> vecBlocks;  // a v-collective's table (queueEntry writes it)
   };
-  Result<Checked> checkEntry(uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf);
+  Result<Checked> checkEntry(uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf,
+                             const occlVectors_t* vectors = nullptr);
   // Whether collective `c` takes a submission of `count` elements (checkEntry).
   Status checkCount(const Collective& c, uint64_t count, bool inPlace) const;
   // Whether `tasks` more task-queue entries fit every block's task queue.

@@ -118,16 +118,34 @@ Status Comm::checkCount(const Collective& c, uint64_t count, bool inPlace) const
   return Status::success();
 }
 
-Result<Comm::Checked> Comm::checkEntry(uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf) {
+Result<Comm::Checked> Comm::checkEntry(uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf,
+                                       const occlVectors_t* vectors) {
   Collective* found = registry_.find(collId);
   if (found == nullptr)
     return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));
   Collective& c = *found;
   const uint32_t earlierInGroup = c.groupScratch();
   if (count == OCCL_COUNT_REGISTERED) count = c.userDesc().count;
-  const bool placedInPlace = inPlace(c, count, sendbuf, recvbuf);
-  if (Status s = checkCount(c, count, placedInPlace); !s.ok()) return s;
-  if (Status s = validateBuffers(c, count, sendbuf, recvbuf); !s.ok()) return s;
+  if (c.vectorCounts() != (vectors != nullptr))
+    return Status::error(occlInvalidUsage,
+                         c.vectorCounts()
+                             ? absl::StrFormat("collId 0x%x is a v-collective (desc.vectorCounts): submit it with "
+                                               "occlSubmitV, which gives its blocks",
+                                               collId)
+                             : absl::StrFormat("occlSubmitV: collId 0x%x was registered without desc.vectorCounts; "
+                                               "submit it with occlSubmit or occlSubmitCount",
+                                               collId));
+  Checked out{found, count, false, {}};
+  if (vectors != nullptr) {
+    Result<VecLayout> layout = vecLayout(c.vecShape(), vectors, sendbuf, recvbuf);
+    if (!layout.ok()) return layout.status();
+    out.inPlace = layout.value().inPlace;
+    out.vecBlocks = std::move(layout.value().blocks);
+  } else {
+    out.inPlace = inPlace(c, count, sendbuf, recvbuf);
+    if (Status s = checkCount(c, count, out.inPlace); !s.ok()) return s;
+    if (Status s = validateBuffers(c, count, sendbuf, recvbuf); !s.ok()) return s;
+  }
   if (Status s = backend_->checkUserBuffers(sendbuf, recvbuf); !s.ok()) return s;
   if (c.inFlight() + earlierInGroup >= c.window()) {
     if (earlierInGroup == 0)
@@ -140,7 +158,7 @@ Result<Comm::Checked> Comm::checkEntry(uint64_t collId, uint64_t count, const vo
                                          "its window is %d (config.maxInflightPerColl)",
                                          collId, c.inFlight(), earlierInGroup, c.window()));
   }
-  return Checked{found, count, placedInPlace};
+  return out;
 }
 
 Status Comm::checkTaskRoom(uint64_t tasks) const {
@@ -166,6 +184,8 @@ Status Comm::queueEntry(const Checked& entry, const void* sendbuf, void* recvbuf
   // A stream opens its gate itself: occlGateOpen refuses it (kGateOpen).
   const uint8_t gate = start == Start::Now ? kGateNone : start == Start::AtGate ? kGateClosed : kGateOpen;
   c.slotFor(seq) = CallbackSlot{callback, arg, 0, false, static_cast<uint8_t>(generation), gate};
+  // A v-collective's blocks, like the callback, are in place before the SQE that names them.
+  if (c.vectorCounts()) c.writeVecTable(seq, entry.vecBlocks);
   const uint16_t flags = static_cast<uint16_t>((entry.inPlace ? kSqeInPlace : kSqeSubmit) |
                                                (start == Start::Now ? 0 : kSqeGated));
   const SqeView e{flags, c.nParts(), c.index(), seq, reinterpret_cast<uint64_t>(sendbuf),
@@ -184,7 +204,7 @@ Status Comm::queueEntry(const Checked& entry, const void* sendbuf, void* recvbuf
 }
 
 Status Comm::submitEntry(uint64_t collId, uint64_t count, const void* sendbuf, void* recvbuf, occlCallback_t callback,
-                         void* arg, Start start, void* stream, uint64_t* seqOut) {
+                         void* arg, Start start, void* stream, uint64_t* seqOut, const occlVectors_t* vectors) {
   if (stopped_) return stoppedError();
   if (atomics::loadAcquire(env_->hostAbortFlag) != 0) {
     return errors_.asyncStatus(occlInvalidUsage);  // a peer failed: say which, not "finalized"
@@ -194,7 +214,7 @@ Status Comm::submitEntry(uint64_t collId, uint64_t count, const void* sendbuf, v
   // submission that passed the first look while shutdown began would otherwise go in behind the
   // exit SQE, where no daemon reads it, and its callback would never fire.
   if (stopped_) return stoppedError();
-  Result<Checked> c = checkEntry(collId, count, sendbuf, recvbuf);
+  Result<Checked> c = checkEntry(collId, count, sendbuf, recvbuf, vectors);
   if (!c.ok()) return c.status();
   const uint64_t tasks = c.value().coll->tasksPerSubmission();
   if (Status s = checkTaskRoom(tasks); !s.ok()) return s;

@@ -210,7 +210,7 @@ OCCL_HD inline void copyToPeer(char* to, const char* from, size_t bytes, bool st
 // Tiles of the fold of `step` (PeerReduce) on this rank: the executor runs them as the step's
 // sub-steps, one primitive each, so a long fold gives way between tiles like the ring does.
 OCCL_HD inline uint32_t peerFoldTiles(const ChunkGeometry& g, const DeviceStep& step) {
-  const uint64_t len = chunkLength(g, static_cast<uint64_t>(step.srcOff));
+  const uint64_t len = chunkLength(g, step.srcBuf, static_cast<uint64_t>(step.srcOff));
   return len == 0 ? 1u : static_cast<uint32_t>((len + g.tileElems - 1) / g.tileElems);
 }
 
@@ -224,10 +224,10 @@ OCCL_HD inline uint32_t peerFoldTiles(const ChunkGeometry& g, const DeviceStep& 
 OCCL_HD inline bool peerReduceTile(const CollDesc& d, const ChunkGeometry& g, const BlockPlan& plan,
                                    const DeviceStep& step, const TaskBuffers& bufs, uint32_t tile) {
   const uint64_t eb = d.elemBytes;
-  const uint64_t len = chunkLength(g, static_cast<uint64_t>(step.srcOff));
+  const uint64_t len = chunkLength(g, step.srcBuf, static_cast<uint64_t>(step.srcOff));
   const uint64_t first = static_cast<uint64_t>(tile) * g.tileElems;
   const uint64_t n = len <= first ? 0 : (len - first < g.tileElems ? len - first : g.tileElems);
-  const uint64_t at = (chunkStart(g, static_cast<uint64_t>(step.srcOff)) + first) * eb;
+  const uint64_t at = (chunkStart(g, step.srcBuf, static_cast<uint64_t>(step.srcOff)) + first) * eb;
   uint32_t held = 0;
   for (; held < plan.nRecvs; ++held)
     if (!plan.recvs[held].beginPeerAccess()) break;

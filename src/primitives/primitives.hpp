@@ -32,22 +32,27 @@ struct TaskBuffers {
   }
 };
 
-// Chunk c of any buffer, tile t of that chunk, in geometry `g` (device/chunk_geometry.hpp).
-OCCL_HD inline uint64_t chunkStart(const ChunkGeometry& g, uint64_t c) {
+// Chunk c of buffer `kind`, tile t of that chunk, in geometry `g` (device/chunk_geometry.hpp): a
+// v-collective's Input and Output chunks are pieces of the submission's blocks (device/vec_table.hpp).
+OCCL_HD inline uint64_t chunkStart(const ChunkGeometry& g, BufKind kind, uint64_t c) {
+  if (g.vec != nullptr && kind != BufKind::Scratch)
+    return vecPieceStart(vecBlocksOf(g.vec, g.vecRanks, kind)[c / g.groupChunks], c % g.groupChunks, g.groupChunks);
   return g.ragged ? c * g.totalElems / g.nChunks : c * g.chunkElems;
 }
-OCCL_HD inline uint64_t chunkLength(const ChunkGeometry& g, uint64_t c) {
-  return g.ragged ? chunkStart(g, c + 1) - chunkStart(g, c) : g.chunkElems;
+OCCL_HD inline uint64_t chunkLength(const ChunkGeometry& g, BufKind kind, uint64_t c) {
+  if (g.vec != nullptr && kind != BufKind::Scratch)
+    return vecPieceLength(vecBlocksOf(g.vec, g.vecRanks, kind)[c / g.groupChunks], c % g.groupChunks, g.groupChunks);
+  return g.ragged ? chunkStart(g, kind, c + 1) - chunkStart(g, kind, c) : g.chunkElems;
 }
 // Elements of tile `t` of chunk `c`; 0 when the chunk is shorter (both ends of a connector
 // compute the same length and skip the slot together).
-OCCL_HD inline uint64_t tileLength(const ChunkGeometry& g, uint64_t c, uint32_t t) {
-  uint64_t len = chunkLength(g, c), first = static_cast<uint64_t>(t) * g.tileElems;
+OCCL_HD inline uint64_t tileLength(const ChunkGeometry& g, BufKind kind, uint64_t c, uint32_t t) {
+  uint64_t len = chunkLength(g, kind, c), first = static_cast<uint64_t>(t) * g.tileElems;
   if (len <= first) return 0;
   return len - first < g.tileElems ? len - first : g.tileElems;
 }
-OCCL_HD inline uint64_t tileOffset(const ChunkGeometry& g, uint64_t c, uint32_t t) {
-  return chunkStart(g, c) + static_cast<uint64_t>(t) * g.tileElems;
+OCCL_HD inline uint64_t tileOffset(const ChunkGeometry& g, BufKind kind, uint64_t c, uint32_t t) {
+  return chunkStart(g, kind, c) + static_cast<uint64_t>(t) * g.tileElems;
 }
 
 struct ReduceCopyCall {
@@ -105,8 +110,8 @@ OCCL_HD OCCL_NOINLINE inline void applyStep(const CollDesc& d, const ChunkGeomet
                               const FifoHandle* send, const TaskBuffers& bufs, uint32_t sub, uint32_t tile,
                               uint64_t n) {
   const uint64_t eb = d.elemBytes;
-  char* src = bufs.get(step.srcBuf) + tileOffset(g, step.srcOff + sub, tile) * eb;
-  char* dst = bufs.get(step.dstBuf) + tileOffset(g, step.dstOff + sub, tile) * eb;
+  char* src = bufs.get(step.srcBuf) + tileOffset(g, step.srcBuf, step.srcOff + sub, tile) * eb;
+  char* dst = bufs.get(step.dstBuf) + tileOffset(g, step.dstBuf, step.dstOff + sub, tile) * eb;
   const StepOpArg opArg = stepOpArg(d, step);
   const uint64_t post = opArg.arg;
   const void* recvSlot = recv != nullptr ? recv->recvSlot() : nullptr;

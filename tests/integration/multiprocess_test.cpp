@@ -581,7 +581,9 @@ TEST(MultiProcessChild, DISABLED_Entry) {
     if (rank == 0 && std::freopen((dir + "/stderr.0").c_str(), "w", stderr) == nullptr) FAIL() << "stderr.0";
     ASSERT_TRUE(waitForFile(dir + "/strangers-at-the-door", std::chrono::seconds(30)));
     // The last rank holds the rendezvous open until the root has refused the stale rank.
-    if (rank == nRanks - 1) ASSERT_TRUE(waitForFile(dir + "/stale-rank-refused", std::chrono::seconds(30)));
+    if (rank == nRanks - 1) {
+      ASSERT_TRUE(waitForFile(dir + "/stale-rank-refused", std::chrono::seconds(30)));
+    }
     occlComm_t comm = nullptr;
     expectOk(occlCommInitRank(&comm, nRanks, id, rank, &cfg), nullptr, "occlCommInitRank");
     runAllReduces(comm, rank, nRanks);
