@@ -14,21 +14,19 @@
 #include <gloo/barrier.h>
 #include <gloo/config.h>
 #include <gloo/math.h>
-#include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/hash_store.h>
-#include <gloo/transport/tcp/device.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "baseline.hpp"
+#include "gloo_ranks.hpp"
 
 namespace {
 
@@ -36,31 +34,10 @@ using namespace occl::bench;
 using namespace occl::bench::baseline;
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
-// The interface GLOO_SOCKET_IFNAME names, else the loopback address.
-gloo::transport::tcp::attr deviceAttr() {
-  gloo::transport::tcp::attr attr;
-  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname != nullptr && *ifname != '\0') {
-    attr.iface = ifname;
-  } else {
-    attr.hostname = "127.0.0.1";
-  }
-  return attr;
-}
-
-std::string where() {
-  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-  return ifname != nullptr && *ifname != '\0' ? std::string("interface ") + ifname : std::string("127.0.0.1");
-}
-
 class Gloo final : public Library {
  public:
   // One TCP device (one event-loop thread) per rank, as each rank would have in its own process.
-  Gloo(gloo::rendezvous::Store& store, int rank, int nRanks) {
-    auto device = gloo::transport::tcp::CreateDevice(deviceAttr());
-    auto context = std::make_shared<gloo::rendezvous::Context>(rank, nRanks);
-    context->connectFullMesh(store, device);
-    context_ = context;
-  }
+  Gloo(gloo::rendezvous::Store& store, int rank, int nRanks) : context_(gloo_ranks::connect(store, rank, nRanks)) {}
 
   void allreduce(const float* send, float* recv, size_t count) override {
     if (count == 0) return;  // gloo refuses empty buffers, and there is nothing to reduce
@@ -95,7 +72,7 @@ std::string preamble(const Options& o, int nRanks, bool processes) {
   return "# gloo-allreduce-bench: gloo " + std::to_string(GLOO_VERSION_MAJOR) + "." +
          std::to_string(GLOO_VERSION_MINOR) + "." + std::to_string(GLOO_VERSION_PATCH) + ", " + std::to_string(nRanks) +
          " rank(s) as " + (processes ? "processes (file store)" : "threads (in-memory store)") +
-         ", gloo::allreduce float sum over TCP on " + where() + " (in place by nature: out of place copies first)\n" +
+         ", gloo::allreduce float sum over TCP on " + gloo_ranks::where() + " (in place by nature: out of place copies first)\n" +
          sweepLine(o);
 }
 
@@ -124,12 +101,6 @@ int runThreads(const Options& o) {
   return kExitOk;
 }
 
-std::optional<int> envInt(const char* torchrun, const char* mpirun) {
-  for (const char* name : {torchrun, mpirun})
-    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return std::atoi(v);
-  return std::nullopt;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -150,23 +121,13 @@ int main(int argc, char** argv) {
     std::cout << occl::cli::versionLine(program) << "\n";
     return kExitOk;
   }
-  const std::optional<int> rank = envInt("RANK", "OMPI_COMM_WORLD_RANK");
-  const std::optional<int> size = envInt("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE");
-  const char* storeDir = std::getenv("GLOO_STORE_DIR");
-  const bool processes = options.mpi || rank.has_value() || size.has_value();
-  std::string error;
-  if (processes && (!rank || !size || storeDir == nullptr || *storeDir == '\0'))
-    error = "one rank per process needs RANK and WORLD_SIZE (or mpirun's) and GLOO_STORE_DIR, an empty directory";
-  else if (processes && options.localRanks != 1)
-    error = "-g/--ngpus: expected 1 with one rank per process";
-  else if ((processes ? *size : options.localRanks) < 2)
-    error = "gloo's ring needs at least 2 ranks: use -g N or one process per rank";
-  if (!error.empty()) {
-    std::cerr << program << ": " << error << "\n";
+  const gloo_ranks::Placement placed = gloo_ranks::placement(options.localRanks, options.mpi);
+  if (!placed.error.empty()) {
+    std::cerr << program << ": " << placed.error << "\n";
     return kExitUsage;
   }
-  if (!processes) return runThreads(options);
-  std::filesystem::create_directories(storeDir);
-  gloo::rendezvous::FileStore store(storeDir);
-  return runRank(options, store, *rank, *size, true);
+  if (!placed.processes) return runThreads(options);
+  std::filesystem::create_directories(placed.storeDir);
+  gloo::rendezvous::FileStore store(placed.storeDir);
+  return runRank(options, store, placed.rank, placed.nRanks, true);
 }

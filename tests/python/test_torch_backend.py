@@ -36,7 +36,7 @@ class Backend(unittest.TestCase):
             self.assertIsNone(got["complex"])  # torch passes complex tensors on as float pairs
             self.assertEqual(got["complex value"], [[2.0, 4.0]] * 4)
             self.assertIn("dtype Short is not supported", got["int16"])
-            self.assertIn("uneven splits (input_split_sizes=[3, 1], output_split_sizes=[1, 3])", got["uneven"])
+            self.assertIn("input split sizes [3, 2] add up to 5 rows; the input has 4", got["splits"])
             self.assertIn("takes one tensor per process, got 2", got["two tensors"])
             self.assertIn("not contiguous", got["strided"])
             self.assertIn("does not support recvAnysource", got["recv any"])
@@ -120,6 +120,15 @@ class SizeClasses(unittest.TestCase):
             # all_reduce lengths 1..16383 fall in 15 classes, all_gather lengths 1..1023 in 11.
             self.assertLessEqual(count_end, 15 + 11)
             self.assertLessEqual(bytes_end, 2 * bytes_early)
+
+
+class Uneven(unittest.TestCase):
+    def test_uneven_all_to_all_single_and_all_gather_are_exact_under_one_registration_each(self):
+        for rank, (failures, registered) in enumerate(support.run(torch_jobs.uneven, 3, support.store_path(), 60,
+                                                                  timeout=240)):
+            self.assertEqual(failures, [], f"rank {rank}")
+            # all_to_all_single and all_gather, three dtypes each, whatever the splits.
+            self.assertLessEqual(registered, 6, f"rank {rank}")
 
 
 class Diagnostics(unittest.TestCase):

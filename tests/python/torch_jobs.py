@@ -237,7 +237,7 @@ def errors(rank, size, store):
     expect_error("complex", lambda: dist.all_reduce(c))
     got["complex value"] = torch.view_as_real(c).tolist()
     expect_error("int16", lambda: dist.broadcast(torch.ones(8, dtype=torch.int16), src=0))
-    expect_error("uneven", lambda: dist.all_to_all_single(torch.zeros(4), torch.ones(4), [1, 3], [3, 1]))
+    expect_error("splits", lambda: dist.all_to_all_single(torch.zeros(4), torch.ones(4), [1, 3], [3, 2]))
     world = dist.distributed_c10d._get_default_group()  # a list of tensors (all_reduce_multigpu in 1.13)
     expect_error("two tensors", lambda: world.allreduce([torch.ones(2), torch.ones(2)]).wait())
     expect_error("strided", lambda: dist.all_reduce(torch.ones(8, 2)[:, 0]))
@@ -447,3 +447,39 @@ def split_groups(rank, size, store, seed, device_bound):
     group_ranks = {name: g.rank() if g is not None else dist.get_rank() for name, (g, _) in groups.items()}
     dist.destroy_process_group()
     return origins, wrong, group_ranks
+
+
+def uneven(rank, size, store, steps):
+    """MoE-shaped all_to_all_single with random split sizes (every rank draws the same matrix of
+    row counts; zeros among them) and all_gather into tensors of random sizes, `steps` of each in
+    a different order on every rank, every element checked; then how many collectives were
+    registered (one per call and dtype, whatever the splits)."""
+    init(rank, size, store)
+    failures = []
+    hidden = 3
+    for step in range(steps):
+        rng = random.Random(step)
+        rows = [[rng.choice([0, rng.randrange(1, 40)]) for _ in range(size)] for _ in range(size)]  # [sender][receiver]
+        dt = (torch.float32, torch.int64, torch.bfloat16)[step % 3]
+        send = torch.cat([torch.full((rows[rank][q], hidden), rank * 100 + q, dtype=dt) for q in range(size)])
+        recv = torch.full((sum(rows[q][rank] for q in range(size)), hidden), -1, dtype=dt)
+        sizes = [rng.randrange(0, 50) for _ in range(size)]
+        outs = [torch.full((n,), -1, dtype=dt) for n in sizes]
+        mine = torch.arange(sizes[rank]).to(dt) + rank
+
+        def a2a():
+            return dist.all_to_all_single(recv, send, output_split_sizes=[rows[q][rank] for q in range(size)],
+                                          input_split_sizes=rows[rank], async_op=True)
+
+        def ag():
+            return dist.all_gather(outs, mine, async_op=True)
+
+        for work in [call() for call in ((a2a, ag) if (step + rank) % 2 else (ag, a2a))]:
+            work.wait()
+        want = torch.cat([torch.full((rows[q][rank], hidden), q * 100 + rank, dtype=dt) for q in range(size)])
+        check(failures, f"step {step} all_to_all_single", recv, want)
+        for q in range(size):
+            check(failures, f"step {step} all_gather from {q}", outs[q], torch.arange(sizes[q]).to(dt) + q)
+    registered = occl.torch.registered_count()
+    dist.destroy_process_group()
+    return failures, registered

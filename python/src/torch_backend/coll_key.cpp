@@ -32,13 +32,14 @@ uint64_t Signature::collId() const {
     h.add(int32_t{root});
   h.add(uint8_t{tag.has_value()}).add(tag.value_or(0));
   if (sizeClass) h.add(uint8_t{2});
-  if (op == ops::kOpPreMulSum) h.add(uint8_t{3}).add(preMulScalar);  // never the id of an exact registration of the class's count
+  if (op == ops::kOpPreMulSum) h.add(uint8_t{3}).add(preMulScalar);
+  if (vector) h.add(uint8_t{4});  // never the id of an exact registration of the class's count
   return h.value();
 }
 
 std::string Signature::describe() const {
-  std::string s = std::string(kCallNames[static_cast<size_t>(call)]) + " of " + std::to_string(count) + " " +
-                  dtypeName(datatype);
+  std::string s = std::string(kCallNames[static_cast<size_t>(call)]) +
+                  (vector ? " with uneven splits of " : " of ") + std::to_string(count) + " " + dtypeName(datatype);
   if (collInfo(collType).reduces) s += std::string(" (") + ops::opName(op) + ")";
   if (op == ops::kOpPreMulSum) {
     char bits[32];
@@ -57,11 +58,12 @@ std::string Signature::describe() const {
 bool Signature::sameRegistration(const Signature& o) const {
   return call == o.call && collType == o.collType && datatype == o.datatype && op == o.op &&
          preMulScalar == o.preMulScalar &&
-         registeredCount() == o.registeredCount() && sizeClass == o.sizeClass && root == o.root && src == o.src &&
+         registeredCount() == o.registeredCount() && sizeClass == o.sizeClass && vector == o.vector && root == o.root &&
+         src == o.src &&
          dst == o.dst && p2pTag == o.p2pTag && tag == o.tag;
 }
 
-uint64_t Signature::registeredCount() const { return sizeClass ? sizeClassOf(count) : count; }
+uint64_t Signature::registeredCount() const { return sizeClass && !vector ? sizeClassOf(count) : count; }
 
 uint64_t sizeClassOf(uint64_t count) { return count <= 1 ? 1 : std::bit_ceil(count); }
 

@@ -42,6 +42,7 @@ struct Signature {
   int p2pTag = 0;     // torch's send/recv tag
   std::optional<uint64_t> tag;  // occl.torch.coll_id(tag)
   bool sizeClass = false;       // occl.torch.size_classes(): registered by registeredCount()
+  bool vector = false;          // a v-collective (uneven splits): count bounds one block (kVectorBlockBound)
 
   // The count the collective is registered with: `count`, or its size class.
   uint64_t registeredCount() const;
@@ -51,6 +52,11 @@ struct Signature {
   std::string describe() const;
   bool sameRegistration(const Signature& o) const;
 };
+
+// The count a v-collective of the backend is registered with, the same on every rank whatever its
+// splits: the most elements one rank's block may hold (2^28, a GiB of float32). Connectors are
+// sized by tiles, not by this bound.
+inline constexpr uint64_t kVectorBlockBound = uint64_t{1} << 28;
 
 // The tag of the innermost `coll_id` block of the calling thread, if any.
 std::optional<uint64_t> currentTag();

@@ -164,7 +164,8 @@ uint64_t ProcessGroupOccl::registered(const Signature& sig) {
   occlCollDescInit(&d);
   d.type = sig.collType;
   d.count = sig.registeredCount();
-  d.variableCount = sig.sizeClass ? 1 : 0;
+  d.variableCount = sig.sizeClass && !sig.vector ? 1 : 0;
+  d.vectorCounts = sig.vector ? 1 : 0;
   d.datatype = sig.datatype;
   d.op = sig.op;
   d.root = sig.root;
@@ -185,7 +186,7 @@ uint64_t ProcessGroupOccl::registered(const Signature& sig) {
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::submit(const Signature& sig, const void* send, void* recv,
-                                                        c10::intrusive_ptr<WorkOccl> work) {
+                                                        c10::intrusive_ptr<WorkOccl> work, const occlVectors_t* vectors) {
   if (sig.count == 0) {  // nothing moves; occl registers no empty collective
     work->complete(occlSuccess, "");
     return work;
@@ -199,7 +200,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::submit(const Signature& sig, co
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   occlResult_t r;
   for (int attempt = 0;; ++attempt) {
-    r = occlSubmitCount(comm_, id, sig.count, send, recv, &WorkOccl::onComplete, raw);
+    r = vectors != nullptr ? occlSubmitV(comm_, id, send, recv, vectors, &WorkOccl::onComplete, raw)
+                           : occlSubmitCount(comm_, id, sig.count, send, recv, &WorkOccl::onComplete, raw);
     if (r != occlInProgress || std::chrono::steady_clock::now() > deadline) break;
     std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 << std::min(attempt, 7))));
   }
@@ -246,6 +248,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::allgather(std::vector<std::vect
   std::vector<at::Tensor>& outs = outputs[0];
   TORCH_CHECK(static_cast<int>(outs.size()) == size_, "occl: allgather: ", outs.size(),
               " output tensors, expected one per rank (", size_, ")");
+  bool uneven = false;
+  for (const at::Tensor& o : outs) uneven = uneven || o.numel() != in.numel();
+  if (uneven) return unevenAllGather(in, outs);
   for (const at::Tensor& o : outs) checkSameShape(o, in, "allgather", "an output tensor");
   Signature sig = signature(CallKind::AllGather, occlCollAllGather, in, 0, static_cast<uint64_t>(in.numel()), "allgather");
   return allGatherInto(in, outs, sig, c10d::OpType::ALLGATHER);
@@ -353,21 +358,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::alltoall_base(at::Tensor& outpu
                                                                const c10d::AllToAllOptions&) {
   checkTensor(input, "alltoall_base", "the input");
   checkTensor(output, "alltoall_base", "the output");
-  TORCH_CHECK(output.scalar_type() == input.scalar_type() && output.numel() == input.numel(),
-              "occl: alltoall_base: the output (", output.numel(), " ", output.scalar_type(),
-              ") must match the input (", input.numel(), " ", input.scalar_type(), ")");
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "occl: alltoall_base: the output (", output.scalar_type(),
+              ") must have the input's type (", input.scalar_type(), ")");
+  // Split sizes, even or not, make it an AllToAllv: whether a rank's splits happen to be even
+  // (all of them 0, say) must not change which collective it joins, since the others may not be.
+  if (!inputSplits.empty() || !outputSplits.empty()) return unevenAllToAll(output, input, outputSplits, inputSplits);
+  TORCH_CHECK(output.numel() == input.numel(), "occl: alltoall_base: the output (", output.numel(),
+              " elements) must match the input (", input.numel(), ")");
   TORCH_CHECK(input.numel() % size_ == 0, "occl: alltoall_base: ", input.numel(),
               " elements do not split evenly over ", size_, " ranks");
-  const int64_t rows = input.dim() == 0 ? 1 : input.size(0);
-  auto even = [&](const std::vector<int64_t>& splits) {
-    for (int64_t s : splits)
-      if (s * size_ != rows) return false;
-    return splits.empty() || static_cast<int>(splits.size()) == size_;
-  };
-  TORCH_CHECK(even(inputSplits) && even(outputSplits),
-              "occl: alltoall_base with uneven splits (input_split_sizes=", join(inputSplits),
-              ", output_split_sizes=", join(outputSplits),
-              ") is not supported: occl's AllToAll sends every rank the same count");
   Signature sig = signature(CallKind::AllToAll, occlCollAllToAll, input, 0,
                             static_cast<uint64_t>(input.numel() / size_), "alltoall_base");
   return submit(sig, input.data_ptr(), output.data_ptr(),

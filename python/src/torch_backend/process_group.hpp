@@ -100,9 +100,16 @@ class ProcessGroupOccl : public BackendBase {
   uint64_t registered(const Signature& sig);
   c10::intrusive_ptr<c10d::Work> allGatherInto(at::Tensor& in, const std::vector<at::Tensor>& outs,
                                                const Signature& sig, c10d::OpType op);
+  // allgather into output tensors of different sizes: an AllGatherv.
+  c10::intrusive_ptr<c10d::Work> unevenAllGather(at::Tensor& in, const std::vector<at::Tensor>& outs);
+  // alltoall_base with uneven splits: an AllToAllv.
+  c10::intrusive_ptr<c10d::Work> unevenAllToAll(at::Tensor& output, at::Tensor& input,
+                                                const std::vector<int64_t>& outputSplits,
+                                                const std::vector<int64_t>& inputSplits);
   c10::intrusive_ptr<c10d::Work> pointToPoint(std::vector<at::Tensor>& tensors, int peer, int tag, bool sending);
+  // `vectors`: a v-collective's blocks (sig.vector), else nullptr.
   c10::intrusive_ptr<c10d::Work> submit(const Signature& sig, const void* send, void* recv,
-                                        c10::intrusive_ptr<WorkOccl> work);
+                                        c10::intrusive_ptr<WorkOccl> work, const occlVectors_t* vectors = nullptr);
   void shutdown();
 
   occlComm_t comm_ = nullptr;

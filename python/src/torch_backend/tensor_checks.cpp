@@ -111,4 +111,28 @@ std::string join(const std::vector<int64_t>& v) {
   return out.str();
 }
 
+Splits splitsOf(const at::Tensor& t, const std::vector<int64_t>& splits, int size, const char* what) {
+  const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+  Splits s;
+  s.rowElems = rows == 0 ? 1 : t.numel() / rows;
+  std::vector<int64_t> byRank = splits;
+  if (byRank.empty()) {
+    TORCH_CHECK(rows % size == 0, "occl: alltoall_base: the ", what, "'s ", rows, " rows do not split evenly over ",
+                size, " ranks; give its split sizes");
+    byRank.assign(static_cast<size_t>(size), rows / size);
+  }
+  TORCH_CHECK(static_cast<int>(byRank.size()) == size, "occl: alltoall_base: ", byRank.size(), " ", what,
+              " split sizes ", join(byRank), "; expected one per rank (", size, ")");
+  int64_t total = 0;
+  for (int64_t r : byRank) {
+    TORCH_CHECK(r >= 0, "occl: alltoall_base: ", what, " split sizes ", join(byRank), " has a negative size");
+    s.displs.push_back(static_cast<size_t>(total * s.rowElems));
+    s.counts.push_back(static_cast<size_t>(r * s.rowElems));
+    total += r;
+  }
+  TORCH_CHECK(total == rows, "occl: alltoall_base: ", what, " split sizes ", join(byRank), " add up to ", total,
+              " rows; the ", what, " has ", rows);
+  return s;
+}
+
 }  // namespace occl::torch_backend

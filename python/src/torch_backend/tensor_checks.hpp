@@ -40,6 +40,14 @@ void checkOneToAll(const at::Tensor& one, const char* oneName, const at::Tensor&
 // The list forms' staging tensor: `parts` (equal sizes, checked) one after another.
 void fillFrom(at::Tensor& flat, const std::vector<at::Tensor>& parts);
 
+// all_to_all_single's split sizes of `t` (rows of its first dimension; empty: equal shares) as one
+// block per rank, in elements, packed in rank order; `what` ("input", "output") names it.
+struct Splits {
+  std::vector<size_t> counts, displs;
+  int64_t rowElems = 1;
+};
+Splits splitsOf(const at::Tensor& t, const std::vector<int64_t>& splits, int size, const char* what);
+
 // "[1, 2, 3]", for messages.
 std::string join(const std::vector<int64_t>& v);
 
