@@ -168,10 +168,11 @@ int run(const Options& o, Exchange& exchange, int rank, int nRanks, std::ostream
       for (size_t c : steps.back().send.counts) maxBlock = std::max(maxBlock, c);
     }
     exchange.prepare(tokens * o.tokenBytes);  // one rank may route every token to one expert
-    std::vector<uint8_t> send(std::max<size_t>(sendBytes, 1)), recv(std::max<size_t>(recvBytes, 1));
+    uint8_t* send = exchange.buffer(0, std::max<size_t>(sendBytes, 1));
+    uint8_t* recv = exchange.buffer(1, std::max<size_t>(recvBytes, 1));
     auto once = [&](int i) {
       const Step& s = steps[static_cast<size_t>(i % o.steps)];
-      exchange.alltoallv(send.data(), s.send.counts, s.send.displs, recv.data(), s.recv.counts, s.recv.displs);
+      exchange.alltoallv(send, s.send.counts, s.send.displs, recv, s.recv.counts, s.recv.displs);
     };
     for (int i = 0; i < o.warmup; ++i) once(i);
     exchange.barrier();
@@ -185,8 +186,8 @@ int run(const Options& o, Exchange& exchange, int rank, int nRanks, std::ostream
       for (int q = 0; q < nRanks; ++q)
         for (size_t j = 0; j < s.send.counts[static_cast<size_t>(q)]; ++j)
           send[s.send.displs[static_cast<size_t>(q)] + j] = pattern(rank, q, j, si);
-      std::fill(recv.begin(), recv.end(), uint8_t{0xA5});
-      exchange.alltoallv(send.data(), s.send.counts, s.send.displs, recv.data(), s.recv.counts, s.recv.displs);
+      std::fill(recv, recv + std::max<size_t>(recvBytes, 1), uint8_t{0xA5});
+      exchange.alltoallv(send, s.send.counts, s.send.displs, recv, s.recv.counts, s.recv.displs);
       for (int q = 0; q < nRanks; ++q)
         for (size_t j = 0; j < s.recv.counts[static_cast<size_t>(q)]; ++j)
           wrong += recv[s.recv.displs[static_cast<size_t>(q)] + j] != pattern(q, rank, j, si) ? 1 : 0;

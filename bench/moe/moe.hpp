@@ -53,6 +53,16 @@ class Exchange {
   virtual void barrier() = 0;
   virtual double max(double value) = 0;
   virtual double sum(double value) = 0;  // exact for the wrong-byte counts (< 2^53)
+  // A buffer of at least `bytes` (which: 0 send, 1 receive) of the memory the library wants, valid
+  // until the next call with the same `which`: plain memory here.
+  virtual uint8_t* buffer(int which, size_t bytes) {
+    std::vector<uint8_t>& b = buffers_[which];
+    if (b.size() < bytes) b.resize(bytes);
+    return b.data();
+  }
+
+ private:
+  std::vector<uint8_t> buffers_[2];
 };
 
 // Runs the sweep on one rank and returns the exit code. Rank 0 prints `preamble`, the table and

@@ -43,7 +43,10 @@ struct Done {
 
 class Occl final : public Exchange {
  public:
-  explicit Occl(occlComm_t comm) : comm_(comm) {
+  // `shared`: ranks are processes, whose buffers come from occlMemAlloc and whose AllToAllv is
+  // registered with desc.sharedBuffers, so that each rank takes its chunks straight from its
+  // peers' buffers as threads do (the peer AllToAll) instead of through slots.
+  Occl(occlComm_t comm, bool shared) : comm_(comm), shared_(shared) {
     occlCollDesc_t d;
     occlCollDescInit(&d);
     d.count = 1;
@@ -61,6 +64,7 @@ class Occl final : public Exchange {
     d.datatype = occlUint8;
     d.count = maxBlockBytes;
     d.vectorCounts = 1;
+    d.sharedBuffers = shared_ ? 1 : 0;
     check(occlCollRegister(comm_, ++exchangeId_, &d), comm_, "register the AllToAllv");
     registered_ = true;
   }
@@ -72,6 +76,22 @@ class Occl final : public Exchange {
     wait(done);
   }
   void barrier() override { (void)max(0); }
+  uint8_t* buffer(int which, size_t bytes) override {
+    if (!shared_) return Exchange::buffer(which, bytes);
+    Shared& b = memory_[which];
+    if (b.bytes < bytes) {
+      // The previous row's collective is deregistered before a new buffer is needed (prepare).
+      if (b.data != nullptr) occlMemFree(b.data);
+      b.data = nullptr;
+      check(occlMemAlloc(&b.data, bytes), comm_, "occlMemAlloc");
+      b.bytes = bytes;
+    }
+    return static_cast<uint8_t*>(b.data);
+  }
+  ~Occl() override {
+    for (Shared& b : memory_)
+      if (b.data != nullptr) occlMemFree(b.data);
+  }
   double max(double value) override { return reduce(kMaxId, value); }
   double sum(double value) override { return reduce(kSumId, value); }
 
@@ -91,20 +111,26 @@ class Occl final : public Exchange {
     check(done.status, comm_, "the collective");
   }
 
+  struct Shared {
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
   occlComm_t comm_;
+  bool shared_;
+  Shared memory_[2];
   uint64_t exchangeId_ = 100;
   bool registered_ = false;
 };
 
 std::string preamble(int nRanks, bool processes) {
   return "# occl-moe-bench: occl AllToAllv (occlSubmitV), " + std::to_string(nRanks) + " rank(s) as " +
-         (processes ? "processes" : "threads") + "\n";
+         (processes ? "processes, buffers from occlMemAlloc (desc.sharedBuffers)" : "threads") + "\n";
 }
 
 int runRank(const Options& o, occlComm_t comm, int rank, int nRanks, bool processes) {
   int code = kExitFailed;
   try {
-    Occl exchange(comm);
+    Occl exchange(comm, processes);
     code = run(o, exchange, rank, nRanks, rank == 0 ? &std::cout : nullptr, preamble(nRanks, processes));
   } catch (const std::exception& e) {
     std::cerr << "occl-moe-bench: rank " << rank << ": " << e.what() << "\n";

@@ -191,8 +191,10 @@ typedef struct {
                             one hop; a larger one "peer", using the other ranks' buffers, on
                             2..16 ranks whose every peer is "in-process" (occlCommInitAll on
                             the host backend), or "in-process" or "shm" with sharedBuffers,
-                            and one block; else "ring"); "ring": built-in, never direct nor
-                            peer; else an MSCCL-IR file path or loaded name */
+                            and one block; else "ring"; an AllToAll on one block whose every
+                            peer is "in-process" goes "peer", taking each chunk straight from
+                            its sender's sendbuf, else "direct"); "ring": built-in, never direct
+                            (for AllReduce) nor peer; else an MSCCL-IR file path or loaded name */
   int nBlocks;           /* daemon blocks (channels) to use; 0 = the algorithm's default */
   int sharedBuffers;     /* 1: every submission's sendbuf and recvbuf lie in memory from
                             occlMemAlloc (occlSubmit checks), so ranks that are processes of

@@ -87,7 +87,9 @@ class BlockExecutor {
     const bool readsSrc = stepReadsSrc(step.op);
     const BufKind kind = readsSrc ? step.srcBuf : step.dstBuf;
     const uint64_t chunk = static_cast<uint64_t>(readsSrc ? step.srcOff : step.dstOff) + ctx_.sub;
-    const uint64_t n = tileLength(g_, kind, chunk, ctx_.tile);
+    // A peer program's geometry has one tile a chunk (its data steps copy whole chunks: the peer
+    // AllToAll's own chunk), whatever the slot size.
+    const uint64_t n = form_.peerReads != 0 ? chunkLength(g_, kind, chunk) : tileLength(g_, kind, chunk, ctx_.tile);
     // Both ends of a connector compute the same length and skip an empty tile together; a variable
     // count still sends tile 0, empty or not, so that every connector carries a stamped message
     // per submission (chunk_geometry.hpp) and a count mismatch is always seen.
@@ -146,6 +148,35 @@ class BlockExecutor {
           return failWith(occlSystemError);
         if (!exec::broadcastFromLeader([&] { return peerReduceTile(d_, g_, plan_, step, bufs_, ctx_.sub); }))
           return WaitResult::Failed;
+        break;
+      }
+      case StepOp::PeerOffer: {  // the receiver's chunk of this rank's input
+        const FifoHandle& send = plan_.sends[step.sendConn];
+        WaitResult w = waitFor([&] { return send.canSend(); }, nullptr, &send);
+        if (w != WaitResult::Ready) return w;
+        const uint64_t at = static_cast<uint64_t>(step.srcOff);
+        const uint64_t elems = chunkLength(g_, step.srcBuf, at);
+        const char* from = bufs_.get(step.srcBuf) + chunkStart(g_, step.srcBuf, at) * d_.elemBytes;
+        if (!exec::broadcastFromLeader([&] { return offerPeerChunk(d_, send, from, elems, stamp(elems)); }))
+          return failWith(occlInvalidArgument);
+        break;
+      }
+      case StepOp::PeerTake: {  // the chunk the peer offered, into this rank's output
+        const FifoHandle& recv = plan_.recvs[step.recvConn];
+        WaitResult w = waitForNotices(recv, kPeerNoticeBuffers);
+        if (w != WaitResult::Ready) return w;
+        const uint64_t at = static_cast<uint64_t>(step.dstOff);
+        const uint64_t elems = chunkLength(g_, step.dstBuf, at);
+        if (g_.variable && exec::broadcastFromLeader([&] { return countDiffers(recv, step.recvConn, stamp(elems)); }))
+          return WaitResult::Failed;
+        char* to = bufs_.get(step.dstBuf) + chunkStart(g_, step.dstBuf, at) * d_.elemBytes;
+        TakeResult taken = TakeResult::Done;  // the leader's, which the broadcasts pass on
+        if (!exec::broadcastFromLeader([&] {
+              taken = takePeerChunk(d_, recv, to, elems * d_.elemBytes);
+              return taken == TakeResult::Done;
+            }))
+          return exec::broadcastFromLeader([&] { return taken == TakeResult::Poisoned; }) ? WaitResult::Failed
+                                                                                           : failWith(occlSystemError);
         break;
       }
       default: {  // PeerRelease

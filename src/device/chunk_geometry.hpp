@@ -50,7 +50,7 @@ OCCL_HD inline bool chunksFit(uint64_t total, uint32_t nChunks, bool raggedAllow
 
 // A v-collective's geometry for part `part`'s copy of the submission's table: as many tiles as
 // its longest piece needs (at least one, as for a variable count), every piece its own length.
-OCCL_HD inline ChunkGeometry vectorGeometry(const CollDesc& d, const ProgramForm& f, uint32_t part) {
+OCCL_HD OCCL_NOINLINE inline ChunkGeometry vectorGeometry(const CollDesc& d, const ProgramForm& f, uint32_t part) {
   const VecBlock* table = d.vecCache + vecTableBlocks(d.vecGroups) * part;
   const uint32_t pieces = f.nChunks / d.vecGroups;
   uint64_t longest = 0;
@@ -58,7 +58,8 @@ OCCL_HD inline ChunkGeometry vectorGeometry(const CollDesc& d, const ProgramForm
     const uint64_t piece = (table[i].length + pieces - 1) / pieces;
     longest = piece > longest ? piece : longest;
   }
-  const uint64_t tiles = (longest + d.tileElems - 1) / d.tileElems;
+  // A peer program moves whole chunks, one tile (makePeerAllToAll).
+  const uint64_t tiles = f.peerReads != 0 ? 1 : (longest + d.tileElems - 1) / d.tileElems;
   ChunkGeometry g{0, longest, d.tileElems, f.nChunks, static_cast<uint32_t>(tiles == 0 ? 1 : tiles), 0u, 1u};
   g.vec = table;
   g.vecRanks = d.vecGroups;

@@ -20,6 +20,9 @@ enum class StepOp : uint8_t {
   // each other's buffers in place; their connectors carry notices, not data. Generated programs
   // only (the MSCCL-IR loader has no names for them): an address means nothing in another process.
   PeerPost, PeerReduce, PeerRelease,
+  // The peer AllToAll's: offer the receiver its chunk of this rank's input (notice 1), and take
+  // the chunk a peer offered into this rank's output.
+  PeerOffer, PeerTake,
 };
 // What each StepOp does, one row per op in enum order: the name messages give it, its MSCCL-IR
 // type attribute (nullptr: generated programs only), and its traits. A data op moves one
@@ -59,8 +62,10 @@ inline constexpr StepOpInfo kStepOps[] = {
     {StepOp::PeerPost, "peer-post", nullptr, kSendConnector},
     {StepOp::PeerReduce, "peer-reduce", nullptr, 0},
     {StepOp::PeerRelease, "peer-release", nullptr, kRecvConnector},
+    {StepOp::PeerOffer, "peer-offer", nullptr, kSendConnector},
+    {StepOp::PeerTake, "peer-take", nullptr, kRecvConnector},
 };
-inline constexpr int kNumStepOps = static_cast<int>(StepOp::PeerRelease) + 1;
+inline constexpr int kNumStepOps = static_cast<int>(StepOp::PeerTake) + 1;
 static_assert(sizeof(kStepOps) / sizeof(kStepOps[0]) == kNumStepOps, "one row per StepOp");
 static_assert(
     [] {

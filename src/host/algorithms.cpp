@@ -105,16 +105,24 @@ bool peerAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ringNa
          nRanks <= kPeerAllReduceMaxRanks && nBlocks == 1 && !directAllReduce(d, nRanks, nBlocks, ringNamed, peer);
 }
 
+// An AllToAll whose ranks reach each other's buffers (threads, or processes on occlMemAlloc
+// buffers) takes each peer's chunk straight from the peer's input (makePeerAllToAll): one copy
+// per byte instead of two through a slot. One block.
+bool peerAllToAll(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ringNamed, PeerAccess peer) {
+  return peer != PeerAccess::None && d.type == occlCollAllToAll && !ringNamed && nRanks >= 2 && nBlocks == 1;
+}
+
 // The built-in generators. A program is made from its BuiltInKey alone,
 // {generator, nRanks, nBlocks, root or sender, receiver}, so the library's copy of a key's
 // program is the one generate() would make.
 enum Generator : int32_t { kDirect, kPeer, kRingAllReduce, kRingAllGather, kRingReduceScatter, kChainReduce,
-                           kChainBroadcast, kAllToAll, kSendRecv, kGather, kScatter };
+                           kChainBroadcast, kAllToAll, kSendRecv, kGather, kScatter, kPeerAllToAll };
 
 BuiltInKey builtInKey(const occlCollDesc_t& d, int rank, int nRanks, int nBlocks, bool ringNamed, PeerAccess peer) {
   auto key = [&](Generator g, int32_t a = 0, int32_t b = 0) { return BuiltInKey{g, nRanks, nBlocks, a, b}; };
   if (directAllReduce(d, nRanks, nBlocks, ringNamed, peer)) return key(kDirect);
   if (peerAllReduce(d, nRanks, nBlocks, ringNamed, peer)) return key(kPeer);
+  if (peerAllToAll(d, nRanks, nBlocks, ringNamed, peer)) return key(kPeerAllToAll);
   switch (d.type) {
     case occlCollAllReduce: return key(kRingAllReduce);
     case occlCollAllGather: return key(kRingAllGather);
@@ -144,6 +152,7 @@ ir::Program generate(const BuiltInKey& key) {
     case kAllToAll: return ir::makeAllToAll(nRanks, nBlocks);
     case kGather: return ir::makeGather(nRanks, a);
     case kScatter: return ir::makeScatter(nRanks, a);
+    case kPeerAllToAll: return ir::makePeerAllToAll(nRanks);
     default: return ir::makeSendRecv(nRanks, nBlocks, a, b);
   }
 }
@@ -235,6 +244,7 @@ const char* builtInAlgorithm(const occlCollDesc_t& d, int nRanks, const PartsRul
   const int nBlocks = partsFor(d, nRanks, parts);
   if (directAllReduce(d, nRanks, nBlocks, /*ringNamed=*/false, peer)) return "direct";
   if (peerAllReduce(d, nRanks, nBlocks, /*ringNamed=*/false, peer)) return "peer";
+  if (peerAllToAll(d, nRanks, nBlocks, /*ringNamed=*/false, peer)) return "peer";
   return collInfo(d.type).builtIn;
 }
 

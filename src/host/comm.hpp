@@ -193,6 +193,9 @@ class Comm {
   Status queueEntry(const Checked& e, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
                     Start start, int generation, uint64_t* seq);
   Status validateBuffers(const Collective& c, uint64_t count, const void* sendbuf, const void* recvbuf) const;
+  // desc.sharedBuffers: both buffers lie in occlMemAlloc memory holding these bytes.
+  Status checkSharedBuffers(const Collective& c, const void* sendbuf, uint64_t sendBytes, const void* recvbuf,
+                            uint64_t recvBytes) const;
   // NCCL's in-place position of the two buffers of a submission of `count` for this rank.
   bool inPlace(const Collective& c, uint64_t count, const void* sendbuf, const void* recvbuf) const;
   // After an abort: writes the done word of every gated submission that has not completed, so a

@@ -51,6 +51,26 @@ Status Comm::pushSqe(const SqeView& e) {
   return Status::success();
 }
 
+Status Comm::checkSharedBuffers(const Collective& c, const void* sendbuf, uint64_t sendBytes, const void* recvbuf,
+                                uint64_t recvBytes) const {
+  if (c.userDesc().sharedBuffers != 1) return Status::success();  // the peer programs map them in other processes
+  Collective::BuffersSeen& seen = c.sharedBuffersSeen();
+  const uint64_t releases = memory::releases();
+  // The last buffers that passed pass again while nothing was freed; a v-collective's extents
+  // change with its counts, so it looks every time.
+  if (seen.valid && seen.send == sendbuf && seen.recv == recvbuf && seen.releases == releases && !c.vectorCounts())
+    return Status::success();
+  for (auto [name, buf, bytes] : {std::tuple{"sendbuf", sendbuf, sendBytes}, std::tuple{"recvbuf", recvbuf, recvBytes}}) {
+    if (bytes > 0 && memory::describe(buf, bytes).inode == 0)
+      return Status::error(occlInvalidArgument,
+                           absl::StrFormat("%s of collId 0x%x is not memory from occlMemAlloc holding its %d bytes; "
+                                           "the collective was registered with desc.sharedBuffers = 1",
+                                           name, c.collId(), bytes));
+  }
+  seen = {true, sendbuf, recvbuf, releases};
+  return Status::success();
+}
+
 Status Comm::validateBuffers(const Collective& c, uint64_t count, const void* sendbuf, const void* recvbuf) const {
   const occlCollDesc_t& d = c.userDesc();
   const auto [sendElems, recvElems] = c.elemsFor(count);
@@ -59,21 +79,7 @@ Status Comm::validateBuffers(const Collective& c, uint64_t count, const void* se
   if (recvElems > 0 && recvbuf == nullptr)
     return Status::error(occlInvalidArgument, absl::StrFormat("recvbuf is NULL for collId 0x%x", c.collId()));
   const uint64_t eb = dtypeSize(d.datatype);
-  if (d.sharedBuffers == 1) {  // the peer program maps them in other processes
-    Collective::BuffersSeen& seen = c.sharedBuffersSeen();
-    const uint64_t releases = memory::releases();
-    if (!seen.valid || seen.send != sendbuf || seen.recv != recvbuf || seen.releases != releases) {
-      for (auto [name, buf, bytes] : {std::tuple{"sendbuf", sendbuf, sendElems * eb},
-                                      std::tuple{"recvbuf", static_cast<const void*>(recvbuf), recvElems * eb}}) {
-        if (bytes > 0 && memory::describe(buf, bytes).inode == 0)
-          return Status::error(occlInvalidArgument,
-                               absl::StrFormat("%s of collId 0x%x is not memory from occlMemAlloc holding its %d bytes; "
-                                               "the collective was registered with desc.sharedBuffers = 1",
-                                               name, c.collId(), bytes));
-      }
-      seen = {true, sendbuf, recvbuf, releases};
-    }
-  }
+  if (Status s = checkSharedBuffers(c, sendbuf, sendElems * eb, recvbuf, recvElems * eb); !s.ok()) return s;
   if (sendbuf == nullptr || recvbuf == nullptr) return Status::success();
   auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
   uint64_t sBytes = sendElems * eb, rBytes = recvElems * eb;
@@ -139,6 +145,10 @@ Result<Comm::Checked> Comm::checkEntry(uint64_t collId, uint64_t count, const vo
   if (vectors != nullptr) {
     Result<VecLayout> layout = vecLayout(c.vecShape(), vectors, sendbuf, recvbuf);
     if (!layout.ok()) return layout.status();
+    const uint64_t eb = c.vecShape().elemBytes;
+    if (Status s = checkSharedBuffers(c, sendbuf, layout.value().sendElems * eb, recvbuf, layout.value().recvElems * eb);
+        !s.ok())
+      return s;
     out.inPlace = layout.value().inPlace;
     out.vecBlocks = std::move(layout.value().blocks);
   } else {

@@ -44,6 +44,41 @@ Program makeAllToAll(int nRanks, int nBlocks) {
   return p;
 }
 
+Program makePeerAllToAll(int nRanks) {
+  Program p;
+  p.name = "peer";
+  p.coll = CollKind::AllToAll;
+  p.nRanks = nRanks;
+  p.nChannels = 1;
+  p.nChunksPerLoop = nRanks;  // chunk q = the elements for (or from) rank q, as makeAllToAll's
+  p.raggedChunksAllowed = true;
+  p.inPlace = p.outOfPlace = true;
+  p.minConnectorSlots = static_cast<int32_t>(kPeerNotices);
+  p.peerReads = true;
+  for (int r = 0; r < nRanks; ++r) {
+    RankProgram rp;
+    rp.inputChunks = rp.outputChunks = nRanks;
+    rp.blocks.resize(1);
+    std::vector<Step>& steps = rp.blocks[0].steps;
+    // Every peer in the same order, rank r+1 first, so that no two ranks take from one peer first.
+    const auto everyPeer = [&](OpType op, bool sending, BufferKind buf) {
+      for (int d = 1; d < nRanks; ++d) {
+        const int q = mod(r + d, nRanks);
+        Step s = stepAt(op, buf, q);
+        (sending ? s.sendPeer : s.recvPeer) = q;
+        steps.push_back(s);
+      }
+    };
+    everyPeer(OpType::PeerOffer, true, In);   // 1: chunk q of my input is yours
+    steps.push_back(stepFromTo(OpType::Copy, In, r, Out, r));
+    everyPeer(OpType::PeerTake, false, Out);  // q's chunk for me, into my chunk q
+    everyPeer(OpType::PeerPost, true, Out);   // 2: done with yours
+    everyPeer(OpType::PeerRelease, false, Out);
+    p.ranks.push_back(std::move(rp));
+  }
+  return p;
+}
+
 namespace {
 
 // Gather (`gathering`) or Scatter: root and each other rank exchange one chunk, one hop each.

@@ -48,6 +48,13 @@ Program makeChainBroadcast(int nRanks, int nChannels, int root);
 // n-1 blocks; a block owns a connector per peer it serves, so one block suffices.
 Program makeAllToAll(int nRanks, int nBlocks);
 
+// Peer AllToAll for ranks that share an address space (primitives/peer_read.hpp): rank r offers
+// each peer q chunk q of its input (a notice with its address), copies its own chunk, takes each
+// peer's chunk for it straight into chunk q of its output, then posts "done with yours" and
+// releases the peers' notices. Each byte is copied once, by its receiver, against twice through a
+// slot for makeAllToAll. One block, two notices per peer and submission. nRanks >= 2.
+Program makePeerAllToAll(int nRanks);
+
 // Direct Gather to `root`: every other rank sends its input (one chunk) straight to root, which
 // stores rank q's as chunk q of its output and copies its own into chunk root. n-1 times the
 // count moves into root, once per byte: against the AllGather torch's gather ran before, n times

@@ -56,7 +56,77 @@ inline constexpr uint64_t kPeerSlotBytes = 64;
 static_assert(sizeof(PeerNotice) <= kPeerSlotBytes, "a notice fits a peer program's slot");
 
 OCCL_HD inline bool isPeerOp(StepOp op) {
-  return op == StepOp::PeerPost || op == StepOp::PeerReduce || op == StepOp::PeerRelease;
+  return op == StepOp::PeerPost || op == StepOp::PeerReduce || op == StepOp::PeerRelease || op == StepOp::PeerOffer ||
+         op == StepOp::PeerTake;
+}
+
+// The peer AllToAll (makePeerAllToAll): its first notice to each peer is not the poster's buffers
+// but the one chunk of its input the peer takes (PeerOffer), which the peer copies straight into
+// its own output (PeerTake): each byte moves once, by its receiver, where the direct AllToAll
+// copies it into a slot and out again. The second notice and the release are the peer
+// AllReduce's. Between processes (desc.sharedBuffers) the offer also carries the chunk's
+// reference, which the taker resolves for the copy and unpins after it.
+struct PeerChunk {
+  const char* data;
+  uint64_t elems;
+  memory::SharedRef ref;
+};
+static_assert(sizeof(PeerChunk) <= kPeerSlotBytes, "an offer fits a peer program's slot");
+
+// Leader only, once the send slot is free; `stamp` as FifoHandle::commitSend's. False, having
+// offered nothing, when the chunk is no longer occlMemAlloc memory between processes (freed since
+// occlSubmit checked it): the caller fails the collective.
+OCCL_HD inline bool offerPeerChunk(const CollDesc& d, const FifoHandle& send, const char* data, uint64_t elems,
+                                   uint64_t stamp) {
+  PeerChunk chunk{elems > 0 ? data : nullptr, elems, {0, 0, 0, -1}};
+#if !OCCL_ON_DEVICE
+  if (d.peerShared && elems > 0) {
+    chunk.ref = memory::describe(data, static_cast<size_t>(elems * d.elemBytes));
+    if (chunk.ref.inode == 0) {
+      logWarning("peer AllToAll of collId " + std::to_string(d.collId) +
+                 ": a buffer is no longer memory from occlMemAlloc (freed before the submission completed?)");
+      return false;
+    }
+  }
+#else
+  (void)d;
+#endif
+  memcpy(send.sendSlot(), &chunk, sizeof chunk);
+  send.commitSend(sizeof chunk, stamp);
+  return true;
+}
+
+enum class TakeResult : uint8_t { Done, Poisoned, Unmapped };
+
+// Leader only, with the peer's offer there: copies it into `to` (the receiver's chunk, whose
+// length the caller has checked against the offer's) under the peer's access guard. Poisoned:
+// the peer is failing (its buffer may be going away); Unmapped: between processes, the offered
+// chunk could not be mapped (logged). Either way nothing was copied.
+OCCL_HD inline TakeResult takePeerChunk(const CollDesc& d, const FifoHandle& recv, char* to, uint64_t bytes) {
+  if (!recv.beginPeerAccess()) return TakeResult::Poisoned;
+  PeerChunk chunk;
+  memcpy(&chunk, recv.recvSlot(), sizeof chunk);
+  TakeResult result = TakeResult::Done;
+  if (bytes > 0) {
+    const char* from = chunk.data;
+#if !OCCL_ON_DEVICE
+    Result<char*> mapped = d.peerShared ? memory::resolve(chunk.ref, static_cast<size_t>(bytes)) : Result<char*>(static_cast<char*>(nullptr));
+    if (!mapped.ok()) {
+      logWarning("peer AllToAll of collId " + std::to_string(d.collId) + ": " + mapped.status().message);
+      result = TakeResult::Unmapped;
+    } else if (d.peerShared) {
+      from = mapped.value();
+    }
+#else
+    (void)d;
+#endif
+    if (result == TakeResult::Done) memcpy(to, from, static_cast<size_t>(bytes));
+#if !OCCL_ON_DEVICE
+    if (result == TakeResult::Done && d.peerShared) memory::unpin(from);
+#endif
+  }
+  recv.endPeerAccess();
+  return result;
 }
 
 // Bytes of each of a submission's buffers (an AllReduce's input and output are the same size).
@@ -136,7 +206,8 @@ OCCL_HD inline bool acceptPeerNotices(const CollDesc& d, const ChunkGeometry& g,
 // acceptPeerNotices resolved.
 OCCL_HD inline void releasePeerNotice(const CollDesc& d, const FifoHandle& recv) {
 #if !OCCL_ON_DEVICE
-  if (!d.peerShared) return;
+  // The peer AllToAll's notices hold nothing pinned: its taker unpins as it copies.
+  if (!d.peerShared || d.collType == occlCollAllToAll) return;
   const PeerNotice notice = peerNotice(recv);
   // Never accepted, released, or a notice of no buffers (postPeerNotice).
   if (notice.inputRef.inode != 0 || notice.input == nullptr) return;
@@ -155,6 +226,7 @@ OCCL_HD inline void releasePeerNotice(const CollDesc& d, const FifoHandle& recv)
 // cannot unpin it again.
 OCCL_HD inline void releasePeerNoticesOnFailure(const CollDesc& d, const BlockPlan& plan) {
 #if !OCCL_ON_DEVICE
+  if (d.collType == occlCollAllToAll) return;  // nothing pinned (releasePeerNotice)
   for (uint32_t i = 0; i < plan.nRecvs; ++i) {
     const FifoHandle& recv = plan.recvs[i];
     if (recv.pending() == 0) continue;

@@ -134,7 +134,9 @@ OCCL_HD OCCL_NOINLINE inline void applyStep(const CollDesc& d, const ChunkGeomet
     case StepOp::Nop: return;
     case StepOp::PeerPost:  // peer access moves no tile through slots: the executor runs it (peer_read.hpp)
     case StepOp::PeerReduce:
-    case StepOp::PeerRelease: return;
+    case StepOp::PeerRelease:
+    case StepOp::PeerOffer:
+    case StepOp::PeerTake: return;
   }
   if (call.n != 0) dispatchTypeOp(d.dtype, opArg.op, call);  // an empty message of a variable count (executor.hpp)
   exec::blockSync();  // every lane's stores land before the leader publishes the slots

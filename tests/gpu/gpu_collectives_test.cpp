@@ -20,24 +20,12 @@
 #include <thread>
 #include <vector>
 
+#include "gpu_comms.hpp"
 #include "support/ranks.hpp"
 #include "support/collective_cases.hpp"
 
 namespace occl::test {
 namespace {
-
-int deviceCount() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
-
-void checkCuda(cudaError_t e, const std::string& what) {
-  if (e != cudaSuccess) throw std::runtime_error(what + ": " + cudaGetErrorString(e));
-}
 
 // Makes host-side copies visible to the daemon, whose kernels run on non-blocking streams.
 void syncLegacyStream() { checkCuda(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize"); }
@@ -152,27 +140,6 @@ class PinnedIo {
 };
 
 // n device ranks on GPU 0.
-class GpuComms {
- public:
-  explicit GpuComms(int n, occlConfig_t config = testConfig()) : comms_(static_cast<size_t>(n)) {
-    std::vector<int> devlist(static_cast<size_t>(n), 0);
-    expectOk(occlCommInitAll(comms_.data(), n, devlist.data(), &config), nullptr, "occlCommInitAll(devlist)");
-  }
-  ~GpuComms() {
-    for (occlComm_t c : comms_)
-      if (c != nullptr) occlCommDestroy(c);
-  }
-  GpuComms(const GpuComms&) = delete;
-  GpuComms& operator=(const GpuComms&) = delete;
-  occlComm_t operator[](int r) const { return comms_[static_cast<size_t>(r)]; }
-  int size() const { return static_cast<int>(comms_.size()); }
-  // occlCommAbort freed rank r's communicator: the destructor must not destroy it again.
-  void forget(int r) { comms_[static_cast<size_t>(r)] = nullptr; }
-
- private:
-  std::vector<occlComm_t> comms_;
-};
-
 class Gpu : public ::testing::Test {
  protected:
   void SetUp() override {
