@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_format.h"
 #include "occl/occl.h"
+#include "occl/occl.hpp"
 #include "support/collective_cases.hpp"
 #include "support/ranks.hpp"
 #include "support/vector_cases.hpp"
@@ -303,6 +304,32 @@ TEST(VectorCollectivesTest, BadRegistrationsAndArraysAreRefusedByName) {
   const occlVectors_t gather{nullptr, nullptr, counts.data(), displs.data()};
   expectRefused(occlSubmitV(c, 0x7D, b.data() + 2, b.data(), &gather, nullptr, nullptr), c,
                 "in place: sendbuf == recvbuf + recvDispls[rank]");
+}
+
+// The C++ wrapper: submitV, and a refusal as an occl::Error.
+TEST(VectorCollectivesTest, TheWrapperSubmitsV) {
+  occlConfig_t config = testConfig();
+  std::vector<occl::Comm> comms = occl::Comm::all(2, &config);
+  std::vector<int32_t> send[2], recv[2];
+  runRanks(2, [&](int r) {
+    occl::Comm& c = comms[static_cast<size_t>(r)];
+    Spec s;
+    s.type = occlCollAllToAll;
+    s.dtype = occlInt32;
+    s.count = 8;
+    c.registerCollective(0x7D1, vectorDesc(s));
+    // Rank r sends r + 1 elements to each rank; rank r's block for q holds 10 * r + q.
+    const size_t n = static_cast<size_t>(r) + 1;
+    send[r].clear();
+    for (int q = 0; q < 2; ++q) send[r].insert(send[r].end(), n, 10 * r + q);
+    recv[r].assign(3, -1);
+    const std::vector<size_t> sendCounts{n, n}, sendDispls{0, n}, recvCounts{1, 2}, recvDispls{0, 1};
+    const occlVectors_t v{sendCounts.data(), sendDispls.data(), recvCounts.data(), recvDispls.data()};
+    c.submitV(0x7D1, send[r].data(), recv[r].data(), v, [](uint64_t, occlResult_t) {});
+    c.waitAll(60000);
+    EXPECT_THROW(c.submit(0x7D1, send[r].data(), recv[r].data(), [](uint64_t, occlResult_t) {}), occl::Error);
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(recv[r], (std::vector<int32_t>{r, 10 + r, 10 + r})) << "rank " << r;
 }
 
 }  // namespace
