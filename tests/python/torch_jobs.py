@@ -451,9 +451,10 @@ def split_groups(rank, size, store, seed, device_bound):
 
 def uneven(rank, size, store, steps):
     """MoE-shaped all_to_all_single with random split sizes (every rank draws the same matrix of
-    row counts; zeros among them) and all_gather into tensors of random sizes, `steps` of each in
-    a different order on every rank, every element checked; then how many collectives were
-    registered (one per call and dtype, whatever the splits)."""
+    row counts; zeros among them), all_gather into tensors of random sizes and all_to_all's list
+    form with tensors of several sizes, `steps` of each in a different order on every rank, every
+    element checked; then how many collectives were registered (one per call and dtype, whatever
+    the splits)."""
     init(rank, size, store)
     failures = []
     hidden = 3
@@ -474,8 +475,21 @@ def uneven(rank, size, store, steps):
         def ag():
             return dist.all_gather(outs, mine, async_op=True)
 
-        for work in [call() for call in ((a2a, ag) if (step + rank) % 2 else (ag, a2a))]:
+        # all_to_all's list form: rank r sends rank q a tensor of (r + q + step) % 4 elements.
+        lin = [torch.full(((rank + q + step) % 4,), rank * 10 + q, dtype=dt) for q in range(size)]
+        lout = [torch.full(((q + rank + step) % 4,), -1, dtype=dt) for q in range(size)]
+
+        def a2a_list():
+            return dist.all_to_all(lout, lin, async_op=True)
+
+        # all_to_all_single and all_to_all share a signature (an AllToAllv of dt), so like any two
+        # calls of one signature they keep one order on every rank; all_gather moves freely.
+        calls = (a2a, ag, a2a_list) if (step + rank) % 2 else (ag, a2a, a2a_list)
+        for work in [call() for call in calls]:
             work.wait()
+        for q in range(size):
+            check(failures, f"step {step} all_to_all from {q}", lout[q],
+                  torch.full(((q + rank + step) % 4,), q * 10 + rank, dtype=dt))
         want = torch.cat([torch.full((rows[q][rank], hidden), q * 100 + rank, dtype=dt) for q in range(size)])
         check(failures, f"step {step} all_to_all_single", recv, want)
         for q in range(size):

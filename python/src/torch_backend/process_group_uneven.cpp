@@ -82,4 +82,58 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::unevenAllToAll(at::Tensor& outp
   return submit(sig, input.data_ptr(), output.data_ptr(), std::move(work), &v);
 }
 
+namespace {
+
+// A list of per-rank tensors of one dtype as blocks packed in rank order, in elements.
+struct Packed {
+  std::vector<size_t> counts, displs;
+  size_t total = 0;
+};
+Packed packedOf(const std::vector<at::Tensor>& tensors, const at::Tensor& like, int size, const char* what) {
+  TORCH_CHECK(static_cast<int>(tensors.size()) == size, "occl: alltoall: ", tensors.size(), " ", what,
+              " tensors, expected one per rank (", size, ")");
+  Packed p;
+  for (const at::Tensor& t : tensors) {
+    checkTensor(t, "alltoall", what);
+    TORCH_CHECK(t.scalar_type() == like.scalar_type(), "occl: alltoall: ", what, " tensors of ", t.scalar_type(),
+                " and ", like.scalar_type());
+    TORCH_CHECK(static_cast<uint64_t>(t.numel()) <= kVectorBlockBound, "occl: alltoall: an ", what, " tensor of ",
+                t.numel(), " elements; at most ", kVectorBlockBound);
+    p.counts.push_back(static_cast<size_t>(t.numel()));
+    p.displs.push_back(p.total);
+    p.total += p.counts.back();
+  }
+  return p;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::alltoall(std::vector<at::Tensor>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::AllToAllOptions&) {
+  TORCH_CHECK(!inputs.empty(), "occl: alltoall: no input tensors");
+  const Packed in = packedOf(inputs, inputs[0], size_, "input");
+  const Packed out = packedOf(outputs, inputs[0], size_, "output");
+  const Signature sig = vectorSignature(CallKind::AllToAll, occlCollAllToAll, inputs[0], "alltoall");
+  at::Tensor flatIn = at::empty({static_cast<int64_t>(std::max<size_t>(in.total, 1))}, inputs[0].options());
+  at::Tensor flatOut = at::empty({static_cast<int64_t>(std::max<size_t>(out.total, 1))}, inputs[0].options());
+  const size_t elemBytes = static_cast<size_t>(inputs[0].element_size());
+  auto* staged = static_cast<char*>(flatIn.data_ptr());
+  for (size_t q = 0; q < inputs.size(); ++q)
+    std::memcpy(staged + in.displs[q] * elemBytes, inputs[q].data_ptr(), in.counts[q] * elemBytes);
+  auto epilogue = [outputs, flatOut, out, elemBytes] {
+    const auto* src = static_cast<const char*>(flatOut.data_ptr());
+    for (size_t q = 0; q < outputs.size(); ++q)
+      std::memcpy(outputs[q].data_ptr(), src + out.displs[q] * elemBytes, out.counts[q] * elemBytes);
+  };
+  std::vector<at::Tensor> keep = outputs;
+  keep.push_back(flatIn);
+  keep.push_back(flatOut);
+  const occlVectors_t v{in.counts.data(), in.displs.data(), out.counts.data(), out.displs.data()};
+  return submit(sig, flatIn.data_ptr(), flatOut.data_ptr(),
+                c10::make_intrusive<WorkOccl>(rank_, c10d::OpType::ALLTOALL, sig.describe(), outputs, std::move(keep),
+                                              epilogue),
+                &v);
+}
+
 }  // namespace occl::torch_backend

@@ -154,6 +154,53 @@ TEST(VectorCollectivesTest, EveryRankCountFromOneToEightIsExact) {
   }
 }
 
+// The matrix's dtypes: every occlDataType_t on every v-collective (ReduceScatterv with each op class
+// in turn), in and out of place, 3 ranks, one submission each, every byte checked.
+TEST(VectorCollectivesTest, EveryDtypeOnEveryVCollectiveIsExact) {
+  constexpr int n = 3;
+  std::vector<CallbackCounter> done(n);
+  CommGroup comms(n);
+  std::vector<Spec> specs;
+  for (int dtype = 0; dtype < occlNumTypes; ++dtype)
+    for (int type : {occlCollAllToAll, occlCollAllGather, occlCollReduceScatter})
+      for (bool inPlace : {false, true}) {
+        if (inPlace && type == occlCollAllToAll) continue;
+        Spec s;
+        s.type = type;
+        s.dtype = dtype;
+        s.op = type == occlCollReduceScatter ? (occlSum + dtype) % occlNumOps : occlSum;
+        s.count = 300;
+        s.inPlace = inPlace;
+        specs.push_back(s);
+      }
+  std::vector<std::vector<VecRankIo>> io;
+  for (size_t c = 0; c < specs.size(); ++c) {
+    io.push_back(prepareVector(specs[c], n, 31 * c + 7));
+    for (int r = 0; r < n; ++r) {
+      const occlCollDesc_t d = vectorDesc(specs[c]);
+      expectOk(occlCollRegister(comms[r], 0x7E00 + c, &d), comms[r], "register " + describe(specs[c]));
+    }
+  }
+  runRanks(n, [&](int r) {
+    for (size_t c = 0; c < specs.size(); ++c) {
+      VecRankIo& mine = io[c][static_cast<size_t>(r)];
+      const occlVectors_t v = mine.vectors();
+      expectOk(occlSubmitV(comms[r], 0x7E00 + c, mine.sendbuf, mine.recvbuf, &v, &CallbackCounter::callback,
+                           done[static_cast<size_t>(r)].arg()),
+               comms[r], "occlSubmitV " + describe(specs[c]));
+    }
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(done[static_cast<size_t>(r)].waitFor(specs.size(), std::chrono::seconds(60)));
+    for (auto [id, status] : done[static_cast<size_t>(r)].fired()) EXPECT_EQ(status, occlSuccess) << occlGetLastError(comms[r]);
+  }
+  for (size_t c = 0; c < specs.size(); ++c)
+    for (int r = 0; r < n; ++r) {
+      const std::string bad = mismatch(specs[c], r, io[c][static_cast<size_t>(r)].io);
+      EXPECT_TRUE(bad.empty()) << bad;
+    }
+}
+
 // Rank 1 expects 7 elements from rank 0 where rank 0 sends 9: rank 1 fails the submission with
 // occlInvalidUsage naming both lengths and never reads the block; a rank that completes holds
 // exact data; rank 1's later submissions fail too (the collective stays failed).
