@@ -16,7 +16,8 @@ if [ $# -ne 2 ]; then
   exit 2
 fi
 build="$1" dest="$2"
-bins=("$build/tests/gpu/gpu_collectives_test" "$build/tests/gpu/quit_vote_test" "$build/bench/occl-bench"
+bins=("$build/tests/gpu/gpu_collectives_test" "$build/tests/gpu/gpu_vector_test" "$build/tests/gpu/quit_vote_test"
+      "$build/bench/occl-bench"
       "$build/bench/occl-gpu-copy")
 for b in "${bins[@]}"; do
   [ -x "$b" ] || { echo "$0: $b is missing: build it first (a CUDA build with tests and bench)" >&2; exit 1; }
