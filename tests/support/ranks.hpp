@@ -9,11 +9,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -55,6 +57,13 @@ inline occlResult_t awaitAsyncError(occlComm_t comm, std::chrono::milliseconds b
     expectOk(occlCommGetAsyncError(comm, &async), comm, "occlCommGetAsyncError");
     if (async != occlSuccess || std::chrono::steady_clock::now() >= deadline) return async;
   }
+}
+
+// Whether the tests run on the simt backend (OCCL_BACKEND=simt: occl_add_simt_runs), where a
+// suite may choose fewer iterations.
+inline bool onSimt() {
+  const char* b = std::getenv("OCCL_BACKEND");
+  return b != nullptr && std::string_view(b) == "simt";
 }
 
 inline occlConfig_t testConfig() {

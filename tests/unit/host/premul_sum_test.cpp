@@ -23,11 +23,6 @@
 namespace occl::test {
 namespace {
 
-bool onSimt() {
-  const char* b = std::getenv("OCCL_BACKEND");
-  return b != nullptr && std::string_view(b) == "simt";
-}
-
 int64_t inputOf(int rank, size_t i) { return static_cast<int64_t>((i + static_cast<size_t>(rank)) % 3) - 1; }
 
 // 2 and -1 alternate (e5m2, which holds integers only to 8, takes 1 and -1): a rank's product is

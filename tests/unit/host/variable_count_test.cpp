@@ -26,11 +26,6 @@ namespace {
 constexpr int kRanks = 4;
 constexpr size_t kMaxCount = 2000;
 
-bool onSimt() {
-  const char* b = std::getenv("OCCL_BACKEND");
-  return b != nullptr && std::string_view(b) == "simt";
-}
-
 // The collectives, each registered with kMaxCount: every type (the Send/Recv pair aside), several
 // dtypes and ops, the ring on two blocks, roots other than 0.
 std::vector<Spec> collectives() {

@@ -28,11 +28,6 @@ namespace {
 constexpr int kRanks = 4;
 constexpr size_t kMax = 600;
 
-bool onSimt() {
-  const char* b = std::getenv("OCCL_BACKEND");
-  return b != nullptr && std::string_view(b) == "simt";
-}
-
 occlCollDesc_t vectorDesc(const Spec& s) {
   occlCollDesc_t d;
   occlCollDescInit(&d);
