@@ -48,7 +48,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::unevenAllGather(at::Tensor& in,
   auto epilogue = [outs, flat, displs, elemBytes] {
     const auto* src = static_cast<const char*>(flat.data_ptr());
     for (size_t q = 0; q < outs.size(); ++q)
-      std::memcpy(outs[q].data_ptr(), src + displs[q] * elemBytes, static_cast<size_t>(outs[q].numel()) * elemBytes);
+      if (outs[q].numel() > 0)
+        std::memcpy(outs[q].data_ptr(), src + displs[q] * elemBytes, static_cast<size_t>(outs[q].numel()) * elemBytes);
   };
   std::vector<at::Tensor> keep = outs;
   keep.push_back(in);
@@ -120,11 +121,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOccl::alltoall(std::vector<at::Tensor
   const size_t elemBytes = static_cast<size_t>(inputs[0].element_size());
   auto* staged = static_cast<char*>(flatIn.data_ptr());
   for (size_t q = 0; q < inputs.size(); ++q)
-    std::memcpy(staged + in.displs[q] * elemBytes, inputs[q].data_ptr(), in.counts[q] * elemBytes);
+    if (in.counts[q] > 0) std::memcpy(staged + in.displs[q] * elemBytes, inputs[q].data_ptr(), in.counts[q] * elemBytes);
   auto epilogue = [outputs, flatOut, out, elemBytes] {
     const auto* src = static_cast<const char*>(flatOut.data_ptr());
     for (size_t q = 0; q < outputs.size(); ++q)
-      std::memcpy(outputs[q].data_ptr(), src + out.displs[q] * elemBytes, out.counts[q] * elemBytes);
+      if (out.counts[q] > 0) std::memcpy(outputs[q].data_ptr(), src + out.displs[q] * elemBytes, out.counts[q] * elemBytes);
   };
   std::vector<at::Tensor> keep = outputs;
   keep.push_back(flatIn);
