@@ -47,21 +47,11 @@ class Gloo final : public Library {
     opts.setReduceFunction(static_cast<ReduceFn>(&gloo::sum<float>));
     gloo::allreduce(opts);
   }
-  void barrier() override {
-    gloo::BarrierOptions opts(context_);
-    gloo::barrier(opts);
-  }
-  double max(double value) override { return reduce(value, &gloo::max<double>); }
-  double sum(double value) override { return reduce(value, &gloo::sum<double>); }
+  void barrier() override { gloo_ranks::barrier(context_); }
+  double max(double value) override { return gloo_ranks::reduce(context_, value, /*max=*/true); }
+  double sum(double value) override { return gloo_ranks::reduce(context_, value, /*max=*/false); }
 
  private:
-  double reduce(double value, ReduceFn fn) {
-    gloo::AllreduceOptions opts(context_);
-    opts.setOutput(&value, 1);
-    opts.setReduceFunction(fn);
-    gloo::allreduce(opts);
-    return value;
-  }
 
   std::shared_ptr<gloo::Context> context_;
 };

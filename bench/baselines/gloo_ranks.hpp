@@ -4,6 +4,9 @@
 // bound to 127.0.0.1, or to the interface GLOO_SOCKET_IFNAME names, as torch.distributed's Gloo.
 #pragma once
 
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
@@ -38,6 +41,21 @@ inline std::shared_ptr<gloo::Context> connect(gloo::rendezvous::Store& store, in
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, nRanks);
   context->connectFullMesh(store, device);
   return context;
+}
+
+// What every baseline's ranks agree on through Gloo itself: a barrier, and the max or the sum of
+// one double.
+inline void barrier(const std::shared_ptr<gloo::Context>& context) {
+  gloo::BarrierOptions opts(context);
+  gloo::barrier(opts);
+}
+inline double reduce(const std::shared_ptr<gloo::Context>& context, double value, bool max) {
+  gloo::AllreduceOptions opts(context);
+  opts.setOutput(&value, 1);
+  using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+  opts.setReduceFunction(max ? static_cast<ReduceFn>(&gloo::max<double>) : static_cast<ReduceFn>(&gloo::sum<double>));
+  gloo::allreduce(opts);
+  return value;
 }
 
 inline std::optional<int> envInt(const char* torchrun, const char* mpirun) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "baseline.hpp"
+#include "mpi_ranks.hpp"
 
 namespace {
 
@@ -25,28 +26,12 @@ class Mpi final : public Library {
     MPI_Allreduce(input, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   }
   void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
-  double max(double value) override { return reduce(value, MPI_MAX); }
-  double sum(double value) override { return reduce(value, MPI_SUM); }
-
- private:
-  static double reduce(double value, MPI_Op op) {
-    double result = 0;
-    MPI_Allreduce(&value, &result, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
-    return result;
-  }
+  double max(double value) override { return mpi_ranks::reduce(value, MPI_MAX); }
+  double sum(double value) override { return mpi_ranks::reduce(value, MPI_SUM); }
 };
 
-// The first line of MPI_Get_library_version ("Open MPI v4.1.4, package: ..." up to the comma).
-std::string libraryName() {
-  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int length = 0;
-  MPI_Get_library_version(text, &length);
-  const std::string version(text, static_cast<size_t>(length));
-  return version.substr(0, version.find_first_of(",\n"));
-}
-
 std::string preamble(const Options& o, int nRanks) {
-  return "# mpi-allreduce-bench: " + libraryName() + ", " + std::to_string(nRanks) +
+  return "# mpi-allreduce-bench: " + mpi_ranks::libraryName() + ", " + std::to_string(nRanks) +
          " rank(s) as processes, MPI_Allreduce float sum (in place: MPI_IN_PLACE)\n" + sweepLine(o);
 }
 

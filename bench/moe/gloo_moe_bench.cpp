@@ -3,11 +3,8 @@
 // transport (gloo_ranks.hpp):
 //   gloo-moe-bench -g 8                                      8 ranks as threads
 //   GLOO_STORE_DIR=DIR mpirun -np 8 gloo-moe-bench           one rank per process
-#include <gloo/allreduce.h>
 #include <gloo/alltoallv.h>
-#include <gloo/barrier.h>
 #include <gloo/config.h>
-#include <gloo/math.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/hash_store.h>
 
@@ -26,7 +23,6 @@ namespace {
 
 using namespace occl::bench;
 using namespace occl::bench::moe;
-using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
 class Gloo final : public Exchange {
  public:
@@ -39,21 +35,11 @@ class Gloo final : public Exchange {
     opts.setOutput(recv, std::vector<int64_t>(recvCounts.begin(), recvCounts.end()));
     gloo::alltoallv(opts);
   }
-  void barrier() override {
-    gloo::BarrierOptions opts(context_);
-    gloo::barrier(opts);
-  }
-  double max(double value) override { return reduce(value, &gloo::max<double>); }
-  double sum(double value) override { return reduce(value, &gloo::sum<double>); }
+  void barrier() override { gloo_ranks::barrier(context_); }
+  double max(double value) override { return gloo_ranks::reduce(context_, value, /*max=*/true); }
+  double sum(double value) override { return gloo_ranks::reduce(context_, value, /*max=*/false); }
 
  private:
-  double reduce(double value, ReduceFn fn) {
-    gloo::AllreduceOptions opts(context_);
-    opts.setOutput(&value, 1);
-    opts.setReduceFunction(fn);
-    gloo::allreduce(opts);
-    return value;
-  }
   std::shared_ptr<gloo::Context> context_;
 };
 

@@ -13,9 +13,11 @@
 
 #include "cli/flags.hpp"
 #include "moe.hpp"
+#include "mpi_ranks.hpp"
 
 namespace {
 
+using namespace occl::bench;
 using namespace occl::bench::moe;
 
 std::vector<int> ints(const std::vector<size_t>& v) {
@@ -35,24 +37,9 @@ class Mpi final : public Exchange {
     MPI_Alltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv, rc.data(), rd.data(), MPI_BYTE, MPI_COMM_WORLD);
   }
   void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
-  double max(double value) override { return reduce(value, MPI_MAX); }
-  double sum(double value) override { return reduce(value, MPI_SUM); }
-
- private:
-  static double reduce(double value, MPI_Op op) {
-    double result = 0;
-    MPI_Allreduce(&value, &result, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
-    return result;
-  }
+  double max(double value) override { return mpi_ranks::reduce(value, MPI_MAX); }
+  double sum(double value) override { return mpi_ranks::reduce(value, MPI_SUM); }
 };
-
-std::string libraryName() {
-  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int length = 0;
-  MPI_Get_library_version(text, &length);
-  const std::string version(text, static_cast<size_t>(length));
-  return version.substr(0, version.find_first_of(",\n"));
-}
 
 }  // namespace
 
@@ -77,7 +64,7 @@ int main(int argc, char** argv) {
   } else {
     Mpi mpi;
     code = run(o, mpi, rank, nRanks, rank == 0 ? &std::cout : nullptr,
-               "# mpi-moe-bench: " + libraryName() + ", MPI_Alltoallv, " + std::to_string(nRanks) +
+               "# mpi-moe-bench: " + mpi_ranks::libraryName() + ", MPI_Alltoallv, " + std::to_string(nRanks) +
                    " rank(s) as processes\n");
   }
   MPI_Finalize();

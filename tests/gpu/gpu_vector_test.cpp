@@ -55,12 +55,7 @@ TEST(GpuVector, RandomBlocksOfEveryVCollectiveAreExact) {
     }
   for (size_t c = 0; c < specs.size(); ++c)
     for (int r = 0; r < kRanks; ++r) {
-      occlCollDesc_t d;
-      occlCollDescInit(&d);
-      d.type = specs[c].type;
-      d.datatype = specs[c].dtype;
-      d.count = specs[c].count;
-      d.vectorCounts = 1;
+      const occlCollDesc_t d = vectorDescFor(specs[c]);
       expectOk(occlCollRegister(g[r], 0x7000 + c, &d), g[r], "occlCollRegister");
     }
   for (int run = 0; run < 4; ++run)

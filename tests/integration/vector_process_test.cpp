@@ -75,13 +75,7 @@ TEST(VectorProcessChild, DISABLED_Entry) {
   occlComm_t comm = proc::initRank(rank, nRanks, cfg);
   const std::vector<VCase> all = cases();
   for (size_t c = 0; c < all.size(); ++c) {
-    occlCollDesc_t d;
-    occlCollDescInit(&d);
-    d.type = all[c].spec.type;
-    d.datatype = all[c].spec.dtype;
-    d.op = all[c].spec.op;
-    d.count = all[c].spec.count;
-    d.vectorCounts = 1;
+    occlCollDesc_t d = vectorDescFor(all[c].spec);
     d.sharedBuffers = all[c].sharedBuffers;
     expectOk(occlCollRegister(comm, 0x7100 + c, &d), comm, "register");
     const char* algorithm = nullptr;

@@ -28,6 +28,13 @@ struct VecRankIo {
   }
 };
 
+// The description of `s` as a v-collective (desc.vectorCounts): s.count bounds one block.
+inline occlCollDesc_t vectorDescFor(const Spec& s) {
+  occlCollDesc_t d = descFor(s, 0);
+  d.vectorCounts = 1;
+  return d;
+}
+
 // Block lengths `counts` laid out in a shuffled order with gaps of 0..3 elements: the displacements.
 inline std::vector<size_t> scatterBlocks(const std::vector<size_t>& counts, std::mt19937_64& rng) {
   std::vector<size_t> order(counts.size()), displs(counts.size());

@@ -28,18 +28,6 @@ namespace {
 constexpr int kRanks = 4;
 constexpr size_t kMax = 600;
 
-occlCollDesc_t vectorDesc(const Spec& s) {
-  occlCollDesc_t d;
-  occlCollDescInit(&d);
-  d.type = s.type;
-  d.datatype = s.dtype;
-  d.op = s.op;
-  d.count = s.count;
-  d.nBlocks = s.nBlocks;
-  d.vectorCounts = 1;
-  return d;
-}
-
 // Every dtype class (1, 2, 4 and 8 bytes; integers, floats, bfloat16, fp8), every op class on
 // ReduceScatterv, the ring on two blocks, AllToAllv on one block and on three.
 std::vector<Spec> collectives() {
@@ -81,7 +69,7 @@ int runRandomVectors(int nRanks, int total, uint32_t seed, int daemonBlocks) {
     for (int c = 0; c < nColls; ++c) {
       Spec spec = colls[static_cast<size_t>(c)];
       spec.nBlocks = std::min(spec.nBlocks, daemonBlocks);
-      const occlCollDesc_t d = vectorDesc(spec);
+      const occlCollDesc_t d = vectorDescFor(spec);
       expectOk(occlCollRegister(comms[r], 0x700u + static_cast<uint64_t>(c), &d), comms[r], "register");
       // Thread ranks with one block take an AllToAll's chunks from each other's inputs.
       const char* algorithm = nullptr;
@@ -172,7 +160,7 @@ TEST(VectorCollectivesTest, EveryDtypeOnEveryVCollectiveIsExact) {
   for (size_t c = 0; c < specs.size(); ++c) {
     io.push_back(prepareVector(specs[c], n, 31 * c + 7));
     for (int r = 0; r < n; ++r) {
-      const occlCollDesc_t d = vectorDesc(specs[c]);
+      const occlCollDesc_t d = vectorDescFor(specs[c]);
       expectOk(occlCollRegister(comms[r], 0x7E00 + c, &d), comms[r], "register " + describe(specs[c]));
     }
   }
@@ -209,7 +197,7 @@ TEST(VectorCollectivesTest, CountsThatDisagreeFailNamingBothLengths) {
   s.dtype = occlInt32;
   s.count = 16;
   for (int r = 0; r < n; ++r) {
-    const occlCollDesc_t d = vectorDesc(s);
+    const occlCollDesc_t d = vectorDescFor(s);
     expectOk(occlCollRegister(comms[r], 0x7A, &d), comms[r], "register");
     send[r].assign(n * 16, r * 100);
     recv[r].assign(n * 16, -1);
@@ -255,7 +243,7 @@ TEST(VectorCollectivesTest, EmptyBlocksCompleteAndTouchNothing) {
     Spec s;
     s.type = type;
     s.count = 8;
-    const occlCollDesc_t d = vectorDesc(s);
+    const occlCollDesc_t d = vectorDescFor(s);
     for (int r = 0; r < n; ++r) expectOk(occlCollRegister(comms[r], 0x7B0u + type, &d), comms[r], "register");
   }
   for (int r = 0; r < n; ++r) buf[r].assign(32, 7.0f);
@@ -295,7 +283,7 @@ TEST(VectorCollectivesTest, BadRegistrationsAndArraysAreRefusedByName) {
   Spec s;
   s.type = occlCollAllReduce;
   s.count = 8;
-  occlCollDesc_t d = vectorDesc(s);
+  occlCollDesc_t d = vectorDescFor(s);
   expectRefused(occlCollRegister(c, 0x7C, &d), c,
                 "desc.vectorCounts = 1 with desc.type allreduce: v-collectives are alltoall, allgather and reducescatter");
   d.type = occlCollAllToAll;
@@ -359,7 +347,7 @@ TEST(VectorCollectivesTest, TheWrapperSubmitsV) {
     s.type = occlCollAllToAll;
     s.dtype = occlInt32;
     s.count = 8;
-    c.registerCollective(0x7D1, vectorDesc(s));
+    c.registerCollective(0x7D1, vectorDescFor(s));
     // Rank r sends r + 1 elements to each rank; rank r's block for q holds 10 * r + q.
     const size_t n = static_cast<size_t>(r) + 1;
     send[r].clear();
