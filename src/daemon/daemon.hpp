@@ -157,7 +157,7 @@ OCCL_HD inline SpinBudget budgetFor(const DaemonEnv& env, const BlockState& bs, 
 // Tells a stream waiting for submission `seq` of `d` that it completed (device/gate.hpp): its
 // reader is the stream, not a daemon thread, hence system scope. Out of line, as gateOpened.
 OCCL_HD OCCL_NOINLINE inline void gateDone(const CollDesc& d, uint64_t seq) {
-  atomics::storeRelease(&d.shared->gateDone[seq % d.inflightWindow], gateValue(seq));
+  atomics::storeRelease(&d.shared->gateDone[windowSlot(seq, d.inflightWindow)], gateValue(seq));
 }
 
 // Publishes the CQE (into daemon block `block`'s ring) once the last part of the collective is
@@ -170,7 +170,7 @@ OCCL_HD inline bool finishTask(const DaemonEnv& env, BlockState& bs, const CollD
   // The last of its parts to finish the submission publishes it. A one-block collective has one
   // part (daemonParts: block 0 runs it, on every backend), which needs no count.
   if (d.nBlocks > 1) {
-    uint32_t* counter = &d.shared->finished[task.seq % d.inflightWindow];
+    uint32_t* counter = &d.shared->finished[windowSlot(task.seq, d.inflightWindow)];
     if (atomics::fetchAdd<Scope::Device>(counter, 1u) + 1 != d.nBlocks) return false;
     atomics::storeRelaxed<Scope::Device>(counter, 0u);
   }
@@ -257,7 +257,7 @@ OCCL_HD OCCL_NOINLINE inline bool gateOpened(const DaemonEnv& env, BlockState& b
   const uint64_t seq = bs.tasks[position].seq;
   const CollDesc& d = *env.colls.get(bs.tasks[position].collIndex);
   const bool open = exec::broadcastFromLeader([&] {
-    return gateReached(atomics::loadAcquire(&d.shared->gateOpen[seq % d.inflightWindow]), seq) ||
+    return gateReached(atomics::loadAcquire(&d.shared->gateOpen[windowSlot(seq, d.inflightWindow)]), seq) ||
            (env.abortFlag != nullptr && atomics::loadAcquire<atomics::Scope::Device>(env.abortFlag) != 0);
   });
   if (!open) return false;
@@ -273,7 +273,7 @@ OCCL_HD OCCL_NOINLINE inline bool gateOpened(const DaemonEnv& env, BlockState& b
 // part's cache in daemon memory (device/vec_table.hpp), which every later try reads.
 OCCL_HD OCCL_NOINLINE inline void copyVecTable(const CollDesc& d, int part, uint64_t seq) {
   const uint64_t words = vecTableBlocks(d.vecGroups) * 2;
-  const auto* from = reinterpret_cast<const uint64_t*>(d.vecSlots + vecTableBlocks(d.vecGroups) * (seq % d.inflightWindow));
+  const auto* from = reinterpret_cast<const uint64_t*>(d.vecSlots + vecTableBlocks(d.vecGroups) * windowSlot(seq, d.inflightWindow));
   auto* to = reinterpret_cast<uint64_t*>(d.vecCache + vecTableBlocks(d.vecGroups) * static_cast<uint64_t>(part));
   for (uint64_t i = static_cast<uint64_t>(exec::lane()); i < words; i += static_cast<uint64_t>(exec::laneCount()))
     to[i] = atomics::loadRelaxed(const_cast<uint64_t*>(from + i));

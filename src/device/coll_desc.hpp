@@ -141,6 +141,11 @@ struct CollDesc {
 static_assert(kMaxInflightPerColl <= UINT16_MAX, "CollDesc::inflightWindow holds it");
 static_assert(sizeof(CollDesc) == 240, "CollDesc layout is shared by host and device");
 
+// Submission seq's slot in the per-window arrays (finished, gates, v-tables, callbacks). The
+// window is a power of two (Config's maxInflightPerColl is checked to be one), so this is a mask:
+// a 64-bit `%` is a division on the host's submit path and a long emulated sequence on a GPU.
+OCCL_HD inline uint32_t windowSlot(uint64_t seq, uint32_t window) { return static_cast<uint32_t>(seq & (window - 1)); }
+
 // A collective's program blocks ("parts") are dealt round-robin to the daemon's blocks: daemon
 // block b runs parts b, b + nDaemonBlocks, ... as tasks of their own. A program may have more parts
 // than the daemon has blocks (an MSCCL-IR program with a threadblock per peer on a one-block

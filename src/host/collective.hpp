@@ -98,10 +98,10 @@ class Collective {
   // Submission side, under the communicator's submit lock: nextSeq_ and submissions_ have one
   // writer at a time (addByOneWriter).
   uint64_t nextSeq() const { return nextSeq_.load(std::memory_order_acquire); }
-  CallbackSlot& slotFor(uint64_t seq) { return callbacks_[seq % window()]; }
+  CallbackSlot& slotFor(uint64_t seq) { return callbacks_[windowSlot(seq, window())]; }
   // Submission seq's gate words (device/gate.hpp), in daemon memory: addresses only.
-  uint32_t* gateOpenWord(uint64_t seq) const { return &desc_.shared->gateOpen[seq % window()]; }
-  uint32_t* gateDoneWord(uint64_t seq) const { return &desc_.shared->gateDone[seq % window()]; }
+  uint32_t* gateOpenWord(uint64_t seq) const { return &desc_.shared->gateOpen[windowSlot(seq, window())]; }
+  uint32_t* gateDoneWord(uint64_t seq) const { return &desc_.shared->gateDone[windowSlot(seq, window())]; }
   // Counted before the SQE is published, so its CQE always falls inside the in-flight window.
   // The release also publishes the submission's callback slot, written just before, to the
   // thread that handles its CQE (which reads nextSeq() first: Comm::processCqe).

@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -173,16 +174,18 @@ class Comm {
                      void* arg, Start start, void* stream, uint64_t* seq, const occlVectors_t* vectors = nullptr);
   // The checks of one submission under the submit lock: registered, its count (OCCL_COUNT_REGISTERED
   // or one the collective takes), its buffers, room in its window for it after the entries of the
-  // same group checked before it (groupScratch). Gives the collective and the count. A
+  // same group checked before it (groupScratch). Gives the collective and the count in `out`. A
   // v-collective takes `vectors` instead of a count, and only it takes them.
+  // A v-collective's table goes into vecScratch_ (under the submit lock), not here: a group's
+  // entries are copied into groupChecks_, and a Checked of three words copies as one.
   struct Checked {
     Collective* coll;
     uint64_t count;
     bool inPlace;  // NCCL's in-place position for this count: the form it runs (kSqeInPlace)
-    std::vector<VecBlock> vecBlocks;  // a v-collective's table (queueEntry writes it)
   };
-  Result<Checked> checkEntry(uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf,
-                             const occlVectors_t* vectors = nullptr);
+  static_assert(std::is_trivially_copyable_v<Checked>, "a group's checks copy as plain words");
+  Status checkEntry(uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf,
+                    const occlVectors_t* vectors, Checked& out);
   // Whether collective `c` takes a submission of `count` elements (checkEntry).
   Status checkCount(const Collective& c, uint64_t count, bool inPlace) const;
   // Whether `tasks` more task-queue entries fit every block's task queue.
@@ -273,6 +276,10 @@ class Comm {
   CollRegistry registry_;
   uint64_t sqTicket_ = 0;
   uint64_t sqLimit_ = 0;  // SubmissionQueue::tryPush caches the first ticket it cannot write yet
+  // Under the submit lock, reused so that a submission allocates nothing: a v-collective's table
+  // from checkEntry to queueEntry, and a group's checked entries (submitGroup).
+  std::vector<VecBlock> vecScratch_;
+  std::vector<Checked> groupChecks_;
 
   // Task-queue entries of the submissions whose callbacks have not fired (tasksPerSubmission()
   // each): kept <= taskQueueDepth, so that every block can always take every published SQE.

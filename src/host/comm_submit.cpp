@@ -124,8 +124,8 @@ Status Comm::checkCount(const Collective& c, uint64_t count, bool inPlace) const
   return Status::success();
 }
 
-Result<Comm::Checked> Comm::checkEntry(uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf,
-                                       const occlVectors_t* vectors) {
+Status Comm::checkEntry(uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf,
+                        const occlVectors_t* vectors, Checked& out) {
   Collective* found = registry_.find(collId);
   if (found == nullptr)
     return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));
@@ -141,7 +141,7 @@ Result<Comm::Checked> Comm::checkEntry(uint64_t collId, uint64_t count, const vo
                              : absl::StrFormat("occlSubmitV: collId 0x%x was registered without desc.vectorCounts; "
                                                "submit it with occlSubmit or occlSubmitCount",
                                                collId));
-  Checked out{found, count, false, {}};
+  out = Checked{found, count, false};
   if (vectors != nullptr) {
     Result<VecLayout> layout = vecLayout(c.vecShape(), vectors, sendbuf, recvbuf);
     if (!layout.ok()) return layout.status();
@@ -150,7 +150,7 @@ Result<Comm::Checked> Comm::checkEntry(uint64_t collId, uint64_t count, const vo
         !s.ok())
       return s;
     out.inPlace = layout.value().inPlace;
-    out.vecBlocks = std::move(layout.value().blocks);
+    vecScratch_ = std::move(layout.value().blocks);
   } else {
     out.inPlace = inPlace(c, count, sendbuf, recvbuf);
     if (Status s = checkCount(c, count, out.inPlace); !s.ok()) return s;
@@ -168,7 +168,7 @@ Result<Comm::Checked> Comm::checkEntry(uint64_t collId, uint64_t count, const vo
                                          "its window is %d (config.maxInflightPerColl)",
                                          collId, c.inFlight(), earlierInGroup, c.window()));
   }
-  return out;
+  return Status::success();
 }
 
 Status Comm::checkTaskRoom(uint64_t tasks) const {
@@ -195,7 +195,7 @@ Status Comm::queueEntry(const Checked& entry, const void* sendbuf, void* recvbuf
   const uint8_t gate = start == Start::Now ? kGateNone : start == Start::AtGate ? kGateClosed : kGateOpen;
   c.slotFor(seq) = CallbackSlot{callback, arg, 0, false, static_cast<uint8_t>(generation), gate};
   // A v-collective's blocks, like the callback, are in place before the SQE that names them.
-  if (c.vectorCounts()) c.writeVecTable(seq, entry.vecBlocks);
+  if (c.vectorCounts()) c.writeVecTable(seq, vecScratch_);  // checkEntry's, under the same lock
   const uint16_t flags = static_cast<uint16_t>((entry.inPlace ? kSqeInPlace : kSqeSubmit) |
                                                (start == Start::Now ? 0 : kSqeGated));
   const SqeView e{flags, c.nParts(), c.index(), seq, reinterpret_cast<uint64_t>(sendbuf),
@@ -224,14 +224,14 @@ Status Comm::submitEntry(uint64_t collId, uint64_t count, const void* sendbuf, v
   // submission that passed the first look while shutdown began would otherwise go in behind the
   // exit SQE, where no daemon reads it, and its callback would never fire.
   if (stopped_) return stoppedError();
-  Result<Checked> c = checkEntry(collId, count, sendbuf, recvbuf, vectors);
-  if (!c.ok()) return c.status();
-  const uint64_t tasks = c.value().coll->tasksPerSubmission();
+  Checked checked;
+  if (Status s = checkEntry(collId, count, sendbuf, recvbuf, vectors, checked); !s.ok()) return s;
+  const uint64_t tasks = checked.coll->tasksPerSubmission();
   if (Status s = checkTaskRoom(tasks); !s.ok()) return s;
   uint64_t seq = 0;
   const int generation = waits_.current();  // read once: see WaitGenerations::countIn
   addSubmitted(1, tasks, generation);
-  if (Status s = queueEntry(c.value(), sendbuf, recvbuf, callback, arg, start, generation, &seq); !s.ok()) {
+  if (Status s = queueEntry(checked, sendbuf, recvbuf, callback, arg, start, generation, &seq); !s.ok()) {
     addSubmitted(~uint64_t{0}, 0 - tasks, generation);
     return s;
   }
@@ -240,7 +240,7 @@ Status Comm::submitEntry(uint64_t collId, uint64_t count, const void* sendbuf, v
     // Under the submit lock, so one stream's submissions open in their submission order. The SQE
     // is out: were its gate never opened, only an abort would fail it, so a stream that cannot
     // take the gate (checkStream passed, so the driver itself refused) aborts the communicator.
-    Collective& coll = *c.value().coll;
+    Collective& coll = *checked.coll;
     if (Status s = backend_->enqueueGate(stream, coll.gateOpenWord(seq), coll.gateDoneWord(seq), gateValue(seq));
         !s.ok()) {
       lock.unlock();
@@ -266,20 +266,19 @@ Status Comm::submitGroup(std::span<const occlSubmission_t> subs, int* submitted)
   if (stopped_) return stoppedError();
   // Every entry is checked before any is queued. Each collective counts its entries checked so
   // far (Collective::groupScratch), so that a collId listed several times fits its window.
-  std::vector<Checked> checks(subs.size());
+  std::vector<Checked>& checks = groupChecks_;
+  checks.resize(subs.size());
   uint64_t tasks = 0;
   Status bad;
   size_t checked = 0;
   for (; checked < subs.size(); ++checked) {
     const occlSubmission_t& e = subs[checked];
-    Result<Checked> c = checkEntry(e.collId, e.count, e.sendbuf, e.recvbuf);
-    if (!c.ok()) {
-      bad = c.status().withContext(absl::StrFormat("subs[%d] of %d", checked, subs.size()));
+    if (Status s = checkEntry(e.collId, e.count, e.sendbuf, e.recvbuf, nullptr, checks[checked]); !s.ok()) {
+      bad = s.withContext(absl::StrFormat("subs[%d] of %d", checked, subs.size()));
       break;
     }
-    checks[checked] = c.value();
     checks[checked].coll->groupScratch() += 1;
-    tasks += c.value().coll->tasksPerSubmission();
+    tasks += checks[checked].coll->tasksPerSubmission();
   }
   for (size_t i = 0; i < checked; ++i) checks[i].coll->groupScratch() = 0;
   if (!bad.ok()) return bad;

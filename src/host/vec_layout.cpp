@@ -156,7 +156,7 @@ VecTables::~VecTables() {
 }
 
 void VecTables::write(uint64_t seq, const std::vector<VecBlock>& blocks) {
-  std::memcpy(slots_ + vecTableBlocks(nRanks_) * (seq % window_), blocks.data(), blocks.size() * sizeof(VecBlock));
+  std::memcpy(slots_ + vecTableBlocks(nRanks_) * windowSlot(seq, window_), blocks.data(), blocks.size() * sizeof(VecBlock));
 }
 
 }  // namespace occl::host
