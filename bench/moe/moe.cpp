@@ -94,7 +94,7 @@ std::string usage(const std::string& program, const std::string& ranksHelp) {
       "  --zipf A             expert popularity exponent (1.2)\n"
       "  --steps N            distinct routings cycled per row (8)\n"
       "  -n,--iters N         timed steps per row (20)\n"
-      "  -w,--warmup_iters N  untimed steps per row (5)\n"
+      "  -w,--warmup_iters N  untimed steps per row (8: each routing once before the clock)\n"
       "  --seed N             the routings' seed (1)\n"
       "%s"
       "  -h,--help, --version\n",

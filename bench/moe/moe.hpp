@@ -26,7 +26,7 @@ struct Options {
   uint64_t tokenBytes = 2048;          // --token-bytes: a token's activations (1024 bfloat16)
   double zipf = 1.2;                   // --zipf: the experts' popularity exponent
   int steps = 8;                       // --steps: distinct routings per row
-  int iters = 20, warmup = 5;          // -n, -w
+  int iters = 20, warmup = 8;          // -n, -w (warmup: each of the 8 routings once)
   uint64_t seed = 1;                   // --seed
   bool help = false, version = false;
 };

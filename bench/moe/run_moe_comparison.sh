@@ -5,14 +5,14 @@
 # per runner with occl's divided by Open MPI's. Needs openmpi-bin libopenmpi-dev libgloo-dev (the
 # runners whose library is missing are skipped, named on stderr). Measure on a quiet machine.
 # Overrides: NRANKS (8), REPS (3), MINTOKENS (4), MAXTOKENS (4096), FACTOR (4), ITERS (20),
-# WARMUP (5), TOKEN_BYTES (2048), ZIPF (1.2), BUILD_DIR (build-cpu), JOBS (2).
+# WARMUP (8: every routing once before the clock), TOKEN_BYTES (2048), ZIPF (1.2), BUILD_DIR (build-cpu), JOBS (2).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../baselines/common.sh"
 comparison_usage "$0" "$@"
 comparison_setup "$1"
 NRANKS="${NRANKS:-8}"
 REPS="${REPS:-3}"
-SWEEP=(-b "${MINTOKENS:-4}" -e "${MAXTOKENS:-4096}" -f "${FACTOR:-4}" -n "${ITERS:-20}" -w "${WARMUP:-5}"
+SWEEP=(-b "${MINTOKENS:-4}" -e "${MAXTOKENS:-4096}" -f "${FACTOR:-4}" -n "${ITERS:-20}" -w "${WARMUP:-8}"
        --token-bytes "${TOKEN_BYTES:-2048}" --zipf "${ZIPF:-1.2}")
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DOCCL_ENABLE_CUDA=OFF

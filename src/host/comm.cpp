@@ -48,13 +48,23 @@ uint32_t arrivalLookRound(const backend::Backend& backend) {
   return std::string_view(backend.name()) == "host" ? 0 : 63;
 }
 
-// Host backend only: a wait on a FIFO sleeps on it (queues/fifo_wait.hpp) after this many yielding
-// rounds, and its peer's publish wakes it. A few rounds catch a peer that is about to publish
-// (a round-trip between two threads on two cores); past them, a yielding waiter only takes the
-// core from the threads it waits for. The GPU never sleeps, and the simt backend emulates it.
-uint32_t parkAfterSpins(const backend::Backend& backend) {
+// Host backend with a NET peer only: a wait on a FIFO sleeps on it (queues/fifo_wait.hpp) after
+// this many yielding rounds, and its peer's publish wakes it. A few rounds catch a peer that is
+// about to publish; past them, a yielding waiter takes the core from the NET proxy threads the
+// waits need (4 ranks on 2 namespace hosts: a quarter of the CPU in sched_yield, 8 B 704 -> 381
+// us when the waits slept). Between ranks of one host (shared memory, in-process) every thread a
+// wait needs is a daemon thread that yields too, and a sleep costs its waker a futex wake and its
+// CPU an idle gap: 5 interleaved runs on this 2-vCPU VM, waits that never sleep against waits
+// that sleep after 16 rounds (medians): the MoE exchange of 8 processes 0.63-0.92 of the time
+// (4 to 1024 tokens), of 8 threads 0.65-1.00; AllReduce of 8 processes 0.55-0.96, of 4 processes
+// 0.56-0.97, of 8 threads 0.89-1.17 (8 B to 8 MiB; bench/results/park-2026-11-30.md). The GPU
+// never sleeps, and the simt backend emulates it.
+uint32_t parkAfterSpins(const backend::Backend& backend, const transport::ConnectorFactory* connectors, int nRanks) {
   constexpr uint32_t kHostParkAfterSpins = 16;
-  return std::string_view(backend.name()) == "host" ? kHostParkAfterSpins : 0;
+  if (std::string_view(backend.name()) != "host" || connectors == nullptr) return 0;
+  for (int peer = 0; peer < nRanks; ++peer)
+    if (std::string_view(connectors->transportTo(peer)) == "net") return kHostParkAfterSpins;
+  return 0;
 }
 
 // Host backend only: how long a wait spins on its core before it yields (SpinBudget::spinInPlaceNs),
@@ -216,7 +226,7 @@ Status Comm::allocateDaemonState() {
                          config_.spinThresholdBoost, config_.priorityPollInterval,
                          static_cast<uint32_t>(config_.forcePreempt != 0),
                          static_cast<uint32_t>(config_.disablePreemption != 0), spinRoundNs(*backend_),
-                         parkAfterSpins(*backend_),
+                         parkAfterSpins(*backend_, connectors_.get(), nRanks_),
                          spinInPlaceNs(*backend_, connectors_.get(), nRanks_, ranksOnThisHost_ * config_.daemonBlocks,
                                        cpusOfThisHostsRanks_),
                          arrivalEveryTiles(*backend_, config_.connectorSlotBytes), arrivalLookRound(*backend_)};
