@@ -169,6 +169,7 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   desc_.inflightWindow = static_cast<uint16_t>(cfg.maxInflightPerColl);  // validated <= kMaxInflightPerColl
   desc_.priority = desc.priority;
   desc_.peerStream = peerCopiesStream(desc_.nRanks, desc_.totalElems * elemBytes, lastLevelCacheBytes()) ? 1 : 0;
+  registeredExtents_ = computeExtents(desc.count);
 
   for (uint32_t f : {kFormOutOfPlace, kFormInPlace}) {
     if (f == kFormInPlace && forms[f] == forms[kFormOutOfPlace]) {
@@ -248,10 +249,11 @@ Status Collective::buildForm(const CollectiveSetup& setup, const occlCollDesc_t&
   return Status::success();
 }
 
-std::pair<uint64_t, uint64_t> Collective::elemsFor(uint64_t count) const {
-  // NCCL's definitions. Only the root reads a Broadcast's sendbuf or writes a Reduce's recvbuf; the
-  // other ranks may pass NULL there.
-  return userElems(user_.type, count, static_cast<int>(desc_.nRanks), rank_ == user_.root);
+Collective::BufferExtents Collective::computeExtents(uint64_t count) const {
+  const auto [sendElems, recvElems] = userElems(user_.type, count, static_cast<int>(desc_.nRanks), rank_ == user_.root);
+  const auto [sendAt, recvAt] = inPlaceOffsets(user_.type, rank_, count);
+  const uint64_t eb = desc_.elemBytes;
+  return {sendElems * eb, recvElems * eb, sendAt * eb, recvAt * eb, collInfo(user_.type).inPlace != InPlaceRule::None};
 }
 
 Result<void*> Collective::allocDaemon(size_t bytes) {

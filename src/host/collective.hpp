@@ -72,8 +72,18 @@ class Collective {
   // which reads it every 50 ms: hashed once here.
   uint64_t requestedAlgorithmHash() const { return requestedAlgorithmHash_; }
   uint32_t window() const { return desc_.inflightWindow; }
-  // Elements of the user's send and receive buffers for a submission of `count`, for validation.
-  std::pair<uint64_t, uint64_t> elemsFor(uint64_t count) const;
+  // What the user's buffers are for a submission of `count` (Comm::checkEntry): the bytes each
+  // holds (NCCL's definitions: only the root reads a Broadcast's sendbuf or writes a Reduce's
+  // recvbuf, and the other ranks may pass NULL there), and where each sits in the one buffer of an
+  // in-place call. The registered count's are computed once, at registration.
+  struct BufferExtents {
+    uint64_t sendBytes, recvBytes;
+    uint64_t sendAt, recvAt;  // in place: the buffers' offsets in bytes (InPlaceRule)
+    bool inPlaceDefined;      // false: the type has no in-place form (AllToAll)
+  };
+  BufferExtents extentsFor(uint64_t count) const {
+    return count == user_.count ? registeredExtents_ : computeExtents(count);
+  }
   // desc.variableCount: a submission may carry any count up to the registered one.
   bool variableCount() const { return desc_.variableCount != 0; }
   // desc.vectorCounts: a v-collective, submitted with occlSubmitV (host/vec_layout.hpp).
@@ -205,6 +215,8 @@ class Collective {
   std::array<std::string, 2> algorithmNames_;
   mutable BuffersSeen buffersSeen_{false, nullptr, nullptr, 0};
   uint32_t groupScratch_ = 0;
+  BufferExtents computeExtents(uint64_t count) const;
+  BufferExtents registeredExtents_{};
   std::atomic<uint64_t> nextSeq_{0};
   std::atomic<uint64_t> completedSeq_{0};
   std::atomic<uint64_t> submissions_{0};

@@ -195,12 +195,15 @@ class Comm {
   // (addSubmitted) before, and out again if this fails.
   Status queueEntry(const Checked& e, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
                     Start start, int generation, uint64_t* seq);
-  Status validateBuffers(const Collective& c, uint64_t count, const void* sendbuf, const void* recvbuf) const;
+  // NULL buffers that must hold data, buffers not from occlMemAlloc where desc.sharedBuffers asks
+  // for them, and overlapping buffers other than in place.
+  Status validateBuffers(const Collective& c, const Collective::BufferExtents& x, const void* sendbuf,
+                         const void* recvbuf, bool inPlace) const;
   // desc.sharedBuffers: both buffers lie in occlMemAlloc memory holding these bytes.
   Status checkSharedBuffers(const Collective& c, const void* sendbuf, uint64_t sendBytes, const void* recvbuf,
                             uint64_t recvBytes) const;
-  // NCCL's in-place position of the two buffers of a submission of `count` for this rank.
-  bool inPlace(const Collective& c, uint64_t count, const void* sendbuf, const void* recvbuf) const;
+  // Whether the two buffers sit at NCCL's in-place position for these extents (this rank's).
+  static bool inPlace(const Collective::BufferExtents& x, const void* sendbuf, const void* recvbuf);
   // After an abort: writes the done word of every gated submission that has not completed, so a
   // stream waiting for one goes on even where the daemon stopped before it failed them
   // (comm_gates.cpp).

@@ -71,34 +71,26 @@ Status Comm::checkSharedBuffers(const Collective& c, const void* sendbuf, uint64
   return Status::success();
 }
 
-Status Comm::validateBuffers(const Collective& c, uint64_t count, const void* sendbuf, const void* recvbuf) const {
-  const occlCollDesc_t& d = c.userDesc();
-  const auto [sendElems, recvElems] = c.elemsFor(count);
-  if (sendElems > 0 && sendbuf == nullptr)
+Status Comm::validateBuffers(const Collective& c, const Collective::BufferExtents& x, const void* sendbuf,
+                             const void* recvbuf, bool inPlace) const {
+  if (x.sendBytes > 0 && sendbuf == nullptr)
     return Status::error(occlInvalidArgument, absl::StrFormat("sendbuf is NULL for collId 0x%x", c.collId()));
-  if (recvElems > 0 && recvbuf == nullptr)
+  if (x.recvBytes > 0 && recvbuf == nullptr)
     return Status::error(occlInvalidArgument, absl::StrFormat("recvbuf is NULL for collId 0x%x", c.collId()));
-  const uint64_t eb = dtypeSize(d.datatype);
-  if (Status s = checkSharedBuffers(c, sendbuf, sendElems * eb, recvbuf, recvElems * eb); !s.ok()) return s;
-  if (sendbuf == nullptr || recvbuf == nullptr) return Status::success();
-  auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
-  uint64_t sBytes = sendElems * eb, rBytes = recvElems * eb;
-  if (s + sBytes <= r || r + rBytes <= s) return Status::success();  // disjoint
-  if (inPlace(c, count, sendbuf, recvbuf)) return Status::success();  // the only overlap allowed
+  if (Status s = checkSharedBuffers(c, sendbuf, x.sendBytes, recvbuf, x.recvBytes); !s.ok()) return s;
+  if (sendbuf == nullptr || recvbuf == nullptr || inPlace) return Status::success();  // in place: the only overlap allowed
+  const auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
+  if (s + x.sendBytes <= r || r + x.recvBytes <= s) return Status::success();  // disjoint
+  const int type = c.userDesc().type;
   return Status::error(occlInvalidArgument,
                        absl::StrFormat("sendbuf and recvbuf of collId 0x%x overlap but are not in place (%s in-place "
                                        "means %s)",
-                                       c.collId(), collTypeName(d.type), inPlaceRuleText(d.type)));
+                                       c.collId(), collTypeName(type), inPlaceRuleText(type)));
 }
 
-bool Comm::inPlace(const Collective& c, uint64_t count, const void* sendbuf, const void* recvbuf) const {
-  const occlCollDesc_t& d = c.userDesc();
-  if (sendbuf == nullptr || recvbuf == nullptr) return false;
-  const auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
-  if (collInfo(d.type).inPlace == InPlaceRule::None) return false;  // e.g. AllToAll: NCCL has none
-  const auto [sendAt, recvAt] = inPlaceOffsets(d.type, rank_, count);
-  const uint64_t eb = dtypeSize(d.datatype);
-  return s - sendAt * eb == r - recvAt * eb;
+bool Comm::inPlace(const Collective::BufferExtents& x, const void* sendbuf, const void* recvbuf) {
+  if (!x.inPlaceDefined || sendbuf == nullptr || recvbuf == nullptr) return false;  // e.g. AllToAll: NCCL has none
+  return reinterpret_cast<uintptr_t>(sendbuf) - x.sendAt == reinterpret_cast<uintptr_t>(recvbuf) - x.recvAt;
 }
 
 Status Comm::checkCount(const Collective& c, uint64_t count, bool inPlace) const {
@@ -152,9 +144,10 @@ Status Comm::checkEntry(uint64_t collId, uint64_t count, const void* sendbuf, co
     out.inPlace = layout.value().inPlace;
     vecScratch_ = std::move(layout.value().blocks);
   } else {
-    out.inPlace = inPlace(c, count, sendbuf, recvbuf);
+    const Collective::BufferExtents extents = c.extentsFor(count);
+    out.inPlace = inPlace(extents, sendbuf, recvbuf);
     if (Status s = checkCount(c, count, out.inPlace); !s.ok()) return s;
-    if (Status s = validateBuffers(c, count, sendbuf, recvbuf); !s.ok()) return s;
+    if (Status s = validateBuffers(c, extents, sendbuf, recvbuf, out.inPlace); !s.ok()) return s;
   }
   if (Status s = backend_->checkUserBuffers(sendbuf, recvbuf); !s.ok()) return s;
   if (c.inFlight() + earlierInGroup >= c.window()) {
