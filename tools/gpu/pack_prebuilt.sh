@@ -16,7 +16,7 @@ if [ $# -ne 2 ]; then
   exit 2
 fi
 build="$1" dest="$2"
-bins=("$build/tests/gpu/gpu_collectives_test" "$build/tests/gpu/gpu_vector_test" "$build/tests/gpu/quit_vote_test"
+bins=("$build/tests/gpu/gpu_collectives_test" "$build/tests/gpu/gpu_streams_test" "$build/tests/gpu/gpu_vector_test" "$build/tests/gpu/quit_vote_test"
       "$build/bench/occl-bench"
       "$build/bench/occl-gpu-copy")
 for b in "${bins[@]}"; do

@@ -32,6 +32,7 @@ JOBS="${OCCL_GPU_JOBS:-$(nproc)}"
 FILTER="${OCCL_GPU_SANITIZER_FILTER:-Gpu.SanitizerSmoke}"
 BENCH_MAX="${OCCL_GPU_BENCH_MAX:-256M}"
 TEST_BIN="$BUILD/tests/gpu/gpu_collectives_test"
+STREAMS_BIN="$BUILD/tests/gpu/gpu_streams_test"
 VECTOR_BIN="$BUILD/tests/gpu/gpu_vector_test"
 VOTE_BIN="$BUILD/tests/gpu/quit_vote_test"
 BENCH_BIN="$BUILD/bench/occl-bench"
@@ -40,6 +41,7 @@ PREBUILT="${OCCL_GPU_PREBUILT:-}"
 if [ -n "$PREBUILT" ]; then
   PREBUILT="$(cd "$PREBUILT" && pwd)"
   TEST_BIN="$PREBUILT/bin/gpu_collectives_test"
+  STREAMS_BIN="$PREBUILT/bin/gpu_streams_test"
   VECTOR_BIN="$PREBUILT/bin/gpu_vector_test"
   VOTE_BIN="$PREBUILT/bin/quit_vote_test"
   BENCH_BIN="$PREBUILT/bin/occl-bench"
@@ -103,7 +105,7 @@ run_build() {
   fi
   step configure 300 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
     -DOCCL_ENABLE_CUDA=ON -DOCCL_BUILD_TESTS=ON -DOCCL_BUILD_BENCH=ON || return 1
-  step build-tests 540 cmake --build "$BUILD" -j "$JOBS" --target gpu_collectives_test gpu_vector_test quit_vote_test || return 1
+  step build-tests 540 cmake --build "$BUILD" -j "$JOBS" --target gpu_collectives_test gpu_streams_test gpu_vector_test quit_vote_test || return 1
   # occl-bench is another team's target: its failure must not hide the test results.
   step build-bench 300 cmake --build "$BUILD" -j "$JOBS" --target occl-bench occl-gpu-copy
   return 0
@@ -113,6 +115,7 @@ run_test() {
   # A packed build has no ctest files for this machine's paths: its test binary runs directly.
   if [ -n "$PREBUILT" ]; then
     step gpu-collectives 300 "$TEST_BIN" --gtest_output="xml:$OUT/gpu_collectives_test.xml"
+    step gpu-streams 180 "$STREAMS_BIN" --gtest_output="xml:$OUT/gpu_streams_test.xml"
     step gpu-vector 120 "$VECTOR_BIN" --gtest_output="xml:$OUT/gpu_vector_test.xml"
   else
     step ctest-gpu 540 ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 300 \
