@@ -165,6 +165,21 @@ class Comm {
 
   // Submission (comm_submit.cpp).
   Status pushSqe(const SqeView& e);
+  // Takes `lock` (on submitMu_, deferred) unless the communicator is stopped or a peer failed,
+  // which it reports instead: what every submission does first. Here, to be inlined into the
+  // submit path.
+  Status lockForSubmission(std::unique_lock<std::mutex>& lock) {
+    if (stopped_) return stoppedError();
+    if (atomics::loadAcquire(env_->hostAbortFlag) != 0) {
+      return errors_.asyncStatus(occlInvalidUsage);  // a peer failed: say which, not "finalized"
+    }
+    lock.lock();
+    // Again under the lock, which shutdown() takes to push the exit SQE after setting stopped_: a
+    // submission that passed the first look while shutdown began would otherwise go in behind
+    // the exit SQE, where no daemon reads it, and its callback would never fire.
+    if (stopped_) return stoppedError();
+    return Status::success();
+  }
   // How a submission starts (device/gate.hpp): at once, when openGate opens its gate, or when a
   // stream reaches it.
   enum class Start { Now, AtGate, OnStream };

@@ -208,15 +208,8 @@ Status Comm::queueEntry(const Checked& entry, const void* sendbuf, void* recvbuf
 
 Status Comm::submitEntry(uint64_t collId, uint64_t count, const void* sendbuf, void* recvbuf, occlCallback_t callback,
                          void* arg, Start start, void* stream, uint64_t* seqOut, const occlVectors_t* vectors) {
-  if (stopped_) return stoppedError();
-  if (atomics::loadAcquire(env_->hostAbortFlag) != 0) {
-    return errors_.asyncStatus(occlInvalidUsage);  // a peer failed: say which, not "finalized"
-  }
-  std::unique_lock<std::mutex> lock(submitMu_);
-  // Again under the lock, which shutdown() takes to push the exit SQE after setting stopped_: a
-  // submission that passed the first look while shutdown began would otherwise go in behind the
-  // exit SQE, where no daemon reads it, and its callback would never fire.
-  if (stopped_) return stoppedError();
+  std::unique_lock<std::mutex> lock(submitMu_, std::defer_lock);
+  if (Status s = lockForSubmission(lock); !s.ok()) return s;
   Checked checked;
   if (Status s = checkEntry(collId, count, sendbuf, recvbuf, vectors, checked); !s.ok()) return s;
   const uint64_t tasks = checked.coll->tasksPerSubmission();
@@ -252,11 +245,8 @@ Status Comm::submitEntry(uint64_t collId, uint64_t count, const void* sendbuf, v
 
 Status Comm::submitGroup(std::span<const occlSubmission_t> subs, int* submitted) {
   if (submitted != nullptr) *submitted = 0;
-  if (stopped_) return stoppedError();
-  if (atomics::loadAcquire(env_->hostAbortFlag) != 0) return errors_.asyncStatus(occlInvalidUsage);
-  if (subs.empty()) return Status::success();
-  std::unique_lock<std::mutex> lock(submitMu_);
-  if (stopped_) return stoppedError();
+  std::unique_lock<std::mutex> lock(submitMu_, std::defer_lock);
+  if (Status s = lockForSubmission(lock); !s.ok() || subs.empty()) return s;
   // Every entry is checked before any is queued. Each collective counts its entries checked so
   // far (Collective::groupScratch), so that a collId listed several times fits its window.
   std::vector<Checked>& checks = groupChecks_;

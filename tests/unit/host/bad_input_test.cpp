@@ -10,18 +10,10 @@
 
 #include "host/config.hpp"
 #include "support/ranks.hpp"
+#include "support/refusals.hpp"
 
 namespace occl::test {
 namespace {
-
-#define EXPECT_OCCL_ERROR(call, code, comm, keyword)                                              \
-  do {                                                                                            \
-    occlResult_t r_ = (call);                                                                     \
-    std::string msg_ = occlGetLastError(comm);                                                    \
-    EXPECT_EQ(r_, code) << #call << ": " << occlGetErrorString(r_) << ": " << msg_;               \
-    EXPECT_NE(msg_.find(keyword), std::string::npos) << #call << ": \"" << msg_ << "\" lacks \"" \
-                                                     << (keyword) << "\"";                        \
-  } while (0)
 
 occlCollDesc_t allReduce(size_t count) {
   occlCollDesc_t d;

@@ -19,6 +19,7 @@
 #include "occl/occl.hpp"
 #include "primitives/dispatch.hpp"
 #include "support/ranks.hpp"
+#include "support/refusals.hpp"
 
 namespace occl::test {
 namespace {
@@ -188,26 +189,20 @@ TEST(PreMulSum, ScalarByAddressIsReadWhenTheSubmissionRuns) {
   }
 }
 
-#define EXPECT_REFUSED(call, comm, keyword)                                                       \
-  do {                                                                                           \
-    const occlResult_t r_ = (call);                                                              \
-    const std::string msg_ = occlGetLastError(comm);                                             \
-    EXPECT_EQ(r_, occlInvalidArgument) << #call << ": " << msg_;                                 \
-    EXPECT_NE(msg_.find(keyword), std::string::npos) << #call << ": \"" << msg_ << "\" lacks \"" \
-                                                     << (keyword) << "\"";                       \
-  } while (0)
-
 TEST(PreMulSum, BadHandlesAndArgumentsAreRefusedByName) {
   CommGroup comms(1);
   occlComm_t c = comms[0];
   float two = 2.0f;
   occlRedOp_t op;
-  EXPECT_REFUSED(occlRedOpCreatePreMulSum(nullptr, &two, occlFloat32, occlScalarHostImmediate, c), c, "op is NULL");
-  EXPECT_REFUSED(occlRedOpCreatePreMulSum(&op, nullptr, occlFloat32, occlScalarHostImmediate, c), c, "scalar is NULL");
-  EXPECT_REFUSED(occlRedOpCreatePreMulSum(&op, &two, static_cast<occlDataType_t>(12), occlScalarHostImmediate, c), c,
-                 "datatype = 12");
-  EXPECT_REFUSED(occlRedOpCreatePreMulSum(&op, &two, occlFloat32, static_cast<occlScalarResidence_t>(7), c), c,
-                 "residence = 7");
+  const occlResult_t bad = occlInvalidArgument;
+  EXPECT_OCCL_ERROR(occlRedOpCreatePreMulSum(nullptr, &two, occlFloat32, occlScalarHostImmediate, c), bad, c,
+                    "op is NULL");
+  EXPECT_OCCL_ERROR(occlRedOpCreatePreMulSum(&op, nullptr, occlFloat32, occlScalarHostImmediate, c), bad, c,
+                    "scalar is NULL");
+  EXPECT_OCCL_ERROR(occlRedOpCreatePreMulSum(&op, &two, static_cast<occlDataType_t>(12), occlScalarHostImmediate, c),
+                    bad, c, "datatype = 12");
+  EXPECT_OCCL_ERROR(occlRedOpCreatePreMulSum(&op, &two, occlFloat32, static_cast<occlScalarResidence_t>(7), c), bad,
+                    c, "residence = 7");
   expectOk(occlRedOpCreatePreMulSum(&op, &two, occlFloat32, occlScalarHostImmediate, c), c, "create");
   EXPECT_GE(static_cast<int>(op), static_cast<int>(occlNumOps));
   occlCollDesc_t d;
@@ -216,16 +211,16 @@ TEST(PreMulSum, BadHandlesAndArgumentsAreRefusedByName) {
   d.count = 16;
   d.datatype = occlFloat64;
   d.op = op;
-  EXPECT_REFUSED(occlCollRegister(c, 1, &d), c, "a PreMulSum op of datatype float; desc.datatype is double");
+  EXPECT_OCCL_ERROR(occlCollRegister(c, 1, &d), bad, c, "a PreMulSum op of datatype float; desc.datatype is double");
   d.datatype = occlFloat32;
   d.op = static_cast<occlRedOp_t>(op + 1);
-  EXPECT_REFUSED(occlCollRegister(c, 2, &d), c, "or a live PreMulSum op of this communicator");
+  EXPECT_OCCL_ERROR(occlCollRegister(c, 2, &d), bad, c, "or a live PreMulSum op of this communicator");
   d.op = op;
   expectOk(occlCollRegister(c, 3, &d), c, "register");
   expectOk(occlRedOpDestroy(op, c), c, "destroy");
-  EXPECT_REFUSED(occlRedOpDestroy(op, c), c, "not a PreMulSum op of this communicator");
-  EXPECT_REFUSED(occlRedOpDestroy(occlSum, c), c, "built-in ops are never destroyed");
-  EXPECT_REFUSED(occlCollRegister(c, 4, &d), c, "live PreMulSum op");
+  EXPECT_OCCL_ERROR(occlRedOpDestroy(op, c), bad, c, "not a PreMulSum op of this communicator");
+  EXPECT_OCCL_ERROR(occlRedOpDestroy(occlSum, c), bad, c, "built-in ops are never destroyed");
+  EXPECT_OCCL_ERROR(occlCollRegister(c, 4, &d), bad, c, "live PreMulSum op");
   // A collective that does not reduce ignores its op, PreMulSum handle or not (as NCCL's do).
   d.type = occlCollAllGather;
   expectOk(occlCollRegister(c, 5, &d), c, "register an AllGather with a destroyed op");

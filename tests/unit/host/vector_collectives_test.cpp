@@ -20,6 +20,7 @@
 #include "occl/occl.hpp"
 #include "support/collective_cases.hpp"
 #include "support/ranks.hpp"
+#include "support/refusals.hpp"
 #include "support/vector_cases.hpp"
 
 namespace occl::test {
@@ -271,12 +272,6 @@ TEST(VectorCollectivesTest, EmptyBlocksCompleteAndTouchNothing) {
   }
 }
 
-void expectRefused(occlResult_t got, occlComm_t comm, const std::string& text) {
-  EXPECT_NE(got, occlSuccess) << text;
-  const std::string why = occlGetLastError(comm);
-  EXPECT_NE(why.find(text), std::string::npos) << why;
-}
-
 TEST(VectorCollectivesTest, BadRegistrationsAndArraysAreRefusedByName) {
   CommGroup comms(2);
   occlComm_t c = comms[0];
@@ -284,17 +279,18 @@ TEST(VectorCollectivesTest, BadRegistrationsAndArraysAreRefusedByName) {
   s.type = occlCollAllReduce;
   s.count = 8;
   occlCollDesc_t d = vectorDescFor(s);
-  expectRefused(occlCollRegister(c, 0x7C, &d), c,
-                "desc.vectorCounts = 1 with desc.type allreduce: v-collectives are alltoall, allgather and reducescatter");
+  const occlResult_t bad = occlInvalidArgument;
+  EXPECT_OCCL_ERROR(occlCollRegister(c, 0x7C, &d), bad, c,
+                    "desc.vectorCounts = 1 with desc.type allreduce: v-collectives are alltoall, allgather and reducescatter");
   d.type = occlCollAllToAll;
   d.algorithm = "direct";
-  expectRefused(occlCollRegister(c, 0x7C, &d), c, "desc.algorithm = \"direct\": a v-collective");
+  EXPECT_OCCL_ERROR(occlCollRegister(c, 0x7C, &d), bad, c, "desc.algorithm = \"direct\": a v-collective");
   d.algorithm = nullptr;
   d.variableCount = 1;
-  expectRefused(occlCollRegister(c, 0x7C, &d), c, "a v-collective's counts are per block already");
+  EXPECT_OCCL_ERROR(occlCollRegister(c, 0x7C, &d), bad, c, "a v-collective's counts are per block already");
   d.variableCount = 0;
   d.vectorCounts = 2;
-  expectRefused(occlCollRegister(c, 0x7C, &d), c, "desc.vectorCounts = 2: expected 0 or 1");
+  EXPECT_OCCL_ERROR(occlCollRegister(c, 0x7C, &d), bad, c, "desc.vectorCounts = 2: expected 0 or 1");
 
   // Checked before anything goes out, so rank 0 alone registers and submits.
   d.vectorCounts = 1;
@@ -308,32 +304,32 @@ TEST(VectorCollectivesTest, BadRegistrationsAndArraysAreRefusedByName) {
   std::vector<float> a(64), b(64);
   std::vector<size_t> counts{4, 4}, displs{0, 8}, over{4, 9}, overlapping{0, 2};
   occlVectors_t v{counts.data(), displs.data(), counts.data(), displs.data()};
-  expectRefused(occlSubmit(c, 0x7C, a.data(), b.data(), nullptr, nullptr), c,
-                "collId 0x7c is a v-collective (desc.vectorCounts): submit it with occlSubmitV");
-  expectRefused(occlSubmitV(c, 0x7E, a.data(), b.data(), &v, nullptr, nullptr), c,
-                "occlSubmitV: collId 0x7e was registered without desc.vectorCounts");
-  expectRefused(occlSubmitV(c, 0x7C, a.data(), b.data(), nullptr, nullptr, nullptr), c, "vectors is NULL");
+  EXPECT_OCCL_ERROR(occlSubmit(c, 0x7C, a.data(), b.data(), nullptr, nullptr), occlInvalidUsage, c,
+                    "collId 0x7c is a v-collective (desc.vectorCounts): submit it with occlSubmitV");
+  EXPECT_OCCL_ERROR(occlSubmitV(c, 0x7E, a.data(), b.data(), &v, nullptr, nullptr), occlInvalidUsage, c,
+                    "occlSubmitV: collId 0x7e was registered without desc.vectorCounts");
+  EXPECT_OCCL_ERROR(occlSubmitV(c, 0x7C, a.data(), b.data(), nullptr, nullptr, nullptr), bad, c, "vectors is NULL");
   v.recvDispls = nullptr;
-  expectRefused(occlSubmitV(c, 0x7C, a.data(), b.data(), &v, nullptr, nullptr), c,
-                "vectors->recvDispls is NULL: AllToAllv needs 2 of them");
+  EXPECT_OCCL_ERROR(occlSubmitV(c, 0x7C, a.data(), b.data(), &v, nullptr, nullptr), bad, c,
+                    "vectors->recvDispls is NULL: AllToAllv needs 2 of them");
   v.recvDispls = displs.data();
   v.sendCounts = over.data();
-  expectRefused(occlSubmitV(c, 0x7C, a.data(), b.data(), &v, nullptr, nullptr), c,
-                "sendCounts[1] = 9: a block of AllToAllv holds at most desc.count = 8 elements");
+  EXPECT_OCCL_ERROR(occlSubmitV(c, 0x7C, a.data(), b.data(), &v, nullptr, nullptr), bad, c,
+                    "sendCounts[1] = 9: a block of AllToAllv holds at most desc.count = 8 elements");
   v.sendCounts = counts.data();
   v.recvDispls = overlapping.data();
-  expectRefused(occlSubmitV(c, 0x7C, a.data(), b.data(), &v, nullptr, nullptr), c,
-                "recvDispls: block 0 (elements 0..3) overlaps block 1 (from 2)");
+  EXPECT_OCCL_ERROR(occlSubmitV(c, 0x7C, a.data(), b.data(), &v, nullptr, nullptr), bad, c,
+                    "recvDispls: block 0 (elements 0..3) overlaps block 1 (from 2)");
   v.recvDispls = displs.data();
-  expectRefused(occlSubmitV(c, 0x7C, a.data(), a.data() + 4, &v, nullptr, nullptr), c,
-                "sendbuf and recvbuf overlap but are not in place (AllToAllv has no in-place form)");
-  expectRefused(occlSubmitV(c, 0x7C, nullptr, b.data(), &v, nullptr, nullptr), c,
-                "sendbuf is NULL, and its blocks hold 12 elements");
-  expectRefused(occlSubmitV(c, 0x7D, a.data(), b.data(), &v, nullptr, nullptr), c,
-                "vectors->sendCounts and sendDispls must be NULL for AllGatherv");
+  EXPECT_OCCL_ERROR(occlSubmitV(c, 0x7C, a.data(), a.data() + 4, &v, nullptr, nullptr), bad, c,
+                    "sendbuf and recvbuf overlap but are not in place (AllToAllv has no in-place form)");
+  EXPECT_OCCL_ERROR(occlSubmitV(c, 0x7C, nullptr, b.data(), &v, nullptr, nullptr), bad, c,
+                    "sendbuf is NULL, and its blocks hold 12 elements");
+  EXPECT_OCCL_ERROR(occlSubmitV(c, 0x7D, a.data(), b.data(), &v, nullptr, nullptr), bad, c,
+                    "vectors->sendCounts and sendDispls must be NULL for AllGatherv");
   const occlVectors_t gather{nullptr, nullptr, counts.data(), displs.data()};
-  expectRefused(occlSubmitV(c, 0x7D, b.data() + 2, b.data(), &gather, nullptr, nullptr), c,
-                "in place: sendbuf == recvbuf + recvDispls[rank]");
+  EXPECT_OCCL_ERROR(occlSubmitV(c, 0x7D, b.data() + 2, b.data(), &gather, nullptr, nullptr), bad, c,
+                    "in place: sendbuf == recvbuf + recvDispls[rank]");
 }
 
 // The C++ wrapper: submitV, and a refusal as an occl::Error.
