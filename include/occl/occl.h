@@ -207,10 +207,11 @@ typedef struct {
                             for the same submission (checked: see occlSubmitCount). 0 (default):
                             every submission has `count` */
   int vectorCounts;      /* 1: the v-collective of `type` (MPI's AllToAllv, AllGatherv,
-                            Reduce_scatter with displacements): each submission gives every rank's
-                            block its own count and displacement (occlSubmitV), and `count` is the
-                            most elements of any one block. AllToAll, AllGather and ReduceScatter,
-                            built-in algorithm only. Every rank must set the same. 0 (default): none */
+                            Reduce_scatter with displacements, Gatherv, Scatterv): each submission
+                            gives every rank's block its own count and displacement (occlSubmitV),
+                            and `count` is the most elements of any one block. AllToAll, AllGather,
+                            ReduceScatter, Gather and Scatter, built-in algorithm only. Every rank
+                            must set the same. 0 (default): none */
 } occlCollDesc_t;
 
 occlResult_t occlCollDescInit(occlCollDesc_t* desc);
@@ -401,6 +402,14 @@ occlResult_t occlSubmitCount(occlComm_t comm, uint64_t collId, size_t count, con
  *  - ReduceScatter (ReduceScatterv): sendbuf's blocks (sendCounts, sendDispls, the same on every
  *    rank) are reduced over the ranks, and rank r receives block r, sendCounts[r] elements, in
  *    recvbuf. In place: recvbuf == sendbuf + sendDispls[rank]. recvCounts and recvDispls are NULL.
+ *  - Gather (Gatherv): the root's recvbuf holds the blocks (recvCounts, recvDispls); rank r's
+ *    sendbuf holds recvCounts[r] elements. Every rank passes recvCounts (the same everywhere); only
+ *    the root reads recvDispls (NULL elsewhere is fine) and recvbuf (NULL elsewhere is fine). In
+ *    place, at the root: sendbuf == recvbuf + recvDispls[root]. sendCounts and sendDispls are NULL.
+ *  - Scatter (Scatterv): the root's sendbuf holds the blocks (sendCounts, sendDispls), and rank r
+ *    receives block r, sendCounts[r] elements, in recvbuf. Every rank passes sendCounts; only the
+ *    root reads sendDispls and sendbuf. In place, at the root: recvbuf == sendbuf +
+ *    sendDispls[root]. recvCounts and recvDispls are NULL.
  * The blocks of recvbuf must not overlap (those of sendbuf may). The arrays are read during the call
  * only. Counts that disagree between ranks fail the submission as occlSubmitCount's do, with a
  * message naming both lengths; the collective then stays failed. Otherwise as occlSubmit.

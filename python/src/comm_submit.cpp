@@ -123,8 +123,17 @@ py::object Comm::submitV(uint64_t collId, const py::object& send, const py::obje
   if (reg != registered_.end() && !reg->second.vectorCounts)
     throw py::value_error("collId " + std::to_string(collId) + " was registered without vector_counts=True: use submit");
   const auto n = static_cast<size_t>(size());
-  const Side s = sideOf(sendCounts, sendDispls, n, "send_counts", "send_displs");
-  const Side r = sideOf(recvCounts, recvDispls, n, "recv_counts", "recv_displs");
+  Side s = sideOf(sendCounts, sendDispls, n, "send_counts", "send_displs");
+  Side r = sideOf(recvCounts, recvDispls, n, "recv_counts", "recv_displs");
+  // Gatherv and Scatterv: off the root the side of n blocks is not this rank's buffer, and its
+  // displacements are not passed (occl.h, occlSubmitV).
+  if (reg != registered_.end() && (reg->second.type == occlCollGather || reg->second.type == occlCollScatter) &&
+      reg->second.root != rank()) {
+    for (Side* side : {&s, &r}) {
+      side->displs.clear();
+      side->end = 0;
+    }
+  }
   // The side of one block holds this rank's share of the other side's (occl.h, occlSubmitV).
   const auto me = static_cast<size_t>(rank());
   const Elems elems{sendCounts ? s.end : recvCounts ? r.counts[me] : 0,

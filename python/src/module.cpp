@@ -101,8 +101,8 @@ PYBIND11_MODULE(_occl, m) {
            py::arg("algorithm") = py::none(), py::arg("n_blocks") = 0, py::kw_only(), py::arg("variable_count") = false,
            py::arg("vector_counts") = false,
            "occlCollRegister. variable_count=True: count is a maximum, and each submit may pass count= up to it. "
-           "vector_counts=True: the v-collective of kind (alltoall, allgather, reducescatter), submitted with "
-           "submit_v; count is the most elements of one block.")
+           "vector_counts=True: the v-collective of kind (alltoall, allgather, reducescatter, gather, scatter), "
+           "submitted with submit_v; count is the most elements of one block.")
       .def("deregister", &Comm::deregister, py::arg("coll_id"))
       .def("submit", &Comm::submit, py::arg("coll_id"), py::arg("send"), py::arg("recv"),
            py::arg("callback") = py::none(), py::kw_only(), py::arg("gated") = false, py::arg("stream") = py::none(),
@@ -116,7 +116,9 @@ PYBIND11_MODULE(_occl, m) {
            py::arg("recv_displs") = py::none(), py::arg("callback") = py::none(),
            "occlSubmitV: a run of a v-collective, with one count (and displacement, in elements; None packs the "
            "blocks in rank order) per rank. alltoall: send_* and recv_*; allgather: recv_* (every rank's "
-           "contribution); reducescatter: send_* (every rank's block). Returns its Future.")
+           "contribution); reducescatter: send_* (every rank's block); gather: recv_* (the root's blocks; off the "
+           "root, recv is unused); scatter: send_* (the root's blocks; off the root, send is unused). Returns its "
+           "Future.")
       .def("submit_group", &Comm::submitGroup, py::arg("entries"),
            "occlSubmitGroup: submits a list of (coll_id, send, recv[, callback[, count]]) tuples "
            "in one call with one doorbell; every entry is checked before any is submitted (a bad one raises and "

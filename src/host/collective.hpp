@@ -89,7 +89,7 @@ class Collective {
   // desc.vectorCounts: a v-collective, submitted with occlSubmitV (host/vec_layout.hpp).
   bool vectorCounts() const { return vecTables_ != nullptr; }
   VecShape vecShape() const {
-    return {user_.type, rank_, static_cast<int>(desc_.nRanks), user_.count, desc_.elemBytes};
+    return {user_.type, rank_, static_cast<int>(desc_.nRanks), user_.root, user_.count, desc_.elemBytes};
   }
   // Under the submit lock, before submission `seq`'s SQE: its table of blocks (VecTables::write).
   void writeVecTable(uint64_t seq, const std::vector<VecBlock>& blocks) { vecTables_->write(seq, blocks); }

@@ -17,25 +17,36 @@ const char* vName(int type) {
   switch (type) {
     case occlCollAllToAll: return "AllToAllv";
     case occlCollAllGather: return "AllGatherv";
+    case occlCollGather: return "Gatherv";
+    case occlCollScatter: return "Scatterv";
     default: return "ReduceScatterv";
   }
 }
 
-// Which arrays a type reads: the send side's, the receive side's.
+// Which sides' arrays a type reads (the side whose buffer holds n blocks): the send side's, the
+// receive side's.
 struct Sides {
   bool send;
   bool recv;
 };
 Sides sidesOf(int type) {
-  return {type != occlCollAllGather, type != occlCollReduceScatter};
+  switch (type) {
+    case occlCollAllToAll: return {true, true};
+    case occlCollAllGather:
+    case occlCollGather: return {false, true};
+    default: return {true, false};  // ReduceScatter, Scatter
+  }
 }
 
-// Reads `counts` and `displs` (named `side`Counts, `side`Displs) into n blocks.
+bool rootedType(int type) { return type == occlCollGather || type == occlCollScatter; }
+
+// Reads `counts` and `displs` (named `side`Counts, `side`Displs) into n blocks; `displs` NULL:
+// counts alone, at offset 0 (a rank of Gatherv or Scatterv that is not the root).
 Status readBlocks(const VecShape& shape, const char* side, const size_t* counts, const size_t* displs,
                   VecBlock* out) {
   const uint64_t maxElems = std::numeric_limits<uint64_t>::max() / shape.elemBytes;
   for (int q = 0; q < shape.nRanks; ++q) {
-    const uint64_t count = counts[q], displ = displs[q];
+    const uint64_t count = counts[q], displ = displs != nullptr ? displs[q] : 0;
     if (count > shape.maxCount)
       return invalid(absl::StrFormat("%sCounts[%d] = %d: a block of %s holds at most desc.count = %d elements", side, q,
                                      count, vName(shape.type), shape.maxCount));
@@ -76,9 +87,10 @@ Status checkDisjoint(const VecShape& shape, const char* side, const VecBlock* bl
 std::string vectorCountsRefusal(const occlCollDesc_t& d) {
   if (d.vectorCounts == 0) return "";
   if (d.vectorCounts != 1) return absl::StrFormat("desc.vectorCounts = %d: expected 0 or 1", d.vectorCounts);
-  if (d.type != occlCollAllToAll && d.type != occlCollAllGather && d.type != occlCollReduceScatter)
-    return absl::StrFormat("desc.vectorCounts = 1 with desc.type %s: v-collectives are alltoall, allgather and "
-                           "reducescatter",
+  if (d.type != occlCollAllToAll && d.type != occlCollAllGather && d.type != occlCollReduceScatter &&
+      d.type != occlCollGather && d.type != occlCollScatter)
+    return absl::StrFormat("desc.vectorCounts = 1 with desc.type %s: v-collectives are alltoall, allgather, "
+                           "reducescatter, gather and scatter",
                            collTypeName(d.type));
   if (d.algorithm != nullptr && std::string_view(d.algorithm) != "ring")
     return absl::StrFormat("desc.algorithm = \"%s\": a v-collective (desc.vectorCounts) runs the built-in algorithm "
@@ -93,6 +105,9 @@ Result<VecLayout> vecLayout(const VecShape& shape, const occlVectors_t* v, const
   if (v == nullptr) return invalid(absl::StrFormat("vectors is NULL: %s needs its counts and displacements", vName(shape.type)));
   const Sides sides = sidesOf(shape.type);
   const int n = shape.nRanks;
+  // Gatherv and Scatterv: only the root's buffer holds the n blocks; every rank reads the counts
+  // (its own block is counts[rank]), and only the root the displacements.
+  const bool blocksHere = !rootedType(shape.type) || shape.rank == shape.root;
   VecLayout out;
   out.blocks.assign(vecTableBlocks(static_cast<uint32_t>(n)), VecBlock{0, 0});
   VecBlock* in = out.blocks.data();
@@ -102,20 +117,27 @@ Result<VecLayout> vecLayout(const VecShape& shape, const occlVectors_t* v, const
     if (!used && (counts != nullptr || displs != nullptr))
       return invalid(absl::StrFormat("vectors->%sCounts and %sDispls must be NULL for %s (it reads the %s side's only)",
                                      side, side, vName(shape.type), sides.send ? "send" : "receive"));
-    if (used && (counts == nullptr || displs == nullptr))
-      return invalid(absl::StrFormat("vectors->%s%s is NULL: %s needs %d of them", side,
-                                     counts == nullptr ? "Counts" : "Displs", vName(shape.type), n));
+    if (used && (counts == nullptr || (blocksHere && displs == nullptr)))
+      return invalid(absl::StrFormat("vectors->%s%s is NULL: %s needs %d of them%s", side,
+                                     counts == nullptr ? "Counts" : "Displs", vName(shape.type), n,
+                                     rootedType(shape.type) && counts != nullptr ? " at the root" : ""));
   }
   if (sides.send) {
-    if (Status s = readBlocks(shape, "send", v->sendCounts, v->sendDispls, in); !s.ok()) return s;
+    if (Status s = readBlocks(shape, "send", v->sendCounts, blocksHere ? v->sendDispls : nullptr, in); !s.ok()) return s;
   }
   if (sides.recv) {
-    if (Status s = readBlocks(shape, "recv", v->recvCounts, v->recvDispls, outBlocks); !s.ok()) return s;
-    if (Status s = checkDisjoint(shape, "recv", outBlocks); !s.ok()) return s;
+    if (Status s = readBlocks(shape, "recv", v->recvCounts, blocksHere ? v->recvDispls : nullptr, outBlocks); !s.ok())
+      return s;
+    if (blocksHere) {
+      if (Status s = checkDisjoint(shape, "recv", outBlocks); !s.ok()) return s;
+    }
   }
-  // The side of one block: this rank's share of the other side's.
-  if (shape.type == occlCollAllGather) in[0] = VecBlock{0, outBlocks[shape.rank].length};
-  if (shape.type == occlCollReduceScatter) outBlocks[0] = VecBlock{0, in[shape.rank].length};
+  // The side of one block: this rank's share of the other side's. Off the root, the other side
+  // holds nothing (its program never touches that buffer).
+  if (shape.type == occlCollAllGather || shape.type == occlCollGather) in[0] = VecBlock{0, outBlocks[shape.rank].length};
+  if (shape.type == occlCollReduceScatter || shape.type == occlCollScatter)
+    outBlocks[0] = VecBlock{0, in[shape.rank].length};
+  if (!blocksHere) std::fill_n(sides.recv ? outBlocks : in, n, VecBlock{0, 0});
   out.sendElems = extent(in, sides.send ? n : 1);
   out.recvElems = extent(outBlocks, sides.recv ? n : 1);
 
@@ -126,14 +148,17 @@ Result<VecLayout> vecLayout(const VecShape& shape, const occlVectors_t* v, const
   if (sendbuf == nullptr || recvbuf == nullptr) return out;
   const auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
   const uint64_t eb = shape.elemBytes;
-  if (shape.type == occlCollAllGather) out.inPlace = s == r + outBlocks[shape.rank].offset * eb;
-  if (shape.type == occlCollReduceScatter) out.inPlace = r == s + in[shape.rank].offset * eb;
+  const bool gathers = shape.type == occlCollAllGather || shape.type == occlCollGather;
+  const bool scatters = shape.type == occlCollReduceScatter || shape.type == occlCollScatter;
+  if (blocksHere && gathers) out.inPlace = s == r + outBlocks[shape.rank].offset * eb;
+  if (blocksHere && scatters) out.inPlace = r == s + in[shape.rank].offset * eb;
   if (out.inPlace) return out;
   if (s < r + out.recvElems * eb && r < s + out.sendElems * eb)
     return invalid(absl::StrFormat("sendbuf and recvbuf overlap but are not in place (%s)",
-                                   shape.type == occlCollAllToAll       ? "AllToAllv has no in-place form"
-                                   : shape.type == occlCollAllGather ? "in place: sendbuf == recvbuf + recvDispls[rank]"
-                                                                     : "in place: recvbuf == sendbuf + sendDispls[rank]"));
+                                   shape.type == occlCollAllToAll ? "AllToAllv has no in-place form"
+                                   : !blocksHere                  ? "in place is the root's only"
+                                   : gathers                      ? "in place: sendbuf == recvbuf + recvDispls[rank]"
+                                                                  : "in place: recvbuf == sendbuf + sendDispls[rank]"));
   return out;
 }
 

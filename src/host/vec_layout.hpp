@@ -15,9 +15,10 @@ namespace occl::host {
 
 // What a v-collective's registration fixes about its submissions.
 struct VecShape {
-  int type;           // occlCollAllToAll, occlCollAllGather or occlCollReduceScatter
+  int type;           // occlCollAllToAll, occlCollAllGather, occlCollReduceScatter, occlCollGather, occlCollScatter
   int rank;
   int nRanks;
+  int root;           // Gather and Scatter: the rank whose buffer holds the n blocks
   uint64_t maxCount;  // desc.count: the most elements of one block
   uint64_t elemBytes;
 };

@@ -1,5 +1,5 @@
-// v-collectives on the CUDA backend (desc.vectorCounts, occlSubmitV): AllToAllv, AllGatherv and
-// ReduceScatterv on 4 ranks of GPU 0 with random blocks (tests/support/vector_cases.hpp), in and
+// v-collectives on the CUDA backend (desc.vectorCounts, occlSubmitV): AllToAllv, AllGatherv,
+// ReduceScatterv, Gatherv and Scatterv on 4 ranks of GPU 0 with random blocks (tests/support/vector_cases.hpp), in and
 // out of place, device buffers mirrored from the host cases at the same offsets, every byte of
 // every receive buffer checked, gaps included. Skips without a GPU.
 #include <gtest/gtest.h>
@@ -45,11 +45,12 @@ TEST(GpuVector, RandomBlocksOfEveryVCollectiveAreExact) {
   constexpr int kRanks = 4;
   GpuComms g(kRanks);
   std::vector<Spec> specs;
-  for (int type : {occlCollAllToAll, occlCollAllGather, occlCollReduceScatter})
+  for (int type : {occlCollAllToAll, occlCollAllGather, occlCollReduceScatter, occlCollGather, occlCollScatter})
     for (int dtype : {occlFloat32, occlBfloat16, occlInt8}) {
       Spec s;
       s.type = type;
       s.dtype = dtype;
+      s.root = dtype % kRanks;  // Gatherv and Scatterv
       s.count = 70000;  // several tiles and parts
       specs.push_back(s);
     }

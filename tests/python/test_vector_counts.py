@@ -1,5 +1,5 @@
-"""occl.Comm.register(vector_counts=True) and submit_v: AllToAllv, AllGatherv and ReduceScatterv
-with random per-rank counts (zeros among them) under one registration each, packed and with
+"""occl.Comm.register(vector_counts=True) and submit_v: AllToAllv, AllGatherv, ReduceScatterv,
+Gatherv and Scatterv with random per-rank counts (zeros among them) under one registration each, packed and with
 displacements of one's own, every element checked; bad arrays are refused by name; ranks whose
 counts disagree fail that run, both lengths named."""
 
@@ -63,6 +63,48 @@ class VectorCounts(unittest.TestCase):
                     np.testing.assert_array_equal(grecvs[r], gwant, err_msg=f"run {run} rank {r}: allgatherv")
                     np.testing.assert_array_equal(rrecvs[r], sum(q + r for q in range(n)),
                                                   err_msg=f"run {run} rank {r}: reducescatterv")
+
+    def test_gatherv_and_scatterv(self):
+        n, most, groot, sroot = 3, 30, 1, 2
+        with Ranks(n) as ranks:
+            for c in ranks.comms:
+                c.register(4, "gather", most, "float64", root=groot, vector_counts=True)
+                c.register(5, "scatter", most, "uint8", root=sroot, vector_counts=True)
+            rng = random.Random(5)
+            for run in range(15):
+                row = [rng.choice([0, most, rng.randrange(most + 1)]) for _ in range(n)]
+                # The roots' blocks in reverse rank order with a gap of 1 before each.
+                displs, at = [0] * n, 0
+                for q in reversed(range(n)):
+                    at += 1
+                    displs[q] = at
+                    at += row[q]
+                gsends = [np.arange(row[r], dtype=np.float64) + 100 * r for r in range(n)]
+                grecvs = [np.full(at if r == groot else 1, -1, np.float64) for r in range(n)]
+                ssends = [np.full(at if r == sroot else 1, 255, np.uint8) for r in range(n)]
+                for q in range(n):
+                    ssends[sroot][displs[q]: displs[q] + row[q]] = np.arange(row[q], dtype=np.uint8) + 7 * q
+                srecvs = [np.full(row[r] + 1, 255, np.uint8) for r in range(n)]
+                futures = []
+                for r, c in enumerate(ranks.comms):
+                    runs = [
+                        lambda c=c, r=r: c.submit_v(4, gsends[r], grecvs[r], recv_counts=row,
+                                                    recv_displs=displs if r == groot else None),
+                        lambda c=c, r=r: c.submit_v(5, ssends[r], srecvs[r], send_counts=row,
+                                                    send_displs=displs if r == sroot else None),
+                    ]
+                    random.Random(run * n + r).shuffle(runs)
+                    futures += [submit() for submit in runs]
+                for f in futures:
+                    f.result(timeout=60)
+                gwant = np.full(at, -1, np.float64)
+                for q in range(n):
+                    gwant[displs[q]: displs[q] + row[q]] = gsends[q]
+                for r in range(n):
+                    want = gwant if r == groot else np.full(1, -1, np.float64)
+                    np.testing.assert_array_equal(grecvs[r], want, err_msg=f"run {run} rank {r}: gatherv")
+                    swant = np.concatenate([np.arange(row[r], dtype=np.uint8) + 7 * r, np.full(1, 255, np.uint8)])
+                    np.testing.assert_array_equal(srecvs[r], swant, err_msg=f"run {run} rank {r}: scatterv")
 
     def test_bad_arrays_are_refused_by_name(self):
         with Ranks(2) as ranks:

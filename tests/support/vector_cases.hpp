@@ -62,8 +62,8 @@ inline size_t drawCount(std::mt19937_64& rng, size_t max) {
 }
 
 // Every rank's arrays and buffers for submission `seed` of `s` (s.count: the most of a block;
-// s.inPlace where the type has an in-place form). Element i of the block a rank sends for rank q
-// is input index q*max + i, so every block carries its own values.
+// s.inPlace where the type has an in-place form: Gatherv's and Scatterv's root only). Element i of
+// the block a rank sends for rank q is input index q*max + i, so every block carries its own values.
 template <typename T>
 std::vector<VecRankIo> prepareVectorAs(const Spec& s, const Tables<T>& t, int n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -90,6 +90,18 @@ std::vector<VecRankIo> prepareVectorAs(const Spec& s, const Tables<T>& t, int n,
         sendElems = v.recvCounts[static_cast<size_t>(r)];
         recvElems = blocksEnd(v.recvCounts, v.recvDispls);
         break;
+      case occlCollGather:  // every rank passes the counts; the root alone its displacements
+        v.recvCounts = counts[0];
+        if (r == s.root) v.recvDispls = scatterBlocks(v.recvCounts, rng);
+        sendElems = v.recvCounts[static_cast<size_t>(r)];
+        recvElems = r == s.root ? blocksEnd(v.recvCounts, v.recvDispls) : 0;
+        break;
+      case occlCollScatter:
+        v.sendCounts = counts[0];
+        if (r == s.root) v.sendDispls = scatterBlocks(v.sendCounts, rng);
+        sendElems = r == s.root ? blocksEnd(v.sendCounts, v.sendDispls) : 0;
+        recvElems = v.sendCounts[static_cast<size_t>(r)];
+        break;
       default:  // ReduceScatterv
         v.sendCounts = counts[0];
         v.sendDispls = scatterBlocks(v.sendCounts, rng);
@@ -97,22 +109,25 @@ std::vector<VecRankIo> prepareVectorAs(const Spec& s, const Tables<T>& t, int n,
         recvElems = v.sendCounts[static_cast<size_t>(r)];
         break;
     }
+    const bool gathers = s.type == occlCollAllGather || s.type == occlCollGather;
+    const bool scatters = s.type == occlCollReduceScatter || s.type == occlCollScatter;
     RankIo& io = v.io;
-    const bool inPlace = s.inPlace && s.type != occlCollAllToAll;
+    // Gatherv and Scatterv: in place at the root only.
+    const bool rooted = s.type == occlCollGather || s.type == occlCollScatter;
+    const bool inPlace = s.inPlace && s.type != occlCollAllToAll && (!rooted || r == s.root);
     io.first.assign(std::max<size_t>(inPlace ? std::max(sendElems, recvElems) : sendElems, 1) * eb, kSentinel);
     if (!inPlace) io.second.assign(std::max<size_t>(recvElems, 1) * eb, kSentinel);
-    io.recvElems = inPlace ? io.first.size() / eb : recvElems;
+    io.recvElems = (inPlace ? io.first.size() : io.second.size()) / eb;  // the whole buffer: nothing else written
     std::byte* recvBase = inPlace ? io.first.data() : io.second.data();
     io.recv = v.recvbuf = recvBase;
     io.send = v.sendbuf = io.first.data();
-    if (inPlace && s.type == occlCollAllGather) io.send = v.sendbuf = recvBase + v.recvDispls[static_cast<size_t>(r)] * eb;
-    if (inPlace && s.type == occlCollReduceScatter)
-      v.recvbuf = io.first.data() + v.sendDispls[static_cast<size_t>(r)] * eb;
+    if (inPlace && gathers) io.send = v.sendbuf = recvBase + v.recvDispls[static_cast<size_t>(r)] * eb;
+    if (inPlace && scatters) v.recvbuf = io.first.data() + v.sendDispls[static_cast<size_t>(r)] * eb;
     auto put = [&](std::byte* at, size_t i, T value) { std::memcpy(at + i * eb, &value, eb); };
     // Inputs.
-    if (s.type == occlCollAllGather) {
+    if (gathers) {
       for (size_t i = 0; i < sendElems; ++i) put(static_cast<std::byte*>(io.send), i, t.input(r, i));
-    } else {
+    } else if (!v.sendDispls.empty()) {  // a Scatterv rank other than the root sends nothing
       for (int q = 0; q < n; ++q)
         for (size_t i = 0; i < v.sendCounts[static_cast<size_t>(q)]; ++i)
           put(io.first.data(), v.sendDispls[static_cast<size_t>(q)] + i, t.input(r, static_cast<size_t>(q) * max + i));
@@ -127,10 +142,16 @@ std::vector<VecRankIo> prepareVectorAs(const Spec& s, const Tables<T>& t, int n,
             put(expected, v.recvDispls[static_cast<size_t>(q)] + i, t.input(q, static_cast<size_t>(r) * max + i));
         break;
       case occlCollAllGather:
-        for (int q = 0; q < n; ++q)
+      case occlCollGather:  // off the root, recvbuf is untouched
+        for (int q = 0; q < n && !v.recvDispls.empty(); ++q)
           for (size_t i = 0; i < v.recvCounts[static_cast<size_t>(q)]; ++i)
             put(expected, v.recvDispls[static_cast<size_t>(q)] + i, t.input(q, i));
         break;
+      case occlCollScatter: {
+        const size_t at = inPlace ? v.sendDispls[static_cast<size_t>(r)] : 0;
+        for (size_t i = 0; i < recvElems; ++i) put(expected, at + i, t.input(s.root, static_cast<size_t>(r) * max + i));
+        break;
+      }
       default: {
         const size_t at = inPlace ? v.sendDispls[static_cast<size_t>(r)] : 0;
         for (size_t i = 0; i < recvElems; ++i) put(expected, at + i, t.reduction(static_cast<size_t>(r) * max + i));

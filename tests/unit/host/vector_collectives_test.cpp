@@ -30,16 +30,18 @@ constexpr int kRanks = 4;
 constexpr size_t kMax = 600;
 
 // Every dtype class (1, 2, 4 and 8 bytes; integers, floats, bfloat16, fp8), every op class on
-// ReduceScatterv, the ring on two blocks, AllToAllv on one block and on three.
-std::vector<Spec> collectives() {
+// ReduceScatterv, the ring on two blocks, AllToAllv on one block and on three, Gatherv and Scatterv
+// rooted at either end of `nRanks`.
+std::vector<Spec> collectives(int nRanks) {
   std::vector<Spec> out;
-  auto add = [&](int type, int dtype, int op, int nBlocks = 0) {
+  auto add = [&](int type, int dtype, int op, int nBlocks = 0, int root = 0) {
     Spec s;
     s.type = type;
     s.dtype = dtype;
     s.op = op;
     s.count = kMax;
     s.nBlocks = nBlocks;
+    s.root = root;
     out.push_back(s);
   };
   add(occlCollAllToAll, occlInt32, occlSum);
@@ -51,13 +53,16 @@ std::vector<Spec> collectives() {
   add(occlCollReduceScatter, occlInt64, occlMax, 2);
   add(occlCollReduceScatter, occlBfloat16, occlAvg);
   add(occlCollReduceScatter, occlUint8, occlMin);
+  add(occlCollGather, occlFloat16, occlSum, 0, nRanks - 1);
+  add(occlCollScatter, occlInt32, occlSum, 0, 0);
+  add(occlCollScatter, occlFloat8e5m2, occlSum, 2, nRanks - 1);
   return out;
 }
 
 // Rounds of kPerColl submissions of every collective per rank in an order of its own on each rank;
 // every receive buffer checked. Returns the submissions made per rank.
 int runRandomVectors(int nRanks, int total, uint32_t seed, int daemonBlocks) {
-  const std::vector<Spec> colls = collectives();
+  const std::vector<Spec> colls = collectives(nRanks);
   const int nColls = static_cast<int>(colls.size());
   constexpr int kPerColl = 3;
   const int rounds = (total + nColls * kPerColl - 1) / (nColls * kPerColl);
@@ -146,7 +151,7 @@ TEST(VectorCollectivesTest, EveryDtypeOnEveryVCollectiveIsExact) {
   CommGroup comms(n);
   std::vector<Spec> specs;
   for (int dtype = 0; dtype < occlNumTypes; ++dtype)
-    for (int type : {occlCollAllToAll, occlCollAllGather, occlCollReduceScatter})
+    for (int type : {occlCollAllToAll, occlCollAllGather, occlCollReduceScatter, occlCollGather, occlCollScatter})
       for (bool inPlace : {false, true}) {
         if (inPlace && type == occlCollAllToAll) continue;
         Spec s;
@@ -155,6 +160,7 @@ TEST(VectorCollectivesTest, EveryDtypeOnEveryVCollectiveIsExact) {
         s.op = type == occlCollReduceScatter ? (occlSum + dtype) % occlNumOps : occlSum;
         s.count = 300;
         s.inPlace = inPlace;
+        s.root = dtype % n;  // Gatherv and Scatterv
         specs.push_back(s);
       }
   std::vector<std::vector<VecRankIo>> io;
@@ -281,7 +287,8 @@ TEST(VectorCollectivesTest, BadRegistrationsAndArraysAreRefusedByName) {
   occlCollDesc_t d = vectorDescFor(s);
   const occlResult_t bad = occlInvalidArgument;
   EXPECT_OCCL_ERROR(occlCollRegister(c, 0x7C, &d), bad, c,
-                    "desc.vectorCounts = 1 with desc.type allreduce: v-collectives are alltoall, allgather and reducescatter");
+                    "desc.vectorCounts = 1 with desc.type allreduce: v-collectives are alltoall, allgather, reducescatter, "
+                    "gather and scatter");
   d.type = occlCollAllToAll;
   d.algorithm = "direct";
   EXPECT_OCCL_ERROR(occlCollRegister(c, 0x7C, &d), bad, c, "desc.algorithm = \"direct\": a v-collective");
@@ -330,6 +337,23 @@ TEST(VectorCollectivesTest, BadRegistrationsAndArraysAreRefusedByName) {
   const occlVectors_t gather{nullptr, nullptr, counts.data(), displs.data()};
   EXPECT_OCCL_ERROR(occlSubmitV(c, 0x7D, b.data() + 2, b.data(), &gather, nullptr, nullptr), bad, c,
                     "in place: sendbuf == recvbuf + recvDispls[rank]");
+
+  // Gatherv and Scatterv: every rank passes the counts, the root (rank 0 here) its displacements.
+  d.type = occlCollGather;
+  expectOk(occlCollRegister(c, 0x7F, &d), c, "register Gatherv");
+  d.type = occlCollScatter;
+  expectOk(occlCollRegister(c, 0x80, &d), c, "register Scatterv");
+  const occlVectors_t gatherNoDispls{nullptr, nullptr, counts.data(), nullptr};
+  EXPECT_OCCL_ERROR(occlSubmitV(c, 0x7F, a.data(), b.data(), &gatherNoDispls, nullptr, nullptr), bad, c,
+                    "vectors->recvDispls is NULL: Gatherv needs 2 of them at the root");
+  const occlVectors_t scatterNoCounts{nullptr, displs.data(), nullptr, nullptr};
+  EXPECT_OCCL_ERROR(occlSubmitV(c, 0x80, a.data(), b.data(), &scatterNoCounts, nullptr, nullptr), bad, c,
+                    "vectors->sendCounts is NULL: Scatterv needs 2 of them");
+  EXPECT_OCCL_ERROR(occlSubmitV(c, 0x80, a.data(), b.data(), &v, nullptr, nullptr), bad, c,
+                    "vectors->recvCounts and recvDispls must be NULL for Scatterv");
+  const occlVectors_t scatter{counts.data(), displs.data(), nullptr, nullptr};
+  EXPECT_OCCL_ERROR(occlSubmitV(c, 0x80, a.data(), a.data() + 2, &scatter, nullptr, nullptr), bad, c,
+                    "in place: recvbuf == sendbuf + sendDispls[rank]");
 }
 
 // The C++ wrapper: submitV, and a refusal as an occl::Error.
