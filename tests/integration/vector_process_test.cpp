@@ -1,7 +1,7 @@
 // v-collectives between processes: four ranks as processes run AllToAllv on occlMemAlloc buffers
 // registered with desc.sharedBuffers (the peer AllToAll, each rank taking its chunks straight from
 // the others' buffers, mapped across processes), AllToAllv on the same buffers without it (the
-// direct program through shm slots), AllGatherv and ReduceScatterv, with random blocks
+// direct program through shm slots), AllGatherv, ReduceScatterv, Gatherv and Scatterv, with random blocks
 // (tests/support/vector_cases.hpp) in a different random order on every rank, every byte of every
 // receive buffer checked, gaps included.
 #include <gtest/gtest.h>
@@ -34,18 +34,21 @@ struct VCase {
 };
 
 std::vector<VCase> cases() {
-  auto spec = [](int type, int dtype, int op) {
+  auto spec = [](int type, int dtype, int op, int root = 0) {
     Spec s;
     s.type = type;
     s.dtype = dtype;
     s.op = op;
     s.count = 5000;
+    s.root = root;
     return s;
   };
   return {{spec(occlCollAllToAll, occlInt32, occlSum), 1, "peer"},
           {spec(occlCollAllToAll, occlBfloat16, occlSum), 0, "direct"},
           {spec(occlCollAllGather, occlFloat32, occlSum), 0, "ring"},
-          {spec(occlCollReduceScatter, occlInt64, occlSum), 0, "ring"}};
+          {spec(occlCollReduceScatter, occlInt64, occlSum), 0, "ring"},
+          {spec(occlCollGather, occlFloat16, occlSum, kRanks - 1), 0, "direct"},
+          {spec(occlCollScatter, occlUint8, occlSum, 1), 0, "direct"}};
 }
 
 // A host buffer's copy in occlMemAlloc memory, at the same offsets.
