@@ -48,6 +48,14 @@ uint32_t arrivalLookRound(const backend::Backend& backend) {
   return std::string_view(backend.name()) == "host" ? 0 : 63;
 }
 
+// Whether any peer is reached over the NET connector, whose proxy threads the host daemon's waits
+// need beside it (parkAfterSpins, spinInPlaceNs).
+bool hasNetPeer(const transport::ConnectorFactory& connectors, int nRanks) {
+  for (int peer = 0; peer < nRanks; ++peer)
+    if (std::string_view(connectors.transportTo(peer)) == "net") return true;
+  return false;
+}
+
 // Host backend with a NET peer only: a wait on a FIFO sleeps on it (queues/fifo_wait.hpp) after
 // this many yielding rounds, and its peer's publish wakes it. A few rounds catch a peer that is
 // about to publish; past them, a yielding waiter takes the core from the NET proxy threads the
@@ -62,9 +70,7 @@ uint32_t arrivalLookRound(const backend::Backend& backend) {
 uint32_t parkAfterSpins(const backend::Backend& backend, const transport::ConnectorFactory* connectors, int nRanks) {
   constexpr uint32_t kHostParkAfterSpins = 16;
   if (std::string_view(backend.name()) != "host" || connectors == nullptr) return 0;
-  for (int peer = 0; peer < nRanks; ++peer)
-    if (std::string_view(connectors->transportTo(peer)) == "net") return kHostParkAfterSpins;
-  return 0;
+  return hasNetPeer(*connectors, nRanks) ? kHostParkAfterSpins : 0;
 }
 
 // Host backend only: how long a wait spins on its core before it yields (SpinBudget::spinInPlaceNs),
@@ -82,9 +88,7 @@ uint32_t parkAfterSpins(const backend::Backend& backend, const transport::Connec
 uint32_t spinInPlaceNs(const backend::Backend& backend, const transport::ConnectorFactory* connectors, int nRanks,
                        int daemonThreadsOnThisHost, int hostCpus) {
   constexpr uint32_t kHostSpinInPlaceNs = 2000;
-  if (std::string_view(backend.name()) != "host" || connectors == nullptr) return 0;
-  for (int peer = 0; peer < nRanks; ++peer)
-    if (std::string_view(connectors->transportTo(peer)) == "net") return 0;
+  if (std::string_view(backend.name()) != "host" || connectors == nullptr || hasNetPeer(*connectors, nRanks)) return 0;
   int usable = hostCpus;
   if (usable <= 0) {
     const cpu_set_t own = threadCpus();

@@ -132,11 +132,11 @@ Result<VecLayout> vecLayout(const VecShape& shape, const occlVectors_t* v, const
       if (Status s = checkDisjoint(shape, "recv", outBlocks); !s.ok()) return s;
     }
   }
-  // The side of one block: this rank's share of the other side's. Off the root, the other side
-  // holds nothing (its program never touches that buffer).
-  if (shape.type == occlCollAllGather || shape.type == occlCollGather) in[0] = VecBlock{0, outBlocks[shape.rank].length};
-  if (shape.type == occlCollReduceScatter || shape.type == occlCollScatter)
-    outBlocks[0] = VecBlock{0, in[shape.rank].length};
+  // The side whose arrays the type does not read holds one block: this rank's share of the other
+  // side's (AllGatherv's and Gatherv's input, ReduceScatterv's and Scatterv's output). Off the
+  // root, the other side holds nothing (its program never touches that buffer).
+  if (!sides.send) in[0] = VecBlock{0, outBlocks[shape.rank].length};
+  if (!sides.recv) outBlocks[0] = VecBlock{0, in[shape.rank].length};
   if (!blocksHere) std::fill_n(sides.recv ? outBlocks : in, n, VecBlock{0, 0});
   out.sendElems = extent(in, sides.send ? n : 1);
   out.recvElems = extent(outBlocks, sides.recv ? n : 1);
@@ -148,16 +148,14 @@ Result<VecLayout> vecLayout(const VecShape& shape, const occlVectors_t* v, const
   if (sendbuf == nullptr || recvbuf == nullptr) return out;
   const auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
   const uint64_t eb = shape.elemBytes;
-  const bool gathers = shape.type == occlCollAllGather || shape.type == occlCollGather;
-  const bool scatters = shape.type == occlCollReduceScatter || shape.type == occlCollScatter;
-  if (blocksHere && gathers) out.inPlace = s == r + outBlocks[shape.rank].offset * eb;
-  if (blocksHere && scatters) out.inPlace = r == s + in[shape.rank].offset * eb;
+  if (blocksHere && !sides.send) out.inPlace = s == r + outBlocks[shape.rank].offset * eb;
+  if (blocksHere && !sides.recv) out.inPlace = r == s + in[shape.rank].offset * eb;
   if (out.inPlace) return out;
   if (s < r + out.recvElems * eb && r < s + out.sendElems * eb)
     return invalid(absl::StrFormat("sendbuf and recvbuf overlap but are not in place (%s)",
                                    shape.type == occlCollAllToAll ? "AllToAllv has no in-place form"
                                    : !blocksHere                  ? "in place is the root's only"
-                                   : gathers                      ? "in place: sendbuf == recvbuf + recvDispls[rank]"
+                                   : !sides.send                  ? "in place: sendbuf == recvbuf + recvDispls[rank]"
                                                                   : "in place: recvbuf == sendbuf + sendDispls[rank]"));
   return out;
 }
