@@ -41,9 +41,10 @@ void check(cudaError_t e, const char* what) {
   std::exit(1);
 }
 
-// The part of [0, n) that block `b` of `nb` takes, in whole 16-byte packs of floats.
+// The part of [0, n) that this block takes, in whole 16-byte packs of floats: the blocks' parts,
+// each n / gridDim.x rounded up to a pack, cover all of it.
 __device__ inline void slice(size_t n, size_t& begin, size_t& count) {
-  const size_t perBlock = (n / gridDim.x + 3) & ~size_t{3};
+  const size_t perBlock = ((n + gridDim.x - 1) / gridDim.x + 3) & ~size_t{3};
   begin = perBlock * blockIdx.x;
   count = begin >= n ? 0 : (n - begin < perBlock ? n - begin : perBlock);
 }

@@ -60,11 +60,14 @@ class Backend {
 
   // Whether the daemon can address memory the user gives it (NULL is skipped): a GPU daemon given
   // plain host memory would fault and take the CUDA context down with it. `name` names the
-  // argument in the error. checkUserBuffers: a submission's two buffers.
+  // argument in the error. checkUserBuffers: a submission's two buffers and the bytes it reads or
+  // writes in each; one it does not touch is not checked, since it may point anywhere (a block of
+  // 0 elements at the end of an allocation points one past it).
   virtual Status checkUserBuffer(const void* p, const char* name) const { return Status::success(); }
-  Status checkUserBuffers(const void* sendbuf, const void* recvbuf) const {
-    if (Status s = checkUserBuffer(sendbuf, "sendbuf"); !s.ok()) return s;
-    return checkUserBuffer(recvbuf, "recvbuf");
+  Status checkUserBuffers(const void* sendbuf, uint64_t sendBytes, const void* recvbuf, uint64_t recvBytes) const {
+    if (sendBytes > 0)
+      if (Status s = checkUserBuffer(sendbuf, "sendbuf"); !s.ok()) return s;
+    return recvBytes > 0 ? checkUserBuffer(recvbuf, "recvbuf") : Status::success();
   }
 
   // Starts the daemon over `env` (which lives in shared memory and outlives the daemon).

@@ -19,11 +19,13 @@
 // an auxiliary copy would then wait behind a daemon kernel. cuda_util.hpp raises the count
 // before the first CUDA call of the process unless the application has set it.
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -137,9 +139,17 @@ class CudaBackend final : public KernelBackend {
   uint32_t* endedEpoch_ = nullptr;    // mapped memory: the last launch that ended
   ResidencyReservation residency_;
 
+  // Shared memory: blocks up to kCarveMaxBytes are carved from pinned slabs of kSlabBytes (a
+  // collective's gate words and v-tables: a registration pins no page of its own), larger ones
+  // are pinned one by one; a freed block waits in sharedSpare_ for a request of its size.
+  static constexpr size_t kSlabBytes = size_t{64} << 10;
+  static constexpr size_t kCarveMaxBytes = 4096;
   std::mutex sharedMu_;
-  std::unordered_map<void*, size_t> sharedSizes_;  // every pinned block, live or kept for reuse
+  std::unordered_map<void*, size_t> sharedSizes_;  // every block, live or kept for reuse
   std::multimap<size_t, void*> sharedSpare_;       // freed blocks by size
+  std::vector<void*> pinned_;                      // every cudaHostAlloc: slabs and large blocks
+  std::byte* slabNext_ = nullptr;                  // the current slab's unused part
+  size_t slabLeft_ = 0;
 };
 
 CudaBackend::~CudaBackend() {
@@ -150,7 +160,7 @@ CudaBackend::~CudaBackend() {
   }
   DeviceGuard guard(device_);
   // Destruction is the one place where cudaFreeHost's device-wide synchronisation is acceptable.
-  for (auto& [p, bytes] : sharedSizes_) cudaFreeHost(p);
+  for (void* p : pinned_) cudaFreeHost(p);
   if (endedEpoch_ != nullptr) cudaFreeHost(endedEpoch_);
   freeDaemon(quitWord_);
   if (auxStream_ != nullptr) {
@@ -249,19 +259,32 @@ Result<void*> CudaBackend::hostAlloc(size_t bytes) {
 
 Result<void*> CudaBackend::allocShared(size_t bytes) {
   const size_t rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
-  {
-    std::lock_guard<std::mutex> lock(sharedMu_);
-    if (auto it = sharedSpare_.find(rounded); it != sharedSpare_.end()) {
-      void* p = it->second;
-      sharedSpare_.erase(it);
-      std::memset(p, 0, rounded);
-      return p;
-    }
-  }
-  Result<void*> p = hostAlloc(rounded);
-  if (!p.ok()) return p;
   std::lock_guard<std::mutex> lock(sharedMu_);
-  sharedSizes_.emplace(p.value(), rounded);
+  if (auto it = sharedSpare_.find(rounded); it != sharedSpare_.end()) {
+    void* p = it->second;
+    sharedSpare_.erase(it);
+    std::memset(p, 0, rounded);
+    return p;
+  }
+  void* p = nullptr;
+  if (rounded <= kCarveMaxBytes) {
+    if (slabLeft_ < rounded) {
+      Result<void*> slab = hostAlloc(kSlabBytes);  // zeroed: so is every block carved from it
+      if (!slab.ok()) return slab;
+      pinned_.push_back(slab.value());
+      slabNext_ = static_cast<std::byte*>(slab.value());
+      slabLeft_ = kSlabBytes;
+    }
+    p = slabNext_;
+    slabNext_ += rounded;
+    slabLeft_ -= rounded;
+  } else {
+    Result<void*> block = hostAlloc(rounded);
+    if (!block.ok()) return block;
+    p = block.value();
+    pinned_.push_back(p);
+  }
+  sharedSizes_.emplace(p, rounded);
   return p;
 }
 

@@ -157,7 +157,7 @@ OCCL_HD inline SpinBudget budgetFor(const DaemonEnv& env, const BlockState& bs, 
 // Tells a stream waiting for submission `seq` of `d` that it completed (device/gate.hpp): its
 // reader is the stream, not a daemon thread, hence system scope. Out of line, as gateOpened.
 OCCL_HD OCCL_NOINLINE inline void gateDone(const CollDesc& d, uint64_t seq) {
-  atomics::storeRelease(&d.shared->gateDone[windowSlot(seq, d.inflightWindow)], gateValue(seq));
+  atomics::storeRelease(gateDoneWord(d, seq), gateValue(seq));
 }
 
 // Publishes the CQE (into daemon block `block`'s ring) once the last part of the collective is
@@ -257,7 +257,7 @@ OCCL_HD OCCL_NOINLINE inline bool gateOpened(const DaemonEnv& env, BlockState& b
   const uint64_t seq = bs.tasks[position].seq;
   const CollDesc& d = *env.colls.get(bs.tasks[position].collIndex);
   const bool open = exec::broadcastFromLeader([&] {
-    return gateReached(atomics::loadAcquire(&d.shared->gateOpen[windowSlot(seq, d.inflightWindow)]), seq) ||
+    return gateReached(atomics::loadAcquire(gateOpenWord(d, seq)), seq) ||
            (env.abortFlag != nullptr && atomics::loadAcquire<atomics::Scope::Device>(env.abortFlag) != 0);
   });
   if (!open) return false;

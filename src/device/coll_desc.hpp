@@ -57,14 +57,12 @@ struct alignas(64) CollShared {
   uint32_t failStatus;                  // sticky occlResult_t once a submission failed
   uint32_t failedWhere;                 // where the first failure was seen (failedWhereWord), 0 = unknown
   uint32_t finished[kMaxInflightPerColl];  // blocks done with submission seq, at seq % window
-  uint32_t gateOpen[kMaxInflightPerColl];  // gated submission seq may start: gateValue(seq) at seq % window
-  uint32_t gateDone[kMaxInflightPerColl];  // gated submission seq completed (device/gate.hpp)
   // A count mismatch (FailedAt::CountMismatch): this rank's count and the peer's, written by the
   // block that set failedWhere to it, right after (the host reads them once the failed CQE is in).
   uint64_t mismatchOwnCount;
   uint64_t mismatchPeerCount;
 };
-static_assert(sizeof(CollShared) == 1344, "CollShared layout is shared by host and device");
+static_assert(sizeof(CollShared) == 832, "CollShared layout is shared by host and device");
 static_assert(offsetof(CollShared, failStatus) % 8 == 0 && offsetof(CollShared, failedWhere) == offsetof(CollShared, failStatus) + 4,
               "failStatus and failedWhere share one word, which the host reads whole");
 
@@ -120,6 +118,10 @@ struct CollDesc {
   CollShared* shared;
   BlockContext* contexts;   // [nBlocks]
   BlockStats* stats;        // [nBlocks]
+  // Gates (device/gate.hpp), in shared memory: [inflightWindow] open words, then [inflightWindow]
+  // done words. Not daemon memory: a CUDA stream's 32-bit writes and waits refuse memory from a
+  // stream-ordered pool (cudaMallocAsync), which daemon memory is; they take mapped pinned memory.
+  uint32_t* gateWords;
   uint16_t inflightWindow;  // submissions in flight at most, <= kMaxInflightPerColl
   uint8_t peerStream;       // out of place, a peer fold's copies to peers stream (peerCopiesStream)
   uint8_t variableCount;    // each submission carries its count, up to the registered one; the
@@ -139,12 +141,20 @@ struct CollDesc {
   VecBlock* vecCache;
 };
 static_assert(kMaxInflightPerColl <= UINT16_MAX, "CollDesc::inflightWindow holds it");
-static_assert(sizeof(CollDesc) == 240, "CollDesc layout is shared by host and device");
+static_assert(sizeof(CollDesc) == 248, "CollDesc layout is shared by host and device");
 
 // Submission seq's slot in the per-window arrays (finished, gates, v-tables, callbacks). The
 // window is a power of two (Config's maxInflightPerColl is checked to be one), so this is a mask:
 // a 64-bit `%` is a division on the host's submit path and a long emulated sequence on a GPU.
 OCCL_HD inline uint32_t windowSlot(uint64_t seq, uint32_t window) { return static_cast<uint32_t>(seq & (window - 1)); }
+
+// Submission seq's gate words in CollDesc::gateWords: its opener's, and its completion's.
+OCCL_HD inline uint32_t* gateOpenWord(const CollDesc& d, uint64_t seq) {
+  return d.gateWords + windowSlot(seq, d.inflightWindow);
+}
+OCCL_HD inline uint32_t* gateDoneWord(const CollDesc& d, uint64_t seq) {
+  return d.gateWords + d.inflightWindow + windowSlot(seq, d.inflightWindow);
+}
 
 // A collective's program blocks ("parts") are dealt round-robin to the daemon's blocks: daemon
 // block b runs parts b, b + nDaemonBlocks, ... as tasks of their own. A program may have more parts

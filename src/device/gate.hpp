@@ -2,12 +2,12 @@
 // (occlSubmitGated + occlGateOpen on any backend; a CUDA stream with occlSubmitOnStream), and a
 // word that says when it completed, which a stream waits on (issue 41).
 //
-// The protocol, per collective, in its CollShared (daemon memory):
+// The protocol, per collective, in its gate words (CollDesc::gateWords: shared memory, which a
+// CUDA stream's 32-bit writes and waits accept where daemon memory from a pool is refused):
 // - Submission `seq` of a collective has gate slot seq % window (CollDesc::inflightWindow), the
 //   slot of its callback. A gated submission's SQE carries kSqeGated.
-// - Its opener writes gateValue(seq) into gateOpen[slot]: the host with a store (Backend::
-//   writeDaemonWord, a copy on the GPU) or the stream with a 32-bit stream write, ordered after
-//   the work that produced the input. A block that takes the task starts it only once
+// - Its opener writes gateValue(seq) into gateOpen[slot]: the host with a release store or the
+//   stream with a 32-bit stream write, ordered after the work that produced the input. A block that takes the task starts it only once
 //   gateReached(gateOpen[slot], seq) (an acquire at system scope: the opener is not a daemon
 //   thread); until then it is skipped like a task that waits, and preemption keeps every other
 //   collective going, so gates opened in any order across ranks cannot deadlock.

@@ -2,6 +2,7 @@
 #include <mutex>
 
 #include "absl/strings/str_format.h"
+#include "device/compat.hpp"
 #include "device/gate.hpp"
 #include "host/comm.hpp"
 
@@ -49,10 +50,7 @@ Status Comm::openGate(const occlGate_t& gate) {
     // thread that fires its callback frees the slot (Comm::fireInOrder), ordered after this store
     // by the word's release and the CQE.
     slot.gate = kGateOpen;
-    if (Status s = backend_->writeDaemonWord(c.gateOpenWord(gate.seq), gateValue(gate.seq)); !s.ok()) {
-      slot.gate = kGateClosed;  // not written: still closed
-      return s.withContext("opening a gate");
-    }
+    atomics::storeRelease(c.gateOpenWord(gate.seq), gateValue(gate.seq));
   }
   backend_->notifySubmission();  // a parked or departed daemon has a task to run now
   return Status::success();
@@ -63,8 +61,7 @@ void Comm::releaseGateWaiters() {
   for (const auto& [collId, coll] : registry_) {
     for (uint64_t seq = coll->completedSeq(); seq < coll->nextSeq(); ++seq) {
       if (coll->slotFor(seq).gate == kGateNone) continue;
-      if (Status s = backend_->writeDaemonWord(coll->gateDoneWord(seq), gateValue(seq)); !s.ok())
-        (void)record(s.withContext(absl::StrFormat("releasing the stream waiting for collId 0x%x", collId)));
+      atomics::storeRelease(coll->gateDoneWord(seq), gateValue(seq));
     }
   }
 }

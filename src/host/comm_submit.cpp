@@ -134,13 +134,14 @@ Status Comm::checkEntry(uint64_t collId, uint64_t count, const void* sendbuf, co
                                                "submit it with occlSubmit or occlSubmitCount",
                                                collId));
   out = Checked{found, count, false};
+  uint64_t sendBytes = 0, recvBytes = 0;
   if (vectors != nullptr) {
     Result<VecLayout> layout = vecLayout(c.vecShape(), vectors, sendbuf, recvbuf);
     if (!layout.ok()) return layout.status();
     const uint64_t eb = c.vecShape().elemBytes;
-    if (Status s = checkSharedBuffers(c, sendbuf, layout.value().sendElems * eb, recvbuf, layout.value().recvElems * eb);
-        !s.ok())
-      return s;
+    sendBytes = layout.value().sendElems * eb;
+    recvBytes = layout.value().recvElems * eb;
+    if (Status s = checkSharedBuffers(c, sendbuf, sendBytes, recvbuf, recvBytes); !s.ok()) return s;
     out.inPlace = layout.value().inPlace;
     vecScratch_ = std::move(layout.value().blocks);
   } else {
@@ -148,8 +149,10 @@ Status Comm::checkEntry(uint64_t collId, uint64_t count, const void* sendbuf, co
     out.inPlace = inPlace(extents, sendbuf, recvbuf);
     if (Status s = checkCount(c, count, out.inPlace); !s.ok()) return s;
     if (Status s = validateBuffers(c, extents, sendbuf, recvbuf, out.inPlace); !s.ok()) return s;
+    sendBytes = extents.sendBytes;
+    recvBytes = extents.recvBytes;
   }
-  if (Status s = backend_->checkUserBuffers(sendbuf, recvbuf); !s.ok()) return s;
+  if (Status s = backend_->checkUserBuffers(sendbuf, sendBytes, recvbuf, recvBytes); !s.ok()) return s;
   if (c.inFlight() + earlierInGroup >= c.window()) {
     if (earlierInGroup == 0)
       return Status::error(occlInProgress,

@@ -12,10 +12,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "gpu_comms.hpp"
@@ -26,6 +30,41 @@ namespace occl::test {
 
 // Makes host-side copies visible to the daemon, whose kernels run on non-blocking streams.
 inline void syncLegacyStream() { checkCuda(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize"); }
+
+// What rank `comm` still waits for (occlCommGetPending), one line per row.
+inline std::string pendingText(occlComm_t comm) {
+  std::vector<occlPendingWait_t> rows(64);
+  int count = 0;
+  if (occlCommGetPending(comm, rows.data(), static_cast<int>(rows.size()), &count) != occlSuccess)
+    return "occlCommGetPending failed: " + std::string(occlGetLastError(comm));
+  std::string text = std::to_string(count) + " pending:";
+  for (int i = 0; i < std::min<int>(count, static_cast<int>(rows.size())); ++i) {
+    const occlPendingWait_t& w = rows[static_cast<size_t>(i)];
+    char id[24];
+    std::snprintf(id, sizeof(id), "0x%llx", static_cast<unsigned long long>(w.collId));
+    text += "\n  collId " + std::string(id) + " seq " + std::to_string(w.seq) + " peer " + std::to_string(w.peer) +
+            ": " + occlWaitReasonString(w.reason) + " (peer submitted " + std::to_string(w.peerSubmitted) + ")";
+  }
+  return text;
+}
+
+// Waits at most `limit` for `stream` to drain, instead of cudaStreamSynchronize, which waits for
+// good: a stream-ordered submission that never completes then fails the test with what `comm`
+// still waits for. The caller aborts the communicators (occlCommAbort releases every stream
+// waiting on a gate), so that the streams drain and the test ends.
+inline void drainStream(cudaStream_t stream, occlComm_t comm, std::chrono::milliseconds limit,
+                        const std::string& what) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(stream);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) checkCuda(e, what);
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error(what + ": the stream did not drain within " + std::to_string(limit.count()) +
+                               " ms; " + pendingText(comm));
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
 
 // A RankIo's two host buffers mirrored in device memory, at the same offsets.
 class DeviceIo {

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -13,7 +14,13 @@
 
 namespace occl::test {
 
+// The first CUDA call of every GPU test, so it also raises the device's hardware queues
+// (CUDA_DEVICE_MAX_CONNECTIONS, read when CUDA initialises, 8 unless set) as an application that
+// runs stream-ordered submissions must: with 8, four ranks' daemon streams and sixteen streams of
+// the test share queues, and a stream waiting for a collective can hold the queue that a daemon's
+// relaunch waits in (seen on an H200: the stream torture hung until the variable was set).
 inline int deviceCount() {
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0);
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     cudaGetLastError();

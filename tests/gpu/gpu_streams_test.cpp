@@ -221,6 +221,7 @@ TEST_F(Gpu, Fig1cOppositeOrdersOnStreamsThenDeviceSynchronize) {
 // then every byte is checked.
 TEST_F(Gpu, TortureStreamOrderedGatesInRandomOrders) {
   constexpr int kRanks = 4, kColls = 8, kStreams = 4, kIterations = 6;
+  constexpr std::chrono::milliseconds kDrainLimit{20000};  // an iteration's work takes ~0.1 s
   constexpr size_t kCounts[kColls] = {1, 1000, 4099, 65536, 100003, 262147, 5, 33};
   GpuComms g(kRanks);
   std::vector<Spec> specs(kColls);
@@ -241,7 +242,7 @@ TEST_F(Gpu, TortureStreamOrderedGatesInRandomOrders) {
     }
   }
   CallbackCounter counter;
-  runRanks(kRanks, [&](int r) {
+  const auto run = [&](int r) {
     const auto i = static_cast<size_t>(r);
     checkCuda(cudaSetDevice(0), "cudaSetDevice");
     std::vector<cudaStream_t> streams(kStreams);
@@ -267,18 +268,38 @@ TEST_F(Gpu, TortureStreamOrderedGatesInRandomOrders) {
                  "occlSubmitOnStream");
         d.downloadOn(st, p.out[0], p.out[1]);
       }
-      for (cudaStream_t st : streams) checkCuda(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+      for (int k = 0; k < kStreams; ++k)
+        drainStream(streams[static_cast<size_t>(k)], g[r], kDrainLimit,
+                    "rank " + std::to_string(r) + " iteration " + std::to_string(iter) + " stream " + std::to_string(k));
       for (int c = 0; c < kColls; ++c) {
         RankIo got = prepare(specs[c], kRanks)[i];
         pinned[c][i]->copyOutTo(got);
         const std::string bad = mismatch(specs[c], r, got);
-        if (!bad.empty())
+        if (!bad.empty()) {
+          // Whether the device buffers hold the same: tells a wrong result from a copy out that
+          // had not landed when the stream said it had drained.
+          RankIo onDevice = prepare(specs[c], kRanks)[i];
+          dev[c][i]->download(onDevice);
+          const std::string badOnDevice = mismatch(specs[c], r, onDevice);
           throw std::runtime_error("rank " + std::to_string(r) + " iteration " + std::to_string(iter) + " " +
-                                   describe(specs[c]) + ": " + bad);
+                                   describe(specs[c]) + ": " + bad + "; the device buffers now: " +
+                                   (badOnDevice.empty() ? "right" : badOnDevice));
+        }
       }
     }
     for (cudaStream_t st : streams) cudaStreamDestroy(st);
-  });
+  };
+  try {
+    runRanks(kRanks, run);
+  } catch (const std::exception& e) {
+    // A rank's streams did not drain: abort every rank, which releases the streams' waits, so
+    // that the test ends with the reason rather than hanging in the streams' teardown.
+    for (int r = 0; r < kRanks; ++r) {
+      occlCommAbort(g[r]);
+      g.forget(r);
+    }
+    FAIL() << e.what();
+  }
   ASSERT_TRUE(counter.waitFor(kRanks * kColls * kIterations, std::chrono::seconds(30)));
   for (const auto& [id, status] : counter.fired()) EXPECT_EQ(status, occlSuccess) << "collId " << id;
   for (int c = 0; c < kColls; ++c) deregisterCase(g, specs[c], ids[c]);

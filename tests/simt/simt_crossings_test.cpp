@@ -116,12 +116,15 @@ TEST(SimtCrossings, FourDaemonBlocksReadASmallCollectiveOnce) {
   EXPECT_EQ(c.rmws, 0);
 }
 
-// A gated submission (device/gate.hpp): the gate's words are daemon memory, so neither the
-// daemon's looks at a closed gate nor the done word cross the bus.
-TEST(SimtCrossings, AGatedCollectiveCrossesAsAPlainOne) {
+// A gated submission (device/gate.hpp): the gate's words are shared memory (mapped pinned memory
+// on a GPU, where a stream's 32-bit operations refuse pool memory: bench/results/gpu-2026-11-30.md),
+// so the done word is one more write, and each look at the gate one more read: at least the look
+// that finds it open. A look that finds it still closed (the host opens it right after the
+// submission, and the daemon may look first) adds a read per pass, which this test leaves unpinned.
+TEST(SimtCrossings, AGatedCollectiveCrossesForItsGateWordsOnly) {
   const PerCollective c = measure(2, 40, 10, /*blocks=*/1, How::Gated);
-  EXPECT_EQ(c.reads, kReadsPerSmallCollective);
-  EXPECT_EQ(c.writes, kWritesPerSmallCollective);
+  EXPECT_GE(c.reads, kReadsPerSmallCollective + 1);
+  EXPECT_EQ(c.writes, kWritesPerSmallCollective + 1);
   EXPECT_EQ(c.rmws, 0);
 }
 

@@ -5,7 +5,7 @@
 #
 # With no step names it runs env build test sanitize bench, in that order. `quick` is the prepared
 # run for a lent GPU (about 15 minutes of device time, all tries together): with a packed build,
-# env, the GPU tests, the copy micro-benchmark, occl against NCCL on one rank and occl on 4 and 8
+# env, the GPU tests, the copy micro-benchmark, grouped against single submissions, occl against NCCL on one rank and occl on 4 and 8
 # ranks of one GPU, two processes on one GPU over cuda-ipc and over shm, each step capped, in
 # about 6 minutes; run it first and commit $OUT under
 # bench/results/. Every step is bounded by `timeout` and
@@ -37,6 +37,7 @@ VECTOR_BIN="$BUILD/tests/gpu/gpu_vector_test"
 VOTE_BIN="$BUILD/tests/gpu/quit_vote_test"
 BENCH_BIN="$BUILD/bench/occl-bench"
 COPY_BIN="$BUILD/bench/occl-gpu-copy"
+MICRO_BIN="$BUILD/bench/occl-micro"
 PREBUILT="${OCCL_GPU_PREBUILT:-}"
 if [ -n "$PREBUILT" ]; then
   PREBUILT="$(cd "$PREBUILT" && pwd)"
@@ -46,6 +47,7 @@ if [ -n "$PREBUILT" ]; then
   VOTE_BIN="$PREBUILT/bin/quit_vote_test"
   BENCH_BIN="$PREBUILT/bin/occl-bench"
   COPY_BIN="$PREBUILT/bin/occl-gpu-copy"
+  MICRO_BIN="$PREBUILT/bin/occl-micro"
   nccl_dir=""
   for c in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu \
            /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib \
@@ -107,7 +109,7 @@ run_build() {
     -DOCCL_ENABLE_CUDA=ON -DOCCL_BUILD_TESTS=ON -DOCCL_BUILD_BENCH=ON || return 1
   step build-tests 540 cmake --build "$BUILD" -j "$JOBS" --target gpu_collectives_test gpu_streams_test gpu_vector_test quit_vote_test || return 1
   # occl-bench is another team's target: its failure must not hide the test results.
-  step build-bench 300 cmake --build "$BUILD" -j "$JOBS" --target occl-bench occl-gpu-copy
+  step build-bench 300 cmake --build "$BUILD" -j "$JOBS" --target occl-bench occl-gpu-copy occl-micro
   return 0
 }
 
@@ -168,6 +170,18 @@ run_copy() {
   step gpu-copy 90 "$COPY_BIN" --iters 10 --blocks 1,2,4,8,16,32,132
 }
 
+# Grouped submission on the GPU (issue 45): 32 AllReduces of 8 B as 32 occlSubmit calls against
+# one occlSubmitGroup, on a one-rank CUDA communicator, and the host backend's beside them.
+run_submit() {
+  if [ ! -x "$MICRO_BIN" ]; then
+    echo "== submit-burst: $MICRO_BIN was not built, skipped" | tee -a "$SUMMARY"
+    return 0
+  fi
+  step submit-burst 60 "$MICRO_BIN" --benchmark_filter='BM_SubmitBurst(Cuda)?/(1|32)/' \
+    --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_min_time=0.2 \
+    --benchmark_out="$OUT/submit-burst.json" --benchmark_out_format=json
+}
+
 # Ranks as processes of one job on this host (torchrun's variables; each takes GPU local rank %
 # device count, so all share GPU 0 on a one-GPU machine): run_ranks N PORT TRANSPORT COMMAND...
 # starts N copies of COMMAND with OCCL_TRANSPORT=TRANSPORT, waits for all, then prints each
@@ -219,6 +233,7 @@ run_quick() {
   run_env
   run_test
   run_copy
+  run_submit
   if [ ! -x "$BENCH_BIN" ]; then
     echo "== bench: $BENCH_BIN was not built, skipped" | tee -a "$SUMMARY"
     return 0
