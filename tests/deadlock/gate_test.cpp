@@ -5,12 +5,17 @@
 // where a stream's memory write stands in for occlGateOpen).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "support/collective_cases.hpp"
 #include "support/ranks.hpp"
 #include "torture/torture.hpp"
 
@@ -255,6 +260,124 @@ TEST_P(GateTorture, GatesOpenedInRandomOrdersPerRank) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, GateTorture, ::testing::Values(2, 4, 8),
                          [](const ::testing::TestParamInfo<int>& i) { return std::to_string(i.param) + "ranks"; });
+
+// A copy of a RankIo has the original's send and recv pointers: points them at the same offsets in
+// the copy's own buffers.
+void pointInto(test::RankIo& copy, const test::RankIo& original) {
+  auto rebase = [&](void* p) -> void* {
+    const auto* b = static_cast<const std::byte*>(p);
+    if (p == nullptr) return nullptr;
+    if (b >= original.first.data() && b <= original.first.data() + original.first.size())
+      return copy.first.data() + (b - original.first.data());
+    return copy.second.data() + (b - original.second.data());
+  };
+  copy.send = rebase(original.send);
+  copy.recv = rebase(original.recv);
+}
+
+// The GPU's stream torture (gpu_streams_test) with threads for streams: four ranks, eight
+// collectives of both dtype classes, one float in place among them, each rank with four "streams"
+// (threads). Stream k carries collectives k and k + 4; the rank submits all eight gated at once, in
+// an order of its own, as occlSubmitOnStream does when the host enqueues; each stream then, per
+// collective, holds 0-8 ms, poisons the buffers, writes the input, opens the gate, waits for that
+// submission's completion and copies the result out, as the stream's download does. A rank checks
+// its copies once its own streams are done, and starts its next iteration at once, while its
+// peers may still run theirs; the live buffers are checked again after the last iteration. On an
+// H200 the stream version returned a wrong value in its first iteration (bench/results/
+// gpu-2026-11-30.md); this is its shape on the host and simt daemons.
+TEST(GateTest, StreamShapedTortureChecksEachRankAsItsStreamsEnd) {
+  constexpr int kRanks = 4, kColls = 8, kStreams = 4, kIterations = 6;
+  constexpr size_t kCounts[kColls] = {1, 1000, 4099, 65536, 100003, 262147, 5, 33};
+  CommGroup g(kRanks);
+  std::vector<test::Spec> specs(kColls);
+  std::vector<uint64_t> ids(kColls);
+  for (int c = 0; c < kColls; ++c) {
+    specs[c].count = kCounts[c];
+    specs[c].dtype = c % 2 == 0 ? occlFloat32 : occlInt32;
+    specs[c].inPlace = c % 3 == 0;
+    ids[c] = test::nextCollId();
+    for (int r = 0; r < kRanks; ++r) {
+      const occlCollDesc_t d = test::descFor(specs[c], r);
+      expectOk(occlCollRegister(g[r], ids[c], &d), g[r], "occlCollRegister");
+    }
+  }
+  // live[c][r]: the buffers the daemon reads and writes; inputs[c][r]: what is written before a gate opens.
+  std::vector<std::vector<test::RankIo>> live(kColls), inputs(kColls);
+  for (int c = 0; c < kColls; ++c) {
+    inputs[c] = test::prepare(specs[c], kRanks);
+    live[c] = inputs[c];
+    for (int r = 0; r < kRanks; ++r) pointInto(live[c][static_cast<size_t>(r)], inputs[c][static_cast<size_t>(r)]);
+  }
+  // One completion flag per (collective, rank), set by that submission's callback.
+  struct Done {
+    std::atomic<int> fired{0};
+    std::atomic<int> status{occlSuccess};
+  };
+  std::vector<std::vector<Done>> done(kColls);
+  for (auto& row : done) row = std::vector<Done>(kRanks);
+  const occlCallback_t mark = [](uint64_t, occlResult_t status, void* arg) {
+    auto* d = static_cast<Done*>(arg);
+    d->status.store(status, std::memory_order_relaxed);
+    d->fired.fetch_add(1, std::memory_order_release);
+  };
+  test::runRanks(kRanks, [&](int r) {
+    const auto i = static_cast<size_t>(r);
+    std::mt19937 rng(static_cast<unsigned>(r * 7919 + 17));
+    for (int iter = 0; iter < kIterations; ++iter) {
+      std::vector<int> turns;
+      for (int k = 0; k < kStreams; ++k) turns.insert(turns.end(), {k, k});
+      std::shuffle(turns.begin(), turns.end(), rng);
+      std::vector<occlGate_t> gates(kColls);
+      std::vector<int> holdMs(kColls);
+      int enqueued[kStreams] = {};
+      for (int k : turns) {
+        const int c = k + kStreams * enqueued[k]++;
+        holdMs[c] = std::uniform_int_distribution<int>(0, 8)(rng);
+        test::RankIo& io = live[c][i];
+        expectOk(occlSubmitGated(g[r], ids[c], io.send, io.recv, mark, &done[c][i], &gates[c]), g[r], "occlSubmitGated");
+      }
+      std::vector<test::RankIo> copies(kColls);
+      std::vector<std::thread> streams;
+      for (int k = 0; k < kStreams; ++k) {
+        streams.emplace_back([&, k] {
+          for (int c : {k, k + kStreams}) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(holdMs[c]));
+            test::RankIo& io = live[c][i];
+            std::fill(io.first.begin(), io.first.end(), std::byte{0xff});
+            std::fill(io.second.begin(), io.second.end(), std::byte{0xff});
+            std::copy(inputs[c][i].first.begin(), inputs[c][i].first.end(), io.first.begin());
+            std::copy(inputs[c][i].second.begin(), inputs[c][i].second.end(), io.second.begin());
+            expectOk(occlGateOpen(g[r], gates[c]), g[r], "occlGateOpen");
+            const auto deadline = std::chrono::steady_clock::now() + 60s;
+            while (done[c][i].fired.load(std::memory_order_acquire) <= iter) {
+              if (std::chrono::steady_clock::now() > deadline) return;  // the check below reports it
+              std::this_thread::sleep_for(100us);
+            }
+            copies[c] = io;
+          }
+        });
+      }
+      for (auto& t : streams) t.join();
+      for (int c = 0; c < kColls; ++c) {
+        if (done[c][i].fired.load(std::memory_order_acquire) <= iter)
+          throw std::runtime_error("rank " + std::to_string(r) + " iteration " + std::to_string(iter) + " " +
+                                   test::describe(specs[c]) + ": no completion within 60 s");
+        if (done[c][i].status.load(std::memory_order_relaxed) != occlSuccess)
+          throw std::runtime_error(test::describe(specs[c]) + " failed on rank " + std::to_string(r));
+        test::RankIo& got = copies[c];
+        pointInto(got, live[c][i]);
+        const std::string bad = test::mismatch(specs[c], r, got);
+        if (!bad.empty())
+          throw std::runtime_error("rank " + std::to_string(r) + " iteration " + std::to_string(iter) + " " + bad);
+      }
+    }
+  });
+  for (int c = 0; c < kColls; ++c)
+    for (int r = 0; r < kRanks; ++r)
+      EXPECT_EQ(test::mismatch(specs[c], r, live[c][static_cast<size_t>(r)]), "") << "after the last iteration";
+  for (int c = 0; c < kColls; ++c)
+    for (int r = 0; r < kRanks; ++r) expectOk(occlCollDeregister(g[r], ids[c]), g[r], "occlCollDeregister");
+}
 
 // Gates over several communicators: ranks 0..3 in two pairs and one group of all four, each rank
 // submitting to its communicators in its own order and opening in another.
