@@ -222,6 +222,36 @@ struct RankIo {
   void* recv = nullptr;
   size_t recvElems = 0;              // elements of *recv the test checks
   std::vector<std::byte> expected;  // what *recv must hold afterwards
+
+  RankIo() = default;
+  // A copy's send and recv point at the same offsets of the copy's own buffers. (With the
+  // original's pointers, a copy of a temporary read freed memory: gpu_streams_test's torture
+  // reported the garbage as a wrong result on an H200.) A move keeps the buffers, so the
+  // pointers stay right.
+  RankIo(const RankIo& o) : first(o.first), second(o.second), recvElems(o.recvElems), expected(o.expected) {
+    send = o.rebase(o.send, *this);
+    recv = o.rebase(o.recv, *this);
+  }
+  RankIo& operator=(const RankIo& o) {
+    if (this != &o) *this = RankIo(o);
+    return *this;
+  }
+  RankIo(RankIo&&) noexcept = default;
+  RankIo& operator=(RankIo&&) noexcept = default;
+  ~RankIo() = default;
+
+ private:
+  // `p` (one of this RankIo's pointers) at the same offset in `copy`'s buffers; a pointer into
+  // neither buffer is kept as it is.
+  void* rebase(void* p, RankIo& copy) const {
+    const auto* b = static_cast<const std::byte*>(p);
+    auto within = [b](const std::vector<std::byte>& v) {
+      return b != nullptr && !v.empty() && b >= v.data() && b <= v.data() + v.size();
+    };
+    if (within(first)) return copy.first.data() + (b - first.data());
+    if (within(second)) return copy.second.data() + (b - second.data());
+    return p;
+  }
 };
 
 inline constexpr std::byte kSentinel{0xA5};

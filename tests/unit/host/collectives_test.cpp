@@ -122,6 +122,32 @@ void expectDirect(const ir::Program& a2a, const std::string& what) {
   }
 }
 
+// A RankIo copied out of a temporary (as gpu_streams_test's torture did) must still check its own
+// buffers: the copy's send and recv point into the copy, at the original's offsets; a move keeps
+// the buffers. (With the original's pointers the check read freed memory, and the torture reported
+// the garbage as a wrong result.)
+TEST(RankIoCopies, PointIntoTheirOwnBuffers) {
+  Spec s;
+  s.type = occlCollReduceScatter;
+  s.count = 5;
+  s.inPlace = true;
+  const std::vector<RankIo> all = prepare(s, 4);
+  const RankIo& original = all[2];
+  const RankIo copy = prepare(s, 4)[2];  // the temporary dies here
+  const auto offset = [](const RankIo& io, const void* p) { return static_cast<const std::byte*>(p) - io.first.data(); };
+  EXPECT_EQ(offset(copy, copy.send), offset(original, original.send));
+  EXPECT_EQ(offset(copy, copy.recv), offset(original, original.recv));
+  EXPECT_NE(offset(original, original.recv), 0) << "in place, rank 2's block lies inside the buffer";
+  EXPECT_EQ(mismatch(s, 2, copy), mismatch(s, 2, original));
+  RankIo assigned;
+  assigned = original;
+  EXPECT_EQ(offset(assigned, assigned.recv), offset(original, original.recv));
+  const void* buffer = assigned.first.data();
+  RankIo moved = std::move(assigned);
+  EXPECT_EQ(moved.first.data(), buffer);
+  EXPECT_EQ(offset(moved, moved.recv), offset(original, original.recv));
+}
+
 TEST(Generators, ProgramsAreValidAndMarkPostOps) {
   for (int n = 1; n <= 9; ++n) {
     for (int c = 1; c <= 3; ++c) {
