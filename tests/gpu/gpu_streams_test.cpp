@@ -245,7 +245,14 @@ TEST_F(Gpu, TortureStreamOrderedGatesInRandomOrders) {
   const auto run = [&](int r) {
     const auto i = static_cast<size_t>(r);
     checkCuda(cudaSetDevice(0), "cudaSetDevice");
+    // Destroyed however the rank ends: streams a failed run left would hold hardware queues into
+    // the next (--gtest_repeat), whose daemons could then queue behind them.
     std::vector<cudaStream_t> streams(kStreams);
+    const std::unique_ptr<std::vector<cudaStream_t>, void (*)(std::vector<cudaStream_t>*)> owned(
+        &streams, [](std::vector<cudaStream_t>* v) {
+          for (cudaStream_t st : *v)
+            if (st != nullptr) cudaStreamDestroy(st);
+        });
     for (cudaStream_t& st : streams)
       checkCuda(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     std::mt19937 rng(static_cast<unsigned>(r * 7919 + 17));
@@ -287,7 +294,6 @@ TEST_F(Gpu, TortureStreamOrderedGatesInRandomOrders) {
         }
       }
     }
-    for (cudaStream_t st : streams) cudaStreamDestroy(st);
   };
   try {
     runRanks(kRanks, run);
