@@ -5,10 +5,10 @@
 #
 # With no step names it runs env build test sanitize bench, in that order. `quick` is the prepared
 # run for a lent GPU (about 15 minutes of device time, all tries together): with a packed build,
-# env, the GPU tests, the copy micro-benchmark, grouped against single submissions, occl against NCCL on one rank and occl on 4 and 8
-# ranks of one GPU, two processes on one GPU over cuda-ipc and over shm, each step capped, in
-# about 6 minutes at most (on the H200 of 2026-11-30 its steps took about 40 s, the machine's
-# start a minute more); run it first and commit $OUT under
+# env, the GPU tests, the copy micro-benchmark, grouped against single submissions, occl against
+# NCCL on one rank and occl on 4 and 8 ranks of one GPU, two processes on one GPU over cuda-ipc
+# and over shm, each step capped, in about 6 minutes at most (on the H200 of 2026-11-30 its steps
+# took about 40 s, the machine's start a minute more); run it first and commit $OUT under
 # bench/results/. Every step is bounded by `timeout` and
 # writes its log (and JSON/XML results where the tools can) under $OUT; a failing step is
 # recorded in $OUT/summary.txt and the next step still runs. Steps can be run one per call
