@@ -7,10 +7,11 @@
 // - Submission `seq` of a collective has gate slot seq % window (CollDesc::inflightWindow), the
 //   slot of its callback. A gated submission's SQE carries kSqeGated.
 // - Its opener writes gateValue(seq) into gateOpen[slot]: the host with a release store or the
-//   stream with a 32-bit stream write, ordered after the work that produced the input. A block that takes the task starts it only once
-//   gateReached(gateOpen[slot], seq) (an acquire at system scope: the opener is not a daemon
-//   thread); until then it is skipped like a task that waits, and preemption keeps every other
-//   collective going, so gates opened in any order across ranks cannot deadlock.
+//   stream with a 32-bit stream write, ordered after the work that produced the input. A block
+//   that takes the task starts it only once gateReached(gateOpen[slot], seq) (an acquire at
+//   system scope: the opener is not a daemon thread); until then it is skipped like a task that
+//   waits, and preemption keeps every other collective going, so gates opened in any order
+//   across ranks cannot deadlock.
 // - The block that publishes the submission's CQE first writes gateValue(seq) into gateDone[slot]
 //   (a release at system scope), whatever its status: a stream that waits there is released by a
 //   failure too. The host writes it for the submissions it fails itself (Comm::abort).

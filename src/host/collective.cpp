@@ -189,8 +189,7 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   desc_.shared = static_cast<CollShared*>(shared.value());
   Result<void*> gates = backend_->allocShared(2 * size_t{desc_.inflightWindow} * sizeof(uint32_t));
   if (!gates.ok()) return gates.status();
-  gateWords_ = gates.value();
-  desc_.gateWords = static_cast<uint32_t*>(gateWords_);
+  desc_.gateWords = static_cast<uint32_t*>(gates.value());
   desc_.contexts = static_cast<BlockContext*>(contexts.value());
   desc_.stats = static_cast<BlockStats*>(stats.value());
   if (desc.vectorCounts == 1) {
@@ -383,7 +382,7 @@ Result<const BlockPlan*> Collective::buildBlocks(const CollectiveSetup& setup, c
 
 Collective::~Collective() {
   for (void* p : daemonAllocations_) backend_->freeDaemon(p);
-  if (gateWords_ != nullptr) backend_->freeShared(gateWords_);
+  if (desc_.gateWords != nullptr) backend_->freeShared(desc_.gateWords);
 }
 
 Status Collective::publish(CollDesc* tableEntry) {

@@ -109,7 +109,7 @@ class Collective {
   // writer at a time (addByOneWriter).
   uint64_t nextSeq() const { return nextSeq_.load(std::memory_order_acquire); }
   CallbackSlot& slotFor(uint64_t seq) { return callbacks_[windowSlot(seq, window())]; }
-  // Submission seq's gate words (device/gate.hpp), in daemon memory: addresses only.
+  // Submission seq's gate words (device/gate.hpp), in shared memory (CollDesc::gateWords).
   uint32_t* gateOpenWord(uint64_t seq) const { return occl::gateOpenWord(desc_, seq); }
   uint32_t* gateDoneWord(uint64_t seq) const { return occl::gateDoneWord(desc_, seq); }
   // Counted before the SQE is published, so its CQE always falls inside the in-flight window.
@@ -202,7 +202,6 @@ class Collective {
   CollDesc desc_{};
   backend::Backend* backend_ = nullptr;
   std::vector<void*> daemonAllocations_;
-  void* gateWords_ = nullptr;  // desc_.gateWords, shared memory
   std::unique_ptr<VecTables> vecTables_;  // desc.vectorCounts
   std::vector<BlockPeers> peersOf_[2];  // [form][block]: failurePlace() names a connector's peer
   std::vector<std::shared_ptr<transport::ConnectorMemory>> connectors_;
