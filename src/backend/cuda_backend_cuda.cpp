@@ -112,6 +112,7 @@ class CudaBackend final : public KernelBackend {
   void freeShared(void* p) override;
   void freeDaemon(void* p) override;
   Status checkUserBuffer(const void* p, const char* name) const override;
+  bool checksUserBuffers() const override { return true; }
   const char* name() const override { return "cuda"; }
   Status checkStream(void* stream) override;
   Status enqueueGate(void* stream, uint32_t* open, const uint32_t* done, uint32_t value) override;

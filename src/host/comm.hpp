@@ -164,7 +164,14 @@ class Comm {
   Status stopAndFail(occlResult_t reason, const std::string& why);
 
   // Submission (comm_submit.cpp).
-  Status pushSqe(const SqeView& e);
+  // Pushes `e[0..n)` into the SQ in pieces of at most half its depth, each all or none
+  // (SubmissionQueue::tryPushAll), waiting for room a bounded time; `pushed` says how many went.
+  Status pushSqes(const SqeView* e, size_t n, size_t& pushed);
+  bool tryPushSqe(const SqeView& e);  // one entry if the SQ has room now
+  Status pushSqe(const SqeView& e) {
+    size_t pushed = 0;
+    return pushSqes(&e, 1, pushed);
+  }
   // Takes `lock` (on submitMu_, deferred) unless the communicator is stopped or a peer failed,
   // which it reports instead: what every submission does first. Here, to be inlined into the
   // submit path.
@@ -199,17 +206,20 @@ class Comm {
     bool inPlace;  // NCCL's in-place position for this count: the form it runs (kSqeInPlace)
   };
   static_assert(std::is_trivially_copyable_v<Checked>, "a group's checks copy as plain words");
-  Status checkEntry(uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf,
-                    const occlVectors_t* vectors, Checked& out);
+  // Returns false with the reason in `error` (a Status is built only for a failure: a success's
+  // string costs the submit path a few nanoseconds each time it is made and dropped).
+  bool checkEntry(Collective* found, uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf,
+                  const occlVectors_t* vectors, Checked& out, Status& error);
   // Whether collective `c` takes a submission of `count` elements (checkEntry).
   Status checkCount(const Collective& c, uint64_t count, bool inPlace) const;
   // Whether `tasks` more task-queue entries fit every block's task queue.
   Status checkTaskRoom(uint64_t tasks) const;
-  // A checked submission's callback slot (of `generation`), its collective's count and its SQE;
-  // the collective's count undone if the push fails. The caller counts it in `generation`
-  // (addSubmitted) before, and out again if this fails.
-  Status queueEntry(const Checked& e, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
-                    Start start, int generation, uint64_t* seq);
+  // A checked submission's callback slot (of `generation`) and its collective's count, before its
+  // SQE (returned) is pushed; the caller counts it in `generation` (addSubmitted) before.
+  SqeView prepareEntry(const Checked& e, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
+                       Start start, int generation);
+  // Prepared entries whose SQEs did not go out: their collectives' counts undone.
+  void undoEntries(std::span<const Checked> entries);
   // NULL buffers that must hold data, buffers not from occlMemAlloc where desc.sharedBuffers asks
   // for them, and overlapping buffers other than in place.
   Status validateBuffers(const Collective& c, const Collective::BufferExtents& x, const void* sendbuf,
@@ -298,6 +308,7 @@ class Comm {
   // from checkEntry to queueEntry, and a group's checked entries (submitGroup).
   std::vector<VecBlock> vecScratch_;
   std::vector<Checked> groupChecks_;
+  std::vector<SqeView> groupSqes_;  // a group's SQEs, pushed together (submitGroup)
 
   // Task-queue entries of the submissions whose callbacks have not fired (tasksPerSubmission()
   // each): kept <= taskQueueDepth, so that every block can always take every published SQE.

@@ -31,23 +31,51 @@ void backoff(int attempt) {
   std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
 
+// Buffers that validateBuffers passes at its first looks: both given, no occlMemAlloc memory
+// asked for, and in place or disjoint.
+bool buffersPlainlyValid(const Collective& c, const Collective::BufferExtents& x, const void* sendbuf,
+                         const void* recvbuf, bool inPlace) {
+  if (sendbuf == nullptr || recvbuf == nullptr || c.userDesc().sharedBuffers == 1) return false;
+  const auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
+  return inPlace || s + x.sendBytes <= r || r + x.recvBytes <= s;
+}
+
+// A check that fails: its reason into the caller's `error`.
+bool failWith(Status& error, Status reason) {
+  error = std::move(reason);
+  return false;
+}
+
 }  // namespace
 
-Status Comm::pushSqe(const SqeView& e) {
-  // The clock starts at the first full SQ: a push that fits reads no clock (one read costs about
-  // as much as the push itself).
-  std::optional<std::chrono::steady_clock::time_point> deadline;
-  for (int attempt = 0; !env_->sq.tryPush(sqTicket_, e, sqLimit_); ++attempt) {
-    if (atomics::loadAcquire(env_->hostAbortFlag) != 0 && !(e.flags & kSqeExit))
-      return Status::error(occlAborted, "the communicator was aborted");
-    const auto now = std::chrono::steady_clock::now();
-    if (!deadline) deadline = now + std::chrono::milliseconds(config_.initTimeoutMs);
-    if (now > *deadline)
-      return Status::error(occlTimeout, "the submission queue stayed full: is the daemon running?");
-    backend_->notifySubmission();
-    backoff(attempt);
-  }
+bool Comm::tryPushSqe(const SqeView& e) {
+  if (!env_->sq.tryPush(sqTicket_, e, sqLimit_)) return false;
   sqTicket_ += 1;
+  return true;
+}
+
+Status Comm::pushSqes(const SqeView* e, size_t n, size_t& pushed) {
+  // At most half the ring a push: the daemon need not drain the whole SQ before a group goes in.
+  const size_t most = std::max<size_t>(env_->sq.depth / 2, 1);
+  pushed = 0;
+  while (pushed < n) {
+    const auto part = static_cast<uint32_t>(std::min(n - pushed, most));
+    // The clock starts at the first full SQ: a push that fits reads no clock (one read costs
+    // about as much as the push itself).
+    std::optional<std::chrono::steady_clock::time_point> deadline;
+    for (int attempt = 0; !env_->sq.tryPushAll(sqTicket_, e + pushed, part, sqLimit_); ++attempt) {
+      if (atomics::loadAcquire(env_->hostAbortFlag) != 0 && !(e[pushed].flags & kSqeExit))
+        return Status::error(occlAborted, "the communicator was aborted");
+      const auto now = std::chrono::steady_clock::now();
+      if (!deadline) deadline = now + std::chrono::milliseconds(config_.initTimeoutMs);
+      if (now > *deadline)
+        return Status::error(occlTimeout, "the submission queue stayed full: is the daemon running?");
+      backend_->notifySubmission();
+      backoff(attempt);
+    }
+    sqTicket_ += part;
+    pushed += part;
+  }
   return Status::success();
 }
 
@@ -116,55 +144,63 @@ Status Comm::checkCount(const Collective& c, uint64_t count, bool inPlace) const
   return Status::success();
 }
 
-Status Comm::checkEntry(uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf,
-                        const occlVectors_t* vectors, Checked& out) {
-  Collective* found = registry_.find(collId);
+bool Comm::checkEntry(Collective* found, uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf,
+                      const occlVectors_t* vectors, Checked& out, Status& error) {
   if (found == nullptr)
-    return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));
+    return failWith(error, Status::error(occlInvalidArgument,
+                                         absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_)));
   Collective& c = *found;
   const uint32_t earlierInGroup = c.groupScratch();
   if (count == OCCL_COUNT_REGISTERED) count = c.userDesc().count;
   if (c.vectorCounts() != (vectors != nullptr))
-    return Status::error(occlInvalidUsage,
+    return failWith(error, Status::error(occlInvalidUsage,
                          c.vectorCounts()
                              ? absl::StrFormat("collId 0x%x is a v-collective (desc.vectorCounts): submit it with "
                                                "occlSubmitV, which gives its blocks",
                                                collId)
                              : absl::StrFormat("occlSubmitV: collId 0x%x was registered without desc.vectorCounts; "
                                                "submit it with occlSubmit or occlSubmitCount",
-                                               collId));
+                                               collId)));
   out = Checked{found, count, false};
   uint64_t sendBytes = 0, recvBytes = 0;
   if (vectors != nullptr) {
     Result<VecLayout> layout = vecLayout(c.vecShape(), vectors, sendbuf, recvbuf);
-    if (!layout.ok()) return layout.status();
+    if (!layout.ok()) return failWith(error, layout.status());
     const uint64_t eb = c.vecShape().elemBytes;
     sendBytes = layout.value().sendElems * eb;
     recvBytes = layout.value().recvElems * eb;
-    if (Status s = checkSharedBuffers(c, sendbuf, sendBytes, recvbuf, recvBytes); !s.ok()) return s;
+    if (Status s = checkSharedBuffers(c, sendbuf, sendBytes, recvbuf, recvBytes); !s.ok())
+      return failWith(error, std::move(s));
     out.inPlace = layout.value().inPlace;
     vecScratch_ = std::move(layout.value().blocks);
   } else {
     const Collective::BufferExtents extents = c.extentsFor(count);
     out.inPlace = inPlace(extents, sendbuf, recvbuf);
-    if (Status s = checkCount(c, count, out.inPlace); !s.ok()) return s;
-    if (Status s = validateBuffers(c, extents, sendbuf, recvbuf, out.inPlace); !s.ok()) return s;
+    // The usual submission (its registered count, two buffers apart or in place) passes the
+    // first looks of checkCount and validateBuffers, made here without a call or a Status.
+    if (c.variableCount() || count != c.userDesc().count)
+      if (Status s = checkCount(c, count, out.inPlace); !s.ok()) return failWith(error, std::move(s));
+    if (!buffersPlainlyValid(c, extents, sendbuf, recvbuf, out.inPlace))
+      if (Status s = validateBuffers(c, extents, sendbuf, recvbuf, out.inPlace); !s.ok())
+        return failWith(error, std::move(s));
     sendBytes = extents.sendBytes;
     recvBytes = extents.recvBytes;
   }
-  if (Status s = backend_->checkUserBuffers(sendbuf, sendBytes, recvbuf, recvBytes); !s.ok()) return s;
+  if (backend_->checksUserBuffers())
+    if (Status s = backend_->checkUserBuffers(sendbuf, sendBytes, recvbuf, recvBytes); !s.ok())
+      return failWith(error, std::move(s));
   if (c.inFlight() + earlierInGroup >= c.window()) {
     if (earlierInGroup == 0)
-      return Status::error(occlInProgress,
-                           absl::StrFormat("collId 0x%x already has %d submissions in flight "
-                                           "(config.maxInflightPerColl); submit again after a callback",
-                                           collId, c.window()));
-    return Status::error(occlInProgress,
-                         absl::StrFormat("collId 0x%x has %d submissions in flight and %d earlier in this group, "
-                                         "its window is %d (config.maxInflightPerColl)",
-                                         collId, c.inFlight(), earlierInGroup, c.window()));
+      return failWith(error, Status::error(occlInProgress,
+                                           absl::StrFormat("collId 0x%x already has %d submissions in flight "
+                                                           "(config.maxInflightPerColl); submit again after a callback",
+                                                           collId, c.window())));
+    return failWith(error, Status::error(occlInProgress,
+                                         absl::StrFormat("collId 0x%x has %d submissions in flight and %d earlier in "
+                                                         "this group, its window is %d (config.maxInflightPerColl)",
+                                                         collId, c.inFlight(), earlierInGroup, c.window())));
   }
-  return Status::success();
+  return true;
 }
 
 Status Comm::checkTaskRoom(uint64_t tasks) const {
@@ -178,15 +214,15 @@ Status Comm::checkTaskRoom(uint64_t tasks) const {
                                        config_.taskQueueDepth));
 }
 
-Status Comm::queueEntry(const Checked& entry, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
-                        Start start, int generation, uint64_t* seqOut) {
+SqeView Comm::prepareEntry(const Checked& entry, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
+                           Start start, int generation) {
   Collective& c = *entry.coll;
   const uint64_t seq = c.nextSeq();
   // The callback is in place before the SQE exists, so a fast completion always finds it: the
   // thread that takes the CQE reads nextSeq first (processCqe), which noteSubmitted releases.
   // No other thread touches this slot now: it was freed (advanceCompleted, a release that
   // inFlight() acquired in checkEntry), its next CQE cannot come before this SQE, and a poller
-  // that saw an undone count (a failed push, below) has let go of the registry's indexMu().
+  // that saw an undone count (a failed push: undoEntries) has let go of the registry's indexMu().
   // A stream opens its gate itself: occlGateOpen refuses it (kGateOpen).
   const uint8_t gate = start == Start::Now ? kGateNone : start == Start::AtGate ? kGateClosed : kGateOpen;
   c.slotFor(seq) = CallbackSlot{callback, arg, 0, false, static_cast<uint8_t>(generation), gate};
@@ -194,19 +230,17 @@ Status Comm::queueEntry(const Checked& entry, const void* sendbuf, void* recvbuf
   if (c.vectorCounts()) c.writeVecTable(seq, vecScratch_);  // checkEntry's, under the same lock
   const uint16_t flags = static_cast<uint16_t>((entry.inPlace ? kSqeInPlace : kSqeSubmit) |
                                                (start == Start::Now ? 0 : kSqeGated));
-  const SqeView e{flags, c.nParts(), c.index(), seq, reinterpret_cast<uint64_t>(sendbuf),
-                  reinterpret_cast<uint64_t>(recvbuf), c.variableCount() ? entry.count : 0};
   c.noteSubmitted();
-  if (Status s = pushSqe(e); !s.ok()) {
-    // Under the poller's lock: a poller that read the count before the undo must be done with
-    // this slot before the next submission writes it again (processCqe, fireInOrder read slots
-    // under the registry's indexMu() only).
-    std::lock_guard<std::mutex> registry(registry_.indexMu());
-    c.undoSubmitted();
-    return s;
-  }
-  if (seqOut != nullptr) *seqOut = seq;
-  return Status::success();
+  return SqeView{flags, c.nParts(), c.index(), seq, reinterpret_cast<uint64_t>(sendbuf),
+                 reinterpret_cast<uint64_t>(recvbuf), c.variableCount() ? entry.count : 0};
+}
+
+void Comm::undoEntries(std::span<const Checked> entries) {
+  // Under the poller's lock: a poller that read a count before its undo must be done with the
+  // slot before the next submission writes it again (processCqe, fireInOrder read slots under
+  // the registry's indexMu() only).
+  std::lock_guard<std::mutex> registry(registry_.indexMu());
+  for (const Checked& e : entries) e.coll->undoSubmitted();
 }
 
 Status Comm::submitEntry(uint64_t collId, uint64_t count, const void* sendbuf, void* recvbuf, occlCallback_t callback,
@@ -214,16 +248,20 @@ Status Comm::submitEntry(uint64_t collId, uint64_t count, const void* sendbuf, v
   std::unique_lock<std::mutex> lock(submitMu_, std::defer_lock);
   if (Status s = lockForSubmission(lock); !s.ok()) return s;
   Checked checked;
-  if (Status s = checkEntry(collId, count, sendbuf, recvbuf, vectors, checked); !s.ok()) return s;
+  Status error;
+  if (!checkEntry(registry_.find(collId), collId, count, sendbuf, recvbuf, vectors, checked, error)) return error;
   const uint64_t tasks = checked.coll->tasksPerSubmission();
   if (Status s = checkTaskRoom(tasks); !s.ok()) return s;
-  uint64_t seq = 0;
   const int generation = waits_.current();  // read once: see WaitGenerations::countIn
   addSubmitted(1, tasks, generation);
-  if (Status s = queueEntry(checked, sendbuf, recvbuf, callback, arg, start, generation, &seq); !s.ok()) {
-    addSubmitted(~uint64_t{0}, 0 - tasks, generation);
-    return s;
-  }
+  const SqeView e = prepareEntry(checked, sendbuf, recvbuf, callback, arg, start, generation);
+  const uint64_t seq = e.seq;
+  if (!tryPushSqe(e))  // the usual case, without a Status; else a bounded wait for room
+    if (Status s = pushSqe(e); !s.ok()) {
+      undoEntries({&checked, 1});
+      addSubmitted(~uint64_t{0}, 0 - tasks, generation);
+      return s;
+    }
   if (seqOut != nullptr) *seqOut = seq;
   if (start == Start::OnStream) {
     // Under the submit lock, so one stream's submissions open in their submission order. The SQE
@@ -259,8 +297,8 @@ Status Comm::submitGroup(std::span<const occlSubmission_t> subs, int* submitted)
   size_t checked = 0;
   for (; checked < subs.size(); ++checked) {
     const occlSubmission_t& e = subs[checked];
-    if (Status s = checkEntry(e.collId, e.count, e.sendbuf, e.recvbuf, nullptr, checks[checked]); !s.ok()) {
-      bad = s.withContext(absl::StrFormat("subs[%d] of %d", checked, subs.size()));
+    if (!checkEntry(registry_.find(e.collId), e.collId, e.count, e.sendbuf, e.recvbuf, nullptr, checks[checked], bad)) {
+      bad = bad.withContext(absl::StrFormat("subs[%d] of %d", checked, subs.size()));
       break;
     }
     checks[checked].coll->groupScratch() += 1;
@@ -271,21 +309,28 @@ Status Comm::submitGroup(std::span<const occlSubmission_t> subs, int* submitted)
   if (Status s = checkTaskRoom(tasks); !s.ok())
     return s.withContext(absl::StrFormat("a group of %d submissions needs %d task-queue entries", subs.size(), tasks));
   // The whole group is counted in at once, in one generation, and what a failed push leaves
-  // unqueued is counted out again.
+  // unqueued is counted out again. Every entry's callback slot and count first, then the SQEs.
   const int generation = waits_.current();
   addSubmitted(subs.size(), tasks, generation);
+  std::vector<SqeView>& sqes = groupSqes_;
+  sqes.resize(subs.size());
   for (size_t i = 0; i < subs.size(); ++i) {
     const occlSubmission_t& e = subs[i];
-    if (Status s = queueEntry(checks[i], e.sendbuf, e.recvbuf, e.callback, e.arg, Start::Now, generation, nullptr);
-        !s.ok()) {
-      addSubmitted(0 - static_cast<uint64_t>(subs.size() - i), 0 - tasks, generation);
-      lock.unlock();
-      if (i > 0) backend_->notifySubmission();  // the ones queued run (or fail) as submitted
-      return s.withContext(absl::StrFormat("subs[%d] of %d, after %d were queued", i, subs.size(), i));
-    }
-    if (submitted != nullptr) *submitted = static_cast<int>(i + 1);
-    tasks -= checks[i].coll->tasksPerSubmission();  // what is still to queue
+    sqes[i] = prepareEntry(checks[i], e.sendbuf, e.recvbuf, e.callback, e.arg, Start::Now, generation);
   }
+  size_t pushed = 0;
+  if (Status s = pushSqes(sqes.data(), sqes.size(), pushed); !s.ok()) {
+    const std::span<const Checked> unqueued(checks.data() + pushed, subs.size() - pushed);
+    undoEntries(unqueued);
+    uint64_t unqueuedTasks = 0;
+    for (const Checked& c : unqueued) unqueuedTasks += c.coll->tasksPerSubmission();
+    addSubmitted(0 - static_cast<uint64_t>(unqueued.size()), 0 - unqueuedTasks, generation);
+    if (submitted != nullptr) *submitted = static_cast<int>(pushed);
+    lock.unlock();
+    if (pushed > 0) backend_->notifySubmission();  // the ones queued run (or fail) as submitted
+    return s.withContext(absl::StrFormat("subs[%d] of %d, after %d were queued", pushed, subs.size(), pushed));
+  }
+  if (submitted != nullptr) *submitted = static_cast<int>(subs.size());
   lock.unlock();
   backend_->notifySubmission();  // one doorbell for the group
   return Status::success();

@@ -129,16 +129,28 @@ struct SubmissionQueue {
 
   // Producer: true if the entry for `ticket` could be written. `limit` caches writableLimit()
   // between calls (start it at 0). Sets kSqeReport where the protocol above asks for a report.
-  OCCL_HD bool tryPush(uint64_t ticket, SqeView e, uint64_t& limit) const {
-    if (ticket + depth / 2 >= limit) limit = writableLimit();  // at the limit or half-way to it
-    if (ticket >= limit) return false;
-    if (limit - ticket == 1 || limit - ticket == depth / 2) e.flags |= kSqeReport;
-    uint32_t piece[sqe::kWords];
-    sqe::split(e, piece);
-    Sqe& s = slot(ticket);
-    const uint64_t tag = sqe::tagOf(ticket) << 32;
-    for (int i = 0; i < sqe::kWords; ++i) atomics::storeRelease(&s.words[i], tag | piece[i]);
-    atomics::storeRelease(published, ticket + 1);
+  OCCL_HD bool tryPush(uint64_t ticket, const SqeView& e, uint64_t& limit) const { return tryPushAll(ticket, &e, 1, limit); }
+
+  // Producer: entries `e[0..n)` for tickets ticket..ticket+n-1, all or none (n <= depth). The
+  // last is written first and the first last: a consumer, which takes entries in ticket order,
+  // finds none of them until every one is in place, so it never polls a line the producer is
+  // about to write (a line taken back and forth between two cores, when the daemon runs on
+  // another). One limit serves them all, so the report flags fall as for single pushes.
+  OCCL_HD bool tryPushAll(uint64_t ticket, const SqeView* e, uint32_t n, uint64_t& limit) const {
+    const uint64_t last = ticket + n - 1;
+    if (last + depth / 2 >= limit) limit = writableLimit();  // at the limit or half-way to it
+    if (last >= limit) return false;
+    for (uint32_t i = n; i-- > 0;) {
+      const uint64_t t = ticket + i;
+      SqeView entry = e[i];
+      if (limit - t == 1 || limit - t == depth / 2) entry.flags |= kSqeReport;
+      uint32_t piece[sqe::kWords];
+      sqe::split(entry, piece);
+      Sqe& s = slot(t);
+      const uint64_t tag = sqe::tagOf(t) << 32;
+      for (int w = 0; w < sqe::kWords; ++w) atomics::storeRelease(&s.words[w], tag | piece[w]);
+    }
+    atomics::storeRelease(published, last + 1);
     return true;
   }
 

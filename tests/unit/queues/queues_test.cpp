@@ -177,6 +177,39 @@ TEST(SubmissionQueueTest, FullRingRefusesUntilTheSlowestConsumerReads) {
   EXPECT_TRUE(samePayload(got, sqePayload(4)));
 }
 
+// A group's entries go in all at once or not at all, and carry the report flags that single
+// pushes of the same tickets would: the one before the limit and the one half-way to it.
+TEST(SubmissionQueueTest, APushOfSeveralIsAllOrNoneWithTheSinglePushesFlags) {
+  constexpr uint32_t kDepth = 8;
+  SqRig rig(kDepth, 1);
+  std::vector<SqeView> entries;
+  for (uint64_t t = 0; t < kDepth + 2; ++t) entries.push_back(sqePayload(t));
+  uint64_t limit = 0;
+  ASSERT_TRUE(rig.sq.tryPushAll(0, entries.data(), 3, limit));
+  EXPECT_FALSE(rig.sq.tryPushAll(3, entries.data() + 3, 6, limit)) << "6 entries fit where 5 slots are free";
+  SqeView got{};
+  EXPECT_FALSE(rig.sq.tryPop(3, got)) << "a refused push wrote its first entry";
+  EXPECT_EQ(rig.sq.publishedCount(), 3u);
+  ASSERT_TRUE(rig.sq.tryPushAll(3, entries.data() + 3, 5, limit));
+  EXPECT_EQ(rig.sq.publishedCount(), uint64_t{kDepth});
+  SqRig single(kDepth, 1);
+  uint64_t singleLimit = 0;
+  for (uint64_t t = 0; t < kDepth; ++t) {
+    ASSERT_TRUE(single.sq.tryPush(t, entries[t], singleLimit));
+    SqeView alone{};
+    ASSERT_TRUE(rig.sq.tryPop(t, got));
+    ASSERT_TRUE(single.sq.tryPop(t, alone));
+    EXPECT_TRUE(samePayload(got, entries[t])) << "ticket " << t;
+    EXPECT_EQ(got.flags & kSqeReport, alone.flags & kSqeReport) << "ticket " << t;
+  }
+  EXPECT_NE(got.flags & kSqeReport, 0) << "the entry before the limit asks for a report";
+  rig.sq.advance(0, 2);
+  EXPECT_FALSE(rig.sq.tryPushAll(kDepth, entries.data() + kDepth, 3, limit)) << "3 entries fit 2 free slots";
+  EXPECT_TRUE(rig.sq.tryPushAll(kDepth, entries.data() + kDepth, 2, limit));
+  ASSERT_TRUE(rig.sq.tryPop(kDepth + 1, got));
+  EXPECT_TRUE(samePayload(got, entries[kDepth + 1]));
+}
+
 // A consumer reads a slot while the producer may be writing it: every word carries the ticket's
 // tag, so a read that finds any word still old (or a word of a later ticket) takes nothing.
 TEST(SubmissionQueueTest, ASlotReadHalfWrittenIsNotTaken) {
