@@ -9,6 +9,7 @@
 #include "device/coll_types.hpp"
 #include "host/vec_layout.hpp"
 #include "ir_loader/fingerprint.hpp"
+#include "primitives/dispatch.hpp"
 #include "util/fnv1a.hpp"
 #include "ir_loader/ring.hpp"
 #include "ir_loader/validate.hpp"
@@ -44,6 +45,12 @@ Status validateCommon(const occlCollDesc_t& d) {
   if (collectiveReduces(d.type) && (d.op < 0 || d.op >= ops::kNumOpKinds))
     return invalid(absl::StrFormat("desc.op = %d: expected an occlRedOp_t (0..%d) for %s", d.op, occlNumOps - 1,
                                    collTypeName(d.type)));
+  // Copies dispatch with Sum (Collective::build), so a non-reducing collective needs its type with Sum.
+  if (const int op = collectiveReduces(d.type) ? d.op : occlSum; !dispatchCompiled(d.datatype, op))
+    return invalid(absl::StrFormat("desc.datatype = %s with op %s: this build of occl runs only some types and ops "
+                                   "(CMake OCCL_ONLY_DTYPE_MASK = 0x%x, OCCL_ONLY_OP_MASK = 0x%x); build it "
+                                   "without them for the rest",
+                                   dtypeName(d.datatype), ops::opName(op), kDispatchDtypeMask, kDispatchOpMask));
   if (d.nBlocks < 0) return invalid(absl::StrFormat("desc.nBlocks = %d: expected >= 0 (0 = default)", d.nBlocks));
   if (d.sharedBuffers != 0 && d.sharedBuffers != 1)
     return invalid(absl::StrFormat("desc.sharedBuffers = %d: expected 0 or 1", d.sharedBuffers));

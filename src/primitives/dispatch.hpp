@@ -8,8 +8,15 @@
 // ([&]<typename T, typename Op>() { ... }). Every instantiation must return the same type R.
 // An invalid dtype or op (the host validates both at registration) calls nothing and returns
 // R{} — or nothing for void — rather than running the bytes as some other type.
+//
+// A build may compile the collectives for some types and ops only (the CMake options
+// OCCL_ONLY_DTYPE_MASK and OCCL_ONLY_OP_MASK, as NCCL's ONLY_FUNCS): bit d of the first keeps
+// occlDataType_t d, bit o of the second keeps op kind o (ops::OpOf). Every backend's dispatch then
+// has only those, and registration refuses the rest (dispatchCompiled, host/algorithms.cpp). It is
+// for measuring what the daemon kernel's size costs (1.48 MB of SASS with every pair on sm_90).
 #pragma once
 
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 
@@ -18,7 +25,24 @@
 #include "primitives/reduce_ops.hpp"
 #include "device/compat.hpp"
 
+#ifndef OCCL_ONLY_DTYPE_MASK
+#define OCCL_ONLY_DTYPE_MASK 0xffffffffu
+#endif
+#ifndef OCCL_ONLY_OP_MASK
+#define OCCL_ONLY_OP_MASK 0xffffffffu
+#endif
+
 namespace occl {
+
+inline constexpr uint32_t kDispatchDtypeMask = OCCL_ONLY_DTYPE_MASK;
+inline constexpr uint32_t kDispatchOpMask = OCCL_ONLY_OP_MASK;
+static_assert(occlNumTypes <= 32 && ops::kNumOpKinds <= 32, "a 32-bit mask names every type and op kind");
+
+// Whether this build runs (dtype, op): both valid, and kept by the masks above.
+OCCL_HD constexpr bool dispatchCompiled(int dtype, int op) {
+  return dtype >= 0 && dtype < occlNumTypes && op >= 0 && op < ops::kNumOpKinds && ((kDispatchDtypeMask >> dtype) & 1u) != 0 &&
+         ((kDispatchOpMask >> op) & 1u) != 0;
+}
 
 namespace detail {
 
@@ -32,7 +56,8 @@ OCCL_HD inline R invalidDispatch() {
 
 template <typename R, int D, typename F>
 OCCL_HD inline R dispatchTypeFrom(int dtype, F& f) {
-  if (dtype == D) return f.template operator()<TypeOf_t<static_cast<occlDataType_t>(D)>>();
+  if constexpr (((kDispatchDtypeMask >> D) & 1u) != 0)
+    if (dtype == D) return f.template operator()<TypeOf_t<static_cast<occlDataType_t>(D)>>();
   if constexpr (D + 1 < occlNumTypes) {
     return dispatchTypeFrom<R, D + 1>(dtype, f);
   } else {
@@ -42,7 +67,8 @@ OCCL_HD inline R dispatchTypeFrom(int dtype, F& f) {
 
 template <typename R, typename T, int O, typename F>
 OCCL_HD inline R dispatchOpFrom(int op, F& f) {
-  if (op == O) return f.template operator()<T, ops::OpOf_t<O>>();
+  if constexpr (((kDispatchOpMask >> O) & 1u) != 0)
+    if (op == O) return f.template operator()<T, ops::OpOf_t<O>>();
   if constexpr (O + 1 < ops::kNumOpKinds) {
     return dispatchOpFrom<R, T, O + 1>(op, f);
   } else {

@@ -247,6 +247,21 @@ run_quick() {
   # Where a small collective's time goes: the daemon's phase stamps (config.timelineDepth).
   step quick-timeline-g1 30 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 1M -f 16 -g 1 -n 100 -w 10 --timeline
   step quick-timeline-g4 30 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 8 -g 4 --devlist 0,0,0,0 -n 100 -w 10 --timeline
+  # The daemon kernel's size (bench/results/gpu-2026-11-30.md, "A lead"): the same small rows
+  # from each packed variant (pack_prebuilt.sh NAME=DIR: a build keeping fewer (type, op) pairs),
+  # then the main build's one-rank row again, so that drift shows.
+  local variant ran=0
+  for variant in "${PREBUILT:-/nonexistent}"/variants/*/occl-bench; do
+    [ -x "$variant" ] || continue
+    ran=1
+    local name
+    name="$(basename "$(dirname "$variant")")"
+    step "quick-variant-$name-timeline-g1" 30 "$variant" allreduce --backend cuda -b 8 -e 1M -f 16 -g 1 -n 100 -w 10 \
+      --timeline
+    step "quick-variant-$name-g4" 30 "$variant" allreduce --backend cuda -b 8 -e 64K -f 8 -g 4 --devlist 0,0,0,0 -n 100 -w 10
+  done
+  [ "$ran" -eq 1 ] && step quick-timeline-g1-again 30 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 1M -f 16 -g 1 -n 100 \
+    -w 10 --timeline
   # Stream-ordered submission (occlSubmitOnStream) against the plain rows above: same sizes.
   step quick-stream-g1 30 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 1M -f 16 -g 1 -n 100 -w 10 --submit stream
   step quick-allreduce-g1 90 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 256M -f 4 -g 1 -n 10 -w 3 "${nccl[@]}" \
