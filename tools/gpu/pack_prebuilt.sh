@@ -4,7 +4,8 @@
 #
 #   tools/gpu/pack_prebuilt.sh BUILD_DIR DEST [NAME=VARIANT_BUILD_DIR ...]
 #
-# DEST/bin gets the GPU test binaries, occl-bench and occl-micro; DEST/lib every shared library they need
+# DEST/bin gets the GPU test binaries, occl-bench, occl-gpu-copy, occl-gpu-clock and occl-micro;
+# DEST/lib every shared library they need
 # except the C library's own (libc, libm, libdl, libpthread, librt, the loader), which the target
 # machine has in a version at least as new as a build on Debian 12's (glibc 2.36). libnccl is left
 # out as well (over 200 MB): run_gpu_suite.sh looks for the target machine's own.
@@ -28,7 +29,7 @@ for v in "$@"; do
 done
 bins=("$build/tests/gpu/gpu_collectives_test" "$build/tests/gpu/gpu_streams_test" "$build/tests/gpu/gpu_vector_test" "$build/tests/gpu/quit_vote_test"
       "$build/bench/occl-bench"
-      "$build/bench/occl-gpu-copy" "$build/bench/occl-micro")
+      "$build/bench/occl-gpu-copy" "$build/bench/occl-gpu-clock" "$build/bench/occl-micro")
 for b in "${bins[@]}"; do
   [ -x "$b" ] || { echo "$0: $b is missing: build it first (a CUDA build with tests and bench)" >&2; exit 1; }
 done

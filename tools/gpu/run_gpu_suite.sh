@@ -38,6 +38,7 @@ VECTOR_BIN="$BUILD/tests/gpu/gpu_vector_test"
 VOTE_BIN="$BUILD/tests/gpu/quit_vote_test"
 BENCH_BIN="$BUILD/bench/occl-bench"
 COPY_BIN="$BUILD/bench/occl-gpu-copy"
+CLOCK_BIN="$BUILD/bench/occl-gpu-clock"
 MICRO_BIN="$BUILD/bench/occl-micro"
 PREBUILT="${OCCL_GPU_PREBUILT:-}"
 if [ -n "$PREBUILT" ]; then
@@ -48,6 +49,7 @@ if [ -n "$PREBUILT" ]; then
   VOTE_BIN="$PREBUILT/bin/quit_vote_test"
   BENCH_BIN="$PREBUILT/bin/occl-bench"
   COPY_BIN="$PREBUILT/bin/occl-gpu-copy"
+  CLOCK_BIN="$PREBUILT/bin/occl-gpu-clock"
   MICRO_BIN="$PREBUILT/bin/occl-micro"
   nccl_dir=""
   for c in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu \
@@ -110,7 +112,7 @@ run_build() {
     -DOCCL_ENABLE_CUDA=ON -DOCCL_BUILD_TESTS=ON -DOCCL_BUILD_BENCH=ON || return 1
   step build-tests 540 cmake --build "$BUILD" -j "$JOBS" --target gpu_collectives_test gpu_streams_test gpu_vector_test quit_vote_test || return 1
   # occl-bench is another team's target: its failure must not hide the test results.
-  step build-bench 300 cmake --build "$BUILD" -j "$JOBS" --target occl-bench occl-gpu-copy occl-micro
+  step build-bench 300 cmake --build "$BUILD" -j "$JOBS" --target occl-bench occl-gpu-copy occl-gpu-clock occl-micro
   return 0
 }
 
@@ -244,7 +246,9 @@ run_quick() {
   fi
   local nccl=()
   ldd "$BENCH_BIN" 2>/dev/null | grep -q libnccl && nccl=(--compare nccl)
-  # Where a small collective's time goes: the daemon's phase stamps (config.timelineDepth).
+  # Where a small collective's time goes: the daemon's phase stamps (config.timelineDepth), after
+  # how finely their clock (%globaltimer) moves.
+  [ -x "$CLOCK_BIN" ] && step gpu-clock 20 "$CLOCK_BIN"
   step quick-timeline-g1 30 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 1M -f 16 -g 1 -n 100 -w 10 --timeline
   step quick-timeline-g4 30 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 8 -g 4 --devlist 0,0,0,0 -n 100 -w 10 --timeline
   # The daemon kernel's size (bench/results/gpu-2026-11-30.md, "A lead"): the same small rows
