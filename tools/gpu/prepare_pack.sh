@@ -22,12 +22,13 @@ ARCH="${OCCL_GPU_ARCH:-90}"
 JOBS="${OCCL_GPU_JOBS:-$(nproc)}"
 MAIN=build-gpu-pack SMALL=build-gpu-small
 SECONDS=0
+mkdir -p "$MAIN" "$SMALL"
 cmake -S . -B "$MAIN" -DCMAKE_BUILD_TYPE=Release -DOCCL_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
-  -DOCCL_BUILD_PYTHON=OFF > "$MAIN.configure.log"
+  -DOCCL_BUILD_PYTHON=OFF > "$MAIN/configure.log"
 cmake --build "$MAIN" -j "$JOBS" --target gpu_collectives_test gpu_streams_test gpu_vector_test quit_vote_test \
   occl-bench occl-gpu-copy occl-gpu-clock occl-micro
 cmake -S . -B "$SMALL" -DCMAKE_BUILD_TYPE=Release -DOCCL_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
-  -DOCCL_BUILD_PYTHON=OFF -DOCCL_BUILD_TESTS=OFF -DOCCL_ONLY_DTYPE_MASK=0x190 -DOCCL_ONLY_OP_MASK=0x5 > "$SMALL.configure.log"
+  -DOCCL_BUILD_PYTHON=OFF -DOCCL_BUILD_TESTS=OFF -DOCCL_ONLY_DTYPE_MASK=0x190 -DOCCL_ONLY_OP_MASK=0x5 > "$SMALL/configure.log"
 cmake --build "$SMALL" -j "$JOBS" --target occl-bench
 bash tools/gpu/pack_prebuilt.sh "$MAIN" "$MAIN/prebuilt" "small-kernel=$SMALL"
 find "$MAIN/prebuilt/bin" "$MAIN/prebuilt/variants" -type f -exec strip {} +
