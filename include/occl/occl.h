@@ -363,6 +363,12 @@ occlResult_t occlAlgorithmLoad(occlComm_t comm, const char* name, const char* pa
  * the MSCCL-IR program's name, or the built-in one's ("ring", "chain", "direct", "peer",
  * "p2p"). The string stays valid while collId is registered. */
 occlResult_t occlCollGetAlgorithm(occlComm_t comm, uint64_t collId, int inPlace, const char** algorithm);
+/* A collective registered with desc.variableCount and no MSCCL-IR program may run its small
+ * submissions, those of at most *maxCount elements, with another built-in algorithm than its
+ * maximum's (the small-message form: on a GPU fewer parts, on the host "direct" where the maximum
+ * takes "peer"), on the same connectors. Its name, or *maxCount = 0 and *algorithm = NULL where
+ * every submission runs occlCollGetAlgorithm's. The string stays valid while collId is registered. */
+occlResult_t occlCollGetSmallForm(occlComm_t comm, uint64_t collId, uint64_t* maxCount, const char** algorithm);
 
 /*
  * Submits one run of collId. The callback fires exactly once, with the completion status, on the

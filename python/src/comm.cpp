@@ -293,6 +293,14 @@ std::string Comm::algorithm(uint64_t collId, bool inPlace) const {
   return a;
 }
 
+py::tuple Comm::smallForm(uint64_t collId) const {
+  uint64_t bound = 0;
+  const char* a = nullptr;
+  check(occlCollGetSmallForm(live(), collId, &bound, &a), comm_);
+  if (a == nullptr) return py::make_tuple(bound, py::none());
+  return py::make_tuple(bound, py::str(a));
+}
+
 void Comm::close() {
   if (comm_ == nullptr) return;
   occlComm_t comm = std::exchange(comm_, nullptr);

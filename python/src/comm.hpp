@@ -93,6 +93,8 @@ class Comm {
   // occlCommGetPending: a dict per (pending submission, peer it waits on), reason as text.
   py::list pending() const;
   std::string algorithm(uint64_t collId, bool inPlace) const;
+  // occlCollGetSmallForm: (max count, algorithm), or (0, None) without a small form.
+  py::tuple smallForm(uint64_t collId) const;
   // For bench/torch_allreduce.py: `iters` runs of collId, each submitted and waited for from C++
   // (the C API's own cost, no Python per run); returns the seconds they took.
   double timeLoop(uint64_t collId, const py::object& send, const py::object& recv, int iters);

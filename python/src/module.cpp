@@ -135,6 +135,9 @@ PYBIND11_MODULE(_occl, m) {
            "'silent', 'in flight', 'unknown'), peer_submitted, peer_last_coll_id, peer_last_count, "
            "peer_last_ago_ms, peer_silent_ms (-1: not tracked).")
       .def("algorithm", &Comm::algorithm, py::arg("coll_id"), py::arg("in_place") = false)
+      .def("small_form", &Comm::smallForm, py::arg("coll_id"),
+           "occlCollGetSmallForm: (max_count, algorithm) that a variable count's submissions of at most max_count "
+           "run, or (0, None).")
       .def("close", &Comm::close, "Waits for what was submitted (finalize), then frees the communicator.")
       .def("abort", &Comm::abort, "Fails what is pending (callbacks fire) and frees the communicator at once.")
       .def("__enter__", [](py::object self) { return self; })

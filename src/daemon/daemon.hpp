@@ -167,11 +167,13 @@ OCCL_HD inline bool finishTask(const DaemonEnv& env, BlockState& bs, const CollD
   wroteCqe = false;
   if (!exec::isLeader()) return false;
   using atomics::Scope;  // CollShared is daemon memory (docs/design.md, Memory scopes)
-  // The last of its parts to finish the submission publishes it. A one-block collective has one
-  // part (daemonParts: block 0 runs it, on every backend), which needs no count.
-  if (d.nBlocks > 1) {
+  // The last of its parts to finish the submission publishes it: its form's parts
+  // (ProgramForm::nParts). A form of one part (daemonParts: block 0 runs it, on every backend)
+  // needs no count.
+  const uint32_t parts = d.forms[task.form].nParts;
+  if (parts > 1) {
     uint32_t* counter = &d.shared->finished[windowSlot(task.seq, d.inflightWindow)];
-    if (atomics::fetchAdd<Scope::Device>(counter, 1u) + 1 != d.nBlocks) return false;
+    if (atomics::fetchAdd<Scope::Device>(counter, 1u) + 1 != parts) return false;
     atomics::storeRelaxed<Scope::Device>(counter, 0u);
   }
   uint32_t sticky = atomics::loadAcquire<Scope::Device>(&d.shared->failStatus);
@@ -209,6 +211,7 @@ OCCL_HD inline void failCollective(const CollDesc& d, int part, uint64_t seq, ui
   const bool asIs = code == occlInvalidUsage || code == occlTimeout;
   const uint32_t remote = asIs ? code : static_cast<uint32_t>(occlRemoteError);
   for (const ProgramForm& form : d.forms) {
+    if (form.blocks == nullptr) continue;  // no small form
     const BlockPlan& plan = form.blocks[part];
     for (uint32_t i = 0; i < plan.nSends; ++i) plan.sends[i].poisonWith(remote, seq);
     for (uint32_t i = 0; i < plan.nRecvs; ++i) plan.recvs[i].poisonWith(remote, seq);
@@ -221,10 +224,31 @@ OCCL_HD inline void failCollective(const CollDesc& d, int part, uint64_t seq, ui
   // rank's buffers stay valid whatever the user does with them (memory/shared_buffers.hpp).
   const uint64_t until = d.peerShared ? exec::nowNs() + kPeerDrainProcessesNs : 0;
   for (const ProgramForm& form : d.forms) {
+    if (form.blocks == nullptr) continue;
     const BlockPlan& plan = form.blocks[part];
     for (uint32_t i = 0; i < plan.nSends; ++i)
       while (!plan.sends[i].peerUsersGone() && (until == 0 || exec::nowNs() < until)) exec::spinPause();
   }
+}
+
+// Part `part`'s next submission of collective `collIndex` among the tasks this block holds, but
+// for the one at `skip`: the lowest seq, or `none`. A collective with a small form
+// (CollDesc::smallCount) runs its small submissions on fewer parts, so a part's submissions are
+// not consecutive and its context (BlockContext::seq) must name the next one the part runs, not
+// the one after its last. Only the block that owns the part (daemonParts) queues its tasks, so the
+// part's next submission is either among them or not taken from the SQ yet; in the second case
+// pollSubmissions sets the context when it arrives (a part with no task queued is idle: its
+// last submission finished). Leader only; a scan of the queue, for such collectives alone.
+OCCL_HD inline uint64_t nextOnPart(const BlockState& bs, uint32_t collIndex, uint32_t part, uint32_t skip, uint64_t none) {
+  uint64_t next = none;
+  bool found = false;
+  for (uint32_t i = 0; i < bs.nTasks; ++i) {
+    const TaskEntry& t = bs.tasks[i];
+    if (i == skip || t.collIndex != collIndex || t.part != part) continue;
+    if (!found || t.seq < next) next = t.seq;
+    found = true;
+  }
+  return next;
 }
 
 // One clock read for what happens with no work in between: on the host a read costs about a
@@ -335,7 +359,8 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
     bump(stats.contextLoads, 1);
     if (!loaded.started) bump(stats.queueWaitNs, elapsedNs(task.popNs, now));
     if (out.status == TryStatus::Done) bump(stats.executionNs, clock.fresh() - ctx.startNs);
-    *saved = BlockContext{task.seq + 1, 0, 0, 0, 0, 0};
+    const uint64_t next = d.smallCount == 0 ? task.seq + 1 : nextOnPart(bs, task.collIndex, task.part, position, task.seq + 1);
+    *saved = BlockContext{next, 0, 0, 0, 0, 0};
   });
   bool wroteCqe = false;
   if (finishTask(env, bs, d, block, task, out.status == TryStatus::Failed ? out.failCode : 0, wroteCqe)) clock.stale();
@@ -381,10 +406,16 @@ OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int bl
     }
     any = true;
     const CollDesc* d = parts != 0 ? env.colls.get(e.collIndex) : nullptr;
-    const uint32_t form = (e.flags & kSqeInPlace) ? kFormInPlace : kFormOutOfPlace;
+    const uint32_t form = (e.flags & kSqeSmall) ? kFormSmall : (e.flags & kSqeInPlace) ? kFormInPlace : kFormOutOfPlace;
     for (uint32_t i = 0; i < parts; ++i) {
       const uint32_t part = static_cast<uint32_t>(block) + i * env.nBlocks;
       const uint16_t gate = (e.flags & kSqeGated) ? kGateClosed : kGateNone;
+      // An idle part of a collective whose parts skip submissions starts at this one (nextOnPart).
+      if (d->smallCount != 0)
+        leaderUpdate([&] {
+          if (nextOnPart(bs, e.collIndex, part, bs.nTasks, ~uint64_t{0}) == ~uint64_t{0})
+            d->contexts[part] = BlockContext{e.seq, 0, 0, 0, 0, 0};
+        });
       TaskEntry t{e.collIndex, env.policy.order == occlOrderPriority ? d->priority : 0, e.seq, e.sendbuf, e.recvbuf,
                   clock.now(), static_cast<uint16_t>(form), gate, part, d->collId, e.count};
       insertTask(bs, t, env.policy.order);

@@ -220,7 +220,7 @@ class BlockExecutor {
     if (peerStamp == own) return false;
     uint32_t none = 0;
     atomics::compareExchange<Scope::Device>(&d_.shared->failStatus, none, static_cast<uint32_t>(occlInvalidUsage));
-    const uint32_t form = &form_ == &d_.forms[kFormInPlace] ? kFormInPlace : kFormOutOfPlace;
+    const auto form = static_cast<uint32_t>(&form_ - d_.forms);
     none = 0;
     if (atomics::compareExchange<Scope::Device>(&d_.shared->failedWhere, none,
                                                 failedWhereWord(FailedAt::CountMismatch, form, static_cast<uint32_t>(block_), conn))) {
@@ -427,7 +427,7 @@ class BlockExecutor {
   // differently), else, for its own timeout (`waited`), what its current step waited for; 0 for
   // an abort or a failure of its own making, which no peer caused. Failure path only.
   OCCL_HD uint32_t failurePlace(bool waited) const {
-    const uint32_t form = &form_ == &d_.forms[kFormInPlace] ? kFormInPlace : kFormOutOfPlace;
+    const auto form = static_cast<uint32_t>(&form_ - d_.forms);
     const auto block = static_cast<uint32_t>(block_);
     for (uint32_t i = 0; i < plan_.nRecvs; ++i)
       if (connectorFailure(plan_.recvs[i], /*peerIsReceiver=*/false)) return failedWhereWord(FailedAt::PoisonedReceive, form, block, i);

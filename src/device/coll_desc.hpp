@@ -74,14 +74,15 @@ static_assert(offsetof(CollShared, failStatus) % 8 == 0 && offsetof(CollShared, 
 enum class FailedAt : uint32_t {
   Unknown = 0, Receive = 1, Send = 2, OtherBlock = 3, PoisonedReceive = 4, PoisonedSend = 5, CountMismatch = 6
 };
-// at << 28 | form << 27 | block << 16 | index (a connector of the block's plan, or a block).
+// at << 28 | form << 26 | block << 16 | index (a connector of the block's plan, or a block).
 OCCL_HD inline uint32_t failedWhereWord(FailedAt at, uint32_t form, uint32_t block, uint32_t index) {
-  return static_cast<uint32_t>(at) << 28 | (form & 1u) << 27 | (block & 0x7ffu) << 16 | (index & 0xffffu);
+  return static_cast<uint32_t>(at) << 28 | (form & 3u) << 26 | (block & 0x3ffu) << 16 | (index & 0xffffu);
 }
 
 // One executable form of a collective on this rank: a program flattened into block plans, with
 // the chunk geometry and scratch it needs. A collective has one form per placement; both are the
-// same when one program serves in-place and out-of-place calls (every built-in one does).
+// same when one program serves in-place and out-of-place calls (every built-in one does). A
+// variable count may have a third, for its small submissions (kFormSmall).
 struct ProgramForm {
   const BlockPlan* blocks;  // [CollDesc::nBlocks]; nSteps == 0 for a block with no part in this form
   char* scratch;
@@ -92,12 +93,20 @@ struct ProgramForm {
   uint32_t peerReads;       // the peer program: its connectors carry notices (primitives/peer_read.hpp)
   uint32_t raggedAllowed;   // the program's chunks may differ in size (a count per submission needs it
                             // unless the count splits evenly: device/chunk_geometry.hpp)
-  uint32_t pad;
+  uint32_t nParts;          // the parts a submission of this form runs: parts 0..nParts-1 of the
+                            // collective's (an SQE of the form names this many: SqeView::nParts)
 };
 static_assert(sizeof(ProgramForm) == 48, "ProgramForm layout is shared by host and device");
 
 inline constexpr uint32_t kFormOutOfPlace = 0;
 inline constexpr uint32_t kFormInPlace = 1;
+// A variable count's small submissions (count <= CollDesc::smallCount), either placement: a
+// built-in program of fewer parts, or a cheaper one, that uses only connectors of the
+// out-of-place form's (its FIFOs, so a count mismatch between a rank that took it and one that
+// did not is still seen at the first receive: docs/design.md, "The small-message form").
+inline constexpr uint32_t kFormSmall = 2;
+inline constexpr uint32_t kForms = 3;
+static_assert(kForms <= 4, "failedWhereWord gives the form two bits");
 
 // Static context: immutable while the collective is registered.
 struct CollDesc {
@@ -108,13 +117,13 @@ struct CollDesc {
   uint8_t redOp;
   uint8_t collType;
   uint8_t peerShared;    // the peer program between processes (primitives/peer_read.hpp)
-  uint32_t nBlocks;      // parts (program blocks) that take part, in either form: daemonParts()
+  uint32_t nBlocks;      // parts (program blocks) that take part, in any form: daemonParts()
   uint32_t nRanks;       // avg divides by this
   uint64_t totalElems;   // count * multiplier: what the chunks divide
   uint64_t tileElems;    // elements per connector slot
   uint64_t elemBytes;
   uint64_t timeoutNs;    // 0 = none
-  ProgramForm forms[2];  // by placement: kFormOutOfPlace, kFormInPlace
+  ProgramForm forms[kForms];  // kFormOutOfPlace, kFormInPlace, kFormSmall (nParts 0: none)
   CollShared* shared;
   BlockContext* contexts;   // [nBlocks]
   BlockStats* stats;        // [nBlocks]
@@ -139,9 +148,13 @@ struct CollDesc {
   uint32_t pad;
   const VecBlock* vecSlots;
   VecBlock* vecCache;
+  // A variable count's submissions of at most this count run forms[kFormSmall]; 0 = no small form.
+  // Its parts then skip submissions, so a part's next submission is not always the one after its
+  // last: the daemon moves the part's context to the seq it runs next (daemon.hpp, nextOnPart).
+  uint64_t smallCount;
 };
 static_assert(kMaxInflightPerColl <= UINT16_MAX, "CollDesc::inflightWindow holds it");
-static_assert(sizeof(CollDesc) == 248, "CollDesc layout is shared by host and device");
+static_assert(sizeof(CollDesc) == 304, "CollDesc layout is shared by host and device");
 
 // Submission seq's slot in the per-window arrays (finished, gates, v-tables, callbacks). The
 // window is a power of two (Config's maxInflightPerColl is checked to be one), so this is a mask:

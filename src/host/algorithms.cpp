@@ -1,6 +1,8 @@
 #include "host/algorithms.hpp"
 
 #include <algorithm>
+#include <functional>
+#include <vector>
 #include <optional>
 #include <string_view>
 
@@ -11,6 +13,7 @@
 #include "ir_loader/fingerprint.hpp"
 #include "primitives/dispatch.hpp"
 #include "util/fnv1a.hpp"
+#include "ir_loader/program_queries.hpp"
 #include "ir_loader/ring.hpp"
 #include "ir_loader/validate.hpp"
 #include "device/dtypes.hpp"
@@ -230,8 +233,13 @@ Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int n
   const bool ringNamed = d.algorithm != nullptr && std::string_view(d.algorithm) == "ring";
   const BuiltInKey key = builtInKey(d, rank, nRanks, nBlocks, ringNamed, peer);
   const KnownProgram builtIn = library.builtIn(key, [&] { return generate(key); });
-  if (d.algorithm == nullptr || ringNamed)
-    return AlgorithmChoice{{builtIn.program, builtIn.program}, {builtIn.fingerprint, builtIn.fingerprint}};
+  if (d.algorithm == nullptr || ringNamed) {
+    AlgorithmChoice choice;
+    choice.forms = {builtIn.program, builtIn.program};
+    choice.fingerprints = {builtIn.fingerprint, builtIn.fingerprint};
+    chooseSmallForm(d, nRanks, parts, peer, *builtIn.program, library, rank, choice);
+    return choice;
+  }
 
   Result<KnownProgram> named = library.find(d.algorithm);
   if (!named.ok()) return named.status();
@@ -245,6 +253,58 @@ Result<AlgorithmChoice> selectAlgorithm(const occlCollDesc_t& d, int rank, int n
     choice.fingerprints[f] = form.fingerprint;
   }
   return choice;
+}
+
+bool connectorsWithin(const ir::Program& small, const ir::Program& large) {
+  if (small.nRanks != large.nRanks) return false;
+  for (int r = 0; r < small.nRanks; ++r) {
+    const auto& mine = small.ranks[static_cast<size_t>(r)].blocks;
+    const auto& theirs = large.ranks[static_cast<size_t>(r)].blocks;
+    if (mine.size() > theirs.size()) return false;
+    for (size_t b = 0; b < mine.size(); ++b) {
+      if (mine[b].channel != theirs[b].channel) return false;
+      for (bool sending : {true, false}) {
+        const std::vector<int32_t> have = ir::connectionPeers(theirs[b], sending);
+        for (int32_t peer : ir::connectionPeers(mine[b], sending))
+          if (std::find(have.begin(), have.end(), peer) == have.end()) return false;
+      }
+    }
+  }
+  return true;
+}
+
+void chooseSmallForm(const occlCollDesc_t& d, int nRanks, const PartsRule& parts, PeerAccess peer,
+                     const ir::Program& large, AlgorithmLibrary& library, int rank, AlgorithmChoice& choice) {
+  if (d.variableCount != 1 || d.vectorCounts == 1 || d.nBlocks > 0 || nRanks < 2) return;
+  const bool ringNamed = d.algorithm != nullptr;  // selectAlgorithm calls this for "ring" or none
+  std::vector<uint64_t> bounds;
+  if (parts.bySize) {  // partsFor: one part below twice a part's share of a slot
+    const uint64_t unit = static_cast<uint64_t>(chunkMultiplier(d.type, nRanks)) * dtypeSize(d.datatype);
+    const uint64_t partBytes = std::max<uint64_t>(parts.slotBytes / kSlotShareOfAPart, 1);
+    bounds.push_back((2 * partBytes - 1) / unit);
+  }
+  if (d.type == occlCollAllReduce && !ringNamed && nRanks <= kDirectAllReduceMaxRanks) {
+    const uint64_t bound = peer == PeerAccess::None ? kDirectAllReduceMaxPeerBytes : kDirectBeforePeerMaxPeerBytes;
+    bounds.push_back(bound / static_cast<uint64_t>(nRanks - 1) / dtypeSize(d.datatype));
+  }
+  std::sort(bounds.begin(), bounds.end(), std::greater<>());
+  for (uint64_t count : bounds) {
+    if (count == 0 || count >= d.count) continue;
+    occlCollDesc_t s = d;
+    s.count = count;
+    // What a registration of `count` would run; else, where that is the direct AllReduce off the
+    // maximum's connectors (a ring of more than two ranks), the ring of its parts.
+    for (bool ring : {ringNamed, true}) {
+      const BuiltInKey key = builtInKey(s, rank, nRanks, partsFor(s, nRanks, parts), ring, peer);
+      const KnownProgram small = library.builtIn(key, [&] { return generate(key); });
+      // The same program under another key (a Gather's is one block whatever its parts).
+      if (small.fingerprint == choice.fingerprints[kFormOutOfPlace] || !connectorsWithin(*small.program, large)) continue;
+      choice.small = small.program;
+      choice.smallFingerprint = small.fingerprint;
+      choice.smallCount = count;
+      return;
+    }
+  }
 }
 
 const char* builtInAlgorithm(const occlCollDesc_t& d, int nRanks, const PartsRule& parts, PeerAccess peer) {
@@ -272,6 +332,7 @@ uint64_t registrationSignature(const occlCollDesc_t& d, int rank, int nRanks, co
   h.add(int64_t{d.sharedBuffers}).add(int64_t{d.variableCount}).add(int64_t{d.vectorCounts});
   h.add(uint64_t{d.count}).add(int64_t{d.datatype}).add(int64_t{nRanks}).add(uint64_t{slots}).add(slotBytes);
   for (uint64_t fingerprint : choice.fingerprints) h.add(fingerprint);
+  h.add(choice.smallFingerprint).add(choice.smallCount);
   return h.value() | 1;  // 0 means "not registered yet" in a connector header
 }
 

@@ -20,6 +20,11 @@ namespace occl::host {
 struct AlgorithmChoice {
   std::array<std::shared_ptr<const ir::Program>, 2> forms;
   std::array<uint64_t, 2> fingerprints;
+  // A variable count's small-message form (kFormSmall, CollDesc::smallCount): the built-in program
+  // its submissions of at most smallCount run, or null (smallCount 0). See chooseSmallForm.
+  std::shared_ptr<const ir::Program> small;
+  uint64_t smallFingerprint = 0;
+  uint64_t smallCount = 0;
 };
 
 // Whether a large AllReduce may use the peers' buffers where they are (the "peer" program,
@@ -49,6 +54,27 @@ struct PartsRule {
   uint64_t slotBytes;   // config.connectorSlotBytes, resolved
 };
 int partsFor(const occlCollDesc_t& desc, int nRanks, const PartsRule& rule);
+
+// The small-message form of a variable count (issue 45; docs/design.md, "The small-message
+// form"). A collective registered for a maximum count runs the maximum's program, chosen for its
+// size: on a kernel backend its parts by size (16 for a few MiB, where 8 bytes need 1), on the
+// host the peer AllReduce where a small count goes direct. Its small submissions then pay for the
+// maximum. So a built-in registration with desc.variableCount gets a second program for counts up
+// to a bound: the one a registration of the bound's count would run, where that is another program
+// and every connector of its part b is one of the maximum's part b (the same FIFO, taken in the
+// part's submission order, so a rank on one side of the bound and a peer on the other with
+// another count still meet at a stamped message, and fail as every count mismatch does). The
+// bounds tried, largest first: a kernel backend's largest count of one part (partsFor), whose ring
+// or chain is the maximum's channel 0 (the ring of one part where the rules would go direct
+// there); and the direct AllReduce's (directAllReduce), whose connectors to and from every peer
+// are the peer program's. None fits: no small form. `large` is the maximum's built-in program,
+// already in `choice`.
+void chooseSmallForm(const occlCollDesc_t& desc, int nRanks, const PartsRule& parts, PeerAccess peer,
+                     const ir::Program& large, AlgorithmLibrary& library, int rank, AlgorithmChoice& choice);
+
+// Whether every connector of `small`'s part b, on every rank, is one of `large`'s part b's: the
+// same peer and end on the same channel. False where a rank has more parts in `small`.
+bool connectorsWithin(const ir::Program& small, const ir::Program& large);
 
 // Validates the description against the communicator (rank count, root/peer range, types, ops,
 // the algorithm it names) and chooses the programs. Errors name the offending field.

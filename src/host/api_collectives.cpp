@@ -81,6 +81,17 @@ occlResult_t occlCollGetAlgorithm(occlComm_t comm, uint64_t collId, int inPlace,
   return occlSuccess;
 }
 
+occlResult_t occlCollGetSmallForm(occlComm_t comm, uint64_t collId, uint64_t* maxCount, const char** algorithm) {
+  if (occlResult_t r = checkComm(comm)) return r;
+  if (maxCount == nullptr) return fail(comm, Status::error(occlInvalidArgument, "maxCount is NULL"));
+  if (algorithm == nullptr) return fail(comm, Status::error(occlInvalidArgument, "algorithm is NULL"));
+  Result<occl::host::Comm::SmallForm> small = comm->impl->smallFormOf(collId);
+  if (!small.ok()) return fail(comm, small.status());
+  *maxCount = small.value().maxCount;
+  *algorithm = small.value().algorithm;
+  return occlSuccess;
+}
+
 occlResult_t occlSubmit(occlComm_t comm, uint64_t collId, const void* sendbuf, void* recvbuf, occlCallback_t callback,
                         void* arg) {
   if (occlResult_t r = checkComm(comm)) return r;

@@ -171,13 +171,23 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   desc_.peerStream = peerCopiesStream(desc_.nRanks, desc_.totalElems * elemBytes, lastLevelCacheBytes()) ? 1 : 0;
   registeredExtents_ = computeExtents(desc.count);
 
+  // The small form runs on the out-of-place form's connectors, which must hold its messages too.
+  const ir::Program* small = choice.value().small.get();
+  if (small != nullptr) {
+    desc_.smallCount = choice.value().smallCount;
+    smallAlgorithm_ = small->name;
+    shared_ = smallFormNeeds(setup, *small);
+  }
   for (uint32_t f : {kFormOutOfPlace, kFormInPlace}) {
     if (f == kFormInPlace && forms[f] == forms[kFormOutOfPlace]) {
       desc_.forms[f] = desc_.forms[kFormOutOfPlace];  // one program serves both placements
       continue;
     }
     if (Status s = buildForm(setup, desc, *forms[f], f); !s.ok()) return s;
+    desc_.forms[f].nParts = nBlocks;  // an SQE of either placement names every part (nParts())
   }
+  if (small != nullptr)
+    if (Status s = buildSmallForm(*small); !s.ok()) return s;
 
   Result<void*> shared = allocDaemon(sizeof(CollShared));
   Result<void*> contexts = allocDaemon(nBlocks * sizeof(BlockContext));
@@ -277,7 +287,7 @@ void Collective::failConnectors(uint32_t status) {
 
 Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, const occlCollDesc_t& desc, int peer,
                                                int channel, uint32_t formIndex, transport::ConnectorEnd end,
-                                               uint32_t slots) {
+                                               uint32_t slots, uint64_t minWritten) {
   const occlConfig_t& cfg = *setup.config;
   const bool sending = end == transport::ConnectorEnd::Sender;
   const transport::ConnectorKey key{desc_.collId, sending ? setup.rank : peer, sending ? peer : setup.rank, channel,
@@ -286,11 +296,13 @@ Result<FifoHandle> Collective::attachConnector(const CollectiveSetup& setup, con
   // a peer-read program's slots hold a notice. The slots are that big, in lines, up to
   // config.connectorSlotBytes: a small collective's connector then fits a page or two, where every
   // slot took a page of /dev/shm (or of a pinned buffer) and a registration per slot to map it in.
+  // A small form's messages on it (minWritten) may be larger.
   const ProgramForm& form = desc_.forms[formIndex];
-  const uint64_t written =
-      form.peerReads != 0 ? sizeof(PeerNotice) : std::min(form.chunkElems, desc_.tileElems) * desc_.elemBytes;
-  const uint64_t slotBytes =
-      form.peerReads != 0 ? kPeerSlotBytes : std::min<uint64_t>(cfg.connectorSlotBytes, slotBytesFor(written));
+  const uint64_t written = std::max(
+      form.peerReads != 0 ? sizeof(PeerNotice) : std::min(form.chunkElems, desc_.tileElems) * desc_.elemBytes, minWritten);
+  const uint64_t slotBytes = form.peerReads != 0 && minWritten == 0
+                                 ? kPeerSlotBytes
+                                 : std::min<uint64_t>(cfg.connectorSlotBytes, slotBytesFor(written));
   auto mem = setup.connectors->attach(key, end, slots, slotBytes);
   if (!mem.ok() && mem.status().code == occlInvalidUsage) {
     // The ends disagree on the connector (its geometry, which the collective decides as much as
@@ -349,10 +361,14 @@ Result<const BlockPlan*> Collective::buildBlocks(const CollectiveSetup& setup, c
     peersOf_[formIndex].push_back({sendPeers, recvPeers});
     extents.push_back({steps.size(), connectors.size(), static_cast<uint32_t>(bp.steps.size()),
                        static_cast<uint16_t>(sendPeers.size()), static_cast<uint16_t>(recvPeers.size())});
+    // The small form's parts run on this form's first ones (shared_).
+    const bool shared = formIndex == kFormOutOfPlace && b < shared_.blocks;
+    const uint32_t blockSlots = shared ? std::max(slots, shared_.slots) : slots;
+    const uint64_t minWritten = shared ? shared_.written : 0;
     for (auto [peers, end] : {std::pair{&sendPeers, transport::ConnectorEnd::Sender},
                               std::pair{&recvPeers, transport::ConnectorEnd::Receiver}}) {
       for (int32_t peer : *peers) {
-        Result<FifoHandle> h = attachConnector(setup, desc, peer, bp.channel, formIndex, end, slots);
+        Result<FifoHandle> h = attachConnector(setup, desc, peer, bp.channel, formIndex, end, blockSlots, minWritten);
         if (!h.ok()) return h.status();
         connectors.push_back(h.value());
       }
@@ -377,7 +393,81 @@ Result<const BlockPlan*> Collective::buildBlocks(const CollectiveSetup& setup, c
   }
   Result<BlockPlan*> planMem = copyToDaemon(plans);
   if (!planMem.ok()) return planMem.status();
+  if (formIndex == kFormOutOfPlace) outOfPlacePlans_ = std::move(plans);
   return static_cast<const BlockPlan*>(planMem.value());
+}
+
+Collective::SharedConnectors Collective::smallFormNeeds(const CollectiveSetup& setup, const ir::Program& program) const {
+  const ChunkGeometry g = chunkGeometry(desc_.smallCount * desc_.countMultiplier,
+                                        static_cast<uint32_t>(program.nChunksPerLoop), desc_.tileElems,
+                                        program.peerReads, program.raggedChunksAllowed, /*variable=*/true);
+  const uint64_t written =
+      program.peerReads ? sizeof(PeerNotice) : std::min(g.chunkElems, desc_.tileElems) * desc_.elemBytes;
+  return {static_cast<uint32_t>(program.ranks.at(static_cast<size_t>(rank_)).blocks.size()),
+          static_cast<uint32_t>(std::max(setup.config->connectorSlots, program.minConnectorSlots)), written};
+}
+
+// The small form's steps name connectors of the out-of-place form's plans (the same handles:
+// a host sender keeps its free-slot count in its FifoHandle, which two copies would each believe),
+// so each step's connector index is its peer's place in that part's lists.
+Status Collective::buildSmallForm(const ir::Program& program) {
+  ProgramForm& form = desc_.forms[kFormSmall];
+  const ChunkGeometry g = chunkGeometry(desc_.smallCount * desc_.countMultiplier,
+                                        static_cast<uint32_t>(program.nChunksPerLoop), desc_.tileElems,
+                                        program.peerReads, program.raggedChunksAllowed, /*variable=*/true);
+  if (g.nTiles >= kMaxTiles)
+    return Status::error(occlInternalError, absl::StrFormat("the small form %s of collId 0x%x needs %d tiles",
+                                                            program.name, desc_.collId, g.nTiles));
+  form.chunkElems = g.chunkElems;
+  form.nChunks = g.nChunks;
+  form.nTiles = g.nTiles;
+  form.ragged = g.ragged;
+  form.raggedAllowed = program.raggedChunksAllowed ? 1 : 0;
+  form.peerReads = program.peerReads ? 1 : 0;
+  const ir::RankProgram& mine = program.ranks.at(static_cast<size_t>(rank_));
+  const std::vector<BlockPeers>& large = peersOf_[kFormOutOfPlace];
+  std::vector<DeviceStep> steps;
+  std::vector<size_t> firstStep;
+  for (size_t b = 0; b < mine.blocks.size(); ++b) {
+    const ir::BlockProgram& bp = mine.blocks[b];
+    if (b >= large.size() || bp.steps.size() > kMaxStepsPerBlock)
+      return Status::error(occlInternalError, absl::StrFormat("the small form %s of collId 0x%x does not fit the "
+                                                              "connectors of %s",
+                                                              program.name, desc_.collId, algorithmNames_[0]));
+    firstStep.push_back(steps.size());
+    for (const ir::Step& st : bp.steps) {
+      DeviceStep d = flatten(st);
+      if (stepUsesSendConnector(st.op)) d.sendConn = indexOf(large[b].sends, ir::sendPeerOf(bp, st));
+      if (stepUsesRecvConnector(st.op)) d.recvConn = indexOf(large[b].recvs, ir::recvPeerOf(bp, st));
+      if ((d.sendConn != kNoConnector && d.sendConn >= large[b].sends.size()) ||
+          (d.recvConn != kNoConnector && d.recvConn >= large[b].recvs.size()))
+        return Status::error(occlInternalError,
+                             absl::StrFormat("the small form %s of collId 0x%x uses a connector %s has not",
+                                             program.name, desc_.collId, algorithmNames_[0]));
+      steps.push_back(d);
+    }
+  }
+  Result<DeviceStep*> stepMem = copyToDaemon(steps);
+  if (!stepMem.ok()) return stepMem.status();
+  std::vector<BlockPlan> plans(desc_.nBlocks, BlockPlan{stepMem.value(), nullptr, nullptr, 0, 0, 0});
+  for (size_t b = 0; b < mine.blocks.size(); ++b) {
+    const BlockPlan& on = outOfPlacePlans_[b];
+    plans[b] = BlockPlan{stepMem.value() + firstStep[b], on.sends, on.recvs,
+                         static_cast<uint32_t>(mine.blocks[b].steps.size()), on.nSends, on.nRecvs};
+  }
+  Result<BlockPlan*> planMem = copyToDaemon(plans);
+  if (!planMem.ok()) return planMem.status();
+  form.blocks = planMem.value();
+  form.nParts = static_cast<uint32_t>(mine.blocks.size());
+  peersOf_[kFormSmall] = large;  // its connector indices are the out-of-place form's
+  const uint64_t scratchBytes = static_cast<uint64_t>(mine.scratchChunks) * g.chunkElems * desc_.elemBytes;
+  if (scratchBytes > 0) {
+    Result<void*> scratch = allocDaemon(scratchBytes);
+    if (!scratch.ok()) return scratch.status();
+    form.scratch = static_cast<char*>(scratch.value());
+    scratchBytes_ += scratchBytes;
+  }
+  return Status::success();
 }
 
 Collective::~Collective() {
@@ -394,11 +484,12 @@ std::string Collective::failurePlace(backend::Backend& backend) const {
   if (!backend.readDaemonWords(&word, reinterpret_cast<const uint64_t*>(&desc_.shared->failStatus), 1).ok()) return "";
   const auto where = static_cast<uint32_t>(word >> 32);  // CollShared::failedWhere, after failStatus
   const auto at = static_cast<FailedAt>(where >> 28);
-  const uint32_t form = (where >> 27) & 1u, block = (where >> 16) & 0x7ffu, index = where & 0xffffu;
+  const uint32_t form = (where >> 26) & 3u, block = (where >> 16) & 0x3ffu, index = where & 0xffffu;
   if (at == FailedAt::Unknown) return "";
   if (at == FailedAt::OtherBlock) return absl::StrFormat(": block %d waited for this rank's block %d", block, index);
   // A form that shares the other's program (every built-in one) has no peers of its own.
-  const std::vector<BlockPeers>& blocks = peersOf_[form].empty() ? peersOf_[kFormOutOfPlace] : peersOf_[form];
+  const std::vector<BlockPeers>& blocks =
+      form >= kForms || peersOf_[form].empty() ? peersOf_[kFormOutOfPlace] : peersOf_[form];
   if (block >= blocks.size()) return "";
   const bool receives = at == FailedAt::Receive || at == FailedAt::PoisonedReceive || at == FailedAt::CountMismatch;
   const std::vector<int32_t>& peers = receives ? blocks[block].recvs : blocks[block].sends;

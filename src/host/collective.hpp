@@ -65,6 +65,13 @@ class Collective {
   uint32_t index() const { return desc_.collIndex; }
   // Its parts (program blocks), which each SQE names (SqeView::nParts).
   uint16_t nParts() const { return static_cast<uint16_t>(desc_.nBlocks); }
+  // Whether a submission of `count` runs the small-message form (kFormSmall): a variable count up
+  // to CollDesc::smallCount. Its SQE then names the small form's parts.
+  bool runsSmall(uint64_t count) const { return count <= desc_.smallCount && desc_.smallCount != 0; }
+  uint16_t smallParts() const { return static_cast<uint16_t>(desc_.forms[kFormSmall].nParts); }
+  // The small form's bound and algorithm (occlCollGetSmallForm): 0 and "" where it has none.
+  uint64_t smallCount() const { return desc_.smallCount; }
+  const std::string& smallAlgorithm() const { return smallAlgorithm_; }
   const occlCollDesc_t& userDesc() const { return user_; }
   // desc.algorithm as registered ("" for NULL): userDesc() holds no pointer to it.
   const std::string& requestedAlgorithm() const { return requestedAlgorithm_; }
@@ -100,8 +107,10 @@ class Collective {
     const ProgramForm& f = desc_.forms[form];
     return chunksFit(count * desc_.countMultiplier, f.nChunks, f.raggedAllowed != 0);
   }
-  // The algorithm a submission runs, by placement (kFormInPlace, kFormOutOfPlace).
-  const std::string& algorithmName(uint32_t form) const { return algorithmNames_[form]; }
+  // The algorithm a submission runs, by form (kFormOutOfPlace, kFormInPlace, kFormSmall).
+  const std::string& algorithmName(uint32_t form) const {
+    return form == kFormSmall ? smallAlgorithm_ : algorithmNames_[form];
+  }
   // Task-queue entries one submission takes on the daemon block that runs the most of its parts.
   uint32_t tasksPerSubmission() const { return tasksPerSubmission_; }
 
@@ -176,6 +185,17 @@ class Collective {
   // desc_.forms[formIndex]: `program` flattened for this rank, its geometry and scratch.
   Status buildForm(const CollectiveSetup& setup, const occlCollDesc_t& desc, const ir::Program& program,
                    uint32_t formIndex);
+  // What connectors of the out-of-place form's first `blocks` parts must hold besides their own
+  // program's messages: the small form's (kFormSmall), which runs on them.
+  struct SharedConnectors {
+    uint32_t blocks = 0;
+    uint32_t slots = 0;
+    uint64_t written = 0;  // bytes of the largest message
+  };
+  // The small form: `program`, for counts up to desc_.smallCount, on the out-of-place form's
+  // connectors (AlgorithmChoice::small); what those connectors must hold for it.
+  SharedConnectors smallFormNeeds(const CollectiveSetup& setup, const ir::Program& program) const;
+  Status buildSmallForm(const ir::Program& program);
   // Steps, connectors and desc_.nBlocks block plans of this rank's part, in daemon memory.
   Result<const BlockPlan*> buildBlocks(const CollectiveSetup& setup, const occlCollDesc_t& desc,
                                        const ir::RankProgram& mine, const std::string& algorithm, uint32_t formIndex,
@@ -184,8 +204,10 @@ class Collective {
   void failConnectors(uint32_t status);
   // This rank's end of the connector to (Sender) or from `peer` on `channel` for one form; checks
   // the peer's registration signature when the peer has registered already.
+  // `written`: the bytes of the largest message it carries.
   Result<FifoHandle> attachConnector(const CollectiveSetup& setup, const occlCollDesc_t& desc, int peer, int channel,
-                                     uint32_t formIndex, transport::ConnectorEnd end, uint32_t slots);
+                                     uint32_t formIndex, transport::ConnectorEnd end, uint32_t slots,
+                                     uint64_t written);
   Result<void*> allocDaemon(size_t bytes);
   template <typename T>
   Result<T*> copyToDaemon(const std::vector<T>& items) {
@@ -203,7 +225,10 @@ class Collective {
   backend::Backend* backend_ = nullptr;
   std::vector<void*> daemonAllocations_;
   std::unique_ptr<VecTables> vecTables_;  // desc.vectorCounts
-  std::vector<BlockPeers> peersOf_[2];  // [form][block]: failurePlace() names a connector's peer
+  std::vector<BlockPeers> peersOf_[kForms];  // [form][block]: failurePlace() names a connector's peer
+  std::vector<BlockPlan> outOfPlacePlans_;   // the out-of-place form's plans (daemon pointers), for the small form
+  SharedConnectors shared_;                  // smallFormNeeds, while the out-of-place form attaches
+  std::string smallAlgorithm_;
   std::vector<std::shared_ptr<transport::ConnectorMemory>> connectors_;
   // What registration cost (occlCollStats_t): FIFO bytes of this rank's connector ends, the most
   // slots one of them has, scratch bytes.

@@ -115,6 +115,12 @@ class Comm {
   // occlAlgorithmLoad, and the name of the algorithm a registered collective runs by placement.
   Status loadAlgorithm(const std::string& name, const std::string& path) { return library_.load(name, path); }
   Result<const std::string*> algorithmOf(uint64_t collId, bool inPlace);
+  // occlCollGetSmallForm: the small-message form's bound and algorithm (0 and null: none).
+  struct SmallForm {
+    uint64_t maxCount;
+    const char* algorithm;  // valid while collId is registered
+  };
+  Result<SmallForm> smallFormOf(uint64_t collId);
   Status finalize();
   // Fails every pending submission with `reason` and stops the daemon without waiting for peers.
   Status abort(occlResult_t reason);

@@ -72,4 +72,13 @@ Result<const std::string*> Comm::algorithmOf(uint64_t collId, bool inPlace) {
   return &c->algorithmName(inPlace ? kFormInPlace : kFormOutOfPlace);
 }
 
+Result<Comm::SmallForm> Comm::smallFormOf(uint64_t collId) {
+  std::lock_guard<std::mutex> lock(submitMu_);
+  Collective* c = registry_.find(collId);
+  if (c == nullptr)
+    return Status::error(occlInvalidArgument, absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_));
+  if (c->smallCount() == 0) return SmallForm{0, nullptr};
+  return SmallForm{c->smallCount(), c->smallAlgorithm().c_str()};
+}
+
 }  // namespace occl::host

@@ -134,7 +134,7 @@ Status Comm::checkCount(const Collective& c, uint64_t count, bool inPlace) const
     return Status::error(occlInvalidArgument,
                          absl::StrFormat("count = %d: collId 0x%x takes at most the count it was registered with, %d",
                                          count, c.collId(), registered));
-  const uint32_t form = inPlace ? kFormInPlace : kFormOutOfPlace;
+  const uint32_t form = c.runsSmall(count) ? kFormSmall : inPlace ? kFormInPlace : kFormOutOfPlace;
   const uint64_t nChunks = c.chunksPerLoop(form);
   if (!c.countSplits(count, form))
     return Status::error(occlInvalidArgument,
@@ -228,10 +228,12 @@ SqeView Comm::prepareEntry(const Checked& entry, const void* sendbuf, void* recv
   c.slotFor(seq) = CallbackSlot{callback, arg, 0, false, static_cast<uint8_t>(generation), gate};
   // A v-collective's blocks, like the callback, are in place before the SQE that names them.
   if (c.vectorCounts()) c.writeVecTable(seq, vecScratch_);  // checkEntry's, under the same lock
+  // A variable count's small submission runs the small form, on its parts alone.
+  const bool small = c.variableCount() && c.runsSmall(entry.count);
   const uint16_t flags = static_cast<uint16_t>((entry.inPlace ? kSqeInPlace : kSqeSubmit) |
-                                               (start == Start::Now ? 0 : kSqeGated));
+                                               (start == Start::Now ? 0 : kSqeGated) | (small ? kSqeSmall : 0));
   c.noteSubmitted();
-  return SqeView{flags, c.nParts(), c.index(), seq, reinterpret_cast<uint64_t>(sendbuf),
+  return SqeView{flags, small ? c.smallParts() : c.nParts(), c.index(), seq, reinterpret_cast<uint64_t>(sendbuf),
                  reinterpret_cast<uint64_t>(recvbuf), c.variableCount() ? entry.count : 0};
 }
 

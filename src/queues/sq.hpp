@@ -33,6 +33,7 @@ enum SqeFlags : uint16_t {
   kSqeInPlace = 1u << 1,  // an in-place call (NCCL's definition): run the collective's in-place form
   kSqeReport = 1u << 2,   // the producer asks each consumer to report its cursor once it has copied this entry
   kSqeGated = 1u << 3,    // the submission starts once its gate is open (device/gate.hpp)
+  kSqeSmall = 1u << 4,    // a variable count's small submission: run the small form (CollDesc::smallCount)
 };
 
 // What an entry says; the producer writes it, a consumer copies it. The fields are wider than what
@@ -40,7 +41,7 @@ enum SqeFlags : uint16_t {
 // index 20 bits, the submission number 48 bits, the count 44 bits, the buffers 64 bits each.
 struct SqeView {
   uint16_t flags;      // SqeFlags
-  uint16_t nParts;     // the collective's parts (CollDesc::nBlocks): a block given none skips the entry
+  uint16_t nParts;     // the parts its form runs (ProgramForm::nParts): a block given none skips the entry
   uint32_t collIndex;  // the communicator's slot of the registered collective
   uint64_t seq;        // per-collective submission number, starts at 0
   uint64_t sendbuf;

@@ -40,6 +40,28 @@ class VariableCount(unittest.TestCase):
                     np.testing.assert_array_equal(grecvs[r][: n * count], np.concatenate(gsends))
                     self.assertEqual(grecvs[r][n * count], -1, f"run {run} rank {r}: past count")
 
+    def test_small_counts_take_the_small_form(self):
+        # Thread ranks: the maximum runs "peer", counts up to direct's bound run "direct".
+        n, most = 3, 1 << 14
+        with Ranks(n) as ranks:
+            for c in ranks.comms:
+                c.register(5, "allreduce", most, "float32", variable_count=True)
+            bound, algorithm = ranks.comms[0].small_form(5)
+            self.assertEqual(algorithm, "direct")
+            self.assertEqual(bound, (32 << 10) // (n - 1) // 4)
+            for run, count in enumerate([3, most, bound, bound + 1, 0, 100]):
+                sends = [np.full(count, r + run, np.float32) for r in range(n)]
+                recvs = [np.full(most, -1, np.float32) for _ in range(n)]
+                futures = [c.submit(5, sends[r], recvs[r], count=count) for r, c in enumerate(ranks.comms)]
+                for f in futures:
+                    f.result(timeout=60)
+                for r in range(n):
+                    np.testing.assert_array_equal(recvs[r][:count], sum(q + run for q in range(n)), err_msg=f"count {count}")
+                    np.testing.assert_array_equal(recvs[r][count:], -1, err_msg=f"count {count}: past it")
+            c = ranks.comms[0]
+            c.register(6, "allreduce", 8, "float32", variable_count=True)
+            self.assertEqual(c.small_form(6), (0, None))
+
     def test_a_group_of_counts(self):
         with Ranks(2) as ranks:
             for c in ranks.comms:

@@ -25,6 +25,7 @@ inline CollDesc oneBlockDesc(const BlockPlan* plan, CollShared* shared, uint32_t
   form.chunkElems = elems;
   form.nChunks = 1;
   form.nTiles = tiles;
+  form.nParts = 1;
   return d;
 }
 

@@ -156,6 +156,7 @@ class DaemonRig {
     form.chunkElems = kChunkElems;
     form.nChunks = kChunks;
     form.nTiles = 1;
+    form.nParts = 2;
     d.forms[kFormInPlace] = form;
     d.shared = &shared_;
     d.contexts = contexts_;

@@ -6,6 +6,8 @@
 // same submission fail it on every rank with both counts named. Bad counts are refused by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -26,19 +28,19 @@ namespace {
 constexpr int kRanks = 4;
 constexpr size_t kMaxCount = 2000;
 
-// The collectives, each registered with kMaxCount: every type (the Send/Recv pair aside), several
-// dtypes and ops, the ring on two blocks, roots other than 0.
-std::vector<Spec> collectives() {
+// The collectives, each registered with `maxCount`: every type (the Send/Recv pair aside), several
+// dtypes and ops, the ring on two blocks (at most `daemonBlocks`), roots other than 0.
+std::vector<Spec> collectives(size_t maxCount, int daemonBlocks) {
   std::vector<Spec> out;
   auto add = [&](int type, int dtype, int op, int root, const char* algorithm = nullptr, int nBlocks = 0) {
     Spec s;
     s.type = type;
     s.dtype = dtype;
     s.op = op;
-    s.count = kMaxCount;
+    s.count = maxCount;
     s.root = root;
     s.algorithm = algorithm;
-    s.nBlocks = nBlocks;
+    s.nBlocks = std::min(nBlocks, daemonBlocks);
     out.push_back(s);
   };
   add(occlCollAllReduce, occlFloat32, occlSum, 0);
@@ -61,40 +63,66 @@ occlCollDesc_t variableDesc(const Spec& s, int rank) {
 }
 
 // Submission k of collective c: its count and placement, the same on every rank (drawn from a
-// seed of (c, k)); 0 and the maximum come up often.
-Spec submissionSpec(const Spec& registered, int c, int k) {
+// seed of (c, k)); 0 and the maximum come up often. `spread`: counts of every magnitude alike
+// (below 2^j for a random j), so both sides of a small form's bound come up; else uniform.
+Spec submissionSpec(const Spec& registered, int c, int k, bool spread) {
   std::mt19937_64 rng(static_cast<uint64_t>(c) * 100003u + static_cast<uint64_t>(k));
   Spec s = registered;
+  const uint64_t max = registered.count;
   const uint64_t pick = rng() % 16;
-  s.count = pick == 0 ? 0 : pick == 1 ? kMaxCount : static_cast<size_t>(rng() % (kMaxCount + 1));
+  const uint64_t below = spread ? std::min<uint64_t>(uint64_t{1} << (rng() % 64 % (std::bit_width(max) + 1)), max + 1)
+                                : max + 1;
+  s.count = pick == 0 ? 0 : pick == 1 ? max : static_cast<size_t>(rng() % below);
   s.inPlace = hasInPlace(s.type) && rng() % 3 == 0;
   return s;
 }
 
+struct RandomCounts {
+  int total;
+  uint32_t seed;
+  size_t maxCount = kMaxCount;
+  int daemonBlocks = 2;  // the ring of two blocks
+  bool spread = false;   // submissionSpec
+};
+
 // Rounds of `perColl` submissions of every collective per rank, in an order of its own on each
 // rank (a collective's k-th still before its (k+1)-th), each with its own count; every receive
-// buffer is checked. Returns the submissions made per rank.
-int runRandomCounts(int total, uint32_t seed) {
-  const std::vector<Spec> colls = collectives();
+// buffer is checked. Returns the submissions made per rank; `smallForms`, how many of the
+// collectives have a small-message form (occlCollGetSmallForm).
+int runRandomCounts(const RandomCounts& run, int* smallForms = nullptr) {
+  const std::vector<Spec> colls = collectives(run.maxCount, run.daemonBlocks);
   const int nColls = static_cast<int>(colls.size());
   constexpr int kPerColl = 3;
-  const int rounds = (total + nColls * kPerColl - 1) / (nColls * kPerColl);
+  const int rounds = (run.total + nColls * kPerColl - 1) / (nColls * kPerColl);
   CallbackCounter done[kRanks];  // before the communicators: a failed wait must not free what is in flight
   std::vector<std::vector<RankIo>> io(static_cast<size_t>(nColls * kPerColl));  // one round's, [run][rank]
   occlConfig_t config = testConfig();
-  config.daemonBlocks = 2;  // the ring of two blocks
+  config.daemonBlocks = run.daemonBlocks;
   CommGroup comms(kRanks, config);
   for (int r = 0; r < kRanks; ++r)
     for (int c = 0; c < nColls; ++c) {
       const occlCollDesc_t d = variableDesc(colls[static_cast<size_t>(c)], r);
       expectOk(occlCollRegister(comms[r], 0x900u + static_cast<uint64_t>(c), &d), comms[r], "register");
     }
+  if (smallForms != nullptr) {
+    *smallForms = 0;
+    for (int c = 0; c < nColls; ++c) {
+      uint64_t bound = 0;
+      const char* algorithm = nullptr;
+      expectOk(occlCollGetSmallForm(comms[0], 0x900u + static_cast<uint64_t>(c), &bound, &algorithm), comms[0],
+               "occlCollGetSmallForm");
+      EXPECT_EQ(bound == 0, algorithm == nullptr);
+      EXPECT_LT(bound, run.maxCount);
+      if (bound != 0) ++*smallForms;
+    }
+  }
   int submitted = 0;
+  const uint32_t seed = run.seed;
   for (int round = 0; round < rounds; ++round) {
     std::vector<Spec> specs;
     for (int c = 0; c < nColls; ++c)
       for (int j = 0; j < kPerColl; ++j) {
-        specs.push_back(submissionSpec(colls[static_cast<size_t>(c)], c, round * kPerColl + j));
+        specs.push_back(submissionSpec(colls[static_cast<size_t>(c)], c, round * kPerColl + j, run.spread));
         io[static_cast<size_t>(c * kPerColl + j)] = prepare(specs.back(), kRanks);
       }
     runRanks(kRanks, [&](int r) {
@@ -130,18 +158,92 @@ int runRandomCounts(int total, uint32_t seed) {
 
 TEST(VariableCountTest, RandomCountsInRandomOrdersOnEveryTypeAreExact) {
   // 1,020 submissions per rank on the host; the simt runs (three lane counts, ThreadSanitizer) 210.
-  const int made = runRandomCounts(onSimt() ? 200 : 1000, 0x5eed);
+  const int made = runRandomCounts({onSimt() ? 200 : 1000, 0x5eed});
   EXPECT_GE(made, onSimt() ? 200 : 1000);
+}
+
+// A maximum large enough that small counts take the small-message form (docs/design.md): on the
+// host's thread ranks (one daemon block) the AllReduce's "direct" under its "peer"; on simt (a
+// kernel backend: parts by size, two daemon blocks) one part where the maximum has two. Counts of
+// every magnitude, so submissions on both sides of each bound interleave on every rank in
+// random orders.
+TEST(VariableCountTest, RandomCountsAcrossTheSmallFormsBoundAreExact) {
+  int smallForms = 0;
+  const int made = runRandomCounts({onSimt() ? 120 : 600, 0xb0b, size_t{1} << 14, onSimt() ? 2 : 1, true}, &smallForms);
+  EXPECT_GE(made, onSimt() ? 120 : 600);
+  EXPECT_GE(smallForms, 1) << "no collective took a small form: the test runs none";
+}
+
+// Which parts a submission runs: a small one its form's one, a large one every part of the
+// maximum's. Each finished task counts one context load and no preemption (occlCollStats_t), so
+// over a run of small and large submissions the loads that are not preemptions are
+// small + large x parts.
+TEST(VariableCountTest, SmallSubmissionsRunOnOnePart) {
+  if (!onSimt()) GTEST_SKIP() << "parts by size are a kernel backend's (the host gives every collective a part per daemon block)";
+  constexpr size_t kMax = size_t{1} << 14;
+  occlConfig_t config = testConfig();
+  config.daemonBlocks = 2;
+  CommGroup comms(kRanks, config);
+  CallbackCounter done[kRanks];
+  std::vector<float> send[kRanks], recv[kRanks];
+  for (int r = 0; r < kRanks; ++r) {
+    occlCollDesc_t d;
+    occlCollDescInit(&d);
+    d.count = kMax;
+    d.variableCount = 1;
+    d.algorithm = "ring";
+    expectOk(occlCollRegister(comms[r], 0xB1, &d), comms[r], "register");
+    send[r].assign(kMax, static_cast<float>(r + 1));
+    recv[r].assign(kMax, -1.0f);
+  }
+  uint64_t bound = 0;
+  const char* algorithm = nullptr;
+  expectOk(occlCollGetSmallForm(comms[0], 0xB1, &bound, &algorithm), comms[0], "occlCollGetSmallForm");
+  ASSERT_GT(bound, 0u);
+  ASSERT_LT(bound, kMax);
+  EXPECT_STREQ(algorithm, "ring");
+  const std::vector<size_t> counts = {1, kMax, bound, bound + 1, 7, kMax - 3, 0, bound / 2};
+  runRanks(kRanks, [&](int r) {
+    for (size_t count : counts)
+      expectOk(occlSubmitCount(comms[r], 0xB1, count, send[r].data(), recv[r].data(), &CallbackCounter::callback,
+                               done[r].arg()),
+               comms[r], "occlSubmitCount");
+    expectOk(occlCommWaitAll(comms[r], 60000), comms[r], "occlCommWaitAll");
+  });
+  size_t small = 0;
+  for (size_t count : counts) small += count <= bound ? 1 : 0;
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(done[r].waitFor(counts.size(), std::chrono::seconds(60)));
+    for (auto [id, status] : done[r].fired()) EXPECT_EQ(status, occlSuccess) << occlGetLastError(comms[r]);
+    occlCollStats_t st;
+    expectOk(occlCollGetStats(comms[r], 0xB1, &st), comms[r], "occlCollGetStats");
+    EXPECT_EQ(st.parts, 2u);
+    EXPECT_EQ(st.contextLoads - st.preemptions, small + (counts.size() - small) * st.parts) << "rank " << r;
+    // Every element was last written by some submission's sum (one had the maximum): 1 + 2 + 3 + 4.
+    for (size_t i = 0; i < kMax; ++i)
+      if (recv[r][i] != 10.0f) {
+        ADD_FAILURE() << "rank " << r << " element " << i << " = " << recv[r][i];
+        break;
+      }
+  }
 }
 
 // Rank 2 submits another count than the others for the second submission of an AllReduce: every
 // rank fails it with occlInvalidUsage, none completes it with data from the other count, the
 // ranks that received from rank 2 name both counts, and the collective stays failed.
-void expectMismatchFailsEverywhere(const char* algorithm, uint64_t collId) {
-  constexpr size_t kMax = 4096;
+struct Disagreement {
+  size_t maxCount = 4096;
+  size_t others = 2000, rank2 = 3000;  // the second submission's counts
+  int daemonBlocks = 0;                // 0: the backend's
+};
+
+void expectMismatchFailsEverywhere(const char* algorithm, uint64_t collId, const Disagreement& how = {}) {
+  const size_t kMax = how.maxCount;
   CallbackCounter done[kRanks];
   std::vector<float> send[kRanks], recv[kRanks];
-  CommGroup comms(kRanks);
+  occlConfig_t config = testConfig();
+  config.daemonBlocks = how.daemonBlocks;
+  CommGroup comms(kRanks, config);
   for (int r = 0; r < kRanks; ++r) {
     occlCollDesc_t d;
     occlCollDescInit(&d);
@@ -157,7 +259,7 @@ void expectMismatchFailsEverywhere(const char* algorithm, uint64_t collId) {
     expectOk(occlSubmitCount(comms[r], collId, 1000, send[r].data(), recv[r].data(), &CallbackCounter::callback,
                              done[r].arg()),
              comms[r], "the agreeing submission");
-    const size_t count = r == 2 ? 3000 : 2000;
+    const size_t count = r == 2 ? how.rank2 : how.others;
     expectOk(occlSubmitCount(comms[r], collId, count, send[r].data(), recv[r].data(), &CallbackCounter::callback,
                              done[r].arg()),
              comms[r], "the disagreeing submission");
@@ -169,10 +271,10 @@ void expectMismatchFailsEverywhere(const char* algorithm, uint64_t collId) {
     EXPECT_EQ(fired[0].second, occlSuccess) << "rank " << r << ": the agreeing submission";
     EXPECT_EQ(fired[1].second, occlInvalidUsage) << "rank " << r << ": the disagreeing submission";
     const std::string why = occlGetLastError(comms[r]);
-    const std::string mine = absl::StrFormat("this rank submitted count %d", r == 2 ? 3000 : 2000);
+    const std::string mine = absl::StrFormat("this rank submitted count %d", r == 2 ? how.rank2 : how.others);
     if (why.find(mine) != std::string::npos) {
       ++named;
-      EXPECT_NE(why.find(absl::StrFormat(" count %d (the collective stays failed", r == 2 ? 2000 : 3000)),
+      EXPECT_NE(why.find(absl::StrFormat(" count %d (the collective stays failed", r == 2 ? how.others : how.rank2)),
                 std::string::npos)
           << why;
     }
@@ -199,6 +301,31 @@ TEST(VariableCountTest, AMismatchFailsOnEveryRankNamingBothCountsRing) { expectM
 TEST(VariableCountTest, AMismatchFailsOnEveryRankNamingBothCountsBuiltIn) { expectMismatchFailsEverywhere(nullptr, 0xA2); }
 
 // A count of 0 on every rank completes at once and touches nothing.
+// Rank 2's count runs the maximum's form and the others' the small-message form (their bound
+// between the two): they meet only on the forms' shared connectors, and still fail everywhere. On
+// the host's thread ranks "peer" against "direct"; on simt a ring of two parts against one.
+TEST(VariableCountTest, AMismatchAcrossTheSmallFormsBoundFailsOnEveryRank) {
+  const Disagreement how = onSimt() ? Disagreement{size_t{1} << 14, 2000, 12000, 2} : Disagreement{4096, 2000, 3000, 1};
+  {
+    occlConfig_t config = testConfig();
+    config.daemonBlocks = how.daemonBlocks;
+    CommGroup comms(kRanks, config);
+    for (int r = 0; r < kRanks; ++r) {
+      occlCollDesc_t d;
+      occlCollDescInit(&d);
+      d.count = how.maxCount;
+      d.variableCount = 1;
+      expectOk(occlCollRegister(comms[r], 0xA4, &d), comms[r], "register");
+    }
+    uint64_t bound = 0;
+    const char* algorithm = nullptr;
+    expectOk(occlCollGetSmallForm(comms[0], 0xA4, &bound, &algorithm), comms[0], "occlCollGetSmallForm");
+    ASSERT_GE(bound, how.others);
+    ASSERT_LT(bound, how.rank2);
+  }
+  expectMismatchFailsEverywhere(nullptr, 0xA3, how);
+}
+
 TEST(VariableCountTest, ZeroCountsCompleteAndTouchNothing) {
   CallbackCounter done[2];
   std::vector<float> buf[2];
