@@ -268,6 +268,11 @@ run_quick() {
     -w 10 --timeline
   # Stream-ordered submission (occlSubmitOnStream) against the plain rows above: same sizes.
   step quick-stream-g1 30 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 1M -f 16 -g 1 -n 100 -w 10 --submit stream
+  # A count per submission under a 1 MiB maximum: small counts take the small-message form (one
+  # part where the maximum has 16); against the timeline rows' own-count registrations.
+  step quick-maxcount-g1 30 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 512K -f 64 -g 1 -n 100 -w 10 --max-count 1M
+  step quick-maxcount-g4 30 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 512K -f 64 -g 4 --devlist 0,0,0,0 -n 100 \
+    -w 10 --max-count 1M
   step quick-allreduce-g1 90 "$BENCH_BIN" allreduce --backend cuda -b 8 -e 256M -f 4 -g 1 -n 10 -w 3 "${nccl[@]}" \
     --json "$OUT/quick-allreduce-g1.json"
   # The 8-bit floats combine element by element on the device (primitives/reduce_copy.hpp): how
