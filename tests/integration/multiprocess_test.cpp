@@ -118,7 +118,8 @@ INSTANTIATE_TEST_SUITE_P(Victims, PeerDeathTest, ::testing::Values(0, 2),
                          [](const ::testing::TestParamInfo<int>& i) { return "rank" + std::to_string(i.param); });
 
 // Buffers from occlMemAlloc (desc.sharedBuffers): four processes run the peer AllReduce on each
-// other's buffers, bit-exact, and a buffer from elsewhere is refused at submission.
+// other's buffers, bit-exact, and a buffer from elsewhere is refused at submission; a variable
+// count's small submissions run direct on the peer program's connectors.
 TEST(MultiProcessTest, AllReduceFourProcessesOnSharedBuffersRunsPeer) {
   std::vector<pid_t> pids = spawnWithUniqueId("shared", 4);
   ASSERT_EQ(pids.size(), 4u);
@@ -385,6 +386,53 @@ void runSharedAllReduces(occlComm_t comm, int rank, int nRanks, bool peersReacha
   ASSERT_EQ(send[8][kInterior - 1], -2.0f) << "the peers wrote before the offset buffer";
 }
 
+// A count per submission on occlMemAlloc buffers (desc.variableCount): the 256 KiB maximum runs
+// the peer AllReduce where every peer can map this rank's buffers, and counts up to direct's
+// bound the small-message form, direct on the peer program's connectors between processes
+// (docs/design.md); where they cannot, the maximum runs the ring, and direct (its bound 192 KiB
+// over the peers) fits the ring's connectors on two ranks only. Counts on both sides of the
+// bound, in flight at once, bit-exact.
+void runSharedVariableAllReduce(occlComm_t comm, int rank, int nRanks, bool peersReachable) {
+  constexpr size_t kMax = size_t{1} << 16;
+  occlCollDesc_t d;
+  occlCollDescInit(&d);
+  d.count = kMax;
+  d.sharedBuffers = 1;
+  d.variableCount = 1;
+  expectOk(occlCollRegister(comm, 0x210, &d), comm, "register the variable count");
+  uint64_t bound = 0;
+  const char* small = nullptr;
+  expectOk(occlCollGetSmallForm(comm, 0x210, &bound, &small), comm, "occlCollGetSmallForm");
+  const size_t directBound =
+      (peersReachable ? size_t{32} << 10 : size_t{192} << 10) / static_cast<size_t>(nRanks - 1) / sizeof(float);
+  if (peersReachable || nRanks == 2) {
+    EXPECT_STREQ(small, "direct");
+    EXPECT_EQ(bound, directBound);
+  } else {
+    EXPECT_EQ(small, nullptr);
+    EXPECT_EQ(bound, 0u);
+  }
+  const size_t counts[] = {5, directBound, kMax, directBound + 1, 0, 700};
+  std::vector<SharedFloats> bufs;
+  CallbackCounter done;
+  for (size_t n : counts) {
+    bufs.push_back(sharedFloats(kMax, -1.0f));
+    for (size_t i = 0; i < n; ++i) bufs.back()[i] = inputValue(rank, i);
+    expectOk(occlSubmitCount(comm, 0x210, n, bufs.back().get(), bufs.back().get(), &CallbackCounter::callback,
+                             done.arg()),
+             comm, "occlSubmitCount");
+  }
+  expectOk(occlCommWaitAll(comm, 60000), comm, "waitAll");
+  ASSERT_EQ(done.fired().size(), std::size(counts));
+  for (const auto& [id, status] : done.fired()) ASSERT_EQ(status, occlSuccess) << occlGetLastError(comm);
+  const float ranksSum = static_cast<float>(nRanks * (nRanks + 1) / 2);
+  for (size_t k = 0; k < std::size(counts); ++k)
+    for (size_t i = 0; i < kMax; ++i) {
+      const float expected = i < counts[k] ? ranksSum * static_cast<float>(i % 7 + 1) : -1.0f;
+      ASSERT_EQ(std::memcmp(&bufs[k][i], &expected, sizeof(float)), 0) << "count " << counts[k] << " element " << i;
+    }
+}
+
 // See ADevShmTooSmallFailsTheRegistrationNotTheProcess.
 void registerAllReduceTooLargeForDevShm(occlComm_t comm, int rank, int nRanks) {
   occlCollDesc_t small, large;
@@ -596,6 +644,7 @@ TEST(MultiProcessChild, DISABLED_Entry) {
     finish(comm);
   } else if (s == "shared") {
     runSharedAllReduces(comm, rank, nRanks);
+    runSharedVariableAllReduce(comm, rank, nRanks, /*peersReachable=*/true);
     finish(comm);
   } else if (s == "smallshm") {
     registerAllReduceTooLargeForDevShm(comm, rank, nRanks);
@@ -620,6 +669,7 @@ TEST(MultiProcessChild, DISABLED_Entry) {
       }
     }
     runSharedAllReduces(comm, rank, nRanks, /*peersReachable=*/false);
+    runSharedVariableAllReduce(comm, rank, nRanks, /*peersReachable=*/false);
     finish(comm);
   } else if (s == "fault") {
     if (rank == envInt("OCCL_MP_VICTIM", -1)) {
