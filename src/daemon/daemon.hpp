@@ -167,10 +167,11 @@ OCCL_HD inline bool finishTask(const DaemonEnv& env, BlockState& bs, const CollD
   wroteCqe = false;
   if (!exec::isLeader()) return false;
   using atomics::Scope;  // CollShared is daemon memory (docs/design.md, Memory scopes)
-  // The last of its parts to finish the submission publishes it: its form's parts
-  // (ProgramForm::nParts). A form of one part (daemonParts: block 0 runs it, on every backend)
-  // needs no count.
-  const uint32_t parts = d.forms[task.form].nParts;
+  // The last of its parts to finish the submission publishes it: its form's parts (every part
+  // but for the small form: ProgramForm::nParts; a look at the small form's alone, where the
+  // kernel at its register cap spills for a form looked up by index). A form of one part
+  // (daemonParts: block 0 runs it, on every backend) needs no count.
+  const uint32_t parts = task.form == kFormSmall ? d.forms[kFormSmall].nParts : d.nBlocks;
   if (parts > 1) {
     uint32_t* counter = &d.shared->finished[windowSlot(task.seq, d.inflightWindow)];
     if (atomics::fetchAdd<Scope::Device>(counter, 1u) + 1 != parts) return false;
@@ -203,8 +204,10 @@ inline constexpr uint64_t kPeerDrainProcessesNs = 200'000'000;
 // Records a failure so every block of this rank and every peer reached by a connector fails the
 // collective too (Gloo's fail-fast), instead of waiting for its own timeout. Peers see a
 // registration mismatch and a timeout as what they are (a hung rank makes every other rank's
-// copy time out, whichever deadline passes first); any other failure as occlRemoteError.
-OCCL_HD inline void failCollective(const CollDesc& d, int part, uint64_t seq, uint32_t code) {
+// copy time out, whichever deadline passes first); any other failure as occlRemoteError. Out of
+// line: a failure path, whose loops over the forms cost the kernel's tile loop spills inlined
+// (tools/gpu/daemon_kernel_resources.txt).
+OCCL_HD OCCL_NOINLINE inline void failCollective(const CollDesc& d, int part, uint64_t seq, uint32_t code) {
   if (!exec::isLeader()) return;
   uint32_t expected = 0;
   atomics::compareExchange<atomics::Scope::Device>(&d.shared->failStatus, expected, code);
@@ -238,8 +241,9 @@ OCCL_HD inline void failCollective(const CollDesc& d, int part, uint64_t seq, ui
 // the one after its last. Only the block that owns the part (daemonParts) queues its tasks, so the
 // part's next submission is either among them or not taken from the SQ yet; in the second case
 // pollSubmissions sets the context when it arrives (a part with no task queued is idle: its
-// last submission finished). Leader only; a scan of the queue, for such collectives alone.
-OCCL_HD inline uint64_t nextOnPart(const BlockState& bs, uint32_t collIndex, uint32_t part, uint32_t skip, uint64_t none) {
+// last submission finished). Leader only; a scan of the queue, for such collectives alone, and
+// out of line, so that the kernel's other paths keep their registers.
+OCCL_HD OCCL_NOINLINE inline uint64_t nextOnPart(const BlockState& bs, uint32_t collIndex, uint32_t part, uint32_t skip, uint64_t none) {
   uint64_t next = none;
   bool found = false;
   for (uint32_t i = 0; i < bs.nTasks; ++i) {
@@ -249,6 +253,14 @@ OCCL_HD inline uint64_t nextOnPart(const BlockState& bs, uint32_t collIndex, uin
     found = true;
   }
   return next;
+}
+
+// pollSubmissions, for a collective with a small form: part `part` starts at submission `seq` if
+// it is idle (no task of it queued). Leader only.
+OCCL_HD OCCL_NOINLINE inline void startIfIdle(const BlockState& bs, const CollDesc& d, uint32_t collIndex, uint32_t part,
+                                             uint64_t seq) {
+  if (nextOnPart(bs, collIndex, part, bs.nTasks, ~uint64_t{0}) == ~uint64_t{0})
+    d.contexts[part] = BlockContext{seq, 0, 0, 0, 0, 0};
 }
 
 // One clock read for what happens with no work in between: on the host a read costs about a
@@ -411,11 +423,7 @@ OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int bl
       const uint32_t part = static_cast<uint32_t>(block) + i * env.nBlocks;
       const uint16_t gate = (e.flags & kSqeGated) ? kGateClosed : kGateNone;
       // An idle part of a collective whose parts skip submissions starts at this one (nextOnPart).
-      if (d->smallCount != 0)
-        leaderUpdate([&] {
-          if (nextOnPart(bs, e.collIndex, part, bs.nTasks, ~uint64_t{0}) == ~uint64_t{0})
-            d->contexts[part] = BlockContext{e.seq, 0, 0, 0, 0, 0};
-        });
+      if (d->smallCount != 0) leaderUpdate([&] { startIfIdle(bs, *d, e.collIndex, part, e.seq); });
       TaskEntry t{e.collIndex, env.policy.order == occlOrderPriority ? d->priority : 0, e.seq, e.sendbuf, e.recvbuf,
                   clock.now(), static_cast<uint16_t>(form), gate, part, d->collId, e.count};
       insertTask(bs, t, env.policy.order);
