@@ -16,7 +16,9 @@ Buffers are torch CPU tensors or C-contiguous objects with the buffer protocol (
 bytearray, memoryview); they stay referenced until their callback has fired. Failures raise
 occl.OcclError (a RuntimeError) carrying occl's message and code. A shape that changes every step
 needs one registration: ``register(..., variable_count=True)`` takes the count as a maximum, and
-``submit(..., count=n)`` runs n elements (the same n on every rank for the same run). Per-peer
+``submit(..., count=n)`` runs n elements (the same n on every rank for the same run); small n run
+the program of their own size where it fits the maximum's connectors (``comm.small_form(id)``
+says which, up to what count). Per-peer
 counts (an MoE token exchange) take a v-collective: ``register(..., vector_counts=True)`` and
 ``submit_v(id, send, recv, send_counts=..., recv_counts=...)``. The torch.distributed backend is
 occl.torch (import it to register "occl").
