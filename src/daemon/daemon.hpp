@@ -177,6 +177,8 @@ OCCL_HD inline bool finishTask(const DaemonEnv& env, BlockState& bs, const CollD
     if (atomics::fetchAdd<Scope::Device>(counter, 1u) + 1 != parts) return false;
     atomics::storeRelaxed<Scope::Device>(counter, 0u);
   }
+  // A change of form waits for this (kSqeBarrier); only collectives with a small form change.
+  if (d.smallCount != 0) atomics::storeRelease<Scope::Device>(&d.shared->doneThrough, task.seq + 1);
   uint32_t sticky = atomics::loadAcquire<Scope::Device>(&d.shared->failStatus);
   uint64_t word = cqe::pack(d.collIndex, status != 0 ? status : sticky, task.seq);
   // A stream waiting for this submission (device/gate.hpp) goes on once every part is done,
@@ -304,6 +306,17 @@ OCCL_HD OCCL_NOINLINE inline bool gateOpened(const DaemonEnv& env, BlockState& b
   return true;
 }
 
+// Whether every submission of `d` before task `position`'s has completed (kSqeBarrier: its form
+// differs from its predecessor's, CollShared::doneThrough). Once they have, the task stops
+// looking. Out of line, as gateOpened.
+OCCL_HD OCCL_NOINLINE inline bool earlierCompleted(BlockState& bs, uint32_t position, const CollDesc& d) {
+  const uint64_t seq = bs.tasks[position].seq;
+  const bool done = exec::broadcastFromLeader(
+      [&] { return atomics::loadAcquire<atomics::Scope::Device>(&d.shared->doneThrough) >= seq; });
+  if (done) leaderUpdate([&] { bs.tasks[position].barrier = 0; });
+  return done;
+}
+
 // A v-collective's first try of submission `seq` on part `part`: the lanes copy the submission's
 // table of blocks from its window slot (shared memory, written by the host before the SQE) into the
 // part's cache in daemon memory (device/vec_table.hpp), which every later try reads.
@@ -326,6 +339,7 @@ OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uin
   const int part = static_cast<int>(task.part);
   BlockContext* saved = &d.contexts[part];
   if (saved->seq != task.seq) return false;  // an earlier submission of this collective runs first
+  if (task.barrier && !earlierCompleted(bs, position, d)) return false;  // of the other form: all first
 
   const BlockContext loaded = *saved;
   BlockContext ctx = loaded;
@@ -425,7 +439,8 @@ OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int bl
       // An idle part of a collective whose parts skip submissions starts at this one (nextOnPart).
       if (d->smallCount != 0) leaderUpdate([&] { startIfIdle(bs, *d, e.collIndex, part, e.seq); });
       TaskEntry t{e.collIndex, env.policy.order == occlOrderPriority ? d->priority : 0, e.seq, e.sendbuf, e.recvbuf,
-                  clock.now(), static_cast<uint16_t>(form), gate, part, d->collId, e.count};
+                  clock.now(), static_cast<uint8_t>(form), static_cast<uint8_t>((e.flags & kSqeBarrier) ? 1 : 0),
+                  gate, part, d->collId, e.count};
       insertTask(bs, t, env.policy.order);
     }
     leaderUpdate([&] {

@@ -28,7 +28,8 @@ struct TaskEntry {
   uint64_t sendbuf;
   uint64_t recvbuf;
   uint64_t popNs;  // when this block took it from the SQ (its own clock)
-  uint16_t form;   // kFormOutOfPlace, kFormInPlace or kFormSmall: which ProgramForm runs it
+  uint8_t form;    // kFormOutOfPlace, kFormInPlace or kFormSmall: which ProgramForm runs it
+  uint8_t barrier; // 1: waits for every earlier submission of its collective (kSqeBarrier), 0 once they completed
   uint16_t gate;   // GateState (device/gate.hpp)
   uint32_t part;   // the program block this task runs (daemonParts(): part % daemon blocks == block)
   uint64_t collId; // the user's id, the same on every rank (the agreed order's tie-break)

@@ -61,6 +61,13 @@ struct alignas(64) CollShared {
   // block that set failedWhere to it, right after (the host reads them once the failed CQE is in).
   uint64_t mismatchOwnCount;
   uint64_t mismatchPeerCount;
+  // Submissions before this one have all completed (their CQE published), for a collective with a
+  // small form (CollDesc::smallCount). A submission whose form differs from its predecessor's
+  // (kSqeBarrier) starts once this reaches its seq: a small submission's part 0 covers the whole
+  // buffer, where the large form's parts cover pieces of it, so the two forms' submissions on the
+  // same buffers would otherwise overlap. Completions come in seq order as long as every change of
+  // form waits (a form's parts each run its submissions in order), so the stores rise.
+  uint64_t doneThrough;
 };
 static_assert(sizeof(CollShared) == 832, "CollShared layout is shared by host and device");
 static_assert(offsetof(CollShared, failStatus) % 8 == 0 && offsetof(CollShared, failedWhere) == offsetof(CollShared, failStatus) + 4,

@@ -125,7 +125,21 @@ class Collective {
   // The release also publishes the submission's callback slot, written just before, to the
   // thread that handles its CQE (which reads nextSeq() first: Comm::processCqe).
   void noteSubmitted() { addSubmitted(1); }
-  void undoSubmitted() { addSubmitted(~uint64_t{0}); }  // - 1
+  // A submission taken back after a failed push: the form of the one before it is no longer
+  // known, so the next submission waits for the earlier ones (changesForm).
+  void undoSubmitted() {
+    addSubmitted(~uint64_t{0});  // - 1
+    lastForm_ = LastForm::Unknown;
+  }
+  // Whether a submission of this form class (small or not) differs from the one before it, which
+  // makes it wait for every earlier submission to complete (kSqeBarrier, CollShared::doneThrough);
+  // records it as the last. Only a collective with a small form has two.
+  bool changesForm(bool small) {
+    const LastForm now = small ? LastForm::Small : LastForm::Large;
+    const bool changes = lastForm_ != now;
+    lastForm_ = now;
+    return changes;
+  }
   uint64_t inFlight() const { return nextSeq() - completedSeq_.load(std::memory_order_acquire); }
   // Comm::submitGroup's count of this collective's entries checked so far in the group it is
   // checking (under the submit lock; 0 outside that check).
@@ -243,6 +257,10 @@ class Collective {
   BufferExtents computeExtents(uint64_t count) const;
   BufferExtents registeredExtents_{};
   std::atomic<uint64_t> nextSeq_{0};
+  // The form class of the last submission queued (changesForm), under the submit lock. Unknown at
+  // first: the first submission's wait costs one look, since nothing is before it.
+  enum class LastForm : uint8_t { Unknown, Small, Large };
+  LastForm lastForm_ = LastForm::Unknown;
   std::atomic<uint64_t> completedSeq_{0};
   std::atomic<uint64_t> submissions_{0};
   std::array<CallbackSlot, kMaxInflightPerColl> callbacks_{};

@@ -229,9 +229,12 @@ SqeView Comm::prepareEntry(const Checked& entry, const void* sendbuf, void* recv
   // A v-collective's blocks, like the callback, are in place before the SQE that names them.
   if (c.vectorCounts()) c.writeVecTable(seq, vecScratch_);  // checkEntry's, under the same lock
   // A variable count's small submission runs the small form, on its parts alone.
+  // A change between it and the large form waits for the earlier submissions (CollShared::doneThrough).
   const bool small = c.variableCount() && c.runsSmall(entry.count);
-  const uint16_t flags = static_cast<uint16_t>((entry.inPlace ? kSqeInPlace : kSqeSubmit) |
-                                               (start == Start::Now ? 0 : kSqeGated) | (small ? kSqeSmall : 0));
+  const bool barrier = c.smallCount() != 0 && c.changesForm(small);
+  const uint16_t flags =
+      static_cast<uint16_t>((entry.inPlace ? kSqeInPlace : kSqeSubmit) | (start == Start::Now ? 0 : kSqeGated) |
+                            (small ? kSqeSmall : 0) | (barrier ? kSqeBarrier : 0));
   c.noteSubmitted();
   return SqeView{flags, small ? c.smallParts() : c.nParts(), c.index(), seq, reinterpret_cast<uint64_t>(sendbuf),
                  reinterpret_cast<uint64_t>(recvbuf), c.variableCount() ? entry.count : 0};

@@ -34,6 +34,7 @@ enum SqeFlags : uint16_t {
   kSqeReport = 1u << 2,   // the producer asks each consumer to report its cursor once it has copied this entry
   kSqeGated = 1u << 3,    // the submission starts once its gate is open (device/gate.hpp)
   kSqeSmall = 1u << 4,    // a variable count's small submission: run the small form (CollDesc::smallCount)
+  kSqeBarrier = 1u << 5,  // starts once every earlier submission of its collective completed (CollShared::doneThrough)
 };
 
 // What an entry says; the producer writes it, a consumer copies it. The fields are wider than what

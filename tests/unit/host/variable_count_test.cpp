@@ -230,6 +230,56 @@ TEST(VariableCountTest, SmallSubmissionsRunTheSmallFormsParts) {
   }
 }
 
+// In-place AllReduces of one buffer chained without waiting, their counts alternating between the
+// small form and the maximum's: each submission must see the whole of the one before it, though
+// the small form's part covers the buffer where the maximum's parts cover pieces of it (a change
+// of form waits for the earlier submissions: kSqeBarrier). Rank r starts at r + 1, so an element
+// that k submissions reduced holds 10 * 4^(k-1), exact in any order.
+TEST(VariableCountTest, ChainedInPlaceCountsAcrossTheSmallFormsBoundAreExact) {
+  const bool kernel = onSimt();
+  constexpr size_t kMax = size_t{1} << 14;
+  occlConfig_t config = testConfig();
+  config.daemonBlocks = kernel ? 2 : 1;
+  CommGroup comms(kRanks, config);
+  CallbackCounter done[kRanks];
+  std::vector<float> buf[kRanks];
+  for (int r = 0; r < kRanks; ++r) {
+    occlCollDesc_t d;
+    occlCollDescInit(&d);
+    d.count = kMax;
+    d.variableCount = 1;
+    d.algorithm = kernel ? "ring" : nullptr;
+    expectOk(occlCollRegister(comms[r], 0xB3, &d), comms[r], "register");
+    buf[r].assign(kMax, static_cast<float>(r + 1));
+  }
+  uint64_t bound = 0;
+  const char* algorithm = nullptr;
+  expectOk(occlCollGetSmallForm(comms[0], 0xB3, &bound, &algorithm), comms[0], "occlCollGetSmallForm");
+  ASSERT_GT(bound, 1u);
+  ASSERT_LT(bound, kMax);
+  const std::vector<size_t> counts = {kMax, bound, kMax - 5, 1, kMax, bound / 2, bound + 1, bound, kMax};
+  runRanks(kRanks, [&](int r) {
+    for (size_t count : counts)
+      expectOk(occlSubmitCount(comms[r], 0xB3, count, buf[r].data(), buf[r].data(), &CallbackCounter::callback,
+                               done[r].arg()),
+               comms[r], "occlSubmitCount");
+    expectOk(occlCommWaitAll(comms[r], 60000), comms[r], "occlCommWaitAll");
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(done[r].waitFor(counts.size(), std::chrono::seconds(60)));
+    for (auto [id, status] : done[r].fired()) EXPECT_EQ(status, occlSuccess) << occlGetLastError(comms[r]);
+    for (size_t i = 0; i < kMax; ++i) {
+      int reduced = 0;
+      for (size_t count : counts) reduced += i < count ? 1 : 0;
+      const float want = reduced == 0 ? static_cast<float>(r + 1) : 10.0f * static_cast<float>(1u << (2 * (reduced - 1)));
+      if (buf[r][i] != want) {
+        ADD_FAILURE() << "rank " << r << " element " << i << " = " << buf[r][i] << ", want " << want;
+        break;
+      }
+    }
+  }
+}
+
 // Rank 2 submits another count than the others for the second submission of an AllReduce: every
 // rank fails it with occlInvalidUsage, none completes it with data from the other count, the
 // ranks that received from rank 2 name both counts, and the collective stays failed.
