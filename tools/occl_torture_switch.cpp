@@ -52,7 +52,7 @@ class SwitchProbe {
     d.inflightWindow = 1;
     pages_[0] = page_.data();
     task_ = TaskEntry{0, 0, 0, reinterpret_cast<uint64_t>(input_.data()), reinterpret_cast<uint64_t>(output_.data()), 0,
-                      kFormOutOfPlace, 0, kGateNone, 0, 0, 0};
+                      kFormOutOfPlace, kGateNone, 0, 0, 0, 0};
     block_.tasks = &task_;
     block_.capacity = 1;
     block_.nTasks = 1;

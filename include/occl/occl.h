@@ -367,7 +367,9 @@ occlResult_t occlCollGetAlgorithm(occlComm_t comm, uint64_t collId, int inPlace,
  * submissions, those of at most *maxCount elements, with another built-in algorithm than its
  * maximum's (the small-message form: on a GPU fewer parts, on the host "direct" where the maximum
  * takes "peer"), on the same connectors. Its name, or *maxCount = 0 and *algorithm = NULL where
- * every submission runs occlCollGetAlgorithm's. The string stays valid while collId is registered. */
+ * every submission runs occlCollGetAlgorithm's. The string stays valid while collId is registered.
+ * Submissions in flight stay ordered on their buffers: one on the other side of *maxCount from
+ * the submission before it starts once the collective's earlier submissions have completed. */
 occlResult_t occlCollGetSmallForm(occlComm_t comm, uint64_t collId, uint64_t* maxCount, const char** algorithm);
 
 /*

@@ -309,8 +309,9 @@ OCCL_HD OCCL_NOINLINE inline bool gateOpened(const DaemonEnv& env, BlockState& b
 // Whether every submission of `d` before task `position`'s has completed (kSqeBarrier: its form
 // differs from its predecessor's, CollShared::doneThrough). Once they have, the task stops
 // looking. Out of line, as gateOpened.
-OCCL_HD OCCL_NOINLINE inline bool earlierCompleted(BlockState& bs, uint32_t position, const CollDesc& d) {
+OCCL_HD OCCL_NOINLINE inline bool earlierCompleted(const DaemonEnv& env, BlockState& bs, uint32_t position) {
   const uint64_t seq = bs.tasks[position].seq;
+  const CollDesc& d = *env.colls.get(bs.tasks[position].collIndex);
   const bool done = exec::broadcastFromLeader(
       [&] { return atomics::loadAcquire<atomics::Scope::Device>(&d.shared->doneThrough) >= seq; });
   if (done) leaderUpdate([&] { bs.tasks[position].barrier = 0; });
@@ -334,12 +335,12 @@ OCCL_HD OCCL_NOINLINE inline void copyVecTable(const CollDesc& d, int part, uint
 OCCL_HD inline bool tryTask(const DaemonEnv& env, BlockState& bs, int block, uint32_t position, bool& progressed,
                             bool& yielded, PassClock& clock) {
   if (bs.tasks[position].gate == kGateClosed && !gateOpened(env, bs, position, clock.now())) return false;
+  if (bs.tasks[position].barrier && !earlierCompleted(env, bs, position)) return false;  // of the other form: all first
   const TaskEntry task = bs.tasks[position];
   const CollDesc& d = *env.colls.get(task.collIndex);
   const int part = static_cast<int>(task.part);
   BlockContext* saved = &d.contexts[part];
   if (saved->seq != task.seq) return false;  // an earlier submission of this collective runs first
-  if (task.barrier && !earlierCompleted(bs, position, d)) return false;  // of the other form: all first
 
   const BlockContext loaded = *saved;
   BlockContext ctx = loaded;
@@ -439,8 +440,8 @@ OCCL_HD inline bool pollSubmissions(const DaemonEnv& env, BlockState& bs, int bl
       // An idle part of a collective whose parts skip submissions starts at this one (nextOnPart).
       if (d->smallCount != 0) leaderUpdate([&] { startIfIdle(bs, *d, e.collIndex, part, e.seq); });
       TaskEntry t{e.collIndex, env.policy.order == occlOrderPriority ? d->priority : 0, e.seq, e.sendbuf, e.recvbuf,
-                  clock.now(), static_cast<uint8_t>(form), static_cast<uint8_t>((e.flags & kSqeBarrier) ? 1 : 0),
-                  gate, part, d->collId, e.count};
+                  clock.now(), static_cast<uint16_t>(form), gate, static_cast<uint16_t>(part),
+                  static_cast<uint16_t>((e.flags & kSqeBarrier) ? 1 : 0), d->collId, e.count};
       insertTask(bs, t, env.policy.order);
     }
     leaderUpdate([&] {

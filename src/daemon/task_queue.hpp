@@ -28,10 +28,10 @@ struct TaskEntry {
   uint64_t sendbuf;
   uint64_t recvbuf;
   uint64_t popNs;  // when this block took it from the SQ (its own clock)
-  uint8_t form;    // kFormOutOfPlace, kFormInPlace or kFormSmall: which ProgramForm runs it
-  uint8_t barrier; // 1: waits for every earlier submission of its collective (kSqeBarrier), 0 once they completed
+  uint16_t form;   // kFormOutOfPlace, kFormInPlace or kFormSmall: which ProgramForm runs it
   uint16_t gate;   // GateState (device/gate.hpp)
-  uint32_t part;   // the program block this task runs (daemonParts(): part % daemon blocks == block)
+  uint16_t part;   // the program block this task runs (daemonParts(): part % daemon blocks == block)
+  uint16_t barrier;  // 1: waits for every earlier submission of its collective (kSqeBarrier), 0 once they completed
   uint64_t collId; // the user's id, the same on every rank (the agreed order's tie-break)
   uint64_t count;  // the submission's count where the collective's varies (SqeView::count)
 };
