@@ -84,7 +84,9 @@ class DaemonRig {
   Connector a, b;
   std::vector<float> output = std::vector<float>(kChunks * kChunkElems, -1.0f);
 
-  DaemonRig() {
+  // `smallForm`: the collective has a small form (CollDesc::smallCount), so its submissions may
+  // carry kSqeBarrier, and two may be in flight.
+  explicit DaemonRig(bool smallForm = false) : smallForm_(smallForm) {
     steps0_[0] = DeviceStep{StepOp::Nop, BufKind::Input, BufKind::Output, 0, 0, 0, 1, 1, 0, kNoConnector, kNoConnector};
     steps0_[1] = DeviceStep{StepOp::Recv, BufKind::Input, BufKind::Output, 0, 0, 0, 2, -1, 0, kNoConnector, 0};
     steps1_[0] = DeviceStep{StepOp::Recv, BufKind::Input, BufKind::Output, kStepHasDep, 0, 2, 1, -1, 0, kNoConnector, 0};
@@ -111,13 +113,14 @@ class DaemonRig {
 
   // Publishes submission 0 and lets both blocks take it, so that each later pass of a block is
   // exactly one try of it (the pass that takes an SQE counts the arrival as progress).
-  void submitAndTake() {
+  // Submission `seq` (SQ ticket `seq`), with `flags`.
+  void submitAndTake(uint64_t seq = 0, uint16_t flags = kSqeSubmit) {
     uint64_t limit = 0;
-    ASSERT_TRUE(env_.sq.tryPush(0, SqeView{kSqeSubmit, 2, 0, 0, 0, reinterpret_cast<uint64_t>(output.data()), 0}, limit));
+    ASSERT_TRUE(env_.sq.tryPush(seq, SqeView{flags, 2, 0, seq, 0, reinterpret_cast<uint64_t>(output.data()), 0}, limit));
     for (int blk = 0; blk < 2; ++blk) {
       PassClock clock;
       ASSERT_TRUE(pollSubmissions(env_, blocks_[blk], blk, clock));
-      ASSERT_EQ(blocks_[blk].nTasks, 1u);
+      ASSERT_EQ(blocks_[blk].nTasks, seq + 1);
     }
   }
   void publishExit(uint64_t ticket) {
@@ -161,10 +164,12 @@ class DaemonRig {
     d.shared = &shared_;
     d.contexts = contexts_;
     d.stats = stats_;
-    d.inflightWindow = 1;
+    d.inflightWindow = smallForm_ ? 2 : 1;
+    d.smallCount = smallForm_ ? 1 : 0;  // its small form itself is not needed here
     return d;
   }
 
+  bool smallForm_;
   DeviceStep steps0_[2]{};
   DeviceStep steps1_[1]{};
   FifoHandle recvs_[2]{};
@@ -247,6 +252,31 @@ TEST(DaemonTryTest, DirtyAndProgressedAreSeparateThroughOneSubmission) {
   EXPECT_EQ(rig.cqe(), cqe::pack(0, occlSuccess, 0));
 
   EXPECT_EQ(rig.output, outputOfChunks123());
+}
+
+// A submission whose form differs from its predecessor's (kSqeBarrier) starts only once every
+// earlier submission of its collective completed, even where its own part is free to run: block 1
+// is done with submission 0 and its connector already holds submission 1's chunk, yet it waits
+// until block 0 has finished submission 0 too.
+TEST(DaemonTryTest, ABarrierSubmissionWaitsForEveryEarlierOneToComplete) {
+  DaemonRig rig(/*smallForm=*/true);
+  ASSERT_NO_FATAL_FAILURE(rig.submitAndTake(0));
+  ASSERT_NO_FATAL_FAILURE(rig.submitAndTake(1, kSqeBarrier));
+  ASSERT_NO_FATAL_FAILURE(rig.b.sendChunkOf(3.0f));
+  ASSERT_NO_FATAL_FAILURE(rig.b.sendChunkOf(4.0f));
+  EXPECT_TRUE(rig.pass(1).progressed);  // submission 0's part; submission 1's is not tried
+  EXPECT_EQ(rig.counters(1), (Counters{0, 1, 0}));
+  EXPECT_FALSE(rig.pass(1).progressed);
+  EXPECT_EQ(rig.counters(1), (Counters{0, 1, 0}));
+  EXPECT_EQ(rig.output[2 * kChunkElems], 3.0f);
+
+  ASSERT_NO_FATAL_FAILURE(rig.a.sendChunkOf(1.0f));
+  ASSERT_NO_FATAL_FAILURE(rig.a.sendChunkOf(2.0f));
+  EXPECT_TRUE(rig.pass(0).progressed);  // submission 0 completes: its CQE
+  EXPECT_EQ(rig.cqesPublished(), 1u);
+  EXPECT_TRUE(rig.pass(1).progressed);  // now submission 1's part runs
+  EXPECT_EQ(rig.counters(1), (Counters{0, 2, 0}));
+  EXPECT_EQ(rig.output[2 * kChunkElems], 4.0f);
 }
 
 // A failure is one outcome on every rank. The peer sends every chunk this rank needs and then
