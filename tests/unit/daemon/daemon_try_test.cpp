@@ -111,9 +111,9 @@ class DaemonRig {
     env_.hostAbortFlag = &abortFlag_;
   }
 
-  // Publishes submission 0 and lets both blocks take it, so that each later pass of a block is
-  // exactly one try of it (the pass that takes an SQE counts the arrival as progress).
-  // Submission `seq` (SQ ticket `seq`), with `flags`.
+  // Publishes submission `seq` (at SQ ticket `seq`, with `flags`) and lets both blocks take it, so
+  // that each later pass of a block is exactly one try of each task it holds (the pass that takes
+  // an SQE counts the arrival as progress).
   void submitAndTake(uint64_t seq = 0, uint16_t flags = kSqeSubmit) {
     uint64_t limit = 0;
     ASSERT_TRUE(env_.sq.tryPush(seq, SqeView{flags, 2, 0, seq, 0, reinterpret_cast<uint64_t>(output.data()), 0}, limit));

@@ -180,46 +180,75 @@ TEST(VariableCountTest, RandomCountsAcrossTheSmallFormsBoundAreExact) {
 // small + large x parts. On simt (a kernel backend: parts by size) a ring of two parts with a small
 // form of one; on the host (a part per daemon block, one here) peer with direct under it, one part
 // each.
-TEST(VariableCountTest, SmallSubmissionsRunTheSmallFormsParts) {
+// kRanks ranks with one float AllReduce of at most kMax registered with desc.variableCount (on
+// simt the ring on two daemon blocks, whose small form has one part; on the host the built-in
+// choice on one block, peer with direct under it), its small form's bound and algorithm.
+class SmallFormRig {
+ public:
+  static constexpr size_t kMax = size_t{1} << 14;
   const bool kernel = onSimt();
-  constexpr size_t kMax = size_t{1} << 14;
-  occlConfig_t config = testConfig();
-  config.daemonBlocks = kernel ? 2 : 1;
-  CommGroup comms(kRanks, config);
+  CommGroup comms{kRanks, configFor(kernel)};
   CallbackCounter done[kRanks];
+  uint64_t bound = 0;
+  const char* algorithm = nullptr;
+
+  explicit SmallFormRig(uint64_t collId) : collId_(collId) {
+    for (int r = 0; r < kRanks; ++r) {
+      occlCollDesc_t d;
+      occlCollDescInit(&d);
+      d.count = kMax;
+      d.variableCount = 1;
+      d.algorithm = kernel ? "ring" : nullptr;
+      expectOk(occlCollRegister(comms[r], collId_, &d), comms[r], "register");
+    }
+    expectOk(occlCollGetSmallForm(comms[0], collId_, &bound, &algorithm), comms[0], "occlCollGetSmallForm");
+  }
+  // Every rank submits `counts` in order, all in flight, from send[r] into recv[r], and waits.
+  void submitAll(const std::vector<size_t>& counts, std::vector<float>* send, std::vector<float>* recv) {
+    runRanks(kRanks, [&](int r) {
+      for (size_t count : counts)
+        expectOk(occlSubmitCount(comms[r], collId_, count, send[r].data(), recv[r].data(), &CallbackCounter::callback,
+                                 done[r].arg()),
+                 comms[r], "occlSubmitCount");
+      expectOk(occlCommWaitAll(comms[r], 60000), comms[r], "occlCommWaitAll");
+    });
+  }
+  // Rank r's `n` callbacks fired, each with success.
+  void expectSucceeded(int r, size_t n) {
+    ASSERT_TRUE(done[r].waitFor(n, std::chrono::seconds(60)));
+    for (auto [id, status] : done[r].fired()) EXPECT_EQ(status, occlSuccess) << occlGetLastError(comms[r]);
+  }
+
+ private:
+  static occlConfig_t configFor(bool kernel) {
+    occlConfig_t config = testConfig();
+    config.daemonBlocks = kernel ? 2 : 1;
+    return config;
+  }
+  uint64_t collId_;
+};
+
+TEST(VariableCountTest, SmallSubmissionsRunTheSmallFormsParts) {
+  SmallFormRig rig(0xB1);
+  constexpr size_t kMax = SmallFormRig::kMax;
   std::vector<float> send[kRanks], recv[kRanks];
   for (int r = 0; r < kRanks; ++r) {
-    occlCollDesc_t d;
-    occlCollDescInit(&d);
-    d.count = kMax;
-    d.variableCount = 1;
-    d.algorithm = kernel ? "ring" : nullptr;
-    expectOk(occlCollRegister(comms[r], 0xB1, &d), comms[r], "register");
     send[r].assign(kMax, static_cast<float>(r + 1));
     recv[r].assign(kMax, -1.0f);
   }
-  uint64_t bound = 0;
-  const char* algorithm = nullptr;
-  expectOk(occlCollGetSmallForm(comms[0], 0xB1, &bound, &algorithm), comms[0], "occlCollGetSmallForm");
+  const uint64_t bound = rig.bound;
   ASSERT_GT(bound, 0u);
   ASSERT_LT(bound, kMax);
-  EXPECT_STREQ(algorithm, kernel ? "ring" : "direct");
+  EXPECT_STREQ(rig.algorithm, rig.kernel ? "ring" : "direct");
   const std::vector<size_t> counts = {1, kMax, bound, bound + 1, 7, kMax - 3, 0, bound / 2};
-  runRanks(kRanks, [&](int r) {
-    for (size_t count : counts)
-      expectOk(occlSubmitCount(comms[r], 0xB1, count, send[r].data(), recv[r].data(), &CallbackCounter::callback,
-                               done[r].arg()),
-               comms[r], "occlSubmitCount");
-    expectOk(occlCommWaitAll(comms[r], 60000), comms[r], "occlCommWaitAll");
-  });
+  rig.submitAll(counts, send, recv);
   size_t small = 0;
   for (size_t count : counts) small += count <= bound ? 1 : 0;
   for (int r = 0; r < kRanks; ++r) {
-    ASSERT_TRUE(done[r].waitFor(counts.size(), std::chrono::seconds(60)));
-    for (auto [id, status] : done[r].fired()) EXPECT_EQ(status, occlSuccess) << occlGetLastError(comms[r]);
+    ASSERT_NO_FATAL_FAILURE(rig.expectSucceeded(r, counts.size()));
     occlCollStats_t st;
-    expectOk(occlCollGetStats(comms[r], 0xB1, &st), comms[r], "occlCollGetStats");
-    EXPECT_EQ(st.parts, kernel ? 2u : 1u);
+    expectOk(occlCollGetStats(rig.comms[r], 0xB1, &st), rig.comms[r], "occlCollGetStats");
+    EXPECT_EQ(st.parts, rig.kernel ? 2u : 1u);
     EXPECT_EQ(st.contextLoads - st.preemptions, small + (counts.size() - small) * st.parts) << "rank " << r;
     // Every element was last written by some submission's sum (one had the maximum): 1 + 2 + 3 + 4.
     for (size_t i = 0; i < kMax; ++i)
@@ -236,38 +265,17 @@ TEST(VariableCountTest, SmallSubmissionsRunTheSmallFormsParts) {
 // of form waits for the earlier submissions: kSqeBarrier). Rank r starts at r + 1, so an element
 // that k submissions reduced holds 10 * 4^(k-1), exact in any order.
 TEST(VariableCountTest, ChainedInPlaceCountsAcrossTheSmallFormsBoundAreExact) {
-  const bool kernel = onSimt();
-  constexpr size_t kMax = size_t{1} << 14;
-  occlConfig_t config = testConfig();
-  config.daemonBlocks = kernel ? 2 : 1;
-  CommGroup comms(kRanks, config);
-  CallbackCounter done[kRanks];
+  SmallFormRig rig(0xB3);
+  constexpr size_t kMax = SmallFormRig::kMax;
   std::vector<float> buf[kRanks];
-  for (int r = 0; r < kRanks; ++r) {
-    occlCollDesc_t d;
-    occlCollDescInit(&d);
-    d.count = kMax;
-    d.variableCount = 1;
-    d.algorithm = kernel ? "ring" : nullptr;
-    expectOk(occlCollRegister(comms[r], 0xB3, &d), comms[r], "register");
-    buf[r].assign(kMax, static_cast<float>(r + 1));
-  }
-  uint64_t bound = 0;
-  const char* algorithm = nullptr;
-  expectOk(occlCollGetSmallForm(comms[0], 0xB3, &bound, &algorithm), comms[0], "occlCollGetSmallForm");
+  for (int r = 0; r < kRanks; ++r) buf[r].assign(kMax, static_cast<float>(r + 1));
+  const uint64_t bound = rig.bound;
   ASSERT_GT(bound, 1u);
   ASSERT_LT(bound, kMax);
   const std::vector<size_t> counts = {kMax, bound, kMax - 5, 1, kMax, bound / 2, bound + 1, bound, kMax};
-  runRanks(kRanks, [&](int r) {
-    for (size_t count : counts)
-      expectOk(occlSubmitCount(comms[r], 0xB3, count, buf[r].data(), buf[r].data(), &CallbackCounter::callback,
-                               done[r].arg()),
-               comms[r], "occlSubmitCount");
-    expectOk(occlCommWaitAll(comms[r], 60000), comms[r], "occlCommWaitAll");
-  });
+  rig.submitAll(counts, buf, buf);
   for (int r = 0; r < kRanks; ++r) {
-    ASSERT_TRUE(done[r].waitFor(counts.size(), std::chrono::seconds(60)));
-    for (auto [id, status] : done[r].fired()) EXPECT_EQ(status, occlSuccess) << occlGetLastError(comms[r]);
+    ASSERT_NO_FATAL_FAILURE(rig.expectSucceeded(r, counts.size()));
     for (size_t i = 0; i < kMax; ++i) {
       int reduced = 0;
       for (size_t count : counts) reduced += i < count ? 1 : 0;
