@@ -221,9 +221,12 @@ class Comm {
   // Whether `tasks` more task-queue entries fit every block's task queue.
   Status checkTaskRoom(uint64_t tasks) const;
   // A checked submission's callback slot (of `generation`) and its collective's count, before its
-  // SQE (returned) is pushed; the caller counts it in `generation` (addSubmitted) before.
-  SqeView prepareEntry(const Checked& e, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
-                       Start start, int generation);
+  // SQE (written to `out`) is pushed; the caller counts it in `generation` (addSubmitted) before.
+  // `out` is where the push reads it: a returned SQE, copied there whole, was read back a few
+  // stores after its narrow fields were written, which store forwarding cannot serve (a stall an
+  // entry of a group, about a sixth of its cost).
+  void prepareEntry(const Checked& e, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
+                    Start start, int generation, SqeView& out);
   // Prepared entries whose SQEs did not go out: their collectives' counts undone.
   void undoEntries(std::span<const Checked> entries);
   // NULL buffers that must hold data, buffers not from occlMemAlloc where desc.sharedBuffers asks

@@ -214,8 +214,8 @@ Status Comm::checkTaskRoom(uint64_t tasks) const {
                                        config_.taskQueueDepth));
 }
 
-SqeView Comm::prepareEntry(const Checked& entry, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
-                           Start start, int generation) {
+void Comm::prepareEntry(const Checked& entry, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
+                        Start start, int generation, SqeView& out) {
   Collective& c = *entry.coll;
   const uint64_t seq = c.nextSeq();
   // The callback is in place before the SQE exists, so a fast completion always finds it: the
@@ -236,8 +236,8 @@ SqeView Comm::prepareEntry(const Checked& entry, const void* sendbuf, void* recv
       static_cast<uint16_t>((entry.inPlace ? kSqeInPlace : kSqeSubmit) | (start == Start::Now ? 0 : kSqeGated) |
                             (small ? kSqeSmall : 0) | (barrier ? kSqeBarrier : 0));
   c.noteSubmitted();
-  return SqeView{flags, small ? c.smallParts() : c.nParts(), c.index(), seq, reinterpret_cast<uint64_t>(sendbuf),
-                 reinterpret_cast<uint64_t>(recvbuf), c.variableCount() ? entry.count : 0};
+  out = SqeView{flags, small ? c.smallParts() : c.nParts(), c.index(), seq, reinterpret_cast<uint64_t>(sendbuf),
+                reinterpret_cast<uint64_t>(recvbuf), c.variableCount() ? entry.count : 0};
 }
 
 void Comm::undoEntries(std::span<const Checked> entries) {
@@ -259,7 +259,8 @@ Status Comm::submitEntry(uint64_t collId, uint64_t count, const void* sendbuf, v
   if (Status s = checkTaskRoom(tasks); !s.ok()) return s;
   const int generation = waits_.current();  // read once: see WaitGenerations::countIn
   addSubmitted(1, tasks, generation);
-  const SqeView e = prepareEntry(checked, sendbuf, recvbuf, callback, arg, start, generation);
+  SqeView e;
+  prepareEntry(checked, sendbuf, recvbuf, callback, arg, start, generation, e);
   const uint64_t seq = e.seq;
   if (!tryPushSqe(e))  // the usual case, without a Status; else a bounded wait for room
     if (Status s = pushSqe(e); !s.ok()) {
@@ -321,7 +322,7 @@ Status Comm::submitGroup(std::span<const occlSubmission_t> subs, int* submitted)
   sqes.resize(subs.size());
   for (size_t i = 0; i < subs.size(); ++i) {
     const occlSubmission_t& e = subs[i];
-    sqes[i] = prepareEntry(checks[i], e.sendbuf, e.recvbuf, e.callback, e.arg, Start::Now, generation);
+    prepareEntry(checks[i], e.sendbuf, e.recvbuf, e.callback, e.arg, Start::Now, generation, sqes[i]);
   }
   size_t pushed = 0;
   if (Status s = pushSqes(sqes.data(), sqes.size(), pushed); !s.ok()) {
