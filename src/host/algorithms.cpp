@@ -117,9 +117,18 @@ bool peerAllReduce(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ringNa
 
 // An AllToAll whose ranks reach each other's buffers (threads, or processes on occlMemAlloc
 // buffers) takes each peer's chunk straight from the peer's input (makePeerAllToAll): one copy
-// per byte instead of two through a slot. One block.
+// per byte instead of two through a slot. One block. Up to 16 KiB a peer (the registered count:
+// a v-collective's largest block) the direct AllToAll's eager sends win: each rank's chunks are
+// in its peers' slots after its own turn, where the peer program's second notice ("done with
+// yours") costs every rank another turn a submission. 8 ranks on 2 cores (occl-moe-bench,
+// bench/results/moe-2026-12-01b.md), direct against peer at 8 / 16 / 32 KiB a peer: thread ranks
+// 33-36 / 31-37 / 56-80 us against 42-45 / 42-48 / 42-45; processes 35-37 at 8 KiB against 49-52,
+// 52-53 at 32 KiB against 59-64, even at 64 KiB.
+constexpr uint64_t kDirectBeforePeerAllToAllMaxBytes = 16 << 10;
+
 bool peerAllToAll(const occlCollDesc_t& d, int nRanks, int nBlocks, bool ringNamed, PeerAccess peer) {
-  return peer != PeerAccess::None && d.type == occlCollAllToAll && !ringNamed && nRanks >= 2 && nBlocks == 1;
+  return peer != PeerAccess::None && d.type == occlCollAllToAll && !ringNamed && nRanks >= 2 && nBlocks == 1 &&
+         static_cast<uint64_t>(d.count) * dtypeSize(d.datatype) > kDirectBeforePeerAllToAllMaxBytes;
 }
 
 // The built-in generators. A program is made from its BuiltInKey alone,

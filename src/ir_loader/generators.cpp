@@ -28,16 +28,26 @@ Program makeAllToAll(int nRanks, int nBlocks) {
     rp.inputChunks = rp.outputChunks = nRanks;
     rp.blocks.resize(static_cast<size_t>(blocks));
     rp.blocks[0].steps.push_back(stepFromTo(OpType::Copy, In, r, Out, r));
-    // Every rank deals distance d to block (d-1) % blocks and walks the distances in the same
-    // order, so a receive's matching send is the step just before it on the sending rank.
-    for (int d = 1; d < nRanks; ++d) {
-      std::vector<Step>& steps = rp.blocks[static_cast<size_t>((d - 1) % blocks)].steps;
-      Step send = stepAt(OpType::Send, In, mod(r + d, nRanks));
-      send.sendPeer = mod(r + d, nRanks);
-      Step recv = stepAt(OpType::Recv, Out, mod(r - d, nRanks));
-      recv.recvPeer = mod(r - d, nRanks);
-      steps.push_back(send);
-      steps.push_back(recv);
+    // Every rank deals distance d to block (d-1) % blocks; a block sends to all its peers, then
+    // receives from them, the distances in the same order on every rank. A receive then waits
+    // only for its sender to have started the submission, never for that sender's own earlier
+    // receives (sends and receives alternating, rank r's receive from r-d waited for r-d's
+    // receives from r-d-1 .. r-2d+1 first, a chain of turns of other ranks): with more ranks than
+    // cores, a step of 8 processes on 2 cores at 8 KiB a peer took 35-37 us instead of 60-78
+    // (bench/results/moe-2026-12-01b.md). A tile's sends need one free slot each, which the
+    // receiver freed when it finished the tile before, so sends before receives cannot deadlock.
+    for (int b = 0; b < blocks; ++b) {
+      std::vector<Step>& steps = rp.blocks[static_cast<size_t>(b)].steps;
+      for (int d = b + 1; d < nRanks; d += blocks) {
+        Step send = stepAt(OpType::Send, In, mod(r + d, nRanks));
+        send.sendPeer = mod(r + d, nRanks);
+        steps.push_back(send);
+      }
+      for (int d = b + 1; d < nRanks; d += blocks) {
+        Step recv = stepAt(OpType::Recv, Out, mod(r - d, nRanks));
+        recv.recvPeer = mod(r - d, nRanks);
+        steps.push_back(recv);
+      }
     }
     p.ranks.push_back(std::move(rp));
   }

@@ -45,7 +45,8 @@ Program makeChainBroadcast(int nRanks, int nChannels, int root);
 
 // Direct AllToAll: every rank sends chunk q of its input straight to rank q, which stores it as
 // chunk `rank` of its output, one hop per pair. The n-1 peers are dealt round-robin to at most
-// n-1 blocks; a block owns a connector per peer it serves, so one block suffices.
+// n-1 blocks; a block owns a connector per peer it serves, so one block suffices. A block sends
+// to each of its peers, then receives from each.
 Program makeAllToAll(int nRanks, int nBlocks);
 
 // Peer AllToAll for ranks that share an address space (primitives/peer_read.hpp): rank r offers

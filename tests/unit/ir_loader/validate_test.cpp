@@ -72,14 +72,14 @@ TEST(ValidateProgram, StepPeers) {
   p.ranks[0].blocks[1].steps[0].sendPeer = 1;
   EXPECT_TRUE(HasError(validateProgram(p), 0, "<gpu id=0>/<tb id=1>", "send peer 1 on channel 0 is already used by <gpu id=0>/<tb id=0>"));
   p = direct;
-  p.ranks[2].blocks[0].steps[2].recvPeer = 2;
-  EXPECT_TRUE(HasError(validateProgram(p), 0, "<gpu id=2>/<tb id=0>/<step s=2>", "step recv peer must not be the rank itself (2)"));
+  p.ranks[2].blocks[0].steps[3].recvPeer = 2;  // block 0: the copy, two sends, two receives
+  EXPECT_TRUE(HasError(validateProgram(p), 0, "<gpu id=2>/<tb id=0>/<step s=3>", "step recv peer must not be the rank itself (2)"));
   p = direct;
   p.ranks[2].blocks[0].steps[1].sendPeer = 9;
   EXPECT_TRUE(HasError(validateProgram(p), 0, "<gpu id=2>/<tb id=0>/<step s=1>", "step send peer must be -1 or in 0..3, got 9"));
   p = direct;  // rank 3 never receives what rank 2 sends it
   auto& steps = p.ranks[3].blocks[0].steps;
-  steps.erase(steps.begin() + 2);
+  steps.erase(steps.begin() + 3);  // its receive from rank 2 (distance 1)
   EXPECT_TRUE(HasError(validateProgram(p), 0, "<gpu id=2>/<tb id=0>/<step s=1>", "sends to rank 3 on channel 0, but no threadblock of rank 3 receives from rank 2"));
 }
 
