@@ -314,8 +314,9 @@ class Comm {
   uint64_t sqTicket_ = 0;
   uint64_t sqLimit_ = 0;  // SubmissionQueue::tryPush caches the first ticket it cannot write yet
   // Under the submit lock, reused so that a submission allocates nothing: a v-collective's table
-  // from checkEntry to queueEntry, and a group's checked entries (submitGroup).
-  std::vector<VecBlock> vecScratch_;
+  // from checkEntry to prepareEntry (vecLayout fills it in place), and a group's checked entries
+  // (submitGroup).
+  VecLayout vecScratch_;
   std::vector<Checked> groupChecks_;
   std::vector<SqeView> groupSqes_;  // a group's SQEs, pushed together (submitGroup)
 

@@ -164,15 +164,14 @@ bool Comm::checkEntry(Collective* found, uint64_t collId, uint64_t count, const 
   out = Checked{found, count, false};
   uint64_t sendBytes = 0, recvBytes = 0;
   if (vectors != nullptr) {
-    Result<VecLayout> layout = vecLayout(c.vecShape(), vectors, sendbuf, recvbuf);
-    if (!layout.ok()) return failWith(error, layout.status());
+    if (Status s = vecLayout(c.vecShape(), vectors, sendbuf, recvbuf, vecScratch_); !s.ok())
+      return failWith(error, std::move(s));
     const uint64_t eb = c.vecShape().elemBytes;
-    sendBytes = layout.value().sendElems * eb;
-    recvBytes = layout.value().recvElems * eb;
+    sendBytes = vecScratch_.sendElems * eb;
+    recvBytes = vecScratch_.recvElems * eb;
     if (Status s = checkSharedBuffers(c, sendbuf, sendBytes, recvbuf, recvBytes); !s.ok())
       return failWith(error, std::move(s));
-    out.inPlace = layout.value().inPlace;
-    vecScratch_ = std::move(layout.value().blocks);
+    out.inPlace = vecScratch_.inPlace;
   } else {
     const Collective::BufferExtents extents = c.extentsFor(count);
     out.inPlace = inPlace(extents, sendbuf, recvbuf);
@@ -227,7 +226,7 @@ void Comm::prepareEntry(const Checked& entry, const void* sendbuf, void* recvbuf
   const uint8_t gate = start == Start::Now ? kGateNone : start == Start::AtGate ? kGateClosed : kGateOpen;
   c.slotFor(seq) = CallbackSlot{callback, arg, 0, false, static_cast<uint8_t>(generation), gate};
   // A v-collective's blocks, like the callback, are in place before the SQE that names them.
-  if (c.vectorCounts()) c.writeVecTable(seq, vecScratch_);  // checkEntry's, under the same lock
+  if (c.vectorCounts()) c.writeVecTable(seq, vecScratch_.blocks);  // checkEntry's, under the same lock
   // A variable count's small submission runs the small form, on its parts alone.
   // A change between it and the large form waits for the earlier submissions (CollShared::doneThrough).
   const bool small = c.variableCount() && c.runsSmall(entry.count);

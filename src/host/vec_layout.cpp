@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_format.h"
 #include "device/coll_types.hpp"
 
@@ -67,7 +68,7 @@ uint64_t extent(const VecBlock* blocks, int n) {
 
 // recvbuf's blocks are written by different ranks at once: they must not overlap.
 Status checkDisjoint(const VecShape& shape, const char* side, const VecBlock* blocks) {
-  std::vector<int> order;
+  absl::InlinedVector<int, 64> order;
   for (int q = 0; q < shape.nRanks; ++q)
     if (blocks[q].length > 0) order.push_back(q);
   std::sort(order.begin(), order.end(), [&](int a, int b) { return blocks[a].offset < blocks[b].offset; });
@@ -101,14 +102,16 @@ std::string vectorCountsRefusal(const occlCollDesc_t& d) {
   return "";
 }
 
-Result<VecLayout> vecLayout(const VecShape& shape, const occlVectors_t* v, const void* sendbuf, const void* recvbuf) {
+Status vecLayout(const VecShape& shape, const occlVectors_t* v, const void* sendbuf, const void* recvbuf,
+                 VecLayout& out) {
   if (v == nullptr) return invalid(absl::StrFormat("vectors is NULL: %s needs its counts and displacements", vName(shape.type)));
   const Sides sides = sidesOf(shape.type);
   const int n = shape.nRanks;
   // Gatherv and Scatterv: only the root's buffer holds the n blocks; every rank reads the counts
   // (its own block is counts[rank]), and only the root the displacements.
   const bool blocksHere = !rootedType(shape.type) || shape.rank == shape.root;
-  VecLayout out;
+  out.sendElems = out.recvElems = 0;
+  out.inPlace = false;
   out.blocks.assign(vecTableBlocks(static_cast<uint32_t>(n)), VecBlock{0, 0});
   VecBlock* in = out.blocks.data();
   VecBlock* outBlocks = out.blocks.data() + n;
@@ -145,19 +148,19 @@ Result<VecLayout> vecLayout(const VecShape& shape, const occlVectors_t* v, const
     return invalid(absl::StrFormat("sendbuf is NULL, and its blocks hold %d elements", out.sendElems));
   if (out.recvElems > 0 && recvbuf == nullptr)
     return invalid(absl::StrFormat("recvbuf is NULL, and its blocks hold %d elements", out.recvElems));
-  if (sendbuf == nullptr || recvbuf == nullptr) return out;
+  if (sendbuf == nullptr || recvbuf == nullptr) return Status::success();
   const auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
   const uint64_t eb = shape.elemBytes;
   if (blocksHere && !sides.send) out.inPlace = s == r + outBlocks[shape.rank].offset * eb;
   if (blocksHere && !sides.recv) out.inPlace = r == s + in[shape.rank].offset * eb;
-  if (out.inPlace) return out;
+  if (out.inPlace) return Status::success();
   if (s < r + out.recvElems * eb && r < s + out.sendElems * eb)
     return invalid(absl::StrFormat("sendbuf and recvbuf overlap but are not in place (%s)",
                                    shape.type == occlCollAllToAll ? "AllToAllv has no in-place form"
                                    : !blocksHere                  ? "in place is the root's only"
                                    : !sides.send                  ? "in place: sendbuf == recvbuf + recvDispls[rank]"
                                                                   : "in place: recvbuf == sendbuf + sendDispls[rank]"));
-  return out;
+  return Status::success();
 }
 
 Result<std::unique_ptr<VecTables>> VecTables::create(backend::Backend& backend, uint32_t nRanks, uint32_t window,

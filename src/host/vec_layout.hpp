@@ -31,11 +31,13 @@ struct VecLayout {
   bool inPlace = false;          // occl.h's rule for the type (always false for AllToAll)
 };
 
-// The table of a submission of `shape` with `v` and these buffers, or an error that names the
-// argument and what was expected: an array missing (or given where the type takes none), a count
-// over the maximum, a block past the end of memory, recvbuf's blocks overlapping, the buffers
-// overlapping other than in place, a NULL buffer that has elements.
-Result<VecLayout> vecLayout(const VecShape& shape, const occlVectors_t* v, const void* sendbuf, const void* recvbuf);
+// The table of a submission of `shape` with `v` and these buffers, into `out` (whose vector keeps
+// its memory from one submission to the next: no allocation on the submit path), or an error that
+// names the argument and what was expected: an array missing (or given where the type takes none),
+// a count over the maximum, a block past the end of memory, recvbuf's blocks overlapping, the
+// buffers overlapping other than in place, a NULL buffer that has elements.
+Status vecLayout(const VecShape& shape, const occlVectors_t* v, const void* sendbuf, const void* recvbuf,
+                 VecLayout& out);
 
 // Whether a registration may be a v-collective (desc.vectorCounts): "" if so, else why not.
 std::string vectorCountsRefusal(const occlCollDesc_t& desc);
