@@ -95,6 +95,8 @@ std::string usage(const std::string& program, const std::string& ranksHelp) {
       "  --steps N            distinct routings cycled per row (8)\n"
       "  -n,--iters N         timed steps per row (20)\n"
       "  -w,--warmup_iters N  untimed steps per row (8: each routing once before the clock)\n"
+      "  --settle-iters N     the first row's warm-up runs at least N steps, so that the scheduler's\n"
+      "                       placement of more ranks than cores settles before the clock (0: off)\n"
       "  --seed N             the routings' seed (1)\n"
       "%s"
       "  -h,--help, --version\n",
@@ -137,6 +139,7 @@ std::string parse(const std::vector<std::string>& args, Options& o) {
     else if (flag == "--steps") error = count(o.steps, 1);
     else if (flag == "-n" || flag == "--iters") error = count(o.iters, 1);
     else if (flag == "-w" || flag == "--warmup_iters") error = count(o.warmup, 0);
+    else if (flag == "--settle-iters") error = count(o.settleIters, 0);
     else if (flag == "--seed") error = size(o.seed, 0);
     else if (flag == "--zipf") {
       if (!absl::SimpleAtod(value, &o.zipf) || !(o.zipf >= 0) || o.zipf > 10)
@@ -155,6 +158,7 @@ int run(const Options& o, Exchange& exchange, int rank, int nRanks, std::ostream
     *out << preamble
          << absl::StrFormat("# %d ranks, %d B per token, zipf %.2f, %d routings per row, -n %d -w %d, seed %d\n", nRanks,
                             o.tokenBytes, o.zipf, o.steps, o.iters, o.warmup, o.seed)
+         << (o.settleIters != 0 ? absl::StrFormat("# settle iters: %d (before the first row)\n", o.settleIters) : "")
          << "#\n#  tokens/rank   bytes/rank  max block B    time(us)  algbw(GB/s)  busbw(GB/s)  #wrong\n";
   }
   bool anyWrong = false;
@@ -174,7 +178,8 @@ int run(const Options& o, Exchange& exchange, int rank, int nRanks, std::ostream
       const Step& s = steps[static_cast<size_t>(i % o.steps)];
       exchange.alltoallv(send, s.send.counts, s.send.displs, recv, s.recv.counts, s.recv.displs);
     };
-    for (int i = 0; i < o.warmup; ++i) once(i);
+    const int warmup = tokens == o.minTokens ? std::max(o.warmup, o.settleIters) : o.warmup;
+    for (int i = 0; i < warmup; ++i) once(i);
     exchange.barrier();
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < o.iters; ++i) once(i);

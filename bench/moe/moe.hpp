@@ -27,6 +27,11 @@ struct Options {
   double zipf = 1.2;                   // --zipf: the experts' popularity exponent
   int steps = 8;                       // --steps: distinct routings per row
   int iters = 20, warmup = 8;          // -n, -w (warmup: each of the 8 routings once)
+  // --settle-iters: the first row's warm-up runs at least this many steps. With more busy ranks
+  // than cores the scheduler may keep an uneven placement of the ranks for the first few hundred
+  // milliseconds of a launch (8 ranks on 2 cores at 4 tokens: 18-35 us a step before it settles,
+  // 18-19 after), longer than a row's warm-up lasts; as occl-bench's --settle-iters. 0 = off.
+  int settleIters = 0;
   uint64_t seed = 1;                   // --seed
   bool help = false, version = false;
 };

@@ -5,7 +5,10 @@
 # per runner with occl's divided by Open MPI's. Needs openmpi-bin libopenmpi-dev libgloo-dev (the
 # runners whose library is missing are skipped, named on stderr). Measure on a quiet machine.
 # Overrides: NRANKS (8), REPS (3), MINTOKENS (4), MAXTOKENS (4096), FACTOR (4), ITERS (20),
-# WARMUP (8: every routing once before the clock), TOKEN_BYTES (2048), ZIPF (1.2), BUILD_DIR (build-cpu), JOBS (2).
+# WARMUP (8: every routing once before the clock), TOKEN_BYTES (2048), ZIPF (1.2), BUILD_DIR (build-cpu), JOBS (2),
+# SETTLE_ITERS (25000) and GLOO_SETTLE_ITERS (100): untimed steps before the first row, about half
+# a second each at 4 tokens (occl and Open MPI ~20 us a step on 2 cores, Gloo ~4 ms), so that the
+# scheduler's placement of the ranks settles (--settle-iters).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../baselines/common.sh"
 comparison_usage "$0" "$@"
@@ -26,17 +29,19 @@ for t in mpi-moe-bench gloo-moe-bench; do
 done
 cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}"
 MOE="$BUILD_DIR/bench/moe"
+SETTLE=(--settle-iters "${SETTLE_ITERS:-25000}")
+GLOO_SETTLE=(--settle-iters "${GLOO_SETTLE_ITERS:-100}")
 MPIRUN=(mpirun --oversubscribe --allow-run-as-root -np "$NRANKS")
 for k in $(seq 1 "$REPS"); do
-  timeout "$RUN_TIMEOUT" "$MOE/occl-moe-bench" -g "$NRANKS" "${SWEEP[@]}" > "$OUT/occl-threads.r$k.txt"
+  timeout "$RUN_TIMEOUT" "$MOE/occl-moe-bench" -g "$NRANKS" "${SWEEP[@]}" "${SETTLE[@]}" > "$OUT/occl-threads.r$k.txt"
   if command -v mpirun > /dev/null; then
-    timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" "$MOE/occl-moe-bench" "${SWEEP[@]}" > "$OUT/occl-processes.r$k.txt"
+    timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" "$MOE/occl-moe-bench" "${SWEEP[@]}" "${SETTLE[@]}" > "$OUT/occl-processes.r$k.txt"
     if [[ " ${targets[*]} " == *" mpi-moe-bench "* ]]; then
-      timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" "$MOE/mpi-moe-bench" "${SWEEP[@]}" > "$OUT/openmpi.r$k.txt"
+      timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" "$MOE/mpi-moe-bench" "${SWEEP[@]}" "${SETTLE[@]}" > "$OUT/openmpi.r$k.txt"
     fi
     if [[ " ${targets[*]} " == *" gloo-moe-bench "* ]]; then
       store="$(mktemp -d)"
-      GLOO_STORE_DIR="$store" timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" -x GLOO_STORE_DIR "$MOE/gloo-moe-bench" "${SWEEP[@]}" \
+      GLOO_STORE_DIR="$store" timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" -x GLOO_STORE_DIR "$MOE/gloo-moe-bench" "${SWEEP[@]}" "${GLOO_SETTLE[@]}" \
         > "$OUT/gloo-processes.r$k.txt"
       rm -rf "$store"
     fi
