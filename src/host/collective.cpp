@@ -128,12 +128,12 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
                          absl::StrFormat("algorithm %s gives rank %d %d threadblocks, more than config.daemonBlocks = %d, "
                                          "which needs preemption; config.disablePreemption is set",
                                          widest->name, setup.rank, nBlocks, daemonBlocks));
-  tasksPerSubmission_ = daemonParts(nBlocks, daemonBlocks, 0);
-  if (tasksPerSubmission_ > static_cast<uint32_t>(cfg.taskQueueDepth))
+  line_.tasks = daemonParts(nBlocks, daemonBlocks, 0);
+  if (line_.tasks > static_cast<uint32_t>(cfg.taskQueueDepth))
     return Status::error(occlInvalidArgument,
                          absl::StrFormat("algorithm %s gives a daemon block %d threadblocks to run; "
                                          "config.taskQueueDepth = %d holds fewer",
-                                         widest->name, tasksPerSubmission_, cfg.taskQueueDepth));
+                                         widest->name, line_.tasks, cfg.taskQueueDepth));
 
   // Sizes, overflow-checked; the chunk geometry is per form.
   const uint64_t elemBytes = dtypeSize(desc.datatype);
@@ -169,7 +169,6 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
   desc_.inflightWindow = static_cast<uint16_t>(cfg.maxInflightPerColl);  // validated <= kMaxInflightPerColl
   desc_.priority = desc.priority;
   desc_.peerStream = peerCopiesStream(desc_.nRanks, desc_.totalElems * elemBytes, lastLevelCacheBytes()) ? 1 : 0;
-  registeredExtents_ = computeExtents(desc.count);
 
   // The small form runs on the out-of-place form's connectors, which must hold its messages too.
   const ir::Program* small = choice.value().small.get();
@@ -211,7 +210,26 @@ Status Collective::build(const CollectiveSetup& setup, const occlCollDesc_t& des
     desc_.vecSlots = vecTables_->slots();
     desc_.vecCache = vecTables_->cache();
   }
+  fillSubmitLine(desc);
   return Status::success();
+}
+
+void Collective::fillSubmitLine(const occlCollDesc_t& desc) {
+  const BufferExtents x = computeExtents(desc.count);
+  line_.count = desc.count;
+  line_.sendBytes = x.sendBytes;
+  line_.recvBytes = x.recvBytes;
+  line_.inPlaceShift = x.inPlaceShift;
+  line_.index = desc_.collIndex;
+  line_.window = desc_.inflightWindow;
+  line_.nParts = static_cast<uint16_t>(desc_.nBlocks);
+  done_.window = line_.window;
+  done_.tasks = line_.tasks;
+  line_.flags = static_cast<uint8_t>((vecTables_ != nullptr ? kLineVectorCounts : 0) |
+                                     (desc_.variableCount != 0 ? kLineVariableCount : 0) |
+                                     (desc.sharedBuffers == 1 ? kLineSharedBuffers : 0) |
+                                     (x.inPlaceDefined ? kLineInPlaceDefined : 0) |
+                                     (desc_.smallCount != 0 ? kLineSmallForm : 0));
 }
 
 Status Collective::buildForm(const CollectiveSetup& setup, const occlCollDesc_t& desc, const ir::Program& program,
@@ -266,7 +284,7 @@ Collective::BufferExtents Collective::computeExtents(uint64_t count) const {
   const auto [sendElems, recvElems] = userElems(user_.type, count, static_cast<int>(desc_.nRanks), rank_ == user_.root);
   const auto [sendAt, recvAt] = inPlaceOffsets(user_.type, rank_, count);
   const uint64_t eb = desc_.elemBytes;
-  return {sendElems * eb, recvElems * eb, sendAt * eb, recvAt * eb, collInfo(user_.type).inPlace != InPlaceRule::None};
+  return {sendElems * eb, recvElems * eb, recvAt * eb - sendAt * eb, collInfo(user_.type).inPlace != InPlaceRule::None};
 }
 
 Result<void*> Collective::allocDaemon(size_t bytes) {
@@ -521,7 +539,7 @@ std::string Collective::countMismatchText(backend::Backend& backend, int32_t pee
 
 Result<occlCollStats_t> Collective::stats(backend::Backend& backend) const {
   occlCollStats_t out{};
-  out.submissions = submissions_.load(std::memory_order_relaxed);
+  out.submissions = line_.nextSeq.load(std::memory_order_relaxed);
   out.connectorSlots = connectorSlots_;
   out.parts = desc_.nBlocks;
   out.connectorBytes = connectorBytes_;

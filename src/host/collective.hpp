@@ -16,6 +16,7 @@
 #include "device/coll_desc.hpp"
 #include "host/algorithm_library.hpp"
 #include "host/premul_ops.hpp"
+#include "host/submit_line.hpp"
 #include "host/vec_layout.hpp"
 #include "ir_loader/program.hpp"
 #include "occl/occl.h"
@@ -26,11 +27,22 @@
 
 namespace occl::host {
 
+// A submission's callback slot. Its state is the one word both sides touch without a common lock,
+// so that a completion need not read the submission side's line (SubmitLine) to know which slots
+// hold a submission:
+//   Free -> Armed: the submission side (submit lock), once it wrote the other fields, before the
+//                  SQE; a release, which the completion side's acquire of Armed pairs with.
+//   Armed -> Done: the completion side (CQ lock) at the CQE, which wrote `status`; the callback
+//                  waits there while an earlier submission of the collective is still running.
+//   Done -> Free:  the completion side, after copying the slot, before advanceCompleted (whose
+//                  release frees the slot for the submission side's windowFits).
+//   Armed -> Free: a submission taken back after a failed push (undoSubmitted, under both locks).
+enum class SlotState : uint8_t { Free, Armed, Done };
 struct CallbackSlot {
   occlCallback_t fn = nullptr;
   void* arg = nullptr;
   uint32_t status = 0;
-  bool done = false;  // CQE seen, callback not fired yet (an earlier seq is still running)
+  std::atomic<SlotState> state{SlotState::Free};
   uint8_t generation = 0;  // of occlCommWaitAll's (host/wait_generations.hpp) when it was submitted
   uint8_t gate = 0;        // GateState (device/gate.hpp) as the host knows it, under the submit lock
 };
@@ -62,39 +74,46 @@ class Collective {
   Status publish(CollDesc* tableEntry);
 
   uint64_t collId() const { return desc_.collId; }
-  uint32_t index() const { return desc_.collIndex; }
+  uint32_t index() const { return line_.index; }
   // Its parts (program blocks), which each SQE names (SqeView::nParts).
-  uint16_t nParts() const { return static_cast<uint16_t>(desc_.nBlocks); }
+  uint16_t nParts() const { return line_.nParts; }
   // Whether a submission of `count` runs the small-message form (kFormSmall): a variable count up
   // to CollDesc::smallCount. Its SQE then names the small form's parts.
   bool runsSmall(uint64_t count) const { return count <= desc_.smallCount && desc_.smallCount != 0; }
   uint16_t smallParts() const { return static_cast<uint16_t>(desc_.forms[kFormSmall].nParts); }
   // The small form's bound and algorithm (occlCollGetSmallForm): 0 and "" where it has none.
   uint64_t smallCount() const { return desc_.smallCount; }
+  bool hasSmallForm() const { return (line_.flags & kLineSmallForm) != 0; }
   const std::string& smallAlgorithm() const { return smallAlgorithm_; }
   const occlCollDesc_t& userDesc() const { return user_; }
+  // desc.count and desc.sharedBuffers, from the submission's line (userDesc() has them too).
+  uint64_t registeredCount() const { return line_.count; }
+  bool sharedBuffers() const { return (line_.flags & kLineSharedBuffers) != 0; }
   // desc.algorithm as registered ("" for NULL): userDesc() holds no pointer to it.
   const std::string& requestedAlgorithm() const { return requestedAlgorithm_; }
   // FNV-1a of requestedAlgorithm(), for the status board's signature (host/comm_pending.cpp),
   // which reads it every 50 ms: hashed once here.
   uint64_t requestedAlgorithmHash() const { return requestedAlgorithmHash_; }
-  uint32_t window() const { return desc_.inflightWindow; }
+  uint32_t window() const { return line_.window; }
   // What the user's buffers are for a submission of `count` (Comm::checkEntry): the bytes each
   // holds (NCCL's definitions: only the root reads a Broadcast's sendbuf or writes a Reduce's
   // recvbuf, and the other ranks may pass NULL there), and where each sits in the one buffer of an
   // in-place call. The registered count's are computed once, at registration.
   struct BufferExtents {
     uint64_t sendBytes, recvBytes;
-    uint64_t sendAt, recvAt;  // in place: the buffers' offsets in bytes (InPlaceRule)
-    bool inPlaceDefined;      // false: the type has no in-place form (AllToAll)
+    // In place, the buffers sit at offsets sendAt and recvAt (bytes, InPlaceRule) of one buffer:
+    // recvbuf - sendbuf is then recvAt - sendAt, mod 2^64.
+    uint64_t inPlaceShift;
+    bool inPlaceDefined;  // false: the type has no in-place form (AllToAll)
   };
   BufferExtents extentsFor(uint64_t count) const {
-    return count == user_.count ? registeredExtents_ : computeExtents(count);
+    if (count != line_.count) return computeExtents(count);
+    return {line_.sendBytes, line_.recvBytes, line_.inPlaceShift, (line_.flags & kLineInPlaceDefined) != 0};
   }
   // desc.variableCount: a submission may carry any count up to the registered one.
-  bool variableCount() const { return desc_.variableCount != 0; }
+  bool variableCount() const { return (line_.flags & kLineVariableCount) != 0; }
   // desc.vectorCounts: a v-collective, submitted with occlSubmitV (host/vec_layout.hpp).
-  bool vectorCounts() const { return vecTables_ != nullptr; }
+  bool vectorCounts() const { return (line_.flags & kLineVectorCounts) != 0; }
   VecShape vecShape() const {
     return {user_.type, rank_, static_cast<int>(desc_.nRanks), user_.root, user_.count, desc_.elemBytes};
   }
@@ -112,38 +131,48 @@ class Collective {
     return form == kFormSmall ? smallAlgorithm_ : algorithmNames_[form];
   }
   // Task-queue entries one submission takes on the daemon block that runs the most of its parts.
-  uint32_t tasksPerSubmission() const { return tasksPerSubmission_; }
+  uint32_t tasksPerSubmission() const { return line_.tasks; }
 
-  // Submission side, under the communicator's submit lock: nextSeq_ and submissions_ have one
-  // writer at a time (addByOneWriter).
-  uint64_t nextSeq() const { return nextSeq_.load(std::memory_order_acquire); }
-  CallbackSlot& slotFor(uint64_t seq) { return callbacks_[windowSlot(seq, window())]; }
+  // Submission side, under the communicator's submit lock: nextSeq has one writer at a time
+  // (addByOneWriter).
+  uint64_t nextSeq() const { return line_.nextSeq.load(std::memory_order_acquire); }
+  CallbackSlot& slotFor(uint64_t seq) { return callbacks_[windowSlot(seq, line_.window)]; }
   // Submission seq's gate words (device/gate.hpp), in shared memory (CollDesc::gateWords).
   uint32_t* gateOpenWord(uint64_t seq) const { return occl::gateOpenWord(desc_, seq); }
   uint32_t* gateDoneWord(uint64_t seq) const { return occl::gateDoneWord(desc_, seq); }
   // Counted before the SQE is published, so its CQE always falls inside the in-flight window.
-  // The release also publishes the submission's callback slot, written just before, to the
-  // thread that handles its CQE (which reads nextSeq() first: Comm::processCqe).
   void noteSubmitted() { addSubmitted(1); }
-  // A submission taken back after a failed push: the form of the one before it is no longer
-  // known, so the next submission waits for the earlier ones (changesForm).
+  // The last submission taken back after a failed push (under the registry's indexMu() too): its
+  // slot is freed, and the form of the one before it is no longer known, so the next submission
+  // waits for the earlier ones (changesForm).
   void undoSubmitted() {
+    slotFor(nextSeq() - 1).state.store(SlotState::Free, std::memory_order_relaxed);
     addSubmitted(~uint64_t{0});  // - 1
-    lastForm_ = LastForm::Unknown;
+    line_.lastForm = LastForm::Unknown;
   }
   // Whether a submission of this form class (small or not) differs from the one before it, which
   // makes it wait for every earlier submission to complete (kSqeBarrier, CollShared::doneThrough);
   // records it as the last. Only a collective with a small form has two.
   bool changesForm(bool small) {
     const LastForm now = small ? LastForm::Small : LastForm::Large;
-    const bool changes = lastForm_ != now;
-    lastForm_ = now;
+    const bool changes = line_.lastForm != now;
+    line_.lastForm = now;
     return changes;
   }
-  uint64_t inFlight() const { return nextSeq() - completedSeq_.load(std::memory_order_acquire); }
+  uint64_t inFlight() const { return nextSeq() - completedSeq(); }
+  // Under the submit lock: whether `more` submissions fit the in-flight window beside those
+  // queued. The completion side's count (completedSeq_, on a line that side writes) is read only
+  // when the last value seen here says they do not: it only grows, so room then is room now. The
+  // read is an acquire, so the slots of what it counts completed are free (Comm::prepareEntry).
+  bool windowFits(uint64_t more) {
+    const uint64_t next = line_.nextSeq.load(std::memory_order_relaxed);  // this side is its one writer
+    if (next - line_.completedSeen + more <= line_.window) return true;
+    line_.completedSeen = completedSeq();
+    return next - line_.completedSeen + more <= line_.window;
+  }
   // Comm::submitGroup's count of this collective's entries checked so far in the group it is
   // checking (under the submit lock; 0 outside that check).
-  uint32_t& groupScratch() { return groupScratch_; }
+  uint8_t& groupScratch() { return line_.groupScratch; }
 
   // The last buffers a submission passed in occlMemAlloc memory (desc.sharedBuffers), and
   // memory::releases() then: while nothing was freed since, the same buffers pass again without a
@@ -156,9 +185,13 @@ class Collective {
   };
   BuffersSeen& sharedBuffersSeen() const { return buffersSeen_; }
 
-  // Completion side, under the communicator's CQ lock (one writer at a time, as above).
-  uint64_t completedSeq() const { return completedSeq_.load(std::memory_order_acquire); }
-  void advanceCompleted() { addByOneWriter(completedSeq_, uint64_t{1}); }
+  // Completion side, under the communicator's CQ lock (one writer at a time, as above). It reads its
+  // own line only: the slots through its copy of the window, its copy of tasksPerSubmission().
+  uint64_t completedSeq() const { return done_.completedSeq.load(std::memory_order_acquire); }
+  void advanceCompleted() { addByOneWriter(done_.completedSeq, uint64_t{1}); }
+  CallbackSlot& completionSlot(uint64_t seq) { return callbacks_[windowSlot(seq, done_.window)]; }
+  uint32_t completionWindow() const { return done_.window; }
+  uint32_t completionTasks() const { return done_.tasks; }
 
   Result<occlCollStats_t> stats(backend::Backend& backend) const;
   // After a failed completion: where this rank saw the failure, naming the peer (": waiting for
@@ -184,10 +217,9 @@ class Collective {
  private:
   // failurePlace's text for a count mismatch with `peer` (CollShared::mismatchOwnCount).
   std::string countMismatchText(backend::Backend& backend, int32_t peer) const;
-  void addSubmitted(uint64_t delta) {
-    addByOneWriter(nextSeq_, delta);
-    addByOneWriter(submissions_, delta, std::memory_order_relaxed);
-  }
+  void addSubmitted(uint64_t delta) { addByOneWriter(line_.nextSeq, delta); }
+  // The submission line's copies of the registration (build's last step).
+  void fillSubmitLine(const occlCollDesc_t& desc);
 
   // The peers of a block's connectors (Collective::peersOf_).
   struct BlockPeers {
@@ -246,24 +278,25 @@ class Collective {
   std::vector<std::shared_ptr<transport::ConnectorMemory>> connectors_;
   // What registration cost (occlCollStats_t): FIFO bytes of this rank's connector ends, the most
   // slots one of them has, scratch bytes.
-  uint32_t tasksPerSubmission_ = 1;
   uint64_t connectorBytes_ = 0;
   uint32_t connectorSlots_ = 0;
   uint64_t scratchBytes_ = 0;
   int rank_ = 0;
   std::array<std::string, 2> algorithmNames_;
   mutable BuffersSeen buffersSeen_{false, nullptr, nullptr, 0};
-  uint32_t groupScratch_ = 0;
   BufferExtents computeExtents(uint64_t count) const;
-  BufferExtents registeredExtents_{};
-  std::atomic<uint64_t> nextSeq_{0};
-  // The form class of the last submission queued (changesForm), under the submit lock. Unknown at
-  // first: the first submission's wait costs one look, since nothing is before it.
-  enum class LastForm : uint8_t { Unknown, Small, Large };
-  LastForm lastForm_ = LastForm::Unknown;
-  std::atomic<uint64_t> completedSeq_{0};
-  std::atomic<uint64_t> submissions_{0};
-  std::array<CallbackSlot, kMaxInflightPerColl> callbacks_{};
+  SubmitLine line_;
+  // The completion side's line, apart from the submission's: a completion that read the
+  // submission's line took it from the core that submits next (measured: 32 AllReduces of 8 B as
+  // one group, the daemon and the poller on their own threads, 48 ns an entry against 107 while
+  // the poller read nextSeq and the window there).
+  struct alignas(64) CompletionLine {
+    std::atomic<uint64_t> completedSeq{0};
+    uint32_t window = 0;  // copies of the registration's (fillSubmitLine)
+    uint32_t tasks = 1;
+  };
+  CompletionLine done_;
+  alignas(64) std::array<CallbackSlot, kMaxInflightPerColl> callbacks_{};
 };
 
 }  // namespace occl::host

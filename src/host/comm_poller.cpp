@@ -25,6 +25,14 @@ constexpr int64_t kIdleParkUs = 20000;
 // core, so with more ranks than cores the threads being waited for still run.
 constexpr int64_t kHelpSpinUs = 200;
 
+// What fireInOrder takes of a Done slot before it frees it.
+struct Fired {
+  occlCallback_t fn;
+  void* arg;
+  uint32_t status;
+  uint8_t generation;
+};
+
 // The communicator whose callbacks this thread fires: its poller's, or a thread's in waitAll
 // while it does the poller's work. Not poller_.get_id(): join() writes that while another thread
 // may be asking.
@@ -88,10 +96,13 @@ void Comm::processCqe(uint64_t word) {
                      absl::StrFormat("completion for unregistered collective index %d", cqe.collIndex));
     return;
   }
+  // Only this side's line and the slot: a submission that is not in flight has a slot that is
+  // Free, Done (a CQE seen twice) or Armed for a later seq, which delta < window rules out.
   const uint64_t base = c->completedSeq();
   const uint64_t delta = (cqe.seqLow - base) & cqe::kSeqMask;
   const uint64_t seq = base + delta;
-  if (delta >= c->inFlight() || c->slotFor(seq).done) {
+  if (delta >= c->completionWindow() ||
+      c->completionSlot(seq).state.load(std::memory_order_acquire) != SlotState::Armed) {
     uint64_t collId = c->collId();
     lock.unlock();
     errors_.setAsync(occlInternalError,
@@ -100,9 +111,9 @@ void Comm::processCqe(uint64_t word) {
                                      collId, seq, base, delta));
     return;
   }
-  CallbackSlot& slot = c->slotFor(seq);
-  slot.done = true;
+  CallbackSlot& slot = c->completionSlot(seq);
   slot.status = cqe.status;
+  slot.state.store(SlotState::Done, std::memory_order_relaxed);
   fireInOrder(cqe.collIndex, std::move(lock));
 }
 
@@ -136,18 +147,20 @@ void Comm::fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock) {
     if (!lock.owns_lock()) lock.lock();
     Collective* c = registry_.byIndex(index);
     if (c == nullptr) return;
-    CallbackSlot& slot = c->slotFor(c->completedSeq());
-    if (c->inFlight() == 0 || !slot.done) return;
-    const CallbackSlot fired = slot;
+    CallbackSlot& slot = c->completionSlot(c->completedSeq());
+    if (slot.state.load(std::memory_order_relaxed) != SlotState::Done) return;  // Done is this side's
+    const Fired fired{slot.fn, slot.arg, slot.status, slot.generation};
     const uint64_t collId = c->collId();
-    slot = CallbackSlot{};
+    slot.fn = nullptr;
+    slot.arg = nullptr;
+    slot.state.store(SlotState::Free, std::memory_order_relaxed);
     const uint64_t seq = c->completedSeq();
     c->advanceCompleted();  // before the callback, so it may submit again
-    addByOneWriter(tasksOut_, uint64_t{c->tasksPerSubmission()});
+    addByOneWriter(tasksOut_, uint64_t{c->completionTasks()});
     // Whether the next submission's CQE came first. Slots are marked done under cqMu_ only,
     // which the caller holds throughout, so this cannot change during the callback: with
     // nothing more to fire the loop ends without taking indexMu() again.
-    const bool more = c->inFlight() > 0 && c->slotFor(c->completedSeq()).done;
+    const bool more = c->completionSlot(c->completedSeq()).state.load(std::memory_order_relaxed) == SlotState::Done;
     const auto status = static_cast<occlResult_t>(fired.status);
     // Where this rank saw the failure, while the registry lock keeps the collective alive.
     const std::string place = status == occlSuccess ? std::string() : c->failurePlace(*backend_);

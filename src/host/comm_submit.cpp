@@ -35,7 +35,7 @@ void backoff(int attempt) {
 // asked for, and in place or disjoint.
 bool buffersPlainlyValid(const Collective& c, const Collective::BufferExtents& x, const void* sendbuf,
                          const void* recvbuf, bool inPlace) {
-  if (sendbuf == nullptr || recvbuf == nullptr || c.userDesc().sharedBuffers == 1) return false;
+  if (sendbuf == nullptr || recvbuf == nullptr || c.sharedBuffers()) return false;
   const auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
   return inPlace || s + x.sendBytes <= r || r + x.recvBytes <= s;
 }
@@ -81,7 +81,7 @@ Status Comm::pushSqes(const SqeView* e, size_t n, size_t& pushed) {
 
 Status Comm::checkSharedBuffers(const Collective& c, const void* sendbuf, uint64_t sendBytes, const void* recvbuf,
                                 uint64_t recvBytes) const {
-  if (c.userDesc().sharedBuffers != 1) return Status::success();  // the peer programs map them in other processes
+  if (!c.sharedBuffers()) return Status::success();  // the peer programs map them in other processes
   Collective::BuffersSeen& seen = c.sharedBuffersSeen();
   const uint64_t releases = memory::releases();
   // The last buffers that passed pass again while nothing was freed; a v-collective's extents
@@ -118,11 +118,11 @@ Status Comm::validateBuffers(const Collective& c, const Collective::BufferExtent
 
 bool Comm::inPlace(const Collective::BufferExtents& x, const void* sendbuf, const void* recvbuf) {
   if (!x.inPlaceDefined || sendbuf == nullptr || recvbuf == nullptr) return false;  // e.g. AllToAll: NCCL has none
-  return reinterpret_cast<uintptr_t>(sendbuf) - x.sendAt == reinterpret_cast<uintptr_t>(recvbuf) - x.recvAt;
+  return reinterpret_cast<uintptr_t>(recvbuf) - reinterpret_cast<uintptr_t>(sendbuf) == x.inPlaceShift;
 }
 
 Status Comm::checkCount(const Collective& c, uint64_t count, bool inPlace) const {
-  const uint64_t registered = c.userDesc().count;
+  const uint64_t registered = c.registeredCount();
   if (!c.variableCount()) {
     if (count == registered) return Status::success();
     return Status::error(occlInvalidArgument,
@@ -151,7 +151,7 @@ bool Comm::checkEntry(Collective* found, uint64_t collId, uint64_t count, const 
                                          absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_)));
   Collective& c = *found;
   const uint32_t earlierInGroup = c.groupScratch();
-  if (count == OCCL_COUNT_REGISTERED) count = c.userDesc().count;
+  if (count == OCCL_COUNT_REGISTERED) count = c.registeredCount();
   if (c.vectorCounts() != (vectors != nullptr))
     return failWith(error, Status::error(occlInvalidUsage,
                          c.vectorCounts()
@@ -177,7 +177,7 @@ bool Comm::checkEntry(Collective* found, uint64_t collId, uint64_t count, const 
     out.inPlace = inPlace(extents, sendbuf, recvbuf);
     // The usual submission (its registered count, two buffers apart or in place) passes the
     // first looks of checkCount and validateBuffers, made here without a call or a Status.
-    if (c.variableCount() || count != c.userDesc().count)
+    if (c.variableCount() || count != c.registeredCount())
       if (Status s = checkCount(c, count, out.inPlace); !s.ok()) return failWith(error, std::move(s));
     if (!buffersPlainlyValid(c, extents, sendbuf, recvbuf, out.inPlace))
       if (Status s = validateBuffers(c, extents, sendbuf, recvbuf, out.inPlace); !s.ok())
@@ -188,7 +188,7 @@ bool Comm::checkEntry(Collective* found, uint64_t collId, uint64_t count, const 
   if (backend_->checksUserBuffers())
     if (Status s = backend_->checkUserBuffers(sendbuf, sendBytes, recvbuf, recvBytes); !s.ok())
       return failWith(error, std::move(s));
-  if (c.inFlight() + earlierInGroup >= c.window()) {
+  if (!c.windowFits(uint64_t{earlierInGroup} + 1)) {
     if (earlierInGroup == 0)
       return failWith(error, Status::error(occlInProgress,
                                            absl::StrFormat("collId 0x%x already has %d submissions in flight "
@@ -218,19 +218,25 @@ void Comm::prepareEntry(const Checked& entry, const void* sendbuf, void* recvbuf
   Collective& c = *entry.coll;
   const uint64_t seq = c.nextSeq();
   // The callback is in place before the SQE exists, so a fast completion always finds it: the
-  // thread that takes the CQE reads nextSeq first (processCqe), which noteSubmitted releases.
-  // No other thread touches this slot now: it was freed (advanceCompleted, a release that
-  // inFlight() acquired in checkEntry), its next CQE cannot come before this SQE, and a poller
-  // that saw an undone count (a failed push: undoEntries) has let go of the registry's indexMu().
+  // release of Armed publishes it to the thread that takes the CQE (CallbackSlot). The slot is
+  // free: its last submission completed (advanceCompleted, a release that windowFits acquired, in
+  // checkEntry or in an earlier submission's under the same lock) or was taken back
+  // (undoSubmitted), and until it reads Armed the completion side reads nothing else of it.
   // A stream opens its gate itself: occlGateOpen refuses it (kGateOpen).
   const uint8_t gate = start == Start::Now ? kGateNone : start == Start::AtGate ? kGateClosed : kGateOpen;
-  c.slotFor(seq) = CallbackSlot{callback, arg, 0, false, static_cast<uint8_t>(generation), gate};
+  CallbackSlot& slot = c.slotFor(seq);
+  slot.fn = callback;
+  slot.arg = arg;
+  slot.status = 0;
+  slot.generation = static_cast<uint8_t>(generation);
+  slot.gate = gate;
+  slot.state.store(SlotState::Armed, std::memory_order_release);
   // A v-collective's blocks, like the callback, are in place before the SQE that names them.
   if (c.vectorCounts()) c.writeVecTable(seq, vecScratch_.blocks);  // checkEntry's, under the same lock
   // A variable count's small submission runs the small form, on its parts alone.
   // A change between it and the large form waits for the earlier submissions (CollShared::doneThrough).
   const bool small = c.variableCount() && c.runsSmall(entry.count);
-  const bool barrier = c.smallCount() != 0 && c.changesForm(small);
+  const bool barrier = c.hasSmallForm() && c.changesForm(small);
   const uint16_t flags =
       static_cast<uint16_t>((entry.inPlace ? kSqeInPlace : kSqeSubmit) | (start == Start::Now ? 0 : kSqeGated) |
                             (small ? kSqeSmall : 0) | (barrier ? kSqeBarrier : 0));
