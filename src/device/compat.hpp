@@ -54,6 +54,15 @@ struct LaneId {
 // The lane a host thread is in an emulated block (device/simt_block.hpp); a thread outside any
 // (the host backend's daemon threads, the host itself) is lane 0 of a block of one.
 extern thread_local LaneId tLane;
+// Whether an emulated block ever ran in this process: set before its first lane starts, so a
+// thread that is a lane always sees it. Until then every thread is outside any block, and the
+// hooks below answer without reading tLane: in a shared library each read of a thread-local is a
+// call (__tls_get_addr), and the host backend's daemon made dozens a step through these hooks.
+extern std::atomic<bool> gLanesStarted;
+// This thread's lane, or nullptr where no emulated block ever ran (then it is in none).
+inline const LaneId* currentLane() {
+  return gLanesStarted.load(std::memory_order_relaxed) ? &tLane : nullptr;
+}
 // What a lane did that must stay in emulated device memory.
 enum class DeviceOnly : uint8_t { ReadModifyWrite, DeviceScope };
 // Aborts unless `p` lies in memory the simt backend allocated as device memory.
@@ -83,7 +92,8 @@ namespace occl::atomics {
 // A read-modify-write by an emulated lane must stay in (emulated) device memory.
 OCCL_HD inline void checkTarget([[maybe_unused]] const void* p) {
 #if !OCCL_ON_DEVICE
-  if (exec::simt::tLane.block != nullptr) exec::simt::checkAtomicTarget(p, exec::simt::DeviceOnly::ReadModifyWrite);
+  if (const exec::simt::LaneId* lane = exec::simt::currentLane(); lane != nullptr && lane->block != nullptr)
+    exec::simt::checkAtomicTarget(p, exec::simt::DeviceOnly::ReadModifyWrite);
 #endif
 }
 
@@ -122,7 +132,8 @@ template <Scope S>
 OCCL_HD inline void checkScope([[maybe_unused]] const void* p) {
 #if !OCCL_ON_DEVICE
   if constexpr (S == Scope::Device)
-    if (exec::simt::tLane.block != nullptr) exec::simt::checkAtomicTarget(p, exec::simt::DeviceOnly::DeviceScope);
+    if (const exec::simt::LaneId* lane = exec::simt::currentLane(); lane != nullptr && lane->block != nullptr)
+      exec::simt::checkAtomicTarget(p, exec::simt::DeviceOnly::DeviceScope);
 #endif
 }
 
@@ -233,7 +244,8 @@ OCCL_HD inline int lane() {
 #if OCCL_ON_DEVICE
   return static_cast<int>(threadIdx.x);
 #else
-  return simt::tLane.index;
+  const simt::LaneId* l = simt::currentLane();
+  return l != nullptr ? l->index : 0;
 #endif
 }
 
@@ -241,7 +253,8 @@ OCCL_HD inline int laneCount() {
 #if OCCL_ON_DEVICE
   return static_cast<int>(blockDim.x);
 #else
-  return simt::tLane.count;
+  const simt::LaneId* l = simt::currentLane();
+  return l != nullptr ? l->count : 1;
 #endif
 }
 
@@ -251,7 +264,7 @@ OCCL_HD inline void blockSync(SyncSite site = SyncSite::here()) {
 #if OCCL_ON_DEVICE
   __syncthreads();
 #else
-  if (simt::tLane.block != nullptr) simt::barrier(*simt::tLane.block, site);
+  if (const simt::LaneId* l = simt::currentLane(); l != nullptr && l->block != nullptr) simt::barrier(*l->block, site);
 #endif
 }
 
@@ -287,10 +300,11 @@ OCCL_HD inline bool broadcastFromLeader(Pred&& pred, SyncSite site = SyncSite::h
   __syncthreads();
   return result;
 #else
-  simt::Block* block = simt::tLane.block;
+  const simt::LaneId* lane = simt::currentLane();
+  simt::Block* block = lane != nullptr ? lane->block : nullptr;
   if (block == nullptr) return pred();
   int* answer = simt::broadcastSlot(*block);
-  if (simt::tLane.index == 0) *answer = pred() ? 1 : 0;
+  if (lane->index == 0) *answer = pred() ? 1 : 0;
   simt::barrier(*block, site);
   bool result = *answer != 0;
   simt::barrier(*block, site);

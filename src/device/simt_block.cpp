@@ -12,6 +12,7 @@
 namespace occl::exec::simt {
 
 thread_local LaneId tLane;
+std::atomic<bool> gLanesStarted{false};
 
 void barrier(Block& block, SyncSite site) { block.barrier(tLane.index, site); }
 int* broadcastSlot(Block& block) { return block.slot(); }
@@ -28,6 +29,7 @@ Block::Block(int lanes, uint32_t jitterSeed)
     : lanes_(lanes), jitterSeed_(jitterSeed), sites_(static_cast<size_t>(lanes), SyncSite{"", 0}) {}
 
 void Block::run(const std::function<void()>& body) {
+  gLanesStarted.store(true, std::memory_order_relaxed);  // before any lane: they start after it
   {
     std::lock_guard<std::mutex> lock(mu_);
     arrived_ = 0;
