@@ -24,10 +24,15 @@
 #include <cuda/atomic>
 #define OCCL_HD __host__ __device__
 #define OCCL_NOINLINE __noinline__
+#define OCCL_HD_HOOK OCCL_HD inline
 #else
 #include <atomic>
 #define OCCL_HD
 #define OCCL_NOINLINE __attribute__((noinline))
+// The hooks below (atomics, lanes), a few instructions each: always inlined in host code, where
+// GCC left some as calls inside the daemon's large functions (tryTask, the waits), which made
+// thousands a step (perf: 4% of a burst of small AllReduces). nvcc inlines them on its own.
+#define OCCL_HD_HOOK inline __attribute__((always_inline))
 #endif
 
 #if defined(__CUDA_ARCH__)
@@ -60,7 +65,7 @@ extern thread_local LaneId tLane;
 // call (__tls_get_addr), and the host backend's daemon made dozens a step through these hooks.
 extern std::atomic<bool> gLanesStarted;
 // This thread's lane, or nullptr where no emulated block ever ran (then it is in none).
-inline const LaneId* currentLane() {
+inline __attribute__((always_inline)) const LaneId* currentLane() {
   return gLanesStarted.load(std::memory_order_relaxed) ? &tLane : nullptr;
 }
 // What a lane did that must stay in emulated device memory.
@@ -90,7 +95,7 @@ extern std::atomic<bool> gCrossingsCounted;
 namespace occl::atomics {
 
 // A read-modify-write by an emulated lane must stay in (emulated) device memory.
-OCCL_HD inline void checkTarget([[maybe_unused]] const void* p) {
+OCCL_HD_HOOK void checkTarget([[maybe_unused]] const void* p) {
 #if !OCCL_ON_DEVICE
   if (const exec::simt::LaneId* lane = exec::simt::currentLane(); lane != nullptr && lane->block != nullptr)
     exec::simt::checkAtomicTarget(p, exec::simt::DeviceOnly::ReadModifyWrite);
@@ -99,7 +104,7 @@ OCCL_HD inline void checkTarget([[maybe_unused]] const void* p) {
 
 // A simt lane that counts bus crossings notes each access (device/simt_crossings.hpp); nothing
 // on the GPU, and one relaxed load of a global on the host backend.
-OCCL_HD inline void noteAccess([[maybe_unused]] const void* p, [[maybe_unused]] BusAccess access) {
+OCCL_HD_HOOK void noteAccess([[maybe_unused]] const void* p, [[maybe_unused]] BusAccess access) {
 #if !OCCL_ON_DEVICE
   if (exec::simt::gCrossingsCounted.load(std::memory_order_relaxed) && exec::simt::tLane.countsCrossings)
     exec::simt::noteAccess(p, access);
@@ -129,7 +134,7 @@ using Ref = std::atomic_ref<T>;
 
 // A device-scoped access by an emulated lane must stay in (emulated) device memory.
 template <Scope S>
-OCCL_HD inline void checkScope([[maybe_unused]] const void* p) {
+OCCL_HD_HOOK void checkScope([[maybe_unused]] const void* p) {
 #if !OCCL_ON_DEVICE
   if constexpr (S == Scope::Device)
     if (const exec::simt::LaneId* lane = exec::simt::currentLane(); lane != nullptr && lane->block != nullptr)
@@ -138,50 +143,50 @@ OCCL_HD inline void checkScope([[maybe_unused]] const void* p) {
 }
 
 template <Scope S = Scope::System, typename T>
-OCCL_HD inline T loadAcquire(T* p) {
+OCCL_HD_HOOK T loadAcquire(T* p) {
   checkScope<S>(p);
   noteAccess(p, BusAccess::Read);
   return Ref<T, S>(*p).load(OCCL_MO(acquire));
 }
 // An acquire load made by a wait that is not ready (BlockExecutor::urgentArrival): counted apart.
 template <typename T>
-OCCL_HD inline T loadAcquireInWait(T* p) {
+OCCL_HD_HOOK T loadAcquireInWait(T* p) {
   noteAccess(p, BusAccess::WaitLook);
   return Ref<T>(*p).load(OCCL_MO(acquire));
 }
 template <Scope S = Scope::System, typename T>
-OCCL_HD inline T loadRelaxed(T* p) {
+OCCL_HD_HOOK T loadRelaxed(T* p) {
   checkScope<S>(p);
   noteAccess(p, BusAccess::Read);
   return Ref<T, S>(*p).load(OCCL_MO(relaxed));
 }
 template <Scope S = Scope::System, typename T>
-OCCL_HD inline void storeRelease(T* p, T v) {
+OCCL_HD_HOOK void storeRelease(T* p, T v) {
   checkScope<S>(p);
   noteAccess(p, BusAccess::Write);
   Ref<T, S>(*p).store(v, OCCL_MO(release));
 }
 template <Scope S = Scope::System, typename T>
-OCCL_HD inline void storeRelaxed(T* p, T v) {
+OCCL_HD_HOOK void storeRelaxed(T* p, T v) {
   checkScope<S>(p);
   noteAccess(p, BusAccess::Write);
   Ref<T, S>(*p).store(v, OCCL_MO(relaxed));
 }
 template <Scope S = Scope::System, typename T>
-OCCL_HD inline T fetchAdd(T* p, T v) {
+OCCL_HD_HOOK T fetchAdd(T* p, T v) {
   checkTarget(p);
   noteAccess(p, BusAccess::ReadModifyWrite);
   return Ref<T, S>(*p).fetch_add(v, OCCL_MO(acq_rel));
 }
 template <Scope S = Scope::System, typename T>
-OCCL_HD inline T fetchOr(T* p, T v) {
+OCCL_HD_HOOK T fetchOr(T* p, T v) {
   checkTarget(p);
   noteAccess(p, BusAccess::ReadModifyWrite);
   return Ref<T, S>(*p).fetch_or(v, OCCL_MO(acq_rel));
 }
 // Strong CAS; on failure `expected` holds the value seen.
 template <Scope S = Scope::System, typename T>
-OCCL_HD inline bool compareExchange(T* p, T& expected, T desired) {
+OCCL_HD_HOOK bool compareExchange(T* p, T& expected, T desired) {
   checkTarget(p);
   noteAccess(p, BusAccess::ReadModifyWrite);
   return Ref<T, S>(*p).compare_exchange_strong(expected, desired, OCCL_MO(acq_rel), OCCL_MO(acquire));
@@ -240,7 +245,7 @@ int* broadcastSlot(Block& block);
 }  // namespace simt
 #endif
 
-OCCL_HD inline int lane() {
+OCCL_HD_HOOK int lane() {
 #if OCCL_ON_DEVICE
   return static_cast<int>(threadIdx.x);
 #else
@@ -249,7 +254,7 @@ OCCL_HD inline int lane() {
 #endif
 }
 
-OCCL_HD inline int laneCount() {
+OCCL_HD_HOOK int laneCount() {
 #if OCCL_ON_DEVICE
   return static_cast<int>(blockDim.x);
 #else
@@ -258,7 +263,7 @@ OCCL_HD inline int laneCount() {
 #endif
 }
 
-OCCL_HD inline bool isLeader() { return lane() == 0; }
+OCCL_HD_HOOK bool isLeader() { return lane() == 0; }
 
 OCCL_HD inline void blockSync(SyncSite site = SyncSite::here()) {
 #if OCCL_ON_DEVICE
