@@ -35,7 +35,8 @@ namespace occl::host {
 //   Armed -> Done: the completion side (CQ lock) at the CQE, which wrote `status`; the callback
 //                  waits there while an earlier submission of the collective is still running.
 //   Done -> Free:  the completion side, after copying the slot, before advanceCompleted (whose
-//                  release frees the slot for the submission side's windowFits).
+//                  release frees the slot for the submission side's windowFits). A Free slot's
+//                  other fields are stale: the next arming writes them all.
 //   Armed -> Free: a submission taken back after a failed push (undoSubmitted, under both locks).
 enum class SlotState : uint8_t { Free, Armed, Done };
 struct CallbackSlot {
@@ -161,7 +162,7 @@ class Collective {
   }
   uint64_t inFlight() const { return nextSeq() - completedSeq(); }
   // Under the submit lock: whether `more` submissions fit the in-flight window beside those
-  // queued. The completion side's count (completedSeq_, on a line that side writes) is read only
+  // queued. The completion side's count (completedSeq(), on a line that side writes) is read only
   // when the last value seen here says they do not: it only grows, so room then is room now. The
   // read is an acquire, so the slots of what it counts completed are free (Comm::prepareEntry).
   bool windowFits(uint64_t more) {

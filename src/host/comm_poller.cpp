@@ -101,8 +101,8 @@ void Comm::processCqe(uint64_t word) {
   const uint64_t base = c->completedSeq();
   const uint64_t delta = (cqe.seqLow - base) & cqe::kSeqMask;
   const uint64_t seq = base + delta;
-  if (delta >= c->completionWindow() ||
-      c->completionSlot(seq).state.load(std::memory_order_acquire) != SlotState::Armed) {
+  CallbackSlot& slot = c->completionSlot(seq);
+  if (delta >= c->completionWindow() || slot.state.load(std::memory_order_acquire) != SlotState::Armed) {
     uint64_t collId = c->collId();
     lock.unlock();
     errors_.setAsync(occlInternalError,
@@ -111,7 +111,6 @@ void Comm::processCqe(uint64_t word) {
                                      collId, seq, base, delta));
     return;
   }
-  CallbackSlot& slot = c->completionSlot(seq);
   slot.status = cqe.status;
   slot.state.store(SlotState::Done, std::memory_order_relaxed);
   fireInOrder(cqe.collIndex, std::move(lock));
@@ -151,8 +150,6 @@ void Comm::fireInOrder(uint32_t index, std::unique_lock<std::mutex> lock) {
     if (slot.state.load(std::memory_order_relaxed) != SlotState::Done) return;  // Done is this side's
     const Fired fired{slot.fn, slot.arg, slot.status, slot.generation};
     const uint64_t collId = c->collId();
-    slot.fn = nullptr;
-    slot.arg = nullptr;
     slot.state.store(SlotState::Free, std::memory_order_relaxed);
     const uint64_t seq = c->completedSeq();
     c->advanceCompleted();  // before the callback, so it may submit again
