@@ -174,6 +174,8 @@ class Collective {
   // Comm::submitGroup's count of this collective's entries checked so far in the group it is
   // checking (under the submit lock; 0 outside that check).
   uint8_t& groupScratch() { return line_.groupScratch; }
+  // Asks for the submission's line (a look-up ahead of its checks, submitGroup).
+  void prefetchLine() const { __builtin_prefetch(&line_); }
 
   // The last buffers a submission passed in occlMemAlloc memory (desc.sharedBuffers), and
   // memory::releases() then: while nothing was freed since, the same buffers pass again without a

@@ -136,6 +136,7 @@ Comm::Comm(CommOptions& o)
       requested_(o.requested),
       device_(o.device),
       backend_(std::move(o.backend)),
+      checksUserBuffers_(backend_->checksUserBuffers()),
       connectors_(std::move(o.connectors)),
       peerReads_(ranksShareMemory(backend_.get(), connectors_.get(), rank_, nRanks_, /*shmToo=*/false)),
       peerShared_(o.shmPeersSharePids && ranksShareMemory(backend_.get(), connectors_.get(), rank_, nRanks_, /*shmToo=*/true)),

@@ -213,9 +213,18 @@ class Comm {
   };
   static_assert(std::is_trivially_copyable_v<Checked>, "a group's checks copy as plain words");
   // Returns false with the reason in `error` (a Status is built only for a failure: a success's
-  // string costs the submit path a few nanoseconds each time it is made and dropped).
+  // string costs the submit path a few nanoseconds each time it is made and dropped). Inlined in
+  // the submit paths: the usual entry passes passesAtFirstLook there, and only the others, failures
+  // included, take the call to checkEntryFully.
   bool checkEntry(Collective* found, uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf,
                   const occlVectors_t* vectors, Checked& out, Status& error);
+  // True for the usual entry, which then passes checkEntryFully too: its registered count on a
+  // collective without desc.variableCount or desc.vectorCounts, two buffers in place or apart that
+  // need no look beyond their addresses (no desc.sharedBuffers, a backend that reads any memory),
+  // room in its window. False says only that checkEntryFully must decide.
+  bool passesAtFirstLook(Collective& c, uint64_t count, const void* sendbuf, const void* recvbuf, Checked& out) const;
+  bool checkEntryFully(Collective* found, uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf,
+                       const occlVectors_t* vectors, Checked& out, Status& error);
   // Whether collective `c` takes a submission of `count` elements (checkEntry).
   Status checkCount(const Collective& c, uint64_t count, bool inPlace) const;
   // Whether `tasks` more task-queue entries fit every block's task queue.
@@ -288,6 +297,8 @@ class Comm {
   const occlConfig_t requested_;
   const int device_;
   std::unique_ptr<backend::Backend> backend_;
+  // backend_->checksUserBuffers(), read once: the submit path asks for every entry.
+  const bool checksUserBuffers_;
   std::unique_ptr<transport::ConnectorFactory> connectors_;
   // (declared after connectors_: initialised from it) every rank may read every other's buffers
   bool peerReads_;

@@ -116,7 +116,7 @@ Status Comm::validateBuffers(const Collective& c, const Collective::BufferExtent
                                        c.collId(), collTypeName(type), inPlaceRuleText(type)));
 }
 
-bool Comm::inPlace(const Collective::BufferExtents& x, const void* sendbuf, const void* recvbuf) {
+inline bool Comm::inPlace(const Collective::BufferExtents& x, const void* sendbuf, const void* recvbuf) {
   if (!x.inPlaceDefined || sendbuf == nullptr || recvbuf == nullptr) return false;  // e.g. AllToAll: NCCL has none
   return reinterpret_cast<uintptr_t>(recvbuf) - reinterpret_cast<uintptr_t>(sendbuf) == x.inPlaceShift;
 }
@@ -144,8 +144,21 @@ Status Comm::checkCount(const Collective& c, uint64_t count, bool inPlace) const
   return Status::success();
 }
 
-bool Comm::checkEntry(Collective* found, uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf,
-                      const occlVectors_t* vectors, Checked& out, Status& error) {
+inline bool Comm::passesAtFirstLook(Collective& c, uint64_t count, const void* sendbuf, const void* recvbuf,
+                                    Checked& out) const {
+  if (c.vectorCounts() || c.variableCount() || (count != OCCL_COUNT_REGISTERED && count != c.registeredCount()))
+    return false;
+  const Collective::BufferExtents x = c.extentsFor(c.registeredCount());
+  const bool inPlaceCall = inPlace(x, sendbuf, recvbuf);
+  if (!buffersPlainlyValid(c, x, sendbuf, recvbuf, inPlaceCall) || checksUserBuffers_ ||
+      !c.windowFits(uint64_t{c.groupScratch()} + 1))
+    return false;
+  out = Checked{&c, c.registeredCount(), inPlaceCall};
+  return true;
+}
+
+bool Comm::checkEntryFully(Collective* found, uint64_t collId, uint64_t count, const void* sendbuf,
+                           const void* recvbuf, const occlVectors_t* vectors, Checked& out, Status& error) {
   if (found == nullptr)
     return failWith(error, Status::error(occlInvalidArgument,
                                          absl::StrFormat("collId 0x%x is not registered on rank %d", collId, rank_)));
@@ -185,7 +198,7 @@ bool Comm::checkEntry(Collective* found, uint64_t collId, uint64_t count, const 
     sendBytes = extents.sendBytes;
     recvBytes = extents.recvBytes;
   }
-  if (backend_->checksUserBuffers())
+  if (checksUserBuffers_)
     if (Status s = backend_->checkUserBuffers(sendbuf, sendBytes, recvbuf, recvBytes); !s.ok())
       return failWith(error, std::move(s));
   if (!c.windowFits(uint64_t{earlierInGroup} + 1)) {
@@ -202,6 +215,12 @@ bool Comm::checkEntry(Collective* found, uint64_t collId, uint64_t count, const 
   return true;
 }
 
+inline bool Comm::checkEntry(Collective* found, uint64_t collId, uint64_t count, const void* sendbuf,
+                             const void* recvbuf, const occlVectors_t* vectors, Checked& out, Status& error) {
+  if (found != nullptr && vectors == nullptr && passesAtFirstLook(*found, count, sendbuf, recvbuf, out)) return true;
+  return checkEntryFully(found, collId, count, sendbuf, recvbuf, vectors, out, error);
+}
+
 Status Comm::checkTaskRoom(uint64_t tasks) const {
   // A block that cannot take an SQE stops reading the SQ, and a collective a peer waits on may be
   // behind it: so what is outstanding must always fit every block's task queue.
@@ -213,8 +232,9 @@ Status Comm::checkTaskRoom(uint64_t tasks) const {
                                        config_.taskQueueDepth));
 }
 
-void Comm::prepareEntry(const Checked& entry, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
-                        Start start, int generation, SqeView& out) {
+[[gnu::always_inline]] inline void Comm::prepareEntry(const Checked& entry, const void* sendbuf, void* recvbuf,
+                                                      occlCallback_t callback, void* arg, Start start, int generation,
+                                                      SqeView& out) {
   Collective& c = *entry.coll;
   const uint64_t seq = c.nextSeq();
   // The callback is in place before the SQE exists, so a fast completion always finds it: the
@@ -306,14 +326,28 @@ Status Comm::submitGroup(std::span<const occlSubmission_t> subs, int* submitted)
   uint64_t tasks = 0;
   Status bad;
   size_t checked = 0;
+  // Each entry's collective is looked up one entry ahead and its line asked for, so that the
+  // look-up's chain of loads overlaps the checks of the entry before.
+  Collective* next = registry_.find(subs[0].collId);
   for (; checked < subs.size(); ++checked) {
     const occlSubmission_t& e = subs[checked];
-    if (!checkEntry(registry_.find(e.collId), e.collId, e.count, e.sendbuf, e.recvbuf, nullptr, checks[checked], bad)) {
+    Collective* found = next;
+    if (checked + 1 < subs.size()) {
+      next = registry_.find(subs[checked + 1].collId);
+      if (next != nullptr) next->prefetchLine();
+    }
+    if (!checkEntry(found, e.collId, e.count, e.sendbuf, e.recvbuf, nullptr, checks[checked], bad)) {
       bad = bad.withContext(absl::StrFormat("subs[%d] of %d", checked, subs.size()));
       break;
     }
-    checks[checked].coll->groupScratch() += 1;
-    tasks += checks[checked].coll->tasksPerSubmission();
+    Collective& c = *checks[checked].coll;
+    // The entry's callback slot is a line the completion side wrote last (Done, then Free), on
+    // another core when the poller runs on its own thread: asked for now, it has arrived by the
+    // time prepareEntry arms it (a group of 32 at 8 B: 49 -> 40 ns an entry with the daemon and
+    // the poller on their own threads; +0.5 ns with the caller's thread running them).
+    __builtin_prefetch(&c.slotFor(c.nextSeq() + c.groupScratch()), 1);
+    c.groupScratch() += 1;
+    tasks += c.tasksPerSubmission();
   }
   for (size_t i = 0; i < checked; ++i) checks[i].coll->groupScratch() = 0;
   if (!bad.ok()) return bad;
