@@ -37,7 +37,7 @@ namespace occl::host {
 //   Done -> Free:  the completion side, after copying the slot, before advanceCompleted (whose
 //                  release frees the slot for the submission side's windowFits). A Free slot's
 //                  other fields are stale: the next arming writes them all.
-//   Armed -> Free: a submission taken back after a failed push (undoSubmitted, under both locks).
+// An armed submission is never taken back: the SQ has room for its SQE before it is armed.
 enum class SlotState : uint8_t { Free, Armed, Done };
 struct CallbackSlot {
   occlCallback_t fn = nullptr;
@@ -143,14 +143,6 @@ class Collective {
   uint32_t* gateDoneWord(uint64_t seq) const { return occl::gateDoneWord(desc_, seq); }
   // Counted before the SQE is published, so its CQE always falls inside the in-flight window.
   void noteSubmitted() { addSubmitted(1); }
-  // The last submission taken back after a failed push (under the registry's indexMu() too): its
-  // slot is freed, and the form of the one before it is no longer known, so the next submission
-  // waits for the earlier ones (changesForm).
-  void undoSubmitted() {
-    slotFor(nextSeq() - 1).state.store(SlotState::Free, std::memory_order_relaxed);
-    addSubmitted(~uint64_t{0});  // - 1
-    line_.lastForm = LastForm::Unknown;
-  }
   // Whether a submission of this form class (small or not) differs from the one before it, which
   // makes it wait for every earlier submission to complete (kSqeBarrier, CollShared::doneThrough);
   // records it as the last. Only a collective with a small form has two.

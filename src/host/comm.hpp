@@ -170,14 +170,21 @@ class Comm {
   Status stopAndFail(occlResult_t reason, const std::string& why);
 
   // Submission (comm_submit.cpp).
-  // Pushes `e[0..n)` into the SQ in pieces of at most half its depth, each all or none
-  // (SubmissionQueue::tryPushAll), waiting for room a bounded time; `pushed` says how many went.
-  Status pushSqes(const SqeView* e, size_t n, size_t& pushed);
-  bool tryPushSqe(const SqeView& e);  // one entry if the SQ has room now
-  Status pushSqe(const SqeView& e) {
-    size_t pushed = 0;
-    return pushSqes(&e, 1, pushed);
+  // The SQ (SubmissionQueue's producer side, under the submit lock): room for `n` entries at
+  // sqTicket_ (sqHasRoom), else waited for a bounded time (waitForSqRoom; an abort ends the wait,
+  // except for the exit request's); then the entries are written from sqTicket_ on, the first
+  // last, and published, which advances sqTicket_. Room is there before an entry is prepared,
+  // so a submission that cannot go in leaves nothing to take back.
+  bool sqHasRoom(uint32_t n) { return env_->sq.hasRoom(sqTicket_, n, sqLimit_); }
+  Status waitForSqRoom(uint32_t n, bool exitRequest);
+  void writeSqe(uint64_t ticket, const SqeView& e) { env_->sq.write(ticket, e, sqLimit_); }
+  void writeSqes(const SqeView* e, uint32_t n);  // and publishes them
+  void publishSqes(uint32_t n) {
+    sqTicket_ += n;
+    env_->sq.publish(sqTicket_);
   }
+  // One entry, waiting for room as waitForSqRoom does: the exit request.
+  Status pushSqe(const SqeView& e);
   // Takes `lock` (on submitMu_, deferred) unless the communicator is stopped or a peer failed,
   // which it reports instead: what every submission does first. Here, to be inlined into the
   // submit path.
@@ -236,8 +243,6 @@ class Comm {
   // of a group entry's 34: BM_SubmitBurst/32/1).
   void prepareEntry(const Checked& e, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
                     Start start, int generation, SqeView& out);
-  // Prepared entries whose SQEs did not go out: their collectives' counts undone.
-  void undoEntries(std::span<const Checked> entries);
   // NULL buffers that must hold data, buffers not from occlMemAlloc where desc.sharedBuffers asks
   // for them, and overlapping buffers other than in place.
   Status validateBuffers(const Collective& c, const Collective::BufferExtents& x, const void* sendbuf,
@@ -323,13 +328,13 @@ class Comm {
   std::mutex submitMu_;
   CollRegistry registry_;
   uint64_t sqTicket_ = 0;
-  uint64_t sqLimit_ = 0;  // SubmissionQueue::tryPush caches the first ticket it cannot write yet
+  uint64_t sqLimit_ = 0;  // SubmissionQueue::hasRoom caches the first ticket it cannot write yet
   // Under the submit lock, reused so that a submission allocates nothing: a v-collective's table
   // from checkEntry to prepareEntry (vecLayout fills it in place), and a group's checked entries
-  // (submitGroup).
+  // and SQEs (submitGroup).
   VecLayout vecScratch_;
   std::vector<Checked> groupChecks_;
-  std::vector<SqeView> groupSqes_;  // a group's SQEs, pushed together (submitGroup)
+  std::vector<SqeView> groupSqes_;
 
   // Task-queue entries of the submissions whose callbacks have not fired (tasksPerSubmission()
   // each): kept <= taskQueueDepth, so that every block can always take every published SQE.

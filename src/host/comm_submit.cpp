@@ -1,11 +1,12 @@
 // Submission: a registered collective's submission checked (its buffers, its window, the task
-// queues' room) and pushed into the SQ under the submit lock, its callback in place first; a
-// group's submissions all checked, then pushed under one lock with one doorbell.
+// queues' room), then, once the SQ has room for it, its callback put in place and its SQE pushed,
+// all under the submit lock; a group's submissions all checked, then pushed under one lock with
+// one doorbell.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
-#include <optional>
+#include <algorithm>
 #include <span>
 #include <thread>
 #include <tuple>
@@ -48,34 +49,32 @@ bool failWith(Status& error, Status reason) {
 
 }  // namespace
 
-bool Comm::tryPushSqe(const SqeView& e) {
-  if (!env_->sq.tryPush(sqTicket_, e, sqLimit_)) return false;
-  sqTicket_ += 1;
-  return true;
+Status Comm::waitForSqRoom(uint32_t n, bool exitRequest) {
+  // The clock starts at the first full SQ: a push that fits reads no clock (one read costs about
+  // as much as the push itself).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.initTimeoutMs);
+  for (int attempt = 0;; ++attempt) {
+    if (atomics::loadAcquire(env_->hostAbortFlag) != 0 && !exitRequest)
+      return Status::error(occlAborted, "the communicator was aborted");
+    if (std::chrono::steady_clock::now() > deadline)
+      return Status::error(occlTimeout, "the submission queue stayed full: is the daemon running?");
+    backend_->notifySubmission();
+    backoff(attempt);
+    if (env_->sq.hasRoom(sqTicket_, n, sqLimit_)) return Status::success();
+  }
 }
 
-Status Comm::pushSqes(const SqeView* e, size_t n, size_t& pushed) {
-  // At most half the ring a push: the daemon need not drain the whole SQ before a group goes in.
-  const size_t most = std::max<size_t>(env_->sq.depth / 2, 1);
-  pushed = 0;
-  while (pushed < n) {
-    const auto part = static_cast<uint32_t>(std::min(n - pushed, most));
-    // The clock starts at the first full SQ: a push that fits reads no clock (one read costs
-    // about as much as the push itself).
-    std::optional<std::chrono::steady_clock::time_point> deadline;
-    for (int attempt = 0; !env_->sq.tryPushAll(sqTicket_, e + pushed, part, sqLimit_); ++attempt) {
-      if (atomics::loadAcquire(env_->hostAbortFlag) != 0 && !(e[pushed].flags & kSqeExit))
-        return Status::error(occlAborted, "the communicator was aborted");
-      const auto now = std::chrono::steady_clock::now();
-      if (!deadline) deadline = now + std::chrono::milliseconds(config_.initTimeoutMs);
-      if (now > *deadline)
-        return Status::error(occlTimeout, "the submission queue stayed full: is the daemon running?");
-      backend_->notifySubmission();
-      backoff(attempt);
-    }
-    sqTicket_ += part;
-    pushed += part;
-  }
+void Comm::writeSqes(const SqeView* e, uint32_t n) {
+  const SubmissionQueue sq = env_->sq;  // a copy: the SQ's stores may alias this object's fields
+  for (uint32_t i = n; i-- > 0;) sq.write(sqTicket_ + i, e[i], sqLimit_);
+  publishSqes(n);
+}
+
+Status Comm::pushSqe(const SqeView& e) {
+  if (!sqHasRoom(1))
+    if (Status s = waitForSqRoom(1, (e.flags & kSqeExit) != 0); !s.ok()) return s;
+  writeSqe(sqTicket_, e);
+  publishSqes(1);
   return Status::success();
 }
 
@@ -240,8 +239,9 @@ Status Comm::checkTaskRoom(uint64_t tasks) const {
   // The callback is in place before the SQE exists, so a fast completion always finds it: the
   // release of Armed publishes it to the thread that takes the CQE (CallbackSlot). The slot is
   // free: its last submission completed (advanceCompleted, a release that windowFits acquired, in
-  // checkEntry or in an earlier submission's under the same lock) or was taken back
-  // (undoSubmitted), and until it reads Armed the completion side reads nothing else of it.
+  // checkEntry or in an earlier submission's under the same lock), and until it reads Armed the
+  // completion side reads nothing else of it. The SQ has room for the SQE (the caller waited for
+  // it first), so the submission goes out once prepared: nothing here is ever taken back.
   // A stream opens its gate itself: occlGateOpen refuses it (kGateOpen).
   const uint8_t gate = start == Start::Now ? kGateNone : start == Start::AtGate ? kGateClosed : kGateOpen;
   CallbackSlot& slot = c.slotFor(seq);
@@ -265,14 +265,6 @@ Status Comm::checkTaskRoom(uint64_t tasks) const {
                 reinterpret_cast<uint64_t>(recvbuf), c.variableCount() ? entry.count : 0};
 }
 
-void Comm::undoEntries(std::span<const Checked> entries) {
-  // Under the poller's lock: a poller that read a count before its undo must be done with the
-  // slot before the next submission writes it again (processCqe, fireInOrder read slots under
-  // the registry's indexMu() only).
-  std::lock_guard<std::mutex> registry(registry_.indexMu());
-  for (const Checked& e : entries) e.coll->undoSubmitted();
-}
-
 Status Comm::submitEntry(uint64_t collId, uint64_t count, const void* sendbuf, void* recvbuf, occlCallback_t callback,
                          void* arg, Start start, void* stream, uint64_t* seqOut, const occlVectors_t* vectors) {
   std::unique_lock<std::mutex> lock(submitMu_, std::defer_lock);
@@ -282,17 +274,15 @@ Status Comm::submitEntry(uint64_t collId, uint64_t count, const void* sendbuf, v
   if (!checkEntry(registry_.find(collId), collId, count, sendbuf, recvbuf, vectors, checked, error)) return error;
   const uint64_t tasks = checked.coll->tasksPerSubmission();
   if (Status s = checkTaskRoom(tasks); !s.ok()) return s;
+  if (!sqHasRoom(1))  // the usual case, without a Status; else a bounded wait for room
+    if (Status s = waitForSqRoom(1, /*exitRequest=*/false); !s.ok()) return s;
   const int generation = waits_.current();  // read once: see WaitGenerations::countIn
   addSubmitted(1, tasks, generation);
   SqeView e;
   prepareEntry(checked, sendbuf, recvbuf, callback, arg, start, generation, e);
+  writeSqe(sqTicket_, e);
+  publishSqes(1);
   const uint64_t seq = e.seq;
-  if (!tryPushSqe(e))  // the usual case, without a Status; else a bounded wait for room
-    if (Status s = pushSqe(e); !s.ok()) {
-      undoEntries({&checked, 1});
-      addSubmitted(~uint64_t{0}, 0 - tasks, generation);
-      return s;
-    }
   if (seqOut != nullptr) *seqOut = seq;
   if (start == Start::OnStream) {
     // Under the submit lock, so one stream's submissions open in their submission order. The SQE
@@ -353,27 +343,34 @@ Status Comm::submitGroup(std::span<const occlSubmission_t> subs, int* submitted)
   if (!bad.ok()) return bad;
   if (Status s = checkTaskRoom(tasks); !s.ok())
     return s.withContext(absl::StrFormat("a group of %d submissions needs %d task-queue entries", subs.size(), tasks));
-  // The whole group is counted in at once, in one generation, and what a failed push leaves
-  // unqueued is counted out again. Every entry's callback slot and count first, then the SQEs.
+  // The whole group is counted in at once, in one generation, and what a failed wait for room
+  // leaves unqueued is counted out again. It goes into the SQ in parts of at most half its depth
+  // (the daemon need not drain the whole SQ before a group goes in): room for a part, then the
+  // part's entries prepared (callback slots, counts, SQEs), then its SQEs written, the first last
+  // (SubmissionQueue::hasRoom; writing each SQE as it was prepared took 2 ns more an entry).
   const int generation = waits_.current();
   addSubmitted(subs.size(), tasks, generation);
+  const size_t most = std::max<size_t>(env_->sq.depth / 2, 1);
   std::vector<SqeView>& sqes = groupSqes_;
   sqes.resize(subs.size());
-  for (size_t i = 0; i < subs.size(); ++i) {
-    const occlSubmission_t& e = subs[i];
-    prepareEntry(checks[i], e.sendbuf, e.recvbuf, e.callback, e.arg, Start::Now, generation, sqes[i]);
-  }
-  size_t pushed = 0;
-  if (Status s = pushSqes(sqes.data(), sqes.size(), pushed); !s.ok()) {
-    const std::span<const Checked> unqueued(checks.data() + pushed, subs.size() - pushed);
-    undoEntries(unqueued);
-    uint64_t unqueuedTasks = 0;
-    for (const Checked& c : unqueued) unqueuedTasks += c.coll->tasksPerSubmission();
-    addSubmitted(0 - static_cast<uint64_t>(unqueued.size()), 0 - unqueuedTasks, generation);
-    if (submitted != nullptr) *submitted = static_cast<int>(pushed);
-    lock.unlock();
-    if (pushed > 0) backend_->notifySubmission();  // the ones queued run (or fail) as submitted
-    return s.withContext(absl::StrFormat("subs[%d] of %d, after %d were queued", pushed, subs.size(), pushed));
+  for (size_t first = 0; first < subs.size();) {
+    const auto part = static_cast<uint32_t>(std::min(subs.size() - first, most));
+    if (!sqHasRoom(part))
+      if (Status s = waitForSqRoom(part, /*exitRequest=*/false); !s.ok()) {
+        uint64_t unqueuedTasks = 0;
+        for (size_t i = first; i < subs.size(); ++i) unqueuedTasks += checks[i].coll->tasksPerSubmission();
+        addSubmitted(0 - static_cast<uint64_t>(subs.size() - first), 0 - unqueuedTasks, generation);
+        if (submitted != nullptr) *submitted = static_cast<int>(first);
+        lock.unlock();
+        if (first > 0) backend_->notifySubmission();  // the ones queued run (or fail) as submitted
+        return s.withContext(absl::StrFormat("subs[%d] of %d, after %d were queued", first, subs.size(), first));
+      }
+    for (size_t i = first; i < first + part; ++i) {
+      const occlSubmission_t& e = subs[i];
+      prepareEntry(checks[i], e.sendbuf, e.recvbuf, e.callback, e.arg, Start::Now, generation, sqes[i]);
+    }
+    writeSqes(&sqes[first], part);
+    first += part;
   }
   if (submitted != nullptr) *submitted = static_cast<int>(subs.size());
   lock.unlock();

@@ -133,28 +133,40 @@ struct SubmissionQueue {
   // between calls (start it at 0). Sets kSqeReport where the protocol above asks for a report.
   OCCL_HD bool tryPush(uint64_t ticket, const SqeView& e, uint64_t& limit) const { return tryPushAll(ticket, &e, 1, limit); }
 
-  // Producer: entries `e[0..n)` for tickets ticket..ticket+n-1, all or none (n <= depth). The
-  // last is written first and the first last: a consumer, which takes entries in ticket order,
-  // finds none of them until every one is in place, so it never polls a line the producer is
-  // about to write (a line taken back and forth between two cores, when the daemon runs on
-  // another). One limit serves them all, so the report flags fall as for single pushes.
+  // Producer: entries `e[0..n)` for tickets ticket..ticket+n-1, all or none (n <= depth), the
+  // first written last (see write()).
   OCCL_HD bool tryPushAll(uint64_t ticket, const SqeView* e, uint32_t n, uint64_t& limit) const {
-    const uint64_t last = ticket + n - 1;
-    if (last + depth / 2 >= limit) limit = writableLimit();  // at the limit or half-way to it
-    if (last >= limit) return false;
-    for (uint32_t i = n; i-- > 0;) {
-      const uint64_t t = ticket + i;
-      SqeView entry = e[i];
-      if (limit - t == 1 || limit - t == depth / 2) entry.flags |= kSqeReport;
-      uint32_t piece[sqe::kWords];
-      sqe::split(entry, piece);
-      Sqe& s = slot(t);
-      const uint64_t tag = sqe::tagOf(t) << 32;
-      for (int w = 0; w < sqe::kWords; ++w) atomics::storeRelease(&s.words[w], tag | piece[w]);
-    }
-    atomics::storeRelease(published, last + 1);
+    if (!hasRoom(ticket, n, limit)) return false;
+    for (uint32_t i = n; i-- > 0;) write(ticket + i, e[i], limit);
+    publish(ticket + n);
     return true;
   }
+
+  // The same in three steps, for a producer that makes each entry just before it writes it:
+  // hasRoom, then write() for each ticket of the n (any order, but the first ticket last), then
+  // publish(). A consumer, which takes entries in ticket order, finds none of them until the
+  // first is in place, so it never polls a line the producer is about to write (a line taken back
+  // and forth between two cores, when the daemon runs on another). One limit serves them all, so
+  // the report flags fall as for single pushes.
+  //
+  // Whether tickets ticket..ticket+n-1 may be written now (n <= depth); refreshes `limit` at the
+  // limit or half-way to it.
+  OCCL_HD bool hasRoom(uint64_t ticket, uint32_t n, uint64_t& limit) const {
+    const uint64_t last = ticket + n - 1;
+    if (last + depth / 2 >= limit) limit = writableLimit();
+    return last < limit;
+  }
+  // Ticket `ticket`'s entry, below `limit` (hasRoom's), flagged kSqeReport where the protocol asks.
+  OCCL_HD void write(uint64_t ticket, SqeView e, uint64_t limit) const {
+    if (limit - ticket == 1 || limit - ticket == depth / 2) e.flags |= kSqeReport;
+    uint32_t piece[sqe::kWords];
+    sqe::split(e, piece);
+    Sqe& s = slot(ticket);
+    const uint64_t tag = sqe::tagOf(ticket) << 32;
+    for (int w = 0; w < sqe::kWords; ++w) atomics::storeRelease(&s.words[w], tag | piece[w]);
+  }
+  // Every entry before ticket `next` is written.
+  OCCL_HD void publish(uint64_t next) const { atomics::storeRelease(published, next); }
 
   // Consumer `cursor` (each block keeps its own): copies the entry if it is published. The
   // caller reports `cursor + 1` where the protocol asks (advance(); the daemon's reportCursor).

@@ -38,12 +38,12 @@ float expectedSum(int c, int k, size_t i) {
   return s;
 }
 
-// Rounds of groups: each round every rank submits `perColl` runs of each of `colls` AllReduces as
-// one group, in its own random order of the entries (the k-th run of a collective still before
-// its (k+1)-th: one collId's submissions run in submission order), then a single occlSubmit of
-// each collective after the group. Every element of every run is checked.
-TEST(SubmitGroupTest, GroupsInADifferentOrderOnEveryRankAreExact) {
-  constexpr int kColls = 8, kPerColl = 4, kRounds = 20;
+// `rounds` rounds of groups: each round every rank submits `perColl` runs of each of `colls`
+// AllReduces as one group, in its own random order of the entries (the k-th run of a collective
+// still before its (k+1)-th: one collId's submissions run in submission order), then a single
+// occlSubmit of each collective after the group. Every element of every run is checked.
+void groupsInRandomOrders(const occlConfig_t& config, int kRounds) {
+  constexpr int kColls = 8, kPerColl = 4;
   constexpr int kRunsPerRound = kColls * (kPerColl + 1);  // run c * (kPerColl + 1) + k; k == kPerColl the single
   auto count = [](int c) { return static_cast<size_t>(1 + 9 * c); };
   // Before the communicators, as the callbacks: a failed wait must not free what is in flight.
@@ -53,7 +53,7 @@ TEST(SubmitGroupTest, GroupsInADifferentOrderOnEveryRankAreExact) {
     sendBufs[r].resize(kRounds * kRunsPerRound);
     recvBufs[r].resize(kRounds * kRunsPerRound);
   }
-  CommGroup comms(kRanks);
+  CommGroup comms(kRanks, config);
   for (int r = 0; r < kRanks; ++r)
     for (int c = 0; c < kColls; ++c) registerAllReduce(comms[r], 0x600 + c, count(c));
   std::vector<std::string> wrong[kRanks];
@@ -106,6 +106,16 @@ TEST(SubmitGroupTest, GroupsInADifferentOrderOnEveryRankAreExact) {
     ASSERT_TRUE(done[r].waitFor(kRounds * kColls * (kPerColl + 1), kWait));
     for (auto [id, status] : done[r].fired()) EXPECT_EQ(status, occlSuccess) << "collId 0x" << std::hex << id;
   }
+}
+
+TEST(SubmitGroupTest, GroupsInADifferentOrderOnEveryRankAreExact) { groupsInRandomOrders(testConfig(), 20); }
+
+// An SQ of 4 entries: each group of 32 goes in 16 parts of 2, most of them waiting for the daemon
+// to take the part before (Comm::waitForSqRoom), every entry still exact and completed once.
+TEST(SubmitGroupTest, AGroupLongerThanTheSqGoesInPartByPart) {
+  occlConfig_t config = testConfig();
+  config.sqDepth = 4;
+  groupsInRandomOrders(config, 5);
 }
 
 // A group whose entry 2 is not registered: nothing of it is submitted (no callback fires, the
