@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <thread>
+#include <utility>
 
 #if defined(__CUDACC__)
 #include <cuda/atomic>
@@ -190,6 +191,25 @@ OCCL_HD_HOOK bool compareExchange(T* p, T& expected, T desired) {
   checkTarget(p);
   noteAccess(p, BusAccess::ReadModifyWrite);
   return Ref<T, S>(*p).compare_exchange_strong(expected, desired, OCCL_MO(acq_rel), OCCL_MO(acquire));
+}
+
+// Release stores of the words of `v` to p[0..N) in order, each noted as storeRelease notes it,
+// with one look for all of them at whether anything counts crossings (the SQ's producer writes
+// an entry's eight words: 2 ns of a grouped submission's 19 on the host were the seven looks more).
+template <typename T, size_t N>
+OCCL_HD_HOOK void storeReleaseWords(T* p, const T (&v)[N]) {
+#if OCCL_ON_DEVICE
+  for (size_t i = 0; i < N; ++i) Ref<T>(p[i]).store(v[i], OCCL_MO(release));
+#else
+  if (exec::simt::gCrossingsCounted.load(std::memory_order_relaxed)) {
+    for (size_t i = 0; i < N; ++i) storeRelease(p + i, v[i]);
+    return;
+  }
+  // Unrolled, so that the words stay in registers (a loop kept them on the stack: 2 ns an SQE).
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    (Ref<T>(p[I]).store(v[I], OCCL_MO(release)), ...);
+  }(std::make_index_sequence<N>{});
+#endif
 }
 
 // The SQ's poll (SubmissionQueue::tryPop): the eight words of one 64-byte line, read at once. On

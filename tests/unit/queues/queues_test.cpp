@@ -65,10 +65,9 @@ TEST(SqeTest, EveryFieldRoundTripsAtItsWidest) {
   for (const SqeView& e : {widest, SqeView{0, 0, 0, 0, 0, 0, sqe::kMaxCount}, SqeView{0xff, 0xff, 0, 0, 0, 0, 0},
                            SqeView{0, 0, (1u << sqe::kIndexBits) - 1, 0, 0, 0, 1},
                            SqeView{0, 0, 0, uint64_t{1} << 47, 0, 0, uint64_t{1} << 43}}) {
-    uint32_t piece[sqe::kWords];
-    sqe::split(e, piece);
     uint64_t words[sqe::kWords];
-    for (int i = 0; i < sqe::kWords; ++i) words[i] = sqe::tagOf(5) << 32 | piece[i];
+    sqe::words(e, 5, words);
+    for (uint64_t w : words) ASSERT_EQ(w >> 32, sqe::tagOf(5));
     SqeView out{};
     ASSERT_TRUE(sqe::join(words, 5, out));
     EXPECT_TRUE(e.flags == out.flags && e.nParts == out.nParts && e.collIndex == out.collIndex && e.seq == out.seq &&
