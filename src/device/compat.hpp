@@ -17,6 +17,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <thread>
 #include <utility>
@@ -196,17 +197,17 @@ OCCL_HD_HOOK bool compareExchange(T* p, T& expected, T desired) {
 // Release stores of the words of `v` to p[0..N) in order, each noted as storeRelease notes it,
 // with one look for all of them at whether anything counts crossings (the SQ's producer writes
 // an entry's eight words: 2 ns of a grouped submission's 19 on the host were the seven looks more).
-template <typename T, size_t N>
+template <typename T, std::size_t N>
 OCCL_HD_HOOK void storeReleaseWords(T* p, const T (&v)[N]) {
 #if OCCL_ON_DEVICE
-  for (size_t i = 0; i < N; ++i) Ref<T>(p[i]).store(v[i], OCCL_MO(release));
+  for (std::size_t i = 0; i < N; ++i) Ref<T>(p[i]).store(v[i], OCCL_MO(release));
 #else
   if (exec::simt::gCrossingsCounted.load(std::memory_order_relaxed)) {
-    for (size_t i = 0; i < N; ++i) storeRelease(p + i, v[i]);
+    for (std::size_t i = 0; i < N; ++i) storeRelease(p + i, v[i]);
     return;
   }
   // Unrolled, so that the words stay in registers (a loop kept them on the stack: 2 ns an SQE).
-  [&]<size_t... I>(std::index_sequence<I...>) {
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
     (Ref<T>(p[I]).store(v[I], OCCL_MO(release)), ...);
   }(std::make_index_sequence<N>{});
 #endif

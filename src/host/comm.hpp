@@ -223,13 +223,13 @@ class Comm {
   // string costs the submit path a few nanoseconds each time it is made and dropped). Inlined in
   // the submit paths: the usual entry passes passesAtFirstLook there, and only the others, failures
   // included, take the call to checkEntryFully.
-  bool checkEntry(Collective* found, uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf,
+  inline bool checkEntry(Collective* found, uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf,
                   const occlVectors_t* vectors, Checked& out, Status& error);
   // True for the usual entry, which then passes checkEntryFully too: its registered count on a
   // collective without desc.variableCount or desc.vectorCounts, two buffers in place or apart that
   // need no look beyond their addresses (no desc.sharedBuffers, a backend that reads any memory),
   // room in its window. False says only that checkEntryFully must decide.
-  bool passesAtFirstLook(Collective& c, uint64_t count, const void* sendbuf, const void* recvbuf, Checked& out) const;
+  inline bool passesAtFirstLook(Collective& c, uint64_t count, const void* sendbuf, const void* recvbuf, Checked& out) const;
   bool checkEntryFully(Collective* found, uint64_t collId, uint64_t count, const void* sendbuf, const void* recvbuf,
                        const occlVectors_t* vectors, Checked& out, Status& error);
   // Whether collective `c` takes a submission of `count` elements (checkEntry).
@@ -241,7 +241,7 @@ class Comm {
   // `out` is where the push reads it: a returned SQE, copied there whole, was read back a few
   // stores after its narrow fields were written, which store forwarding cannot serve (about 3 ns
   // of a group entry's 34: BM_SubmitBurst/32/1).
-  void prepareEntry(const Checked& e, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
+  inline void prepareEntry(const Checked& e, const void* sendbuf, void* recvbuf, occlCallback_t callback, void* arg,
                     Start start, int generation, SqeView& out);
   // NULL buffers that must hold data, buffers not from occlMemAlloc where desc.sharedBuffers asks
   // for them, and overlapping buffers other than in place.
@@ -251,7 +251,7 @@ class Comm {
   Status checkSharedBuffers(const Collective& c, const void* sendbuf, uint64_t sendBytes, const void* recvbuf,
                             uint64_t recvBytes) const;
   // Whether the two buffers sit at NCCL's in-place position for these extents (this rank's).
-  static bool inPlace(const Collective::BufferExtents& x, const void* sendbuf, const void* recvbuf);
+  static inline bool inPlace(const Collective::BufferExtents& x, const void* sendbuf, const void* recvbuf);
   // After an abort: writes the done word of every gated submission that has not completed, so a
   // stream waiting for one goes on even where the daemon stopped before it failed them
   // (comm_gates.cpp).
@@ -351,6 +351,11 @@ class Comm {
   void addSubmitted(uint64_t submissions, uint64_t tasks, int generation) {
     addByOneWriter(tasksIn_, tasks);
     waits_.countIn(submissions, generation);
+  }
+  // Submissions counted in by addSubmitted that never went into the SQ (submitGroup).
+  void countBackSubmitted(uint64_t submissions, uint64_t tasks, int generation) {
+    addByOneWriter(tasksIn_, 0 - tasks);
+    waits_.countBack(submissions, generation);
   }
 
   std::thread poller_;

@@ -2,11 +2,11 @@
 // queues' room), then, once the SQ has room for it, its callback put in place and its SQE pushed,
 // all under the submit lock; a group's submissions all checked, then pushed under one lock with
 // one doorbell.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
-#include <algorithm>
 #include <span>
 #include <thread>
 #include <tuple>
@@ -65,8 +65,10 @@ Status Comm::waitForSqRoom(uint32_t n, bool exitRequest) {
 }
 
 void Comm::writeSqes(const SqeView* e, uint32_t n) {
-  const SubmissionQueue sq = env_->sq;  // a copy: the SQ's stores may alias this object's fields
-  for (uint32_t i = n; i-- > 0;) sq.write(sqTicket_ + i, e[i], sqLimit_);
+  // Copies: the SQ's stores may alias this object's fields.
+  const SubmissionQueue sq = env_->sq;
+  const uint64_t ticket = sqTicket_, limit = sqLimit_;
+  for (uint32_t i = n; i-- > 0;) sq.write(ticket + i, e[i], limit);
   publishSqes(n);
 }
 
@@ -343,8 +345,9 @@ Status Comm::submitGroup(std::span<const occlSubmission_t> subs, int* submitted)
   if (!bad.ok()) return bad;
   if (Status s = checkTaskRoom(tasks); !s.ok())
     return s.withContext(absl::StrFormat("a group of %d submissions needs %d task-queue entries", subs.size(), tasks));
-  // The whole group is counted in at once, in one generation, and what a failed wait for room
-  // leaves unqueued is counted out again. It goes into the SQ in parts of at most half its depth
+  // The whole group is counted in at once, in one generation (counted in part by part, a wait
+  // that started between two parts could miss the later ones), and what a failed wait for room
+  // leaves unqueued is counted back. It goes into the SQ in parts of at most half its depth
   // (the daemon need not drain the whole SQ before a group goes in): room for a part, then the
   // part's entries prepared (callback slots, counts, SQEs), then its SQEs written, the first last
   // (SubmissionQueue::hasRoom; writing each SQE as it was prepared took 2 ns more an entry).
@@ -359,7 +362,7 @@ Status Comm::submitGroup(std::span<const occlSubmission_t> subs, int* submitted)
       if (Status s = waitForSqRoom(part, /*exitRequest=*/false); !s.ok()) {
         uint64_t unqueuedTasks = 0;
         for (size_t i = first; i < subs.size(); ++i) unqueuedTasks += checks[i].coll->tasksPerSubmission();
-        addSubmitted(0 - static_cast<uint64_t>(subs.size() - first), 0 - unqueuedTasks, generation);
+        countBackSubmitted(subs.size() - first, unqueuedTasks, generation);
         if (submitted != nullptr) *submitted = static_cast<int>(first);
         lock.unlock();
         if (first > 0) backend_->notifySubmission();  // the ones queued run (or fail) as submitted

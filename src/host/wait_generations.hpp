@@ -34,14 +34,23 @@ class WaitGenerations {
   using Clock = std::chrono::steady_clock;
 
   // The submitter, under the submit lock: the generation a submission made now belongs to, and
-  // the count of `submissions` made in `generation` (~0 undoes one). The submitter reads
-  // current() once and uses that value for the count, the callback slot and an undo: a wait may
+  // the count of `submissions` made in `generation`. The submitter reads current() once and uses
+  // that value for the count, the callback slot and a count back (countBack): a wait may
   // start the other generation in between, and a submission counted in one generation and out of
   // the other would leave the first pending for ever (a later wait hangs).
   int current() const { return generation_.load(std::memory_order_relaxed); }
   void countIn(uint64_t submissions, int generation) {
     addByOneWriter(submitted_, submissions);
     addByOneWriter(in_[generation], submissions);
+  }
+
+  // The submitter, under the submit lock: `submissions` counted in by countIn that never went out
+  // (the rest of a group whose wait for room in the SQ failed). A waiter may already sleep on
+  // them: woken as countOut wakes it (the seq_cst store here against its increment of waiters_).
+  void countBack(uint64_t submissions, int generation) {
+    addByOneWriter(submitted_, 0 - submissions);
+    addByOneWriter(in_[generation], 0 - submissions, std::memory_order_seq_cst);
+    wakeWaiters();
   }
 
   // The thread firing callbacks, under the CQ's lock, after a submission's callback has returned.
@@ -51,10 +60,7 @@ class WaitGenerations {
     // the generation): with weaker orders both sides may read the old value, and the waiter
     // sleeps through its wake-up. The RMW also releases the count of the generation above.
     fired_.fetch_add(1, std::memory_order_seq_cst);
-    if (waiters_.load(std::memory_order_seq_cst) > 0) {
-      std::lock_guard<std::mutex> wake(mu_);
-      cv_.notify_all();
-    }
+    wakeWaiters();
   }
 
   // Submissions whose callbacks have not fired.
@@ -109,6 +115,13 @@ class WaitGenerations {
   }
 
  private:
+  void wakeWaiters() {
+    if (waiters_.load(std::memory_order_seq_cst) > 0) {
+      std::lock_guard<std::mutex> wake(mu_);
+      cv_.notify_all();
+    }
+  }
+
   std::atomic<uint64_t> submitted_{0};
   std::atomic<uint64_t> fired_{0};
   std::atomic<int> generation_{0};
