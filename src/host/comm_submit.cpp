@@ -65,18 +65,16 @@ Status Comm::waitForSqRoom(uint32_t n, bool exitRequest) {
 }
 
 void Comm::writeSqes(const SqeView* e, uint32_t n) {
-  // Copies: the SQ's stores may alias this object's fields.
+  // A copy: the SQ's stores may alias its fields where it lives (DaemonEnv).
   const SubmissionQueue sq = env_->sq;
-  const uint64_t ticket = sqTicket_, limit = sqLimit_;
-  for (uint32_t i = n; i-- > 0;) sq.write(ticket + i, e[i], limit);
-  publishSqes(n);
+  sq.writeAll(sqTicket_, e, n, sqLimit_);
+  sqTicket_ += n;
 }
 
 Status Comm::pushSqe(const SqeView& e) {
   if (!sqHasRoom(1))
     if (Status s = waitForSqRoom(1, (e.flags & kSqeExit) != 0); !s.ok()) return s;
-  writeSqe(sqTicket_, e);
-  publishSqes(1);
+  writeSqe(e);
   return Status::success();
 }
 
@@ -282,8 +280,7 @@ Status Comm::submitEntry(uint64_t collId, uint64_t count, const void* sendbuf, v
   addSubmitted(1, tasks, generation);
   SqeView e;
   prepareEntry(checked, sendbuf, recvbuf, callback, arg, start, generation, e);
-  writeSqe(sqTicket_, e);
-  publishSqes(1);
+  writeSqe(e);
   const uint64_t seq = e.seq;
   if (seqOut != nullptr) *seqOut = seq;
   if (start == Start::OnStream) {

@@ -136,21 +136,19 @@ struct SubmissionQueue {
   // between calls (start it at 0). Sets kSqeReport where the protocol above asks for a report.
   OCCL_HD bool tryPush(uint64_t ticket, const SqeView& e, uint64_t& limit) const { return tryPushAll(ticket, &e, 1, limit); }
 
-  // Producer: entries `e[0..n)` for tickets ticket..ticket+n-1, all or none (n <= depth), the
-  // first written last (see write()).
+  // Producer: entries `e[0..n)` for tickets ticket..ticket+n-1, all or none (n <= depth).
   OCCL_HD bool tryPushAll(uint64_t ticket, const SqeView* e, uint32_t n, uint64_t& limit) const {
     if (!hasRoom(ticket, n, limit)) return false;
-    for (uint32_t i = n; i-- > 0;) write(ticket + i, e[i], limit);
-    publish(ticket + n);
+    writeAll(ticket, e, n, limit);
     return true;
   }
 
-  // The same in three steps, for a producer that makes each entry just before it writes it:
-  // hasRoom, then write() for each ticket of the n (any order, but the first ticket last), then
-  // publish(). A consumer, which takes entries in ticket order, finds none of them until the
-  // first is in place, so it never polls a line the producer is about to write (a line taken back
-  // and forth between two cores, when the daemon runs on another). One limit serves them all, so
-  // the report flags fall as for single pushes.
+  // The same in two steps, for a producer that prepares its entries once it knows they fit:
+  // hasRoom, then writeAll. The last entry is written first and the first last: a consumer, which
+  // takes entries in ticket order, finds none of them until every one is in place, so it never
+  // polls a line the producer is about to write (a line taken back and forth between two cores,
+  // when the daemon runs on another). One limit serves them all, so the report flags fall as for
+  // single pushes.
   //
   // Whether tickets ticket..ticket+n-1 may be written now (n <= depth); refreshes `limit` at the
   // limit or half-way to it.
@@ -166,8 +164,11 @@ struct SubmissionQueue {
     sqe::words(e, ticket, words);
     atomics::storeReleaseWords(slot(ticket).words, words);
   }
-  // Every entry before ticket `next` is written.
-  OCCL_HD void publish(uint64_t next) const { atomics::storeRelease(published, next); }
+  // Entries `e[0..n)` for tickets ticket..ticket+n-1, below `limit` (hasRoom's), then published.
+  OCCL_HD void writeAll(uint64_t ticket, const SqeView* e, uint32_t n, uint64_t limit) const {
+    for (uint32_t i = n; i-- > 0;) write(ticket + i, e[i], limit);
+    atomics::storeRelease(published, ticket + n);
+  }
 
   // Consumer `cursor` (each block keeps its own): copies the entry if it is published. The
   // caller reports `cursor + 1` where the protocol asks (advance(); the daemon's reportCursor).
